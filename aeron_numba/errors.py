@@ -1,0 +1,13 @@
+"""Exceptions shared by every layer. Each names the bad value and the limit it broke."""
+
+
+class AeronError(Exception):
+    """Base of every aeron-numba error."""
+
+
+class ConfigurationError(AeronError, ValueError):
+    """A length, size or setting is outside what the format or Aeron allows (raised before any file is touched)."""
+
+
+class LayoutError(AeronError, ValueError):
+    """A mapped file or buffer does not have the layout the spec requires (wrong length, version, alignment)."""

@@ -1,0 +1,57 @@
+"""One place for the JIT flags of every kernel, and the cache version stamp.
+
+Numba's ``cache=True`` checks only the timestamp of the file that defines a function, not of the modules
+it calls (NOTES-numba.md, pitfall 1): after a change to ``kernels/atomics.py`` the cached kernels that
+inline the old intrinsics would still load. So the cache directory carries a stamp, a hash of the source of
+``layout/`` and ``kernels/``: any change there starts a fresh cache, and stale code can never be loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numba
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_STAMPED_DIRS = ("layout", "kernels")
+_CACHE_ENV = "NUMBA_CACHE_DIR"
+_DEFAULT_CACHE_ROOT = Path.home() / ".cache" / "aeron-numba"
+
+#: Flags for every kernel: compiled once, cached on disk, no Python objects inside.
+KERNEL_FLAGS = dict(cache=True, nogil=True, boundscheck=False)
+
+
+def source_stamp() -> str:
+    """Hash of every ``.py`` file under ``layout/`` and ``kernels/`` (the code baked into cached kernels)."""
+    digest = hashlib.sha256(numba.__version__.encode())
+    for name in _STAMPED_DIRS:
+        for path in sorted((_PACKAGE_DIR / name).rglob("*.py")):
+            digest.update(str(path.relative_to(_PACKAGE_DIR)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """``$NUMBA_CACHE_DIR`` (or ``~/.cache/aeron-numba``) joined with the source stamp."""
+    root = Path(os.environ.get(_CACHE_ENV) or _DEFAULT_CACHE_ROOT)
+    return root / source_stamp()
+
+
+def configure_cache() -> None:
+    """Point numba's cache at the stamped directory; must run before any kernel module is imported."""
+    if numba.config.DISABLE_JIT:
+        return
+    path = cache_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    numba.config.CACHE_DIR = str(path)
+
+
+def kernel(*args, **kwargs):
+    """``numba.njit`` with the project's kernel flags (``cache=True`` always)."""
+    flags = dict(KERNEL_FLAGS)
+    flags.update(kwargs)
+    if args and callable(args[0]) and len(args) == 1:
+        return numba.njit(**flags)(args[0])
+    return numba.njit(*args, **flags)

@@ -1,0 +1,77 @@
+"""Map a file once and hand out ``np.uint8`` views of it (``np.frombuffer``, never ``np.memmap``).
+
+One object owns the mapping and closes it in the right order: numpy views keep the mmap exported, and
+``mmap.close()`` raises ``BufferError`` while any is alive (NOTES-numba.md pitfall 4).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+from aeron_numba.errors import LayoutError
+
+
+class MappedFile:
+    """A shared, read-write memory mapping of a whole file and its ``np.uint8`` view ``buffer``."""
+
+    def __init__(self, path: str | os.PathLike, mm: mmap.mmap):
+        self.path = Path(path)
+        self._mmap = mm
+        self.buffer: np.ndarray | None = np.frombuffer(mm, dtype=np.uint8)
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, length: int, *, exist_ok: bool = False) -> "MappedFile":
+        """Create (zero-filled, sparse) and map a file of ``length`` bytes."""
+        if length <= 0:
+            raise LayoutError(f"cannot map {path}: length={length} must be > 0")
+        flags = os.O_RDWR | os.O_CREAT | (0 if exist_ok else os.O_EXCL)
+        fd = os.open(path, flags, 0o644)
+        try:
+            os.ftruncate(fd, length)
+            mm = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        return cls(path, mm)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, min_length: int = 1) -> "MappedFile":
+        """Map an existing file read-write; it must be at least ``min_length`` bytes long."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            length = os.fstat(fd).st_size
+            if length < min_length:
+                raise LayoutError(f"{path}: file length={length} < required {min_length}")
+            mm = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        return cls(path, mm)
+
+    @property
+    def length(self) -> int:
+        return len(self._mmap)
+
+    def view(self, offset: int, length: int) -> np.ndarray:
+        """A ``np.uint8`` view of ``[offset, offset + length)``; it must lie inside the file."""
+        if offset < 0 or length < 0 or offset + length > self.length:
+            raise LayoutError(f"{self.path}: view [{offset}, {offset + length}) outside file length={self.length}")
+        return self.buffer[offset : offset + length]
+
+    def close(self) -> None:
+        """Drop our view and unmap. Views handed out must have been dropped by their holders first."""
+        if self._mmap.closed:
+            return
+        self.buffer = None
+        try:
+            self._mmap.close()
+        except BufferError as exc:
+            raise BufferError(f"{self.path}: cannot unmap while numpy views of it are alive ({exc})") from exc
+
+    def __enter__(self) -> "MappedFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

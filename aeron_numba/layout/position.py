@@ -1,0 +1,89 @@
+"""Stream position arithmetic (spec/transport.md §3).
+
+A position is ``term_count << position_bits_to_shift | term_offset`` where ``term_count`` is the
+number of terms since ``initial_term_id``, computed in wrapping 32-bit arithmetic. These are numba
+functions (inlined into kernels) that also work from Python.
+"""
+
+from numba import njit
+
+from aeron_numba.layout.log_buffer import PARTITION_COUNT
+
+
+@njit(cache=True, inline="always")
+def to_int32(value):
+    """Wrap an integer to a signed 32-bit value (Java ``(int)`` cast)."""
+    return ((value + 0x8000_0000) & 0xFFFF_FFFF) - 0x8000_0000
+
+
+@njit(cache=True, inline="always")
+def position_bits_to_shift(term_length):
+    """log2(term_length) for a power-of-two term length."""
+    shift = 0
+    while (1 << shift) < term_length:
+        shift += 1
+    return shift
+
+
+@njit(cache=True, inline="always")
+def compute_term_count(term_id, initial_term_id):
+    return to_int32(term_id - initial_term_id)
+
+
+@njit(cache=True, inline="always")
+def compute_position(term_id, term_offset, bits_to_shift, initial_term_id):
+    term_count = to_int32(term_id - initial_term_id)
+    return (term_count << bits_to_shift) + term_offset
+
+
+@njit(cache=True, inline="always")
+def compute_term_begin_position(term_id, bits_to_shift, initial_term_id):
+    return to_int32(term_id - initial_term_id) << bits_to_shift
+
+
+@njit(cache=True, inline="always")
+def compute_term_id_from_position(position, bits_to_shift, initial_term_id):
+    return to_int32((position >> bits_to_shift) + initial_term_id)
+
+
+@njit(cache=True, inline="always")
+def compute_term_offset_from_position(position, bits_to_shift):
+    return position & ((1 << bits_to_shift) - 1)
+
+
+@njit(cache=True, inline="always")
+def index_by_position(position, bits_to_shift):
+    return (position >> bits_to_shift) % PARTITION_COUNT
+
+
+@njit(cache=True, inline="always")
+def index_by_term(initial_term_id, active_term_id):
+    return to_int32(active_term_id - initial_term_id) % PARTITION_COUNT
+
+
+@njit(cache=True, inline="always")
+def index_by_term_count(term_count):
+    return term_count % PARTITION_COUNT
+
+
+@njit(cache=True, inline="always")
+def raw_tail_term_id(raw_tail):
+    return to_int32(raw_tail >> 32)
+
+
+@njit(cache=True, inline="always")
+def raw_tail_term_offset(raw_tail, term_length):
+    """Tail offset clamped to the term length: concurrent appenders may push it past the end (§3)."""
+    tail = raw_tail & 0xFFFF_FFFF
+    return tail if tail < term_length else term_length
+
+
+@njit(cache=True, inline="always")
+def pack_tail(term_id, term_offset):
+    return (term_id << 32) | (term_offset & 0xFFFF_FFFF)
+
+
+@njit(cache=True, inline="always")
+def max_possible_position(term_length):
+    """2^31 terms: an append whose position would reach this fails with MAX_POSITION_EXCEEDED (§3)."""
+    return term_length << 31

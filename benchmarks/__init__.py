@@ -1,0 +1,1 @@
+"""benchmarks: see DESIGN.md. Grows with the driver/client issues."""

@@ -1,0 +1,1 @@
+"""chaos: see DESIGN.md. Grows with the driver/client issues."""

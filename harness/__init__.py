@@ -1,0 +1,1 @@
+"""harness: see DESIGN.md. Grows with the driver/client issues."""
