@@ -1,0 +1,47 @@
+"""Plain-Python entry points to the atomics (intrinsics cannot be called from Python, NOTES pitfall 3).
+
+For tests, tools and cold paths only; hot paths call ``kernels.atomics`` from compiled code.
+"""
+
+from aeron_numba.jit import kernel
+from aeron_numba.kernels import atomics
+
+
+@kernel
+def get_int32_acquire(buf, offset):
+    return atomics.get_int32_acquire(buf, offset)
+
+
+@kernel
+def get_int64_acquire(buf, offset):
+    return atomics.get_int64_acquire(buf, offset)
+
+
+@kernel
+def put_int32_release(buf, offset, value):
+    atomics.put_int32_release(buf, offset, value)
+
+
+@kernel
+def put_int64_release(buf, offset, value):
+    atomics.put_int64_release(buf, offset, value)
+
+
+@kernel
+def get_and_add_int64(buf, offset, delta):
+    return atomics.get_and_add_int64(buf, offset, delta)
+
+
+@kernel
+def get_and_add_int32(buf, offset, delta):
+    return atomics.get_and_add_int32(buf, offset, delta)
+
+
+@kernel
+def compare_and_set_int64(buf, offset, expected, update):
+    return atomics.compare_and_set_int64(buf, offset, expected, update)
+
+
+@kernel
+def compare_and_set_int32(buf, offset, expected, update):
+    return atomics.compare_and_set_int32(buf, offset, expected, update)

@@ -1,0 +1,53 @@
+"""Spawn worker processes, wait for them with a deadline, and kill every one of them whatever happens.
+
+Workers are started with the ``spawn`` method: a fresh interpreter maps the shared files itself, as a
+real Aeron client process would, and no lock or mapping is inherited by accident.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+_CONTEXT = mp.get_context("spawn")
+
+
+class WorkerFailed(RuntimeError):
+    """A worker exited with a non-zero code or did not finish before its deadline."""
+
+
+@contextmanager
+def spawned(target: Callable[..., Any], args_list: Iterable[Sequence[Any]]) -> Iterator[list]:
+    """Start one process per argument tuple; on exit kill any that are still alive and reap them all."""
+    procs = [_CONTEXT.Process(target=target, args=tuple(args), daemon=True) for args in args_list]
+    try:
+        for proc in procs:
+            proc.start()
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in procs:
+            proc.join(timeout=10)
+
+
+def join_all(procs: list, timeout_s: float) -> None:
+    """Wait until every process exits (deadline ``timeout_s``); raise ``WorkerFailed`` naming the culprits."""
+    deadline = time.monotonic() + timeout_s
+    for proc in procs:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    stuck = [p.pid for p in procs if p.is_alive()]
+    if stuck:
+        raise WorkerFailed(f"workers {stuck} still running after {timeout_s}s")
+    failed = [(p.pid, p.exitcode) for p in procs if p.exitcode != 0]
+    if failed:
+        raise WorkerFailed(f"workers exited with failures (pid, exitcode): {failed}")
+
+
+def run_workers(target: Callable[..., Any], args_list: Iterable[Sequence[Any]], timeout_s: float) -> None:
+    """Run ``target(*args)`` in one spawned process per tuple and wait for all to succeed."""
+    with spawned(target, args_list) as procs:
+        join_all(procs, timeout_s)
