@@ -43,6 +43,11 @@ NOT_FREE_TO_REUSE = INT64_MAX
 NULL_COUNTER_ID = -1
 DEFAULT_FREE_TO_REUSE_TIMEOUT_MS = 1000
 
+# Kernel status codes (negative, so never a counter id). Agrona throws in these cases; kernels return them.
+COUNTERS_FULL = -2  # allocate: no UNUSED id left and no RECLAIMED id past its reuse deadline
+COUNTER_ID_INVALID = -3  # id < 0 or > max counter id (values_length / 128 - 1, §9)
+COUNTER_NOT_ALLOCATED = -4  # free of a record whose state is not ALLOCATED
+
 # §9.3 driver counter type ids.
 SYSTEM_COUNTER_TYPE_ID = 0
 PUBLISHER_LIMIT_TYPE_ID = 1

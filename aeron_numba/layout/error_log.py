@@ -18,6 +18,13 @@ LAST_OBSERVATION_TIMESTAMP_OFFSET = 8
 FIRST_OBSERVATION_TIMESTAMP_OFFSET = 16
 ENCODED_ERROR_OFFSET = 24
 RECORD_ALIGNMENT = 8
+LENGTH_FIELD_LENGTH = 4
+
+# Kernel status codes (negative, so never a record offset).
+ERROR_LOG_END = -1  # reader cursor: the walk reached a zero length or the end of the buffer
+ERROR_LOG_CORRUPT = -2  # a record length < ENCODED_ERROR_OFFSET or past the end of the buffer
+INSUFFICIENT_SPACE = -3  # record: a new distinct error does not fit (Agrona's DistinctErrorLog returns false)
+INVALID_TEXT_LENGTH = -4  # record: text_length < 0 or > the text array
 
 MIN_BUFFER_LENGTH = ENCODED_ERROR_OFFSET + RECORD_ALIGNMENT
 
