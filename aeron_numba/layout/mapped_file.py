@@ -6,6 +6,7 @@ One object owns the mapping and closes it in the right order: numpy views keep t
 
 from __future__ import annotations
 
+import gc
 import mmap
 import os
 from pathlib import Path
@@ -67,11 +68,26 @@ class MappedFile:
         self.buffer = None
         try:
             self._mmap.close()
+            return
+        except BufferError:
+            # Views caught in reference cycles (numba's first compile for new argument types leaves
+            # some) only go with a collection; after it, a live view is the holder's bug.
+            gc.collect()
+        try:
+            self._mmap.close()
         except BufferError as exc:
             raise BufferError(f"{self.path}: cannot unmap while numpy views of it are alive ({exc})") from exc
 
     def __enter__(self) -> "MappedFile":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        # An exception is on its way out and its traceback may still hold views: unmapping fails then,
+        # and raising BufferError here would hide the real error. The mapping goes when the views do.
+        try:
+            self.close()
+        except BufferError:
+            pass

@@ -1,0 +1,1 @@
+"""Slow, obvious pure-Python reference implementations the kernels are tested against."""
