@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -n 2
 
-.PHONY: run test clean
+.PHONY: run test test-nojit clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Kernels as plain Python (coverage, debugging); cross-process atomicity tests are skipped there.
+test-nojit: $(VENV)/.installed-test
+	NUMBA_DISABLE_JIT=1 $(PY) -m pytest $(PYTEST_ARGS) tests/unit
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

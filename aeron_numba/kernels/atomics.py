@@ -15,6 +15,7 @@ cannot be called from plain Python (pitfall 3); ``kernels/atomics_py.py`` wraps 
 
 from __future__ import annotations
 
+import numba
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
@@ -151,3 +152,56 @@ compare_and_set_int64 = _make_compare_and_set(64)
 acquire_fence = _make_fence("acquire")
 release_fence = _make_fence("release")
 full_fence = _make_fence("seq_cst")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# NUMBA_DISABLE_JIT=1 (coverage runs, debugging): intrinsics have no Python body, so the same names become
+# plain numpy loads and stores. They are correct in one thread only, which is all such runs need.
+if numba.config.DISABLE_JIT:
+    import numpy as _np
+
+    def _py_load(dtype):
+        def load(buf, offset):
+            return int(buf[offset : offset + _np.dtype(dtype).itemsize].view(dtype)[0])
+
+        return load
+
+    def _py_store(dtype):
+        def store(buf, offset, value):
+            buf[offset : offset + _np.dtype(dtype).itemsize].view(dtype)[0] = _np.array(value).astype(dtype)
+
+        return store
+
+    def _py_get_and_add(dtype):
+        load, store = _py_load(dtype), _py_store(dtype)
+
+        def get_and_add(buf, offset, delta):
+            old = load(buf, offset)
+            store(buf, offset, old + delta)
+            return old
+
+        return get_and_add
+
+    def _py_compare_and_set(dtype):
+        load, store = _py_load(dtype), _py_store(dtype)
+
+        def compare_and_set(buf, offset, expected, update):
+            if load(buf, offset) != expected:
+                return False
+            store(buf, offset, update)
+            return True
+
+        return compare_and_set
+
+    def _py_fence():
+        return None
+
+    get_int8, get_int16 = _py_load(_np.int8), _py_load(_np.int16)
+    get_int32 = get_int32_acquire = _py_load(_np.int32)
+    get_int64 = get_int64_acquire = _py_load(_np.int64)
+    put_int8, put_int16 = _py_store(_np.int8), _py_store(_np.int16)
+    put_int32 = put_int32_release = _py_store(_np.int32)
+    put_int64 = put_int64_release = _py_store(_np.int64)
+    get_and_add_int32, get_and_add_int64 = _py_get_and_add(_np.int32), _py_get_and_add(_np.int64)
+    compare_and_set_int32, compare_and_set_int64 = _py_compare_and_set(_np.int32), _py_compare_and_set(_np.int64)
+    acquire_fence = release_fence = full_fence = _py_fence

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import pytest
 
 from aeron_numba.kernels import atomics, atomics_py
 from aeron_numba.layout.mapped_file import MappedFile
@@ -76,6 +77,7 @@ def increment_worker(path: str, use_cas: bool) -> None:
         del buf
 
 
+@pytest.mark.requires_jit
 def test_increments_from_several_processes_are_never_lost(shm_dir):
     path = shm_dir / "counter.dat"
     with MappedFile.create(path, 4096):
