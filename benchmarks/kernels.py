@@ -59,9 +59,13 @@ def append_and_read(log, pub_state, limit_buf, sub_pos, messages, length, exclus
             elif result != publication.ADMIN_ACTION:
                 return -1
         before = sub_pos[0:8].view(np.int64)[0]
-        while term_reader.image_poll(log, sub_pos, 0, BATCH, handler, ctx) > 0:
-            pass
-        after = sub_pos[0:8].view(np.int64)[0]
+        after = before
+        while True:  # a poll over padding alone reads 0 fragments but moves the position
+            term_reader.image_poll(log, sub_pos, 0, BATCH, handler, ctx)
+            position = sub_pos[0:8].view(np.int64)[0]
+            if position == after:
+                break
+            after = position
         if after // term_length > before // term_length:  # clean the term we left, as the driver would
             left = (before // term_length) % log_buffer.PARTITION_COUNT
             log[left * term_length : (left + 1) * term_length] = 0

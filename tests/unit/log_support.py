@@ -87,11 +87,13 @@ class Consumer:
         return count
 
     def drain(self) -> int:
-        """Poll until nothing more is available; returns fragments read."""
+        """Poll until the position stops moving (a poll over padding alone reads 0 fragments but moves)."""
         total = 0
-        while (count := self.poll()) > 0:
-            total += count
-        return total
+        while True:
+            before = self.position
+            total += self.poll()
+            if self.position == before:
+                return total
 
     def _deliver(self, payload: bytes, frame_offset: int) -> None:
         self.messages.append(payload)
