@@ -11,3 +11,11 @@ class ConfigurationError(AeronError, ValueError):
 
 class LayoutError(AeronError, ValueError):
     """A mapped file or buffer does not have the layout the spec requires (wrong length, version, alignment)."""
+
+
+class CountersFullError(AeronError):
+    """Counter ``allocate`` found no UNUSED id and no RECLAIMED id past its reuse deadline."""
+
+
+class CounterStateError(AeronError, ValueError):
+    """An operation needs an ALLOCATED counter and the record is in another state."""
