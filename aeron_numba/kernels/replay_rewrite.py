@@ -1,0 +1,333 @@
+"""Frame-block kernels of the Archive: record checksums and the replay rewrite (spec/archive.md §4.2-4.3, §6.3).
+
+A *block* is a run of whole, 32-byte aligned frames as the recorder receives them from an image or as the
+replayer reads them back from a segment file (``buf[offset:offset+length]``, both multiples of 32).
+
+* :func:`record_checksums`: for each DATA frame, the checksum of the bytes after its 32-byte header up to the
+  aligned frame end is stored in its ``session_id`` field (§4.3).
+* :func:`replay_rewrite`: for each DATA frame, the stored checksum is verified (if an algorithm is given),
+  then ``session_id`` and ``stream_id`` are overwritten with the replay publication's (§6.3); flags,
+  reserved value and every other byte are preserved.
+
+PAD frames are skipped by both (not checksummed, not rewritten). Frames are validated before use, so garbage
+in the block yields a negative status (``layout/checksum.py``) and the offset of the offending frame in
+``out``, never an out-of-bounds access. Frames before the offending one have already been processed, so a
+caller may resume at ``out[REWRITE_OUT_OFFSET_INDEX]``: e.g. ``FRAME_PAST_END`` at a frame after the block
+start is a read that cut the last frame short.
+
+Header fields go through ``kernels.atomics`` (relaxed) because the block may be a mapping another process
+writes; in plain Python (``py_func``, ``NUMBA_DISABLE_JIT=1``) the same helpers read the bytes directly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba.extending import overload
+
+from aeron_numba.errors import ConfigurationError, LayoutError
+from aeron_numba.jit import kernel
+from aeron_numba.kernels import atomics
+from aeron_numba.kernels.crc32 import Crc32, as_byte_buffer, crc32_register, crc_to_int32
+from aeron_numba.kernels.crc32c import Crc32c, crc32c_register
+from aeron_numba.layout.bits import INT32_MAX, align
+from aeron_numba.layout.checksum import (
+    CHECKSUM_CRC32,
+    CHECKSUM_CRC32C,
+    CHECKSUM_MISMATCH,
+    CHECKSUM_NONE,
+    CRC_INITIAL_VALUE,
+    FRAME_PAST_END,
+    INVALID_ARGUMENT,
+    MALFORMED_FRAME,
+    REWRITE_OUT_COMPUTED_INDEX,
+    REWRITE_OUT_FRAME_LENGTH_INDEX,
+    REWRITE_OUT_FRAME_TYPE_INDEX,
+    REWRITE_OUT_LENGTH,
+    REWRITE_OUT_OFFSET_INDEX,
+    REWRITE_OUT_STORED_INDEX,
+    check_checksum_algorithm,
+)
+from aeron_numba.layout.frame import (
+    FRAME_ALIGNMENT,
+    FRAME_LENGTH_FIELD_OFFSET,
+    HDR_TYPE_DATA,
+    HDR_TYPE_PAD,
+    HEADER_LENGTH,
+    SESSION_ID_FIELD_OFFSET,
+    STREAM_ID_FIELD_OFFSET,
+    TYPE_FIELD_OFFSET,
+)
+
+# --- header field access: relaxed atomics when compiled, plain bytes in Python ----------------------------
+
+
+def _get_int32(buf, offset):
+    return int.from_bytes(buf[offset:offset + 4].tobytes(), "little", signed=True)
+
+
+def _get_uint16(buf, offset):
+    return int.from_bytes(buf[offset:offset + 2].tobytes(), "little", signed=False)
+
+
+def _put_int32(buf, offset, value):
+    buf[offset:offset + 4] = np.frombuffer((int(value) & 0xFFFFFFFF).to_bytes(4, "little"), dtype=np.uint8)
+
+
+@overload(_get_int32, inline="always")
+def _get_int32_compiled(buf, offset):
+    def impl(buf, offset):
+        return atomics.get_int32(buf, offset)
+
+    return impl
+
+
+@overload(_get_uint16, inline="always")
+def _get_uint16_compiled(buf, offset):
+    def impl(buf, offset):
+        return np.int64(atomics.get_int16(buf, offset)) & 0xFFFF
+
+    return impl
+
+
+@overload(_put_int32, inline="always")
+def _put_int32_compiled(buf, offset, value):
+    if not buf.mutable:  # a read-only mapping would fault: refuse to compile instead
+        return None
+
+    def impl(buf, offset, value):
+        atomics.put_int32(buf, offset, value)
+
+    return impl
+
+
+# --- kernels -----------------------------------------------------------------------------------------------
+
+
+@kernel
+def frame_checksum(algorithm, buf, offset, length):
+    """Checksum of ``buf[offset:offset+length]`` (a checked range) with algorithm id ``algorithm``.
+
+    Returns
+    -------
+    int64
+        The signed i32 checksum for ``CHECKSUM_CRC32``/``CHECKSUM_CRC32C``, 0 for any other id.
+    """
+    if algorithm == CHECKSUM_CRC32C:
+        return crc_to_int32(crc32c_register(CRC_INITIAL_VALUE, buf, offset, length) ^ CRC_INITIAL_VALUE)
+    if algorithm == CHECKSUM_CRC32:
+        return crc_to_int32(crc32_register(CRC_INITIAL_VALUE, buf, offset, length) ^ CRC_INITIAL_VALUE)
+    return np.int64(0)
+
+
+@kernel
+def _check_block(buf, offset, length, algorithm, out):
+    """Shared argument checks; writes the block offset to ``out`` and returns INVALID_ARGUMENT or 0."""
+    if out.size < REWRITE_OUT_LENGTH:
+        return INVALID_ARGUMENT
+    out[REWRITE_OUT_OFFSET_INDEX] = offset
+    out[REWRITE_OUT_COMPUTED_INDEX] = 0
+    out[REWRITE_OUT_STORED_INDEX] = 0
+    if offset < 0 or length < 0 or offset > buf.size - length:
+        return INVALID_ARGUMENT
+    if (offset & (FRAME_ALIGNMENT - 1)) != 0 or (length & (FRAME_ALIGNMENT - 1)) != 0:
+        return INVALID_ARGUMENT
+    if algorithm != CHECKSUM_NONE and algorithm != CHECKSUM_CRC32 and algorithm != CHECKSUM_CRC32C:
+        return INVALID_ARGUMENT
+    return 0
+
+
+@kernel
+def _frame_extent(buf, frame_offset, end, out):
+    """Aligned length of the frame at ``frame_offset``, or a negative status with details in ``out``.
+
+    ``frame_offset + HEADER_LENGTH <= end`` holds (32-aligned offsets below a 32-aligned end).
+    """
+    frame_length = np.int64(_get_int32(buf, frame_offset + FRAME_LENGTH_FIELD_OFFSET))
+    frame_type = _get_uint16(buf, frame_offset + TYPE_FIELD_OFFSET)
+    status = np.int64(0)
+    if frame_length < HEADER_LENGTH or (frame_type != HDR_TYPE_DATA and frame_type != HDR_TYPE_PAD):
+        status = MALFORMED_FRAME
+    elif align(frame_length, FRAME_ALIGNMENT) > end - frame_offset:
+        status = FRAME_PAST_END
+    if status < 0:
+        out[REWRITE_OUT_OFFSET_INDEX] = frame_offset
+        out[REWRITE_OUT_FRAME_LENGTH_INDEX] = frame_length
+        out[REWRITE_OUT_FRAME_TYPE_INDEX] = frame_type
+        return status
+    return align(frame_length, FRAME_ALIGNMENT)
+
+
+@kernel
+def replay_rewrite(buf, offset, length, session_id, stream_id, algorithm, out):
+    """Verify (optionally) and rewrite the DATA frames of a recorded block for a replay publication (§6.3).
+
+    Parameters
+    ----------
+    buf : uint8[::1]
+        Buffer holding the block.
+    offset, length : int64
+        The block ``buf[offset:offset+length]``; both multiples of ``FRAME_ALIGNMENT``.
+    session_id, stream_id : int64
+        The replay publication's ids, written (as i32) into every DATA frame.
+    algorithm : int64
+        ``CHECKSUM_NONE`` (no verification), ``CHECKSUM_CRC32`` or ``CHECKSUM_CRC32C``: the record checksum
+        stored in ``session_id`` is checked before it is overwritten.
+    out : int64[REWRITE_OUT_LENGTH]
+        On an error: [offset of the frame, computed checksum | frame_length, stored checksum | frame type].
+
+    Returns
+    -------
+    int64
+        ``length`` when the whole block was processed, else ``CHECKSUM_MISMATCH``, ``MALFORMED_FRAME``,
+        ``FRAME_PAST_END`` (frames before ``out[0]`` are rewritten, the rest untouched) or
+        ``INVALID_ARGUMENT`` (nothing touched).
+    """
+    status = _check_block(buf, offset, length, algorithm, out)
+    if status < 0:
+        return status
+    end = offset + length
+    frame_offset = offset
+    while frame_offset < end:
+        aligned_length = _frame_extent(buf, frame_offset, end, out)
+        if aligned_length < 0:
+            return aligned_length
+        if _get_uint16(buf, frame_offset + TYPE_FIELD_OFFSET) == HDR_TYPE_DATA:
+            if algorithm != CHECKSUM_NONE:
+                computed = frame_checksum(
+                    algorithm, buf, frame_offset + HEADER_LENGTH, aligned_length - HEADER_LENGTH
+                )
+                stored = np.int64(_get_int32(buf, frame_offset + SESSION_ID_FIELD_OFFSET))
+                if computed != stored:
+                    out[REWRITE_OUT_OFFSET_INDEX] = frame_offset
+                    out[REWRITE_OUT_COMPUTED_INDEX] = computed
+                    out[REWRITE_OUT_STORED_INDEX] = stored
+                    return CHECKSUM_MISMATCH
+            _put_int32(buf, frame_offset + SESSION_ID_FIELD_OFFSET, session_id)
+            _put_int32(buf, frame_offset + STREAM_ID_FIELD_OFFSET, stream_id)
+        frame_offset += aligned_length
+    out[REWRITE_OUT_OFFSET_INDEX] = end
+    return length
+
+
+@kernel
+def record_checksums(buf, offset, length, algorithm, out):
+    """Store the record checksum of every DATA frame of a block in its ``session_id`` field (§4.3).
+
+    Parameters
+    ----------
+    buf : uint8[::1]
+    offset, length : int64
+        The block ``buf[offset:offset+length]``; both multiples of ``FRAME_ALIGNMENT``.
+    algorithm : int64
+        ``CHECKSUM_CRC32`` or ``CHECKSUM_CRC32C``; ``CHECKSUM_NONE`` only validates the frames.
+    out : int64[REWRITE_OUT_LENGTH]
+        On an error: [offset of the frame, frame_length, frame type].
+
+    Returns
+    -------
+    int64
+        ``length``, or ``MALFORMED_FRAME`` / ``FRAME_PAST_END`` (frames before ``out[0]`` done) or
+        ``INVALID_ARGUMENT``.
+    """
+    status = _check_block(buf, offset, length, algorithm, out)
+    if status < 0:
+        return status
+    end = offset + length
+    frame_offset = offset
+    while frame_offset < end:
+        aligned_length = _frame_extent(buf, frame_offset, end, out)
+        if aligned_length < 0:
+            return aligned_length
+        if algorithm != CHECKSUM_NONE and _get_uint16(buf, frame_offset + TYPE_FIELD_OFFSET) == HDR_TYPE_DATA:
+            checksum = frame_checksum(algorithm, buf, frame_offset + HEADER_LENGTH, aligned_length - HEADER_LENGTH)
+            _put_int32(buf, frame_offset + SESSION_ID_FIELD_OFFSET, checksum)
+        frame_offset += aligned_length
+    out[REWRITE_OUT_OFFSET_INDEX] = end
+    return length
+
+
+# --- Python callers ------------------------------------------------------------------------------------------
+
+
+def new_checksum(algorithm: int):
+    """A :class:`Crc32` / :class:`Crc32c` for an algorithm id, ``None`` for ``CHECKSUM_NONE``."""
+    check_checksum_algorithm(algorithm)
+    if algorithm == CHECKSUM_CRC32:
+        return Crc32()
+    if algorithm == CHECKSUM_CRC32C:
+        return Crc32c()
+    return None
+
+
+def _check_int32(name: str, value: int) -> None:
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        raise ConfigurationError(f"{name}={value} outside the i32 range [{-INT32_MAX - 1}, {INT32_MAX}]")
+
+
+def _writable_buffer(buffer) -> np.ndarray:
+    buf = as_byte_buffer(buffer)
+    if not buf.flags.writeable:
+        raise LayoutError(f"buffer of capacity={buf.size} is read-only: frames are rewritten in place")
+    return buf
+
+
+def _check_block_args(buf: np.ndarray, offset: int, length: int) -> None:
+    if offset < 0 or length < 0 or offset + length > buf.size:
+        raise ConfigurationError(f"offset={offset} + length={length} outside buffer capacity={buf.size}")
+    if offset % FRAME_ALIGNMENT or length % FRAME_ALIGNMENT:
+        raise ConfigurationError(
+            f"offset={offset} and length={length} must be multiples of FRAME_ALIGNMENT={FRAME_ALIGNMENT}"
+        )
+
+
+class ReplayFrameRewriter:
+    """Rewrites recorded blocks for one replay publication (the per-block step of Aeron's ``ReplaySession``).
+
+    :meth:`rewrite` returns the kernel's status; after an error :attr:`error_offset` (and
+    :attr:`computed_checksum` / :attr:`stored_checksum` for ``CHECKSUM_MISMATCH``) say where and why.
+    """
+
+    def __init__(self, session_id: int, stream_id: int, checksum_algorithm: int = CHECKSUM_NONE) -> None:
+        _check_int32("session_id", session_id)
+        _check_int32("stream_id", stream_id)
+        self.session_id = session_id
+        self.stream_id = stream_id
+        self.checksum_algorithm = check_checksum_algorithm(checksum_algorithm)
+        self._out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
+
+    def rewrite(self, buffer, offset: int, length: int) -> int:
+        buf = _writable_buffer(buffer)
+        _check_block_args(buf, offset, length)
+        return int(
+            replay_rewrite(buf, offset, length, self.session_id, self.stream_id, self.checksum_algorithm, self._out)
+        )
+
+    @property
+    def error_offset(self) -> int:
+        return int(self._out[REWRITE_OUT_OFFSET_INDEX])
+
+    @property
+    def computed_checksum(self) -> int:
+        return int(self._out[REWRITE_OUT_COMPUTED_INDEX])
+
+    @property
+    def stored_checksum(self) -> int:
+        return int(self._out[REWRITE_OUT_STORED_INDEX])
+
+
+class RecordChecksumWriter:
+    """Stores record checksums into the DATA frames of blocks before they are written (Aeron's
+    ``RecordingWriter`` with a record checksum)."""
+
+    def __init__(self, checksum_algorithm: int) -> None:
+        self.checksum_algorithm = check_checksum_algorithm(checksum_algorithm)
+        self._out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
+
+    def apply(self, buffer, offset: int, length: int) -> int:
+        buf = _writable_buffer(buffer)
+        _check_block_args(buf, offset, length)
+        return int(record_checksums(buf, offset, length, self.checksum_algorithm, self._out))
+
+    @property
+    def error_offset(self) -> int:
+        return int(self._out[REWRITE_OUT_OFFSET_INDEX])
