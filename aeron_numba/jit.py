@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 from pathlib import Path
 
 import numba
@@ -18,6 +20,8 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 _STAMPED_DIRS = ("layout", "kernels")
 _CACHE_ENV = "NUMBA_CACHE_DIR"
 _DEFAULT_CACHE_ROOT = Path.home() / ".cache" / "aeron-numba"
+_STAMP_PATTERN = re.compile(r"[0-9a-f]{16}")
+_KEEP_STAMPS = 4
 
 #: Flags for every kernel: compiled once, cached on disk, no Python objects inside.
 KERNEL_FLAGS = dict(cache=True, nogil=True, boundscheck=False)
@@ -39,12 +43,27 @@ def cache_dir() -> Path:
     return root / source_stamp()
 
 
+def _prune_old_stamps(current: Path) -> None:
+    """Each source change leaves a stamp directory behind: keep the few most recently used ones."""
+    stamps = [p for p in current.parent.iterdir() if _STAMP_PATTERN.fullmatch(p.name) and p != current]
+    stamps.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in stamps[_KEEP_STAMPS - 1 :]:
+        shutil.rmtree(stale, ignore_errors=True)
+
+
 def configure_cache() -> None:
     """Point numba's cache at the stamped directory; must run before any kernel module is imported."""
     if numba.config.DISABLE_JIT:
         return
     path = cache_dir()
+    is_new = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
+    os.utime(path)  # mtime = last use, for pruning
+    if is_new:
+        try:
+            _prune_old_stamps(path)
+        except OSError:
+            pass  # another process pruning at the same time; nothing is lost but disk space
     numba.config.CACHE_DIR = str(path)
 
 
