@@ -23,6 +23,29 @@ RECORD_HEADER_LENGTH = 8
 RECORD_ALIGNMENT = 8
 PADDING_MSG_TYPE_ID = -1
 MIN_CAPACITY = 8
+#: §8: the largest message body is ``capacity / MAX_MSG_LENGTH_DIVISOR``.
+MAX_MSG_LENGTH_DIVISOR = 8
+
+# Status codes of the kernels. Receive calls return a msg_type_id (>= 1) when they deliver a message.
+#: receive: no new record.
+NOTHING_RECEIVED = 0
+#: transmit: msg_type_id < 1 (or not an i32).
+INVALID_MSG_TYPE_ID = -2
+#: transmit: length > max_msg_length.
+MSG_TOO_LONG = -3
+#: transmit: length < 0, or ``[src_offset, src_offset + length)`` outside the source array.
+INVALID_LENGTH = -4
+#: receive: the transmitter overwrote the receiver's position ("unable to keep up with broadcast"); the
+#: receiver has rejoined at ``latest_counter`` and the lap is counted in its state.
+LAPPED = -5
+#: receive: the record body is longer than the scratch array (the record is skipped, as Agrona throws).
+SCRATCH_TOO_SMALL = -6
+#: receive: a record that passed validation holds an impossible length or type (garbage, not a lap).
+CORRUPT_RECORD = -7
+#: ``capacity`` not a power of two >= MIN_CAPACITY, or the array shorter than ``capacity + TRAILER_LENGTH``.
+INVALID_CAPACITY = -8
+#: transmit: ``tail_counter`` is negative or not 8-aligned (only a foreign writer could have put it there).
+CORRUPT_TAIL = -9
 
 
 def check_capacity(buffer_length: int) -> int:
@@ -38,4 +61,4 @@ def check_capacity(buffer_length: int) -> int:
 
 def max_msg_length(capacity: int) -> int:
     """Largest message body: ``capacity / 8`` (§8)."""
-    return capacity // 8
+    return capacity // MAX_MSG_LENGTH_DIVISOR

@@ -27,11 +27,23 @@ RECORD_HEADER_LENGTH = 8
 RECORD_ALIGNMENT = 8
 PADDING_MSG_TYPE_ID = -1
 MIN_CAPACITY = 8
+#: §7.2: the largest message body is ``capacity / MAX_MSG_LENGTH_DIVISOR``.
+MAX_MSG_LENGTH_DIVISOR = 8
 
 # Status codes of the kernels (negative ints; offsets and counts are >= 0).
 INSUFFICIENT_CAPACITY = -1
 INVALID_MSG_TYPE_ID = -2
 MSG_TOO_LONG = -3
+#: length < 0, or ``[src_offset, src_offset + length)`` outside the source array.
+INVALID_LENGTH = -4
+#: commit/abort index not a claimable body offset (``index - 8`` outside ``[0, capacity - 8]`` or unaligned).
+INVALID_INDEX = -5
+#: commit/abort of a claim whose length is not negative (already committed or aborted).
+CLAIM_NOT_ACTIVE = -6
+#: the record at head (or the trailer) holds values no producer could have written: the reader stops there.
+CORRUPT_RECORD = -7
+#: ``capacity`` not a power of two >= MIN_CAPACITY, or the array shorter than ``capacity + TRAILER_LENGTH``.
+INVALID_CAPACITY = -8
 
 
 def check_capacity(buffer_length: int) -> int:
@@ -47,4 +59,4 @@ def check_capacity(buffer_length: int) -> int:
 
 def max_msg_length(capacity: int) -> int:
     """Largest message body: ``capacity / 8`` (§7.2)."""
-    return capacity // 8
+    return capacity // MAX_MSG_LENGTH_DIVISOR

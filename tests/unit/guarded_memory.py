@@ -9,8 +9,9 @@ _GUARDS = []  # keep guard mappings alive for the whole session
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def guarded(size: int) -> np.ndarray:
-    """A zeroed uint8 array that ends exactly where a PROT_NONE page begins (an over-read segfaults)."""
+def guarded(size: int, at_end: bool = True) -> np.ndarray:
+    """A zeroed uint8 array between PROT_NONE pages, flush against the one after it (``at_end``) or the
+    one before it: an access one byte outside that end segfaults."""
     page = mmap.PAGESIZE
     body = max((size + page - 1) // page * page, page)
     mm = mmap.mmap(-1, body + 2 * page)
@@ -19,7 +20,8 @@ def guarded(size: int) -> np.ndarray:
     for guard in (base, base + page + body):
         assert _libc.mprotect(ctypes.c_void_p(guard), ctypes.c_size_t(page), 0) == 0
     _GUARDS.append((mm, raw))
-    return np.frombuffer(mm, dtype=np.uint8, count=size, offset=page + body - size)
+    start = page + body - size if at_end else page
+    return np.frombuffer(mm, dtype=np.uint8, count=size, offset=start)
 
 
 def u8(data: bytes) -> np.ndarray:
