@@ -32,6 +32,7 @@ from aeron_numba.kernels.atomics import (
     release_fence,
 )
 from aeron_numba.kernels.handlers import MessageHandler
+from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.layout.bits import INT32_MAX, align
 from aeron_numba.layout.broadcast import (
     CORRUPT_RECORD,
@@ -160,7 +161,7 @@ def transmit(buf, capacity, msg_type_id, src, src_offset, length):
     put_int32(buf, record_offset + RECORD_LENGTH_OFFSET, record_length)
     put_int32(buf, record_offset + RECORD_TYPE_OFFSET, msg_type_id)
     body = record_offset + RECORD_HEADER_LENGTH
-    buf[body : body + length] = src[src_offset : src_offset + length]
+    copy_bytes(buf, body, src, src_offset, length)
 
     put_int64_release(buf, capacity + LATEST_COUNTER_OFFSET, tail)
     put_int64_release(buf, capacity + TAIL_COUNTER_OFFSET, tail + aligned_length)
@@ -312,7 +313,7 @@ def _receive_one(buf, capacity, state, scratch, scratch_offset):
     if length > scratch.shape[0] - scratch_offset:
         return SCRATCH_TOO_SMALL
     body = state[RECEIVER_RECORD_OFFSET] + RECORD_HEADER_LENGTH
-    scratch[scratch_offset : scratch_offset + length] = buf[body : body + length]
+    copy_bytes(scratch, scratch_offset, buf, body, length)
 
     if not _validate(buf, capacity, state):
         # Torn copy. next_record came from a length that may be torn too, so rejoin at latest.

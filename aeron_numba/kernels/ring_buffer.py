@@ -35,6 +35,7 @@ from aeron_numba.kernels.atomics import (
     put_int64_release,
 )
 from aeron_numba.kernels.handlers import MessageHandler
+from aeron_numba.kernels.memory import copy_bytes, fill_bytes
 from aeron_numba.layout.bits import INT32_MAX, align
 from aeron_numba.layout.ring_buffer import (
     CLAIM_NOT_ACTIVE,
@@ -185,7 +186,7 @@ def write(buf, capacity, msg_type_id, src, src_offset, length):
 
     put_int32_release(buf, record_index + RECORD_LENGTH_OFFSET, -record_length)
     body = record_index + RECORD_HEADER_LENGTH
-    buf[body : body + length] = src[src_offset : src_offset + length]
+    copy_bytes(buf, body, src, src_offset, length)
     put_int32(buf, record_index + RECORD_TYPE_OFFSET, msg_type_id)
     # Release: body and type are visible before the positive length that publishes them.
     put_int32_release(buf, record_index + RECORD_LENGTH_OFFSET, record_length)
@@ -308,7 +309,7 @@ def _head_index(buf, capacity):
 @kernel
 def _consume(buf, capacity, head, head_index, bytes_read):
     """Zero the consumed bytes, then release-store the new head so producers may reuse them."""
-    buf[head_index : head_index + bytes_read] = 0
+    fill_bytes(buf, head_index, bytes_read, 0)
     put_int64_release(buf, capacity + HEAD_POSITION_OFFSET, head + bytes_read)
 
 

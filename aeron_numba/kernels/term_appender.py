@@ -17,6 +17,7 @@ from numba import types
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.layout.bits import align
 from aeron_numba.layout.frame import (
     CURRENT_VERSION,
@@ -82,53 +83,53 @@ _VERSION_SHIFT = 32
 # Metadata accessors (immutable fields, relaxed loads suffice).
 
 
-@kernel(inline="always")
+@kernel
 def metadata_offset(log):
     return log.size - LOG_META_DATA_LENGTH
 
 
-@kernel(inline="always")
+@kernel
 def tail_counter_offset(log, partition_index):
     return log.size - LOG_META_DATA_LENGTH + TERM_TAIL_COUNTERS_OFFSET + partition_index * TERM_TAIL_COUNTER_LENGTH
 
 
-@kernel(inline="always")
+@kernel
 def log_term_length(log):
     return atomics.get_int32(log, log.size - LOG_META_DATA_LENGTH + LOG_TERM_LENGTH_OFFSET)
 
 
-@kernel(inline="always")
+@kernel
 def log_initial_term_id(log):
     return atomics.get_int32(log, log.size - LOG_META_DATA_LENGTH + LOG_INITIAL_TERM_ID_OFFSET)
 
 
-@kernel(inline="always")
+@kernel
 def log_mtu_length(log):
     return atomics.get_int32(log, log.size - LOG_META_DATA_LENGTH + LOG_MTU_LENGTH_OFFSET)
 
 
-@kernel(inline="always")
+@kernel
 def log_session_id(log):
     return atomics.get_int32(
         log, log.size - LOG_META_DATA_LENGTH + LOG_DEFAULT_FRAME_HEADER_OFFSET + SESSION_ID_FIELD_OFFSET
     )
 
 
-@kernel(inline="always")
+@kernel
 def log_stream_id(log):
     return atomics.get_int32(
         log, log.size - LOG_META_DATA_LENGTH + LOG_DEFAULT_FRAME_HEADER_OFFSET + STREAM_ID_FIELD_OFFSET
     )
 
 
-@kernel(inline="always")
+@kernel
 def max_message_length(term_length):
     """``min(term_length / 8, 16 MiB)`` (§1.3)."""
     limit = term_length >> 3
     return limit if limit < MAX_MESSAGE_LENGTH_LIMIT else MAX_MESSAGE_LENGTH_LIMIT
 
 
-@kernel(inline="always")
+@kernel
 def fragmented_length(length, max_payload):
     """Term space of a message split into ``max_payload`` fragments (§1.4)."""
     full = length // max_payload
@@ -141,7 +142,7 @@ def fragmented_length(length, max_payload):
 # Frame writing (§4.3).
 
 
-@kernel(inline="always")
+@kernel
 def write_header(log, frame_offset, frame_length, term_offset, term_id, session_id, stream_id, flags, frame_type):
     """Steps 1-2 of §4.3: release-store the negative length (with version, flags and type), then the ids.
 
@@ -162,25 +163,25 @@ def write_header(log, frame_offset, frame_length, term_offset, term_id, session_
     atomics.put_int64(log, frame_offset + STREAM_ID_FIELD_OFFSET, (stream_id & 0xFFFF_FFFF) | (term_id << 32))
 
 
-@kernel(inline="always")
+@kernel
 def write_padding(log, frame_offset, padding_length, term_offset, term_id, session_id, stream_id):
     """A PAD frame covering ``padding_length`` bytes, published with a release store (§1.5)."""
     write_header(log, frame_offset, padding_length, term_offset, term_id, session_id, stream_id, UNFRAGMENTED, HDR_TYPE_PAD)
     atomics.put_int32_release(log, frame_offset, padding_length)
 
 
-@kernel(inline="always")
+@kernel
 def _write_unfragmented(log, term_base, term_offset, term_id, session_id, stream_id, src, src_offset, length, reserved_value):
     frame_offset = term_base + term_offset
     frame_length = length + HEADER_LENGTH
     write_header(log, frame_offset, frame_length, term_offset, term_id, session_id, stream_id, UNFRAGMENTED, HDR_TYPE_DATA)
     payload = frame_offset + HEADER_LENGTH
-    log[payload : payload + length] = src[src_offset : src_offset + length]
+    copy_bytes(log, payload, src, src_offset, length)
     atomics.put_int64(log, frame_offset + RESERVED_VALUE_OFFSET, reserved_value)
     atomics.put_int32_release(log, frame_offset, frame_length)
 
 
-@kernel(inline="always")
+@kernel
 def _write_fragmented(
     log, term_base, term_offset, term_id, session_id, stream_id, src, src_offset, length, max_payload, reserved_value
 ):
@@ -197,7 +198,7 @@ def _write_fragmented(
         write_header(log, frame_offset, frame_length, offset, term_id, session_id, stream_id, flags, HDR_TYPE_DATA)
         payload = frame_offset + HEADER_LENGTH
         start = src_offset + (length - remaining)
-        log[payload : payload + bytes_to_write] = src[start : start + bytes_to_write]
+        copy_bytes(log, payload, src, start, bytes_to_write)
         atomics.put_int64(log, frame_offset + RESERVED_VALUE_OFFSET, reserved_value)
         atomics.put_int32_release(log, frame_offset, frame_length)
         flags = 0
@@ -233,7 +234,7 @@ def rotate_log(log, current_term_count, current_term_id):
     )
 
 
-@kernel(inline="always")
+@kernel
 def _back_pressure_status(log, current_position, message_length, term_length):
     """NOT_CONNECTED / BACK_PRESSURED at the limit, or MAX_POSITION_EXCEEDED near the end of the stream (§4.5)."""
     if current_position + message_length >= max_possible_position(term_length):
@@ -247,7 +248,7 @@ def _back_pressure_status(log, current_position, message_length, term_length):
 # Concurrent publication (§4.1, §4.2, §4.4).
 
 
-@kernel(inline="always")
+@kernel
 def _concurrent_claim(log, aligned_length, term_length, initial_term_id, shift, session_id, stream_id, index):
     """Reserve ``aligned_length`` bytes with get-and-add on the partition's raw tail.
 
@@ -271,7 +272,7 @@ def _concurrent_claim(log, aligned_length, term_length, initial_term_id, shift, 
     return position, term_offset, term_id
 
 
-@kernel(inline="always")
+@kernel
 def _concurrent_prepare(log, pub_state, limit_buf):
     """§4.1 checks 1-5: returns ``(status_or_position, limit, index)``; status < 0 means stop."""
     if pub_state[PUB_STATE_CLOSED] != 0:
@@ -415,7 +416,7 @@ def exclusive_init_state(log, pub_state):
     pub_state[PUB_STATE_PARTITION_INDEX] = index
 
 
-@kernel(inline="always")
+@kernel
 def _exclusive_rotate(log, pub_state, term_length, initial_term_id):
     """Single-writer rotation: plain store of the next tail, release-store of active_term_count (§3.1)."""
     next_index = (pub_state[PUB_STATE_PARTITION_INDEX] + 1) % PARTITION_COUNT
@@ -429,31 +430,17 @@ def _exclusive_rotate(log, pub_state, term_length, initial_term_id):
     atomics.put_int32_release(log, metadata_offset(log) + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count)
 
 
-@kernel(inline="always")
-def _exclusive_claim(log, pub_state, aligned_length, term_length, session_id, stream_id):
-    """Advance the tail by ``aligned_length``; on a trip pad the term, rotate and return a status (§4.6).
-
-    Returns ``(status, term_offset)``: status 0 means the space at ``term_offset`` is ours.
-    """
-    term_offset = pub_state[PUB_STATE_TERM_OFFSET]
-    term_id = pub_state[PUB_STATE_TERM_ID]
-    index = pub_state[PUB_STATE_PARTITION_INDEX]
-    resulting_offset = term_offset + aligned_length
-    # The tail is published before the frame is written, so the driver sees the claim (§4.6 step 2).
-    atomics.put_int64_release(log, tail_counter_offset(log, index), pack_tail(term_id, resulting_offset))
-    if resulting_offset > term_length:
-        if term_offset < term_length:
-            write_padding(
-                log, index * term_length + term_offset, term_length - term_offset, term_offset, term_id, session_id, stream_id
-            )
-        # The spec's §4.6 writes '>' but the sum can never exceed the max; '>=' is what stops a rotation
-        # into term count 2^31 (which would wrap).
-        if pub_state[PUB_STATE_TERM_BEGIN_POSITION] + term_length >= max_possible_position(term_length):
-            return MAX_POSITION_EXCEEDED, term_offset
-        _exclusive_rotate(log, pub_state, term_length, log_initial_term_id(log))
-        return ADMIN_ACTION, term_offset
-    pub_state[PUB_STATE_TERM_OFFSET] = resulting_offset
-    return 0, term_offset
+@kernel
+def _exclusive_trip(log, pub_state, term_base, term_offset, term_length, term_id, session_id, stream_id):
+    """End of term for the single writer: pad the rest of the term, then rotate (§4.6 step 3)."""
+    if term_offset < term_length:
+        write_padding(log, term_base + term_offset, term_length - term_offset, term_offset, term_id, session_id, stream_id)
+    # The spec's §4.6 writes '>' but the sum can never exceed the max; '>=' is what stops a rotation
+    # into term count 2^31 (which would wrap).
+    if pub_state[PUB_STATE_TERM_BEGIN_POSITION] + term_length >= max_possible_position(term_length):
+        return MAX_POSITION_EXCEEDED
+    _exclusive_rotate(log, pub_state, term_length, log_initial_term_id(log))
+    return ADMIN_ACTION
 
 
 @kernel
@@ -470,7 +457,9 @@ def exclusive_offer(log, pub_state, limit_buf, src, src_offset, length, reserved
     max_payload = log_mtu_length(log) - HEADER_LENGTH
     if length < 0 or (length > max_payload and length > max_message_length(term_length)):
         return ERROR
-    position = pub_state[PUB_STATE_TERM_BEGIN_POSITION] + pub_state[PUB_STATE_TERM_OFFSET]
+    term_offset = pub_state[PUB_STATE_TERM_OFFSET]
+    term_begin_position = pub_state[PUB_STATE_TERM_BEGIN_POSITION]
+    position = term_begin_position + term_offset
     if position >= limit:
         return _back_pressure_status(log, position, length, term_length)
     session_id = log_session_id(log)
@@ -479,18 +468,22 @@ def exclusive_offer(log, pub_state, limit_buf, src, src_offset, length, reserved
         aligned_length = align(length + HEADER_LENGTH, FRAME_ALIGNMENT)
     else:
         aligned_length = fragmented_length(length, max_payload)
-    status, term_offset = _exclusive_claim(log, pub_state, aligned_length, term_length, session_id, stream_id)
-    if status < 0:
-        return status
     term_id = pub_state[PUB_STATE_TERM_ID]
-    term_base = pub_state[PUB_STATE_PARTITION_INDEX] * term_length
+    index = pub_state[PUB_STATE_PARTITION_INDEX]
+    resulting_offset = term_offset + aligned_length
+    # The tail is published before the frame is written, so the driver sees the claim (§4.6 step 2).
+    atomics.put_int64_release(log, tail_counter_offset(log, index), pack_tail(term_id, resulting_offset))
+    term_base = index * term_length
+    if resulting_offset > term_length:
+        return _exclusive_trip(log, pub_state, term_base, term_offset, term_length, term_id, session_id, stream_id)
     if length <= max_payload:
         _write_unfragmented(log, term_base, term_offset, term_id, session_id, stream_id, src, src_offset, length, reserved_value)
     else:
         _write_fragmented(
             log, term_base, term_offset, term_id, session_id, stream_id, src, src_offset, length, max_payload, reserved_value
         )
-    return pub_state[PUB_STATE_TERM_BEGIN_POSITION] + pub_state[PUB_STATE_TERM_OFFSET]
+    pub_state[PUB_STATE_TERM_OFFSET] = resulting_offset
+    return term_begin_position + resulting_offset
 
 
 @kernel
@@ -502,24 +495,28 @@ def exclusive_try_claim(log, pub_state, limit_buf, length, claim):
     term_length = log_term_length(log)
     if length < 0 or length > log_mtu_length(log) - HEADER_LENGTH:
         return ERROR
-    position = pub_state[PUB_STATE_TERM_BEGIN_POSITION] + pub_state[PUB_STATE_TERM_OFFSET]
+    term_offset = pub_state[PUB_STATE_TERM_OFFSET]
+    term_begin_position = pub_state[PUB_STATE_TERM_BEGIN_POSITION]
+    position = term_begin_position + term_offset
     if position >= limit:
         return _back_pressure_status(log, position, length, term_length)
     session_id = log_session_id(log)
     stream_id = log_stream_id(log)
-    aligned_length = align(length + HEADER_LENGTH, FRAME_ALIGNMENT)
-    status, term_offset = _exclusive_claim(log, pub_state, aligned_length, term_length, session_id, stream_id)
-    if status < 0:
-        return status
-    frame_offset = pub_state[PUB_STATE_PARTITION_INDEX] * term_length + term_offset
+    term_id = pub_state[PUB_STATE_TERM_ID]
+    index = pub_state[PUB_STATE_PARTITION_INDEX]
+    resulting_offset = term_offset + align(length + HEADER_LENGTH, FRAME_ALIGNMENT)
+    atomics.put_int64_release(log, tail_counter_offset(log, index), pack_tail(term_id, resulting_offset))
+    term_base = index * term_length
+    if resulting_offset > term_length:
+        return _exclusive_trip(log, pub_state, term_base, term_offset, term_length, term_id, session_id, stream_id)
+    frame_offset = term_base + term_offset
     frame_length = length + HEADER_LENGTH
-    write_header(
-        log, frame_offset, frame_length, term_offset, pub_state[PUB_STATE_TERM_ID], session_id, stream_id, UNFRAGMENTED, HDR_TYPE_DATA
-    )
+    write_header(log, frame_offset, frame_length, term_offset, term_id, session_id, stream_id, UNFRAGMENTED, HDR_TYPE_DATA)
     atomics.put_int64(log, frame_offset + RESERVED_VALUE_OFFSET, 0)
     claim[CLAIM_FRAME_OFFSET] = frame_offset
     claim[CLAIM_FRAME_LENGTH] = frame_length
-    return pub_state[PUB_STATE_TERM_BEGIN_POSITION] + pub_state[PUB_STATE_TERM_OFFSET]
+    pub_state[PUB_STATE_TERM_OFFSET] = resulting_offset
+    return term_begin_position + resulting_offset
 
 
 @kernel

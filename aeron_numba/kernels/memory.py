@@ -1,0 +1,60 @@
+"""Byte copies and fills between ``np.uint8`` arrays at byte offsets, as single LLVM memmove/memset calls.
+
+Numba's slice assignment (``dst[a:b] = src[c:d]``) builds array objects, reference-counts them and checks
+for overlap through a temporary copy: on a 32-byte message that costs more than the rest of the append.
+These compile to one ``llvm.memmove`` / ``llvm.memset`` (overlapping ranges are allowed). Like the atomics,
+they do no bounds checking: callers check offsets and lengths first.
+"""
+
+from __future__ import annotations
+
+import numba
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from aeron_numba.kernels.atomics import _address, _check_buffer
+
+
+@intrinsic
+def copy_bytes(typingctx, dst, dst_offset, src, src_offset, length):
+    """Copy ``length`` bytes from ``src[src_offset:]`` to ``dst[dst_offset:]`` (memmove semantics)."""
+    if not (
+        _check_buffer(dst) and _check_buffer(src)
+        and all(isinstance(t, types.Integer) for t in (dst_offset, src_offset, length))
+    ):
+        return None
+
+    def codegen(context, builder, sig, args):
+        dst_ptr = _address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 8)
+        src_ptr = _address(context, builder, sig.args[2], args[2], sig.args[3], args[3], 8)
+        count = context.cast(builder, args[4], sig.args[4], types.int64)
+        cgutils.raw_memmove(builder, dst_ptr, src_ptr, count, 1)
+        return context.get_dummy_value()
+
+    return types.void(dst, dst_offset, src, src_offset, length), codegen
+
+
+@intrinsic
+def fill_bytes(typingctx, buf, offset, length, value):
+    """Set ``length`` bytes of ``buf`` from ``offset`` to ``value`` (one ``llvm.memset``)."""
+    if not (_check_buffer(buf) and all(isinstance(t, types.Integer) for t in (offset, length, value))):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 8)
+        count = context.cast(builder, args[2], sig.args[2], types.int64)
+        byte = builder.trunc(context.cast(builder, args[3], sig.args[3], types.int64), ir.IntType(8))
+        cgutils.memset(builder, ptr, count, byte)
+        return context.get_dummy_value()
+
+    return types.void(buf, offset, length, value), codegen
+
+
+if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
+
+    def copy_bytes(dst, dst_offset, src, src_offset, length):  # noqa: F811
+        dst[dst_offset : dst_offset + length] = src[src_offset : src_offset + length].copy()
+
+    def fill_bytes(buf, offset, length, value):  # noqa: F811
+        buf[offset : offset + length] = value
