@@ -22,6 +22,7 @@ from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
 from aeron_numba.kernels.handlers import MESSAGE_HANDLER_SIG
 from aeron_numba.layout import broadcast as L
 from aeron_numba.layout.mapped_file import MappedFile
+from tests.stress.stress_support import mix32
 
 CAPACITY = 4096
 MAX_LENGTH = L.max_msg_length(CAPACITY)
@@ -67,10 +68,7 @@ BAD_PAYLOAD = 5
 
 @numba.njit(cache=True)
 def message_length(seq):
-    x = (seq * 0x9E3779B1) & 0xFFFF_FFFF
-    x ^= x >> 16
-    x = (x * 0x85EBCA6B) & 0xFFFF_FFFF
-    x ^= x >> 13
+    x = mix32(0, seq)
     pick = x % 64
     if pick == 0:
         return MAX_LENGTH

@@ -11,6 +11,7 @@ import numpy as np
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.layout import publication as P
 from aeron_numba.layout.mapped_file import MappedFile
+from tests.stress.stress_support import mix32
 
 MIN_LENGTH = 12  # producer id (4) + sequence (8)
 MAX_LENGTH = 3000  # above mtu 1408 - 32, so some messages are fragmented
@@ -19,10 +20,7 @@ MAX_LENGTH = 3000  # above mtu 1408 - 32, so some messages are fragmented
 @numba.njit(cache=True)
 def message_length(producer_id, seq):
     """Deterministic pseudo-random length in [MIN_LENGTH, MAX_LENGTH], same for producer and checker."""
-    x = (producer_id * 0x9E3779B1 + seq * 0x85EBCA77) & 0xFFFF_FFFF
-    x ^= x >> 15
-    x = (x * 0x2C1B3C6D) & 0xFFFF_FFFF
-    x ^= x >> 12
+    x = mix32(producer_id, seq)
     return MIN_LENGTH + x % (MAX_LENGTH - MIN_LENGTH + 1)
 
 

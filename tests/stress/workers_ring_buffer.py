@@ -23,6 +23,7 @@ from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
 from aeron_numba.kernels.handlers import MESSAGE_HANDLER_SIG, MessageHandler
 from aeron_numba.layout import ring_buffer as L
 from aeron_numba.layout.mapped_file import MappedFile
+from tests.stress.stress_support import mix32
 
 PRODUCERS = 3
 CAPACITY = 16 * 1024
@@ -69,10 +70,7 @@ BAD_PAYLOAD = 6
 @numba.njit(cache=True)
 def message_length(producer_id, seq):
     """Mostly small, sometimes exactly MIN_LENGTH or MAX_LENGTH (the ring buffer's limit)."""
-    x = (producer_id * 0x9E3779B1 + seq * 0x85EBCA77) & 0xFFFF_FFFF
-    x ^= x >> 15
-    x = (x * 0x2C1B3C6D) & 0xFFFF_FFFF
-    x ^= x >> 12
+    x = mix32(producer_id, seq)
     pick = x % 32
     if pick == 0:
         return MAX_LENGTH
