@@ -1,0 +1,1 @@
+"""Aeron client: Aeron, Context, Publication, Subscription, Image, counters and the cnc.dat mapping."""
