@@ -19,3 +19,7 @@ class CountersFullError(AeronError):
 
 class CounterStateError(AeronError, ValueError):
     """An operation needs an ALLOCATED counter and the record is in another state."""
+
+
+class InvalidChannelError(ConfigurationError):
+    """A channel URI does not follow spec/transport.md §12 (the driver answers INVALID_CHANNEL)."""

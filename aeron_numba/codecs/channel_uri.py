@@ -1,0 +1,126 @@
+"""Channel URIs (spec/transport.md §12): ``[aeron-spy:]aeron:<media>[?key=value(|key=value)*]``.
+
+Parsing is strict like Aeron's: unknown media, empty keys or values, a missing ``=``, duplicate keys or a
+URI over 4095 characters raise ``InvalidChannelError`` naming the offending part. Values stay strings;
+``parse_size``/``parse_duration_ns``/``parse_bool`` interpret them where a setting is read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from aeron_numba.errors import InvalidChannelError
+
+AERON_SCHEME = "aeron"
+SPY_QUALIFIER = "aeron-spy"
+IPC_MEDIA = "ipc"
+UDP_MEDIA = "udp"
+MEDIA = (IPC_MEDIA, UDP_MEDIA)
+MAX_URI_LENGTH = 4095
+IPC_CHANNEL = "aeron:ipc"
+
+# Parameter names used by the IPC driver and client.
+TERM_LENGTH_PARAM = "term-length"
+MTU_LENGTH_PARAM = "mtu"
+SESSION_ID_PARAM = "session-id"
+INITIAL_TERM_ID_PARAM = "init-term-id"
+TERM_ID_PARAM = "term-id"
+TERM_OFFSET_PARAM = "term-offset"
+LINGER_PARAM = "linger"
+ALIAS_PARAM = "alias"
+TETHER_PARAM = "tether"
+SPARSE_PARAM = "sparse"
+EOS_PARAM = "eos"
+RELIABLE_PARAM = "reliable"
+PUBLICATION_WINDOW_PARAM = "pub-wnd"
+ENDPOINT_PARAM = "endpoint"
+
+_SIZE = re.compile(r"(\d+)([kKmMgG]?)")
+_DURATION = re.compile(r"(\d+)(ns|us|ms|s)?")
+_SIZE_FACTORS = {"": 1, "k": 1024, "m": 1024 * 1024, "g": 1024 * 1024 * 1024}
+_DURATION_FACTORS = {None: 1, "ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+@dataclass(frozen=True)
+class ChannelUri:
+    """A parsed channel: ``media`` is ``ipc`` or ``udp``; ``params`` keeps the order they were given in."""
+
+    media: str
+    params: dict[str, str] = field(default_factory=dict)
+    prefix: str = ""
+
+    @classmethod
+    def parse(cls, uri: str) -> "ChannelUri":
+        if not isinstance(uri, str):
+            raise InvalidChannelError(f"channel must be a str, got {type(uri).__name__}")
+        if len(uri) > MAX_URI_LENGTH:
+            raise InvalidChannelError(f"channel length={len(uri)} > MAX_URI_LENGTH={MAX_URI_LENGTH}")
+        rest, prefix = uri, ""
+        if rest.startswith(SPY_QUALIFIER + ":"):
+            prefix, rest = SPY_QUALIFIER, rest[len(SPY_QUALIFIER) + 1 :]
+        if not rest.startswith(AERON_SCHEME + ":"):
+            raise InvalidChannelError(f"channel '{uri}' must start with 'aeron:'")
+        rest = rest[len(AERON_SCHEME) + 1 :]
+        media, _, query = rest.partition("?")
+        if media not in MEDIA:
+            raise InvalidChannelError(f"channel '{uri}': unknown media '{media}', expected one of {MEDIA}")
+        params: dict[str, str] = {}
+        if query or rest.endswith("?"):
+            for pair in query.split("|"):
+                key, eq, value = pair.partition("=")
+                if not eq or not key or not value:
+                    raise InvalidChannelError(f"channel '{uri}': parameter '{pair}' must be key=value, both non-empty")
+                if key in params:
+                    raise InvalidChannelError(f"channel '{uri}': parameter '{key}' given twice")
+                params[key] = value
+        return cls(media, params, prefix)
+
+    @property
+    def is_ipc(self) -> bool:
+        return self.media == IPC_MEDIA
+
+    @property
+    def is_spy(self) -> bool:
+        return self.prefix == SPY_QUALIFIER
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.params.get(key, default)
+
+    def __str__(self) -> str:
+        head = (self.prefix + ":" if self.prefix else "") + f"{AERON_SCHEME}:{self.media}"
+        if not self.params:
+            return head
+        return head + "?" + "|".join(f"{k}={v}" for k, v in self.params.items())
+
+
+def parse_size(name: str, value: str) -> int:
+    """``64k``/``16m``/``1g``/plain bytes -> int; raises ``InvalidChannelError`` naming the parameter."""
+    match = _SIZE.fullmatch(value)
+    if not match:
+        raise InvalidChannelError(f"{name}={value!r} is not a size (digits with an optional k, m or g suffix)")
+    return int(match.group(1)) * _SIZE_FACTORS[match.group(2).lower()]
+
+
+def parse_duration_ns(name: str, value: str) -> int:
+    """``5s``/``10ms``/``100us``/``250ns``/plain nanoseconds -> ns."""
+    match = _DURATION.fullmatch(value)
+    if not match:
+        raise InvalidChannelError(f"{name}={value!r} is not a duration (digits with an optional ns/us/ms/s suffix)")
+    return int(match.group(1)) * _DURATION_FACTORS[match.group(2)]
+
+
+def parse_int32(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidChannelError(f"{name}={value!r} is not an integer") from None
+    if not -(2**31) <= number < 2**31:
+        raise InvalidChannelError(f"{name}={number} is outside the i32 range")
+    return number
+
+
+def parse_bool(name: str, value: str) -> bool:
+    if value in ("true", "false"):
+        return value == "true"
+    raise InvalidChannelError(f"{name}={value!r} must be 'true' or 'false'")

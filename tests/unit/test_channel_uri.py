@@ -1,0 +1,45 @@
+"""Channel URI parsing (spec/transport.md §12)."""
+
+import pytest
+
+from aeron_numba.codecs.channel_uri import ChannelUri, parse_bool, parse_duration_ns, parse_int32, parse_size
+from aeron_numba.errors import InvalidChannelError
+
+
+def test_spec_examples_parse_and_print_back():
+    for uri in ("aeron:ipc", "aeron:ipc?term-length=64k|alias=control",
+                "aeron:udp?endpoint=localhost:20121|mtu=1408|term-length=16m",
+                "aeron:udp?control=host:40456|control-mode=dynamic", "aeron-spy:aeron:udp?endpoint=x:1"):
+        assert str(ChannelUri.parse(uri)) == uri
+    uri = ChannelUri.parse("aeron:ipc?term-length=64k|alias=control")
+    assert uri.is_ipc and uri.get("term-length") == "64k" and uri.get("alias") == "control"
+    assert ChannelUri.parse("aeron-spy:aeron:udp?endpoint=x:1").is_spy
+
+
+@pytest.mark.parametrize("uri, message", [
+    ("ipc", "must start with 'aeron:'"),
+    ("aeron:tcp", "unknown media 'tcp'"),
+    ("aeron:ipc?term-length", "'term-length' must be key=value"),
+    ("aeron:ipc?=5", "'=5' must be key=value"),
+    ("aeron:ipc?a=", "'a=' must be key=value"),
+    ("aeron:ipc?", "'' must be key=value"),
+    ("aeron:ipc?a=1|a=2", "'a' given twice"),
+    ("aeron:ipc?alias=" + "x" * 5000, "length=5016 > MAX_URI_LENGTH=4095"),
+])
+def test_bad_uris_name_the_problem(uri, message):
+    with pytest.raises(InvalidChannelError, match=message.replace("?", r"\?").replace("|", r"\|")):
+        ChannelUri.parse(uri)
+
+
+def test_value_parsers():
+    assert parse_size("term-length", "64k") == 65536 and parse_size("x", "16m") == 16 << 20
+    assert parse_size("x", "1g") == 1 << 30 and parse_size("x", "4096") == 4096
+    assert parse_duration_ns("linger", "5s") == 5_000_000_000 and parse_duration_ns("x", "10ms") == 10_000_000
+    assert parse_duration_ns("x", "100us") == 100_000 and parse_duration_ns("x", "7") == 7
+    assert parse_int32("session-id", "-5") == -5 and parse_bool("tether", "false") is False
+    with pytest.raises(InvalidChannelError, match=r"term-length='64q' is not a size"):
+        parse_size("term-length", "64q")
+    with pytest.raises(InvalidChannelError, match=r"session-id=4294967296 is outside"):
+        parse_int32("session-id", str(1 << 32))
+    with pytest.raises(InvalidChannelError, match="must be 'true' or 'false'"):
+        parse_bool("tether", "yes")
