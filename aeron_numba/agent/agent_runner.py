@@ -1,0 +1,308 @@
+"""Run an agent's duty cycle: ``AgentRunner`` owns a loop, ``AgentInvoker`` lets the caller drive it.
+
+Error policy (Agrona's): an exception from one duty cycle is counted, handed to the error handler and the
+loop carries on, so a process never dies on one bad input from another process. ``AgentTerminationException``
+stops the loop cleanly. ``on_close`` always runs exactly once, even if the runner never started.
+
+Stopping: ``request_close()`` only clears a flag, so it is safe from a signal handler (Python runs handlers
+in the main thread between bytecodes; taking a lock there could deadlock against the interrupted code).
+``close()`` requests and then waits for the loop to finish. ``close_on_signals`` wires SIGINT/SIGTERM to
+``request_close`` for a process's main loop.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import traceback
+from typing import Any, Callable, Iterable
+
+from aeron_numba.agent.agent import Agent, AgentTerminationException
+from aeron_numba.agent.clock import SystemNanoClock
+from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker
+from aeron_numba.agent.idle_strategy import IdleStrategy
+
+ErrorHandler = Callable[[BaseException], None]
+
+
+def _print_error(role_name: str, exc: BaseException) -> None:
+    print(f"[{role_name}] error in duty cycle:", file=sys.stderr)
+    traceback.print_exception(exc, file=sys.stderr)
+
+
+def _as_increment(error_counter: Any) -> Callable[[], Any] | None:
+    if error_counter is None:
+        return None
+    if hasattr(error_counter, "increment"):
+        return error_counter.increment
+    if callable(error_counter):
+        return error_counter
+    raise TypeError(f"error_counter={error_counter!r} must be callable or have increment()")
+
+
+class _ErrorReporter:
+    """Counts an error, then hands it to the handler; a failing handler or counter is reported on stderr."""
+
+    def __init__(self, role_name: str, error_handler: ErrorHandler | None, error_counter: Any):
+        self._role_name = role_name
+        self._handler = error_handler
+        self._increment = _as_increment(error_counter)
+        self.error_count = 0
+
+    def __call__(self, exc: BaseException) -> None:
+        self.error_count += 1
+        try:
+            if self._increment is not None:
+                self._increment()
+            if self._handler is None:
+                _print_error(self._role_name, exc)
+            else:
+                self._handler(exc)
+        except Exception as handler_exc:  # the loop must survive its own error reporting
+            _print_error(self._role_name, exc)
+            print(f"[{self._role_name}] and the error handler/counter failed:", file=sys.stderr)
+            traceback.print_exception(handler_exc, file=sys.stderr)
+
+
+class AgentRunner:
+    """Run ``agent`` in the calling thread until closed.
+
+    Parameters
+    ----------
+    agent : Agent
+    idle_strategy : IdleStrategy
+        Called with each cycle's work count.
+    error_handler : callable(exc) or None
+        Receives every exception from ``on_start``/``do_work``/``on_close``; None prints to stderr.
+    error_counter : callable or object with ``increment()``, optional
+        Incremented once per error (the driver's ERRORS system counter).
+    duty_cycle_tracker : DutyCycleTracker, optional
+        If given, every ``do_work`` call is timed with ``nano_clock`` and recorded into it.
+    """
+
+    _NEW, _RUNNING, _CLOSED = 0, 1, 2
+
+    def __init__(
+        self,
+        agent: Agent,
+        idle_strategy: IdleStrategy,
+        error_handler: ErrorHandler | None,
+        error_counter: Any = None,
+        *,
+        duty_cycle_tracker: DutyCycleTracker | None = None,
+        nano_clock=SystemNanoClock,
+    ):
+        if not isinstance(agent, Agent):
+            raise TypeError(f"{agent!r} is not an Agent (needs on_start, do_work, on_close, role_name)")
+        if not isinstance(idle_strategy, IdleStrategy):
+            raise TypeError(f"{idle_strategy!r} is not an IdleStrategy (needs alias, idle, reset)")
+        self.agent = agent
+        self.idle_strategy = idle_strategy
+        self.duty_cycle_tracker = duty_cycle_tracker
+        self._nano_clock = nano_clock
+        self._report = _ErrorReporter(agent.role_name(), error_handler, error_counter)
+        self._running = True
+        self._state = self._NEW
+        self._state_lock = threading.Lock()
+        self._done = threading.Event()
+        self._run_thread_id: int | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---------------------------------------------------------------------------------------- state
+    def role_name(self) -> str:
+        return self.agent.role_name()
+
+    @property
+    def is_running(self) -> bool:
+        return self._state == self._RUNNING and self._running
+
+    @property
+    def is_closed(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def error_count(self) -> int:
+        return self._report.error_count
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    # ------------------------------------------------------------------------------------------ run
+    def run(self) -> None:
+        """Start the agent and run duty cycles until closed; ``on_close`` runs before this returns."""
+        with self._state_lock:
+            if self._state == self._CLOSED:
+                return
+            if self._state == self._RUNNING:
+                raise RuntimeError(f"AgentRunner for {self.role_name()!r} is already running")
+            self._state = self._RUNNING
+            self._run_thread_id = threading.get_ident()
+        try:
+            if self._start_agent():
+                self._loop()
+        finally:
+            try:
+                self._close_agent()
+            finally:
+                with self._state_lock:
+                    self._state = self._CLOSED
+                self._done.set()
+
+    def _start_agent(self) -> bool:
+        try:
+            self.agent.on_start()
+            return True
+        except AgentTerminationException:
+            self._running = False
+        except Exception as exc:
+            self._report(exc)
+            self._running = False
+        return False
+
+    def _close_agent(self) -> None:
+        try:
+            self.agent.on_close()
+        except Exception as exc:
+            self._report(exc)
+
+    def _loop(self) -> None:
+        do_work = self.agent.do_work
+        idle = self.idle_strategy.idle
+        tracker = self.duty_cycle_tracker
+        nano_time = self._nano_clock.nano_time
+        while self._running:
+            try:
+                if tracker is None:
+                    work_count = do_work()
+                else:
+                    start_ns = nano_time()
+                    work_count = do_work()
+                    tracker.record(nano_time() - start_ns)
+                idle(work_count)
+            except AgentTerminationException:
+                self._running = False
+            except Exception as exc:
+                self._report(exc)
+                if self._running:
+                    idle(0)  # a cycle that keeps failing must not become a hot loop
+
+    # ---------------------------------------------------------------------------------------- close
+    def request_close(self) -> None:
+        """Ask the loop to stop after the current duty cycle. Only stores a flag: safe in signal handlers."""
+        self._running = False
+
+    def close(self, timeout_s: float | None = 10.0) -> None:
+        """Request close and wait until the loop has finished and ``on_close`` has run.
+
+        A runner that never ran calls ``on_close`` here. Called from inside the agent's own duty cycle it
+        only requests (the loop ends after the current cycle). Raises ``TimeoutError`` if the loop does
+        not finish within ``timeout_s`` (a duty cycle that blocks).
+        """
+        self._running = False
+        with self._state_lock:
+            state = self._state
+            if state == self._NEW:
+                self._state = self._CLOSED
+        if state == self._NEW:
+            try:
+                self._close_agent()
+            finally:
+                self._done.set()
+            return
+        if self._run_thread_id == threading.get_ident():
+            return
+        if not self._done.wait(timeout_s):
+            raise TimeoutError(f"agent {self.role_name()!r} did not stop within timeout_s={timeout_s}")
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def __enter__(self) -> "AgentRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @staticmethod
+    def start_on_thread(runner: "AgentRunner", name: str | None = None) -> threading.Thread:
+        """Run ``runner`` on a new daemon thread (tests and tools only: the GIL makes threads useless for work)."""
+        thread = threading.Thread(target=runner.run, name=name or runner.role_name(), daemon=True)
+        runner._thread = thread
+        thread.start()
+        return thread
+
+    def __repr__(self) -> str:
+        return f"AgentRunner({self.role_name()!r}, idle={self.idle_strategy!r})"
+
+
+class AgentInvoker:
+    """Drive an agent's duty cycle from the caller's own loop (Aeron's invoker mode).
+
+    ``start()`` runs ``on_start``; each ``invoke()`` runs one ``do_work`` and returns its work count (0 when
+    not running). Errors are counted and handled as in ``AgentRunner``; ``AgentTerminationException`` closes.
+    """
+
+    def __init__(self, agent: Agent, error_handler: ErrorHandler | None = None, error_counter: Any = None):
+        if not isinstance(agent, Agent):
+            raise TypeError(f"{agent!r} is not an Agent (needs on_start, do_work, on_close, role_name)")
+        self.agent = agent
+        self._report = _ErrorReporter(agent.role_name(), error_handler, error_counter)
+        self.is_started = False
+        self.is_running = False
+        self.is_closed = False
+
+    @property
+    def error_count(self) -> int:
+        return self._report.error_count
+
+    def start(self) -> None:
+        if self.is_started or self.is_closed:
+            return
+        self.is_started = True
+        try:
+            self.agent.on_start()
+            self.is_running = True
+        except AgentTerminationException:
+            self.close()
+        except Exception as exc:
+            self._report(exc)
+            self.close()
+
+    def invoke(self) -> int:
+        if not self.is_running:
+            return 0
+        try:
+            return self.agent.do_work()
+        except AgentTerminationException:
+            self.close()
+        except Exception as exc:
+            self._report(exc)
+        return 0
+
+    def close(self) -> None:
+        if self.is_closed:
+            return
+        self.is_closed = True
+        self.is_running = False
+        try:
+            self.agent.on_close()
+        except Exception as exc:
+            self._report(exc)
+
+
+def close_on_signals(
+    target: AgentRunner | Callable[[], None], signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)
+) -> dict[int, Any]:
+    """Make each signal request close of ``target`` (a runner, or a no-argument callable); main thread only.
+
+    Returns the previous handlers so a caller can restore them.
+    """
+    request = target.request_close if hasattr(target, "request_close") else target
+    if not callable(request):
+        raise TypeError(f"target={target!r} must have request_close() or be callable")
+
+    def on_signal(signum, frame):
+        request()
+
+    return {signum: signal.signal(signum, on_signal) for signum in signals}
