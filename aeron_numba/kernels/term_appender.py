@@ -13,7 +13,6 @@ negative length first, header, payload, then the positive length with release or
 Return values follow Aeron: a new stream position (> 0) or a negative status of ``layout.publication``.
 """
 
-from numba import types
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics

@@ -1,7 +1,8 @@
 """Map a file once and hand out ``np.uint8`` views of it (``np.frombuffer``, never ``np.memmap``).
 
-One object owns the mapping and closes it in the right order: numpy views keep the mmap exported, and
-``mmap.close()`` raises ``BufferError`` while any is alive (NOTES-numba.md pitfall 4).
+One object owns the mapping: numpy views keep the mmap exported, and ``mmap.close()`` raises ``BufferError``
+while any is alive (NOTES-numba.md pitfall 4), so ``close()`` unmaps at once when it can and otherwise
+leaves the unmapping to the moment the last view is released.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class MappedFile:
     def __init__(self, path: str | os.PathLike, mm: mmap.mmap):
         self.path = Path(path)
         self._mmap = mm
+        self._length = len(mm)
         self.buffer: np.ndarray | None = np.frombuffer(mm, dtype=np.uint8)
 
     @classmethod
@@ -53,7 +55,7 @@ class MappedFile:
 
     @property
     def length(self) -> int:
-        return len(self._mmap)
+        return self._length
 
     def view(self, offset: int, length: int) -> np.ndarray:
         """A ``np.uint8`` view of ``[offset, offset + length)``; it must lie inside the file."""
@@ -62,32 +64,29 @@ class MappedFile:
         return self.buffer[offset : offset + length]
 
     def close(self) -> None:
-        """Drop our view and unmap. Views handed out must have been dropped by their holders first."""
-        if self._mmap.closed:
+        """Drop our view and unmap now if nobody else holds a view of the mapping.
+
+        Views handed out (to ring buffer, counters and log wrappers) keep the mapping alive; if some are
+        still referenced, the mapping is released when the last of them goes instead (Python unmaps an
+        mmap once its last export is gone). The file itself can be deleted either way.
+        """
+        if self._mmap is None or self._mmap.closed:
             return
         self.buffer = None
         try:
             self._mmap.close()
-            return
         except BufferError:
             # Views caught in reference cycles (numba's first compile for new argument types leaves
-            # some) only go with a collection; after it, a live view is the holder's bug.
+            # some) only go with a collection; what is still referenced after it unmaps later.
             gc.collect()
-        try:
-            self._mmap.close()
-        except BufferError as exc:
-            raise BufferError(f"{self.path}: cannot unmap while numpy views of it are alive ({exc})") from exc
+            try:
+                self._mmap.close()
+            except BufferError:
+                pass
+        self._mmap = None
 
     def __enter__(self) -> "MappedFile":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-            return
-        # An exception is on its way out and its traceback may still hold views: unmapping fails then,
-        # and raising BufferError here would hide the real error. The mapping goes when the views do.
-        try:
-            self.close()
-        except BufferError:
-            pass
+    def __exit__(self, *exc) -> None:
+        self.close()

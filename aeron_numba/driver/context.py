@@ -1,0 +1,153 @@
+"""Media driver settings: Aeron's defaults (spec/transport.md §14), the same names as environment
+variables, and ``conclude()`` validating everything before a file is touched.
+
+Only this module reads the environment. Durations accept Aeron's suffixes (``10s``, ``500ms``, ``100us``,
+plain = ns) and sizes ``k``/``m``/``g`` suffixes, as Aeron's system properties do.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from aeron_numba.codecs.channel_uri import parse_duration_ns, parse_size
+from aeron_numba.errors import ConfigurationError
+from aeron_numba.layout import cnc, frame, log_buffer
+from aeron_numba.layout.counters import DEFAULT_FREE_TO_REUSE_TIMEOUT_MS
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+def _duration(value: str, name: str) -> int:
+    return parse_duration_ns(name, value.strip())
+
+
+def _size(value: str, name: str) -> int:
+    return parse_size(name, value.strip())
+
+
+def _bool(value: str, name: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ConfigurationError(f"{name}={value!r} must be true or false")
+
+
+def _int(value: str, name: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigurationError(f"{name}={value!r} is not an integer") from None
+
+
+def _text(value: str, name: str) -> str:
+    return value
+
+
+def _setting(default, env: str | None, parse=None):
+    """A context field with its default, its environment variable and how to parse it."""
+    return field(default=default, metadata={"env": env, "parse": parse})
+
+
+@dataclass
+class DriverContext:
+    """``MediaDriver.Context``: every setting the IPC driver uses, with Aeron's defaults."""
+
+    aeron_dir: str | None = _setting(None, "AERON_DIR", _text)
+    dir_delete_on_start: bool = _setting(False, "AERON_DIR_DELETE_ON_START", _bool)
+    dir_delete_on_shutdown: bool = _setting(False, "AERON_DIR_DELETE_ON_SHUTDOWN", _bool)
+    client_liveness_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", _duration)
+    publication_unblock_timeout_ns: int = _setting(15 * NS_PER_S, "AERON_PUBLICATION_UNBLOCK_TIMEOUT", _duration)
+    publication_linger_timeout_ns: int = _setting(5 * NS_PER_S, "AERON_PUBLICATION_LINGER_TIMEOUT", _duration)
+    timer_interval_ns: int = _setting(1 * NS_PER_S, "AERON_TIMER_INTERVAL", _duration)
+    driver_timeout_ms: int = _setting(10_000, "AERON_DRIVER_TIMEOUT", _int)
+    counter_free_to_reuse_timeout_ns: int = _setting(
+        DEFAULT_FREE_TO_REUSE_TIMEOUT_MS * NS_PER_MS, "AERON_COUNTERS_FREE_TO_REUSE_TIMEOUT", _duration
+    )
+    ipc_term_buffer_length: int = _setting(64 * 1024 * 1024, "AERON_IPC_TERM_BUFFER_LENGTH", _size)
+    ipc_mtu_length: int = _setting(frame.DEFAULT_MTU_LENGTH, "AERON_IPC_MTU_LENGTH", _size)
+    ipc_publication_term_window_length: int = _setting(0, "AERON_IPC_PUBLICATION_TERM_WINDOW_LENGTH", _size)
+    file_page_size: int = _setting(log_buffer.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", _size)
+    conductor_buffer_length: int = _setting(cnc.DEFAULT_TO_DRIVER_BUFFER_LENGTH, "AERON_CONDUCTOR_BUFFER_LENGTH", _size)
+    clients_buffer_length: int = _setting(cnc.DEFAULT_TO_CLIENTS_BUFFER_LENGTH, "AERON_CLIENTS_BUFFER_LENGTH", _size)
+    counters_values_buffer_length: int = _setting(
+        cnc.DEFAULT_COUNTERS_VALUES_BUFFER_LENGTH, "AERON_COUNTERS_BUFFER_LENGTH", _size
+    )
+    error_buffer_length: int = _setting(cnc.DEFAULT_ERROR_LOG_BUFFER_LENGTH, "AERON_ERROR_BUFFER_LENGTH", _size)
+    loss_report_buffer_length: int = _setting(1024 * 1024, "AERON_LOSS_REPORT_BUFFER_LENGTH", _size)
+    publication_reserved_session_id_low: int = _setting(-1, "AERON_PUBLICATION_RESERVED_SESSION_ID_LOW", _int)
+    publication_reserved_session_id_high: int = _setting(1000, "AERON_PUBLICATION_RESERVED_SESSION_ID_HIGH", _int)
+    conductor_idle_strategy: str = _setting("backoff", "AERON_CONDUCTOR_IDLE_STRATEGY", _text)
+    conductor_cycle_threshold_ns: int = _setting(1 * NS_PER_S, "AERON_CONDUCTOR_CYCLE_THRESHOLD", _duration)
+    allow_terminate_driver: bool = _setting(False, "AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW", _bool)
+    driver_name: str = _setting("", "AERON_DRIVER_NAME", _text)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "DriverContext":
+        """Defaults, then environment variables, then explicit ``overrides`` (highest priority)."""
+        environ = os.environ if environ is None else environ
+        values = {}
+        for f in fields(cls):
+            env, parse = f.metadata.get("env"), f.metadata.get("parse")
+            if env and env in environ and environ[env] != "":
+                values[f.name] = parse(environ[env], env)
+        values.update(overrides)
+        return cls(**values)
+
+    def conclude(self) -> "DriverContext":
+        """Resolve the aeron dir and validate every setting; raises ``ConfigurationError`` naming value and limit."""
+        from aeron_numba.aeron_dir import resolve_aeron_dir
+
+        self.aeron_dir = str(resolve_aeron_dir(self.aeron_dir))
+        log_buffer.check_term_length(self.ipc_term_buffer_length)
+        log_buffer.check_page_size(self.file_page_size)
+        frame.check_mtu_length(self.ipc_mtu_length)
+        cnc.compute_sections(
+            self.conductor_buffer_length, self.clients_buffer_length, self.counters_values_buffer_length,
+            self.error_buffer_length,
+        )
+        positive = ("client_liveness_timeout_ns", "publication_unblock_timeout_ns", "timer_interval_ns",
+                    "driver_timeout_ms", "loss_report_buffer_length")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")
+        for name in ("publication_linger_timeout_ns", "counter_free_to_reuse_timeout_ns",
+                     "ipc_publication_term_window_length"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"{name}={getattr(self, name)} must be >= 0")
+        if self.ipc_publication_term_window_length > self.ipc_term_buffer_length:
+            raise ConfigurationError(
+                f"ipc_publication_term_window_length={self.ipc_publication_term_window_length}"
+                f" > ipc_term_buffer_length={self.ipc_term_buffer_length}"
+            )
+        if self.publication_unblock_timeout_ns <= self.client_liveness_timeout_ns:
+            raise ConfigurationError(
+                f"publication_unblock_timeout_ns={self.publication_unblock_timeout_ns} must be >"
+                f" client_liveness_timeout_ns={self.client_liveness_timeout_ns}"
+            )
+        if self.publication_reserved_session_id_low > self.publication_reserved_session_id_high:
+            raise ConfigurationError(
+                f"publication_reserved_session_id_low={self.publication_reserved_session_id_low} >"
+                f" publication_reserved_session_id_high={self.publication_reserved_session_id_high}"
+            )
+        from aeron_numba.agent import idle_strategy_from_name
+
+        idle_strategy_from_name(self.conductor_idle_strategy)  # raises ConfigurationError if unknown
+        return self
+
+    @property
+    def cnc_path(self) -> Path:
+        return Path(self.aeron_dir) / cnc.CNC_FILE
+
+    def environment(self) -> dict[str, str]:
+        """These settings as environment variables (for launching a driver process with the same context)."""
+        env = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("env") and value is not None:
+                env[f.metadata["env"]] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return env

@@ -1,0 +1,577 @@
+"""The driver conductor: reads client commands, owns publications, subscriptions, counters and client
+sessions, and answers on the broadcast buffer (spec/transport.md §7-§11, §15).
+
+Each duty cycle: heartbeat the to-driver buffer (driver liveness, §6), drain up to a batch of commands,
+move every IPC publication's limit, and on the timer check client liveness and publication lifecycles.
+A command that cannot be decoded or carried out gets ON_ERROR with Aeron's error code and an entry in
+the distinct error log; the conductor never stops for another process's bad input.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.codecs import channel_uri as cu
+from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.errors import AeronError, CountersFullError, InvalidChannelError
+from aeron_numba.kernels import counters as ck
+from aeron_numba.kernels.broadcast import BroadcastTransmitter
+from aeron_numba.kernels.error_log import DistinctErrorLog
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame, log_buffer, ring_buffer
+from aeron_numba.layout.log_buffers import LogBuffers
+
+from aeron_numba.driver.context import DriverContext
+from aeron_numba.driver.ipc_publication import IpcPublication, State
+
+COMMAND_BATCH_LIMIT = 64
+PUBLICATIONS_DIR = "publications"
+IPC_SOURCE_IDENTITY = "aeron:ipc"
+NULL_CHANNEL_STATUS_ID = -1
+
+
+class ControlProtocolError(AeronError):
+    """A command the driver refuses; carries the §11.4 error code sent back with ON_ERROR."""
+
+    def __init__(self, error_code: int, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class SystemCounters:
+    """The §9.5 system counters (counter id == system id) as increments and max proposals."""
+
+    def __init__(self, values_buffer: np.ndarray):
+        self._values = values_buffer
+
+    def increment(self, system_id: int, delta: int = 1) -> None:
+        ck.get_and_add_counter_value(self._values, system_id, delta)
+
+    def propose_max(self, system_id: int, value: int) -> None:
+        ck.propose_max_counter_value(self._values, system_id, value)
+
+    def get(self, system_id: int) -> int:
+        return int(ck.get_counter_value(self._values, system_id))
+
+
+@dataclass
+class ClientSession:
+    client_id: int
+    heartbeat_counter_id: int
+    time_of_last_keepalive_ms: int
+
+
+@dataclass
+class PublicationLink:
+    """One client's reference to a publication (registration id = the add command's correlation id)."""
+
+    registration_id: int
+    client_id: int
+    publication: IpcPublication
+
+
+@dataclass
+class SubscriptionLink:
+    registration_id: int
+    client_id: int
+    stream_id: int
+    channel: str
+    images: dict[int, int] = field(default_factory=dict)  # publication registration id -> sub-pos counter id
+
+
+@dataclass
+class CounterLink:
+    registration_id: int
+    client_id: int
+    counter_id: int
+
+
+class DriverConductor:
+    """Agent: ``do_work()`` returns the work done; ``on_close()`` releases every resource."""
+
+    def __init__(self, context: DriverContext, cnc_file: CncFile, *, nano_clock=time.monotonic_ns, epoch_clock=None):
+        self.ctx = context
+        self.cnc = cnc_file
+        self.nano_clock = nano_clock
+        self.epoch_clock = epoch_clock or (lambda: time.time_ns() // 1_000_000)
+        self.to_driver = ManyToOneRingBuffer(cnc_file.to_driver_buffer)
+        self.to_clients = BroadcastTransmitter(cnc_file.to_clients_buffer)
+        self.counters = ck.CountersManager(
+            cnc_file.counters_metadata_buffer, cnc_file.counters_values_buffer,
+            free_to_reuse_timeout_ms=context.counter_free_to_reuse_timeout_ns // 1_000_000,
+            epoch_clock=self.epoch_clock,
+        )
+        self.error_log = DistinctErrorLog(cnc_file.error_log_buffer, epoch_clock=self.epoch_clock)
+        self.system_counters = SystemCounters(cnc_file.counters_values_buffer)
+        self.publications_dir = Path(context.aeron_dir) / PUBLICATIONS_DIR
+        self.clients: dict[int, ClientSession] = {}
+        self.publications: list[IpcPublication] = []
+        self.publication_links: list[PublicationLink] = []
+        self.subscriptions: list[SubscriptionLink] = []
+        self.counter_links: list[CounterLink] = []
+        self.next_session_id = random.randint(-(2**31), 2**31 - 1)
+        self.time_of_last_timer_ns = self.nano_clock()
+        self.last_heartbeat_ms = 0
+        self.terminate_requested = False
+
+    # ------------------------------------------------------------------------------------ agent contract
+    def role_name(self) -> str:
+        return "driver-conductor"
+
+    def on_start(self) -> None:
+        self.publications_dir.mkdir(parents=True, exist_ok=True)
+        self._heartbeat(force=True)
+
+    def do_work(self) -> int:
+        now_ns = self.nano_clock()
+        work = self._heartbeat()
+        work += self._process_commands(now_ns)
+        for publication in self.publications:
+            work += publication.update_pub_pos_and_pub_lmt()
+        if now_ns - self.time_of_last_timer_ns >= self.ctx.timer_interval_ns:
+            self.time_of_last_timer_ns = now_ns
+            work += self.on_timer(now_ns)
+        return work
+
+    def on_close(self) -> None:
+        for publication in list(self.publications):
+            self._delete_publication(publication)
+
+    # --------------------------------------------------------------------------------------- duty cycle
+    def _heartbeat(self, force: bool = False) -> int:
+        now_ms = self.epoch_clock()
+        if force or now_ms != self.last_heartbeat_ms:
+            self.to_driver.set_consumer_heartbeat_time(now_ms)
+            self.last_heartbeat_ms = now_ms
+            return 1
+        return 0
+
+    def _process_commands(self, now_ns: int) -> int:
+        messages = self.to_driver.read_messages(COMMAND_BATCH_LIMIT)
+        if isinstance(messages, int):  # negative status: garbage where a record header should be
+            self._discard_corrupt_commands(messages)
+            return 1
+        for msg_type_id, body in messages:
+            self._on_command(msg_type_id, body, now_ns)
+        return len(messages)
+
+    def _discard_corrupt_commands(self, status: int) -> None:
+        """A record header at the head is garbage (its length cannot be trusted): drop everything up to the
+        current tail so later, well-formed commands are read again, and record what happened."""
+        buf = self.cnc.to_driver_buffer
+        capacity = buf.size - ring_buffer.TRAILER_LENGTH
+        head = self.to_driver.consumer_position()
+        tail = self.to_driver.producer_position()
+        discarded = min(tail - head, capacity)
+        start = head & (capacity - 1)
+        first = min(discarded, capacity - start)
+        buf[start : start + first] = 0
+        buf[: discarded - first] = 0
+        trailer = capacity + ring_buffer.HEAD_POSITION_OFFSET
+        from aeron_numba.kernels.atomics_py import put_int64_release
+
+        put_int64_release(buf, trailer, head + discarded)
+        self._record_error(
+            AeronError(f"corrupt record in to-driver buffer (status {status}) at head={head}: discarded {discarded} bytes")
+        )
+        self.system_counters.increment(cl.UNBLOCKED_COMMANDS)
+
+    def _record_error(self, error: BaseException | str) -> None:
+        self.error_log.record(error)
+        self.system_counters.increment(cl.ERRORS)
+
+    def _on_command(self, msg_type_id: int, body: bytes, now_ns: int) -> None:
+        correlation_id = int.from_bytes(body[8:16], "little", signed=True) if len(body) >= 16 else -1
+        try:
+            try:
+                message = dc.decode_command(msg_type_id, body, 0, len(body))
+            except KeyError:
+                raise ControlProtocolError(
+                    cp.UNKNOWN_COMMAND_TYPE_ID, f"command typeId={msg_type_id} unknown"
+                ) from None
+            except dc.MalformedCommandError as exc:
+                raise ControlProtocolError(cp.MALFORMED_COMMAND, str(exc)) from None
+            self._touch_client(message.client_id)
+            handler = self._HANDLERS.get(msg_type_id)
+            if handler is None:
+                raise ControlProtocolError(cp.NOT_SUPPORTED, f"command typeId={msg_type_id} not supported by this driver")
+            handler(self, message, now_ns)
+        except ControlProtocolError as exc:
+            self._record_error(exc)
+            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, exc.error_code, str(exc)))
+        except (InvalidChannelError, ValueError) as exc:
+            self._record_error(exc)
+            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, cp.INVALID_CHANNEL, str(exc)))
+        except CountersFullError as exc:
+            self._record_error(exc)
+            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, cp.RESOURCE_TEMPORARILY_UNAVAILABLE, str(exc)))
+        except OSError as exc:
+            self._record_error(exc)
+            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, cp.STORAGE_SPACE, str(exc)))
+
+    def _send(self, msg_type_id: int, message: dc.Message) -> None:
+        self.to_clients.transmit(msg_type_id, message.encode())
+
+    # ------------------------------------------------------------------------------------------ clients
+    def _touch_client(self, client_id: int) -> ClientSession:
+        """A command from a client proves it is alive; the first one allocates its heartbeat counter (§11.5)."""
+        now_ms = self.epoch_clock()
+        session = self.clients.get(client_id)
+        if session is None:
+            counter_id = self.counters.allocate(
+                ck.heartbeat_counter_label(client_id), cl.CLIENT_HEARTBEAT_TYPE_ID,
+                ck.heartbeat_counter_key(client_id), registration_id=client_id, owner_id=client_id,
+            )
+            session = ClientSession(client_id, counter_id, now_ms)
+            self.clients[client_id] = session
+        session.time_of_last_keepalive_ms = now_ms
+        ck.set_counter_value(self.counters.values_buffer, session.heartbeat_counter_id, now_ms)
+        return session
+
+    def on_timer(self, now_ns: int) -> int:
+        work = self._check_client_liveness()
+        for publication in list(self.publications):
+            if publication.on_time_event(now_ns, self.system_counters):
+                self._delete_publication(publication)
+                work += 1
+            elif publication.state is State.LINGER:
+                for subscriber in publication.subscribers:
+                    link = subscriber.subscription
+                    self._send(cp.ON_UNAVAILABLE_IMAGE, dc.ImageMessage(
+                        publication.registration_id, link.registration_id, publication.stream_id, link.channel))
+        return work
+
+    def _check_client_liveness(self) -> int:
+        now_ms = self.epoch_clock()
+        timeout_ms = self.ctx.client_liveness_timeout_ns // 1_000_000
+        work = 0
+        for session in list(self.clients.values()):
+            # The client writes epoch ms into its heartbeat counter every keepalive interval.
+            heartbeat_ms = max(
+                session.time_of_last_keepalive_ms,
+                int(ck.get_counter_value(self.counters.values_buffer, session.heartbeat_counter_id)),
+            )
+            if now_ms > heartbeat_ms + timeout_ms:
+                self.system_counters.increment(cl.CLIENT_TIMEOUTS)
+                self._send(cp.ON_CLIENT_TIMEOUT, dc.ClientTimeout(session.client_id))
+                self._release_client(session.client_id)
+                work += 1
+        return work
+
+    def _release_client(self, client_id: int) -> None:
+        """Free everything a client owns (CLIENT_CLOSE or liveness timeout)."""
+        for link in [link for link in self.publication_links if link.client_id == client_id]:
+            self._unlink_publication(link)
+        for link in [link for link in self.subscriptions if link.client_id == client_id]:
+            self._remove_subscription_link(link)
+        for link in [link for link in self.counter_links if link.client_id == client_id]:
+            self.counter_links.remove(link)
+            self.counters.free(link.counter_id)
+            self._send(cp.ON_UNAVAILABLE_COUNTER, dc.CounterUpdate(link.registration_id, link.counter_id))
+        session = self.clients.pop(client_id, None)
+        if session is not None:
+            self.counters.free(session.heartbeat_counter_id)
+
+    def on_client_keepalive(self, message, now_ns) -> None:
+        pass  # _touch_client already recorded the keepalive
+
+    def on_client_close(self, message, now_ns) -> None:
+        self._release_client(message.client_id)
+
+    # ------------------------------------------------------------------------------------- publications
+    def _ipc_channel(self, channel: str) -> cu.ChannelUri:
+        uri = cu.ChannelUri.parse(channel)
+        if not uri.is_ipc or uri.is_spy:
+            raise ControlProtocolError(cp.INVALID_CHANNEL, f"channel '{channel}': only aeron:ipc is supported by this driver")
+        return uri
+
+    def _allocate_session_id(self) -> int:
+        low, high = self.ctx.publication_reserved_session_id_low, self.ctx.publication_reserved_session_id_high
+        session_id = self.next_session_id
+        if low <= session_id <= high:
+            session_id = high + 1
+        self.next_session_id = ((session_id + 1 + 2**31) % 2**32) - 2**31
+        return session_id
+
+    def on_add_publication(self, message, now_ns, exclusive: bool = False) -> None:
+        uri = self._ipc_channel(message.channel)
+        params = _PublicationParams.from_uri(uri, self.ctx, exclusive)
+        publication = None
+        if not exclusive:
+            publication = next(
+                (p for p in self.publications
+                 if not p.exclusive and p.state is State.ACTIVE and p.stream_id == message.stream_id
+                 and (params.session_id is None or p.session_id == params.session_id)),
+                None,
+            )
+            if publication is not None:
+                params.check_matches(publication)
+        if publication is None:
+            publication = self._new_publication(message, params, exclusive, now_ns)
+        else:
+            publication.ref_count += 1
+        link = PublicationLink(message.correlation_id, message.client_id, publication)
+        self.publication_links.append(link)
+        response_type = cp.ON_EXCLUSIVE_PUBLICATION_READY if exclusive else cp.ON_PUBLICATION_READY
+        self._send(response_type, dc.PublicationBuffersReady(
+            message.correlation_id, publication.registration_id, publication.session_id, publication.stream_id,
+            publication.pub_lmt_counter_id, NULL_CHANNEL_STATUS_ID, publication.log_file_name,
+        ))
+        if publication.ref_count == 1:
+            for subscription in self.subscriptions:
+                if subscription.stream_id == publication.stream_id:
+                    self._link_image(subscription, publication)
+
+    def on_add_exclusive_publication(self, message, now_ns) -> None:
+        self.on_add_publication(message, now_ns, exclusive=True)
+
+    def _new_publication(self, message, params: "_PublicationParams", exclusive: bool, now_ns: int) -> IpcPublication:
+        registration_id = message.correlation_id
+        session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
+        initial_term_id = params.initial_term_id if params.initial_term_id is not None else random.randint(-(2**31), 2**31 - 1)
+        path = self.publications_dir / f"{registration_id}.logbuffer"
+        log = LogBuffers.create(
+            path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
+            stream_id=message.stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
+            page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
+            linger_timeout_ns=params.linger_ns,
+        )
+        key = ck.stream_counter_key(registration_id, session_id, message.stream_id, message.channel)
+        counter_ids = []
+        try:
+            for name, type_id in ((cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID),
+                                  (cl.PUBLISHER_POS_NAME, cl.PUBLISHER_POS_TYPE_ID)):
+                label = ck.stream_counter_label(name, registration_id, session_id, message.stream_id, message.channel)
+                counter_ids.append(self.counters.allocate(
+                    label, type_id, key, registration_id=registration_id, owner_id=message.client_id))
+        except CountersFullError:
+            for counter_id in counter_ids:
+                self.counters.free(counter_id)
+            log.close()
+            path.unlink(missing_ok=True)
+            raise
+        window = params.term_window_length
+        publication = IpcPublication(
+            registration_id=registration_id, session_id=session_id, stream_id=message.stream_id,
+            channel=message.channel, exclusive=exclusive, log=log, pub_lmt_counter_id=counter_ids[0],
+            pub_pos_counter_id=counter_ids[1], term_window_length=window,
+            unblock_timeout_ns=self.ctx.publication_unblock_timeout_ns,
+            values_buffer=self.counters.values_buffer, now_ns=now_ns,
+        )
+        self.publications.append(publication)
+        return publication
+
+    def _link_image(self, subscription: SubscriptionLink, publication: IpcPublication) -> None:
+        """A subscriber joins at the publication's current position (late joiners see only new data)."""
+        join_position = publication.producer_position()
+        label = ck.subscriber_position_label(
+            subscription.registration_id, publication.session_id, publication.stream_id, subscription.channel,
+            join_position,
+        )
+        key = ck.stream_counter_key(
+            subscription.registration_id, publication.session_id, publication.stream_id, subscription.channel
+        )
+        counter_id = self.counters.allocate(
+            label, cl.SUBSCRIBER_POSITION_TYPE_ID, key, registration_id=subscription.registration_id,
+            owner_id=subscription.client_id, reference_id=publication.registration_id,
+        )
+        publication.add_subscriber(subscription, counter_id, join_position)
+        subscription.images[publication.registration_id] = counter_id
+        self._send(cp.ON_AVAILABLE_IMAGE, dc.ImageBuffersReady(
+            publication.registration_id, publication.session_id, publication.stream_id,
+            subscription.registration_id, counter_id, publication.log_file_name, IPC_SOURCE_IDENTITY,
+        ))
+
+    def on_remove_publication(self, message, now_ns) -> None:
+        link = self._find_publication_link(message.client_id, message.registration_id)
+        if link is None:
+            raise ControlProtocolError(
+                cp.UNKNOWN_PUBLICATION, f"unknown publication client_id={message.client_id}"
+                f" registration_id={message.registration_id}"
+            )
+        self._unlink_publication(link)
+        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+
+    def _find_publication_link(self, client_id: int, registration_id: int) -> PublicationLink | None:
+        # Clients may name their own add's correlation id or the (shared) publication registration id.
+        for link in self.publication_links:
+            if link.client_id == client_id and link.registration_id == registration_id:
+                return link
+        for link in self.publication_links:
+            if link.client_id == client_id and link.publication.registration_id == registration_id:
+                return link
+        return None
+
+    def _unlink_publication(self, link: PublicationLink) -> None:
+        self.publication_links.remove(link)
+        publication = link.publication
+        publication.ref_count -= 1
+        if publication.ref_count == 0 and publication.state is State.ACTIVE:
+            publication.close_by_clients()
+
+    def _delete_publication(self, publication: IpcPublication) -> None:
+        """DONE: free the counters (sub-pos included), unmap and delete the log file (§15)."""
+        for subscriber in list(publication.subscribers):
+            subscriber.subscription.images.pop(publication.registration_id, None)
+            self.counters.free(subscriber.counter_id)
+        publication.subscribers.clear()
+        for counter_id in (publication.pub_lmt_counter_id, publication.pub_pos_counter_id):
+            self.counters.free(counter_id)
+        path = publication.log.path
+        try:
+            publication.log.close()
+        except BufferError as exc:
+            self._record_error(exc)
+            self.system_counters.increment(17)  # Failed attempts to free log buffers
+        path.unlink(missing_ok=True)
+        self.publications.remove(publication)
+
+    # ------------------------------------------------------------------------------------ subscriptions
+    def on_add_subscription(self, message, now_ns) -> None:
+        self._ipc_channel(message.channel)
+        link = SubscriptionLink(message.correlation_id, message.client_id, message.stream_id, message.channel)
+        self.subscriptions.append(link)
+        self._send(cp.ON_SUBSCRIPTION_READY, dc.SubscriptionReady(message.correlation_id, NULL_CHANNEL_STATUS_ID))
+        for publication in self.publications:
+            if publication.state is State.ACTIVE and publication.stream_id == message.stream_id:
+                self._link_image(link, publication)
+
+    def on_remove_subscription(self, message, now_ns) -> None:
+        link = next((s for s in self.subscriptions
+                     if s.registration_id == message.registration_id and s.client_id == message.client_id), None)
+        if link is None:
+            raise ControlProtocolError(
+                cp.UNKNOWN_SUBSCRIPTION, f"unknown subscription client_id={message.client_id}"
+                f" registration_id={message.registration_id}"
+            )
+        self._remove_subscription_link(link)
+        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+
+    def _remove_subscription_link(self, link: SubscriptionLink) -> None:
+        self.subscriptions.remove(link)
+        for publication in self.publications:
+            subscriber = publication.remove_subscriber(link)
+            if subscriber is not None:
+                self.counters.free(subscriber.counter_id)
+        link.images.clear()
+
+    # ----------------------------------------------------------------------------------------- counters
+    def on_add_counter(self, message, now_ns) -> None:
+        counter_id = self.counters.allocate(
+            message.label, message.type_id, message.key, registration_id=message.correlation_id,
+            owner_id=message.client_id,
+        )
+        self.counter_links.append(CounterLink(message.correlation_id, message.client_id, counter_id))
+        self._send(cp.ON_COUNTER_READY, dc.CounterUpdate(message.correlation_id, counter_id))
+
+    def on_remove_counter(self, message, now_ns) -> None:
+        link = next((c for c in self.counter_links
+                     if c.registration_id == message.registration_id and c.client_id == message.client_id), None)
+        if link is None:
+            raise ControlProtocolError(
+                cp.UNKNOWN_COUNTER, f"unknown counter client_id={message.client_id}"
+                f" registration_id={message.registration_id}"
+            )
+        self.counter_links.remove(link)
+        self.counters.free(link.counter_id)
+        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+        self._send(cp.ON_UNAVAILABLE_COUNTER, dc.CounterUpdate(link.registration_id, link.counter_id))
+
+    def on_terminate_driver(self, message, now_ns) -> None:
+        if not self.ctx.allow_terminate_driver:
+            raise ControlProtocolError(
+                cp.GENERIC_ERROR, "terminate driver refused: the termination validator denies it"
+                " (set AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW=true to allow)"
+            )
+        self.terminate_requested = True
+
+    _HANDLERS = {
+        cp.ADD_PUBLICATION: on_add_publication,
+        cp.ADD_EXCLUSIVE_PUBLICATION: on_add_exclusive_publication,
+        cp.REMOVE_PUBLICATION: on_remove_publication,
+        cp.ADD_SUBSCRIPTION: on_add_subscription,
+        cp.REMOVE_SUBSCRIPTION: on_remove_subscription,
+        cp.CLIENT_KEEPALIVE: on_client_keepalive,
+        cp.CLIENT_CLOSE: on_client_close,
+        cp.ADD_COUNTER: on_add_counter,
+        cp.REMOVE_COUNTER: on_remove_counter,
+        cp.TERMINATE_DRIVER: on_terminate_driver,
+    }
+
+
+@dataclass
+class _PublicationParams:
+    """Publication settings from the channel URI, validated (term length, mtu, session id, start position)."""
+
+    term_length: int
+    mtu_length: int
+    linger_ns: int
+    term_window_length: int
+    session_id: int | None = None
+    initial_term_id: int | None = None
+    term_id: int | None = None
+    term_offset: int = 0
+
+    @classmethod
+    def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool) -> "_PublicationParams":
+        term_length = ctx.ipc_term_buffer_length
+        if uri.get(cu.TERM_LENGTH_PARAM):
+            term_length = cu.parse_size(cu.TERM_LENGTH_PARAM, uri.get(cu.TERM_LENGTH_PARAM))
+        log_buffer.check_term_length(term_length)
+        mtu = ctx.ipc_mtu_length
+        if uri.get(cu.MTU_LENGTH_PARAM):
+            mtu = cu.parse_size(cu.MTU_LENGTH_PARAM, uri.get(cu.MTU_LENGTH_PARAM))
+        frame.check_mtu_length(mtu)
+        linger = ctx.publication_linger_timeout_ns
+        if uri.get(cu.LINGER_PARAM):
+            linger = cu.parse_duration_ns(cu.LINGER_PARAM, uri.get(cu.LINGER_PARAM))
+        window = ctx.ipc_publication_term_window_length
+        if uri.get(cu.PUBLICATION_WINDOW_PARAM):
+            window = cu.parse_size(cu.PUBLICATION_WINDOW_PARAM, uri.get(cu.PUBLICATION_WINDOW_PARAM))
+        window = window if 0 < window < term_length // 2 else term_length // 2
+        params = cls(term_length, mtu, linger, window)
+        if uri.get(cu.SESSION_ID_PARAM):
+            params.session_id = cu.parse_int32(cu.SESSION_ID_PARAM, uri.get(cu.SESSION_ID_PARAM))
+        position_params = [uri.get(p) for p in (cu.INITIAL_TERM_ID_PARAM, cu.TERM_ID_PARAM, cu.TERM_OFFSET_PARAM)]
+        if any(p is not None for p in position_params):
+            if not exclusive:
+                raise InvalidChannelError(
+                    f"channel '{uri}': init-term-id, term-id and term-offset are only for exclusive publications"
+                )
+            if not all(p is not None for p in position_params):
+                raise InvalidChannelError(f"channel '{uri}': init-term-id, term-id and term-offset must be given together")
+            params.initial_term_id = cu.parse_int32(cu.INITIAL_TERM_ID_PARAM, position_params[0])
+            params.term_id = cu.parse_int32(cu.TERM_ID_PARAM, position_params[1])
+            params.term_offset = cu.parse_int32(cu.TERM_OFFSET_PARAM, position_params[2])
+            if not 0 <= params.term_offset <= term_length or params.term_offset % frame.FRAME_ALIGNMENT:
+                raise InvalidChannelError(
+                    f"term-offset={params.term_offset} must be in [0, term-length={term_length}] and a multiple of"
+                    f" {frame.FRAME_ALIGNMENT}"
+                )
+            term_count = ((params.term_id - params.initial_term_id + 2**31) % 2**32) - 2**31
+            if term_count < 0:
+                raise InvalidChannelError(
+                    f"term-id={params.term_id} is before init-term-id={params.initial_term_id}"
+                )
+        return params
+
+    def check_matches(self, publication: IpcPublication) -> None:
+        """A concurrent publication joining an existing log must not ask for different log settings."""
+        if self.term_length != publication.log.term_length:
+            raise InvalidChannelError(
+                f"term-length={self.term_length} does not match existing publication's"
+                f" term-length={publication.log.term_length}"
+            )
+        if self.mtu_length != publication.log.mtu_length:
+            raise InvalidChannelError(
+                f"mtu={self.mtu_length} does not match existing publication's mtu={publication.log.mtu_length}"
+            )
+

@@ -1,0 +1,178 @@
+"""The driver's side of an ``aeron:ipc`` publication (spec/transport.md §4.7, §15).
+
+One ``IpcPublication`` per log: concurrent publications of a stream share it (reference counted),
+each exclusive publication has its own. The driver moves ``pub-lmt`` from the slowest subscriber,
+publishes ``pub-pos``, zeroes consumed term space, detects and unblocks a publisher that died mid-claim,
+and runs the lifecycle ACTIVE -> DRAINING -> LINGER -> DONE on its timer.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from aeron_numba.kernels import atomics_py, counters as counters_kernels
+from aeron_numba.kernels.log_buffer_unblocker import unblock
+from aeron_numba.kernels.log_cleaner import clean_buffer_to
+from aeron_numba.kernels.term_appender import producer_position
+from aeron_numba.layout import log_buffer as lb
+from aeron_numba.layout.counters import UNBLOCKED_PUBLICATIONS
+from aeron_numba.layout.log_buffers import LogBuffers
+
+
+class State(enum.Enum):
+    ACTIVE = 1
+    DRAINING = 2
+    LINGER = 3
+    DONE = 4
+
+
+@dataclass
+class SubscriberPosition:
+    """One subscription's ``sub-pos`` counter on this publication's image."""
+
+    subscription: object  # driver.subscription_link.SubscriptionLink
+    counter_id: int
+    join_position: int
+
+
+@dataclass
+class IpcPublication:
+    registration_id: int
+    session_id: int
+    stream_id: int
+    channel: str
+    exclusive: bool
+    log: LogBuffers
+    pub_pos_counter_id: int
+    pub_lmt_counter_id: int
+    term_window_length: int
+    unblock_timeout_ns: int
+    values_buffer: np.ndarray
+    now_ns: int
+    ref_count: int = 1
+    state: State = State.ACTIVE
+    subscribers: list[SubscriberPosition] = field(default_factory=list)
+    trip_limit: int = 0
+    consumer_position: int = 0
+    clean_position: int = 0
+    last_consumer_position: int = 0
+    time_of_last_consumer_position_change_ns: int = 0
+    owners: list[int] = field(default_factory=list)  # client ids holding a reference, one per add
+
+    def __post_init__(self) -> None:
+        position = self.producer_position()
+        self.consumer_position = self.clean_position = self.last_consumer_position = position
+        self.time_of_last_consumer_position_change_ns = self.now_ns
+        self._set_counter(self.pub_lmt_counter_id, position)
+        self._set_counter(self.pub_pos_counter_id, position)
+
+    # ------------------------------------------------------------------------------------------- helpers
+    def _set_counter(self, counter_id: int, value: int) -> None:
+        counters_kernels.set_counter_value(self.values_buffer, counter_id, value)
+
+    def _get_counter(self, counter_id: int) -> int:
+        return int(counters_kernels.get_counter_value(self.values_buffer, counter_id))
+
+    def producer_position(self) -> int:
+        return int(producer_position(self.log.buffer))
+
+    @property
+    def log_file_name(self) -> str:
+        return str(self.log.path)
+
+    def _set_metadata_i32(self, offset: int, value: int) -> None:
+        atomics_py.put_int32_release(self.log.buffer, self.log.metadata_offset + offset, value)
+
+    # ---------------------------------------------------------------------------------- subscriber links
+    def add_subscriber(self, subscription, counter_id: int, join_position: int) -> None:
+        self.subscribers.append(SubscriberPosition(subscription, counter_id, join_position))
+        self._set_counter(counter_id, join_position)
+        if len(self.subscribers) == 1:
+            self._set_metadata_i32(lb.LOG_IS_CONNECTED_OFFSET, 1)
+        self._set_metadata_i32(lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, len(self.subscribers))
+
+    def remove_subscriber(self, subscription) -> SubscriberPosition | None:
+        for index, subscriber in enumerate(self.subscribers):
+            if subscriber.subscription is subscription:
+                del self.subscribers[index]
+                if not self.subscribers:
+                    self._set_metadata_i32(lb.LOG_IS_CONNECTED_OFFSET, 0)
+                self._set_metadata_i32(lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, len(self.subscribers))
+                return subscriber
+        return None
+
+    def subscriber_positions(self) -> list[int]:
+        return [self._get_counter(s.counter_id) for s in self.subscribers]
+
+    # ---------------------------------------------------------------------------------------- duty cycle
+    def update_pub_pos_and_pub_lmt(self) -> int:
+        """Every conductor cycle while ACTIVE: publish ``pub-pos``; move ``pub-lmt`` and clean (§4.7)."""
+        if self.state is not State.ACTIVE:
+            return 0
+        producer = self.producer_position()
+        self._set_counter(self.pub_pos_counter_id, producer)
+        work = 0
+        if self.subscribers:
+            positions = self.subscriber_positions()
+            min_position, max_position = min(positions), max(positions)
+            self.consumer_position = max(self.consumer_position, max_position)
+            proposed = min_position + self.term_window_length
+            if proposed > self.trip_limit:
+                self._set_counter(self.pub_lmt_counter_id, proposed)
+                self.trip_limit = proposed + self.term_window_length // 8
+                work = 1
+            self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position, min_position))
+        elif self._get_counter(self.pub_lmt_counter_id) > self.consumer_position:
+            # No subscriber: hold the publisher at the consumer position (NOT_CONNECTED / back pressure).
+            self._set_counter(self.pub_lmt_counter_id, self.consumer_position)
+            self.trip_limit = self.consumer_position
+            work = 1
+        return work
+
+    def on_time_event(self, now_ns: int, system_counters) -> bool:
+        """Timer tick: blocked-publisher check and the lifecycle. Returns True when the publication is DONE."""
+        if self.state is State.ACTIVE:
+            if not self.exclusive:
+                self._check_for_blocked_publisher(now_ns, self.producer_position(), system_counters)
+        elif self.state is State.DRAINING:
+            producer = self.producer_position()
+            self._set_counter(self.pub_pos_counter_id, producer)
+            if all(position >= producer for position in self.subscriber_positions()):
+                self.state = State.LINGER
+            else:
+                self._check_for_blocked_publisher(now_ns, producer, system_counters)
+        elif self.state is State.LINGER:
+            self.state = State.DONE
+        return self.state is State.DONE
+
+    def _check_for_blocked_publisher(self, now_ns: int, producer: int, system_counters) -> None:
+        """§15.1: the consumer position has not moved for the unblock timeout while data is pending."""
+        positions = self.subscriber_positions()
+        consumer = max(positions) if positions else self.consumer_position
+        if consumer != self.last_consumer_position:
+            self.last_consumer_position = consumer
+            self.time_of_last_consumer_position_change_ns = now_ns
+            return
+        active_term_count = int(
+            atomics_py.get_int32_acquire(self.log.buffer, self.log.metadata_offset + lb.LOG_ACTIVE_TERM_COUNT_OFFSET)
+        )
+        possibly_blocked = (
+            active_term_count != consumer >> self.log.position_bits_to_shift or producer > consumer
+        )
+        if possibly_blocked and now_ns > self.time_of_last_consumer_position_change_ns + self.unblock_timeout_ns:
+            if unblock(self.log.buffer, consumer):
+                system_counters.increment(UNBLOCKED_PUBLICATIONS)
+            self.time_of_last_consumer_position_change_ns = now_ns
+
+    def close_by_clients(self) -> None:
+        """Reference count reached 0: pull the limit back, mark end of stream, start DRAINING (§15)."""
+        producer = self.producer_position()
+        if self._get_counter(self.pub_lmt_counter_id) > producer:
+            self._set_counter(self.pub_lmt_counter_id, producer)
+        atomics_py.put_int64_release(
+            self.log.buffer, self.log.metadata_offset + lb.LOG_END_OF_STREAM_POSITION_OFFSET, producer
+        )
+        self.state = State.DRAINING

@@ -1,0 +1,217 @@
+"""The media driver process: directory checks, cnc.dat, the conductor agent, and launching from Python.
+
+``python -m aeron_numba.driver`` (console script ``aeron-numba-driver``) runs a driver in the current
+process until SIGINT/SIGTERM or an allowed TERMINATE_DRIVER command. ``MediaDriver.launch(context)`` starts
+one as a child process, waits until its cnc.dat is ready, and returns a handle that can close it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from aeron_numba.agent import AgentRunner, AgentTerminationException, DutyCycleTracker, close_on_signals
+from aeron_numba.agent import idle_strategy_from_name
+from aeron_numba.client.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.errors import AeronError, LayoutError
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout.bits import semantic_version
+from aeron_numba.layout.mapped_file import MappedFile
+
+from aeron_numba.driver.context import DriverContext
+from aeron_numba.driver.driver_conductor import DriverConductor
+
+LOSS_REPORT_FILE = "loss-report.dat"
+DRIVER_VERSION = "0.1.0"
+DRIVER_SEMANTIC_VERSION = semantic_version(0, 1, 0)
+
+
+class ActiveDriverError(AeronError):
+    """Another driver is alive in the aeron dir (its heartbeat is fresher than the driver timeout)."""
+
+
+def driver_heartbeat_age_ms(cnc_path: Path, now_ms: int | None = None) -> int | None:
+    """Age of the driver heartbeat in ``cnc_path``, or None if there is no usable cnc.dat there."""
+    try:
+        cnc_file = CncFile.open(cnc_path)
+    except (FileNotFoundError, CncNotReadyError, LayoutError):
+        return None
+    try:
+        heartbeat_ms = ManyToOneRingBuffer(cnc_file.to_driver_buffer).consumer_heartbeat_time()
+    finally:
+        cnc_file.close()
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    return now_ms - int(heartbeat_ms)
+
+
+def prepare_aeron_dir(ctx: DriverContext) -> None:
+    """Refuse a dir with a live driver; otherwise (stale or asked to) delete it, then create it afresh."""
+    aeron_dir = Path(ctx.aeron_dir)
+    if aeron_dir.exists():
+        age_ms = driver_heartbeat_age_ms(ctx.cnc_path)
+        if age_ms is not None and age_ms <= ctx.driver_timeout_ms and not ctx.dir_delete_on_start:
+            raise ActiveDriverError(
+                f"active driver detected in {aeron_dir}: heartbeat {age_ms} ms old <= driver_timeout_ms="
+                f"{ctx.driver_timeout_ms}; stop it or use another AERON_DIR"
+            )
+        shutil.rmtree(aeron_dir)
+    aeron_dir.mkdir(parents=True)
+
+
+class DriverProcess:
+    """The driver running in this process: owns cnc.dat, loss-report.dat and the conductor."""
+
+    def __init__(self, ctx: DriverContext, *, nano_clock=None, epoch_clock=None):
+        self.ctx = ctx.conclude()
+        prepare_aeron_dir(self.ctx)
+        aeron_dir = Path(self.ctx.aeron_dir)
+        self.loss_report = MappedFile.create(aeron_dir / LOSS_REPORT_FILE, self.ctx.loss_report_buffer_length)
+        self.cnc_file = CncFile.create(
+            self.ctx.cnc_path,
+            to_driver_buffer_length=self.ctx.conductor_buffer_length,
+            to_clients_buffer_length=self.ctx.clients_buffer_length,
+            counters_values_buffer_length=self.ctx.counters_values_buffer_length,
+            error_log_buffer_length=self.ctx.error_buffer_length,
+            client_liveness_timeout_ns=self.ctx.client_liveness_timeout_ns,
+            signal_ready=False,
+        )
+        clocks = {k: v for k, v in (("nano_clock", nano_clock), ("epoch_clock", epoch_clock)) if v is not None}
+        self.conductor = DriverConductor(self.ctx, self.cnc_file, **clocks)
+        version = f"version={DRIVER_VERSION} commit=aeron-numba"
+        self.conductor.counters.allocate_system_counters({
+            cl.ERRORS: f": {version}",
+            cl.AERON_VERSION: f": {version}",
+            cl.CONDUCTOR_MAX_CYCLE_TIME: ": SHARED",
+            cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED: f": threshold={self.ctx.conductor_cycle_threshold_ns}ns SHARED",
+        })
+        self.conductor.system_counters.increment(cl.AERON_VERSION, DRIVER_SEMANTIC_VERSION)
+        self.conductor.on_start()
+        self.cnc_file.signal_ready()  # clients may connect from here on (§6.1)
+        counters = self.conductor.system_counters
+        self.runner = AgentRunner(
+            _TerminatingConductor(self.conductor),
+            idle_strategy_from_name(self.ctx.conductor_idle_strategy),
+            self.conductor._record_error,
+            duty_cycle_tracker=DutyCycleTracker(
+                lambda ns: counters.propose_max(cl.CONDUCTOR_MAX_CYCLE_TIME, ns),
+                lambda: counters.increment(cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED),
+                cycle_time_threshold_ns=self.ctx.conductor_cycle_threshold_ns,
+            ),
+        )
+
+    def run(self) -> None:
+        """Run until SIGINT/SIGTERM or TERMINATE_DRIVER, then release everything."""
+        close_on_signals(self.runner)
+        try:
+            self.runner.run()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.cnc_file.close()
+        self.loss_report.close()
+        if self.ctx.dir_delete_on_shutdown:
+            shutil.rmtree(self.ctx.aeron_dir, ignore_errors=True)
+
+
+class _TerminatingConductor:
+    """Adapts the conductor to the runner: an allowed TERMINATE_DRIVER ends the run loop cleanly."""
+
+    def __init__(self, conductor: DriverConductor):
+        self.conductor = conductor
+
+    def role_name(self) -> str:
+        return self.conductor.role_name()
+
+    def on_start(self) -> None:
+        pass  # started before cnc.dat was signalled ready
+
+    def do_work(self) -> int:
+        work = self.conductor.do_work()
+        if self.conductor.terminate_requested:
+            raise AgentTerminationException("driver terminated by TERMINATE_DRIVER command")
+        return work
+
+    def on_close(self) -> None:
+        self.conductor.on_close()
+
+
+class MediaDriver:
+    """Handle on a driver running as a child process (``MediaDriver.launch``)."""
+
+    def __init__(self, process: subprocess.Popen, ctx: DriverContext):
+        self.process = process
+        self.context = ctx
+
+    @property
+    def aeron_dir(self) -> str:
+        return self.context.aeron_dir
+
+    @classmethod
+    def launch(cls, context: DriverContext | None = None, *, timeout_s: float = 30.0,
+               stdout=None, stderr=None) -> "MediaDriver":
+        """Start ``python -m aeron_numba.driver`` with this context and wait until its cnc.dat is ready."""
+        ctx = (context or DriverContext.from_env()).conclude()
+        env = dict(os.environ)
+        env.update(ctx.environment())
+        process = subprocess.Popen(
+            [sys.executable, "-m", "aeron_numba.driver"], env=env, stdout=stdout, stderr=stderr,
+            start_new_session=True,
+        )
+        driver = cls(process, ctx)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                CncFile.open(ctx.cnc_path).close()
+                # A stale cnc.dat from an earlier driver may still be there: wait for our pid.
+                with CncFile.open(ctx.cnc_path) as cnc_file:
+                    if cnc_file.pid == process.pid:
+                        return driver
+            except (FileNotFoundError, CncNotReadyError, LayoutError):
+                pass
+            if process.poll() is not None:
+                raise AeronError(f"media driver exited with code {process.returncode} before it was ready")
+            if time.monotonic() > deadline:
+                driver.close()
+                raise AeronError(f"media driver not ready within {timeout_s}s in {ctx.aeron_dir}")
+            time.sleep(0.01)
+
+    def close(self, timeout_s: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def __enter__(self) -> "MediaDriver":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="aeron-numba media driver (IPC)")
+    parser.add_argument("--dir", help="aeron dir (default: AERON_DIR, else /dev/shm/aeron-<user>)")
+    args = parser.parse_args(argv)
+    overrides = {"aeron_dir": args.dir} if args.dir else {}
+    try:
+        driver = DriverProcess(DriverContext.from_env(**overrides))
+    except (AeronError, ValueError) as exc:
+        print(f"aeron-numba-driver: {exc}", file=sys.stderr)
+        return 1
+    print(f"aeron-numba media driver {DRIVER_VERSION} in {driver.ctx.aeron_dir}, pid {os.getpid()}", flush=True)
+    driver.run()
+    return 0

@@ -1,0 +1,231 @@
+"""The driver conductor driven through do_work() with cached clocks and a raw command client (§7-§11, §15)."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.kernels import term_appender as TA
+from aeron_numba.kernels import term_reader as TR
+from aeron_numba.kernels.error_log import ErrorLogReader
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import log_buffer as lb
+from aeron_numba.layout import publication as P
+from aeron_numba.layout.log_buffers import LogBuffers
+from tests.unit.driver_support import LIVENESS_MS, TERM_LENGTH, TIMER_MS, UNBLOCK_MS, Harness, RawClient
+
+
+@pytest.fixture
+def harness(shm_dir):
+    h = Harness(shm_dir / "aeron")
+    yield h
+    h.close()
+
+
+def test_add_publication_answers_with_its_log_and_counters(harness):
+    client = RawClient(harness.cnc)
+    correlation_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1001, channel="aeron:ipc")
+    harness.work()
+    (msg_type_id, ready), = client.responses()
+    assert msg_type_id == cp.ON_PUBLICATION_READY
+    assert ready.correlation_id == correlation_id == ready.registration_id and ready.stream_id == 1001
+    assert ready.channel_status_indicator_id == -1
+    assert ready.log_file_name.endswith(f"publications/{correlation_id}.logbuffer")
+    with LogBuffers.open(ready.log_file_name) as log:
+        assert log.term_length == TERM_LENGTH and log.session_id == ready.session_id
+        assert log.correlation_id == correlation_id
+    labels = {c.counter_id: c.label for c in harness.reader.counters()}
+    assert labels[ready.position_limit_counter_id] == f"pub-lmt: {correlation_id} {ready.session_id} 1001 aeron:ipc"
+    pub_pos = harness.counters_by_type(cl.PUBLISHER_POS_TYPE_ID)
+    assert [c.label for c in pub_pos] == [f"pub-pos (sampled): {correlation_id} {ready.session_id} 1001 aeron:ipc"]
+    heartbeat, = harness.counters_by_type(cl.CLIENT_HEARTBEAT_TYPE_ID)
+    assert heartbeat.label == f"client-heartbeat: id={client.client_id}"
+    assert not (-1 <= ready.session_id <= 1000)  # the reserved range is never auto-assigned
+
+
+def test_subscription_gets_images_and_moves_the_limit(harness):
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc?term-length=64k")
+    harness.work()
+    (_, pub), = client.responses()
+    sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
+                         channel="aeron:ipc")
+    harness.work(2)
+    responses = client.responses()
+    assert [t for t, _ in responses] == [cp.ON_SUBSCRIPTION_READY, cp.ON_AVAILABLE_IMAGE]
+    image = responses[1][1]
+    assert (image.correlation_id, image.subscription_registration_id) == (pub.registration_id, sub_id)
+    assert image.source_identity == "aeron:ipc" and image.log_file_name == pub.log_file_name
+    sub_pos = harness.reader.get_counter_label(image.subscriber_position_id)
+    assert sub_pos == f"sub-pos: {sub_id} {pub.session_id} 7 aeron:ipc @0"
+    assert harness.reader.get_counter_value(pub.position_limit_counter_id) == TERM_LENGTH // 2
+    with LogBuffers.open(pub.log_file_name) as log:
+        assert int(log.buffer[log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET]) == 1
+
+
+def test_concurrent_publications_share_a_log_and_exclusive_ones_do_not(harness):
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=3, channel="aeron:ipc")
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=3, channel="aeron:ipc")
+    client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=3, channel="aeron:ipc")
+    harness.work()
+    (t1, a), (t2, b), (t3, x) = client.responses()
+    assert (t1, t2, t3) == (cp.ON_PUBLICATION_READY, cp.ON_PUBLICATION_READY, cp.ON_EXCLUSIVE_PUBLICATION_READY)
+    assert a.registration_id == b.registration_id and a.log_file_name == b.log_file_name
+    assert b.correlation_id != b.registration_id
+    assert x.log_file_name != a.log_file_name and x.session_id != a.session_id
+
+
+def test_exclusive_publication_at_a_start_position(harness):
+    client = RawClient(harness.cnc)
+    channel = "aeron:ipc?term-length=64k|init-term-id=10|term-id=13|term-offset=1024"
+    client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=3, channel=channel)
+    harness.work()
+    (_, ready), = client.responses()
+    with LogBuffers.open(ready.log_file_name) as log:
+        assert TA.producer_position(log.buffer) == 3 * TERM_LENGTH + 1024
+
+
+@pytest.mark.parametrize("msg_type_id, body, code", [
+    (0x77, b"\x00" * 16, cp.UNKNOWN_COMMAND_TYPE_ID),
+    (cp.ADD_PUBLICATION, b"\x01" * 20, cp.MALFORMED_COMMAND),
+    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:tcp").encode(), cp.INVALID_CHANNEL),
+    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:ipc?term-length=1000").encode(), cp.INVALID_CHANNEL),
+    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:udp?endpoint=localhost:1").encode(), cp.INVALID_CHANNEL),
+    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:ipc?init-term-id=1|term-id=2|term-offset=0").encode(),
+     cp.INVALID_CHANNEL),
+    (cp.REMOVE_PUBLICATION, dc.RemoveMessage(1, 2, 999).encode(), cp.UNKNOWN_PUBLICATION),
+    (cp.REMOVE_SUBSCRIPTION, dc.RemoveMessage(1, 2, 999).encode(), cp.UNKNOWN_SUBSCRIPTION),
+    (cp.REMOVE_COUNTER, dc.RemoveMessage(1, 2, 999).encode(), cp.UNKNOWN_COUNTER),
+    (cp.TERMINATE_DRIVER, dc.TerminateDriverMessage(1, 2, b"").encode(), cp.GENERIC_ERROR),
+])
+def test_bad_commands_get_an_error_and_an_error_log_entry(harness, msg_type_id, body, code):
+    client = RawClient(harness.cnc)
+    assert client.ring.write(msg_type_id, body)
+    harness.work()
+    (response_type, error), = client.responses()
+    assert response_type == cp.ON_ERROR and error.error_code == code
+    if len(body) >= 16:
+        assert error.offending_command_correlation_id == struct.unpack_from("<q", body, 8)[0]
+    observations = ErrorLogReader.read(harness.cnc.error_log_buffer)
+    assert len(observations) == 1 and error.error_message in observations[0].encoded_exception
+    assert harness.system_counter(cl.ERRORS) == 1
+    # ... and the driver goes on serving good commands.
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=1,
+                channel="aeron:ipc")
+    harness.work()
+    assert [t for t, _ in client.responses()] == [cp.ON_SUBSCRIPTION_READY]
+
+
+def test_add_and_remove_counter(harness):
+    client = RawClient(harness.cnc)
+    correlation_id = client.send(cp.ADD_COUNTER, dc.CounterMessage, type_id=1001, key=b"k" * 8, label="my counter")
+    harness.work()
+    (t, ready), = client.responses()
+    assert t == cp.ON_COUNTER_READY and ready.correlation_id == correlation_id
+    assert harness.reader.get_counter_label(ready.counter_id) == "my counter"
+    assert harness.reader.get_counter_registration_id(ready.counter_id) == correlation_id
+    assert harness.reader.get_counter_owner_id(ready.counter_id) == client.client_id
+    client.send(cp.REMOVE_COUNTER, dc.RemoveMessage, registration_id=correlation_id)
+    harness.work()
+    assert [t for t, _ in client.responses()] == [cp.ON_OPERATION_SUCCESS, cp.ON_UNAVAILABLE_COUNTER]
+    assert harness.reader.get_counter_state(ready.counter_id) == cl.RECORD_RECLAIMED
+
+
+def test_removed_publication_drains_lingers_and_is_deleted(harness):
+    client = RawClient(harness.cnc)
+    pub_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=5, channel="aeron:ipc")
+    sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=5,
+                         channel="aeron:ipc")
+    harness.work()
+    pub = client.responses()[0][1]
+    client.send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=pub_id)
+    harness.work()
+    assert [t for t, _ in client.responses()] == [cp.ON_OPERATION_SUCCESS]
+    harness.advance(3 * TIMER_MS)
+    unavailable = [m for t, m in client.responses() if t == cp.ON_UNAVAILABLE_IMAGE]
+    assert [(m.correlation_id, m.subscription_registration_id) for m in unavailable] == [(pub_id, sub_id)]
+    assert not any(True for _ in harness.conductor.publications)
+    assert not os.path.exists(pub.log_file_name)
+    assert harness.counters_by_type(cl.SUBSCRIBER_POSITION_TYPE_ID) == []
+    assert harness.counters_by_type(cl.PUBLISHER_LIMIT_TYPE_ID) == []
+
+
+def test_silent_client_is_timed_out_and_its_resources_freed(harness):
+    client = RawClient(harness.cnc)
+    other = RawClient(harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=5, channel="aeron:ipc")
+    client.send(cp.ADD_COUNTER, dc.CounterMessage, type_id=1001, key=b"", label="c")
+    other.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=6,
+               channel="aeron:ipc")
+    harness.work()
+    harness.advance(LIVENESS_MS + 500, keep_alive=[other])
+    assert harness.system_counter(cl.CLIENT_TIMEOUTS) == 1
+    timeouts = [m for t, m in other.responses() if t == cp.ON_CLIENT_TIMEOUT]
+    assert [m.client_id for m in timeouts] == [client.client_id]
+    labels = [c.label for c in harness.reader.counters()]
+    assert f"client-heartbeat: id={client.client_id}" not in labels and "c" not in labels
+    assert f"client-heartbeat: id={other.client_id}" in labels
+    harness.advance(3 * TIMER_MS)  # the orphaned publication drains and goes
+    assert harness.conductor.publications == []
+
+
+def test_publisher_that_died_mid_claim_is_unblocked(harness):
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=5, channel="aeron:ipc")
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=5,
+                channel="aeron:ipc")
+    harness.work(2)
+    responses = client.responses()
+    pub = responses[0][1]
+    image = [m for t, m in responses if t == cp.ON_AVAILABLE_IMAGE][0]
+    values = harness.cnc.counters_values_buffer
+    with LogBuffers.open(pub.log_file_name) as log:
+        state = np.zeros(P.PUB_STATE_LENGTH, np.int64)
+        state[P.PUB_STATE_LIMIT_COUNTER_OFFSET] = pub.position_limit_counter_id * cl.COUNTER_LENGTH
+        claim = np.zeros(P.CLAIM_LENGTH, np.int64)
+        assert TA.concurrent_try_claim(log.buffer, state, values, 100, claim) > 0  # ... and the claimer dies
+        message = np.arange(50, dtype=np.uint8)
+        assert TA.concurrent_offer(log.buffer, state, values, message, 0, 50, 7) > 0
+        out = np.zeros((8, TR.FRAGMENT_COLUMNS), np.int64)
+        position_offset = image.subscriber_position_id * cl.COUNTER_LENGTH
+        assert TR.image_poll_batch(log.buffer, 0, out)[0] == 0  # blocked behind the dead claim
+        for _ in range(UNBLOCK_MS // TIMER_MS + 20):
+            harness.advance(TIMER_MS, keep_alive=[client])
+            if harness.system_counter(cl.UNBLOCKED_PUBLICATIONS):
+                break
+        assert harness.system_counter(cl.UNBLOCKED_PUBLICATIONS) == 1
+        count, position = TR.image_poll_batch(log.buffer, 0, out)
+        assert count == 1 and out[0, TR.FRAGMENT_FRAME_LENGTH] == 82  # the later message, intact
+        assert position == 160 + 96
+        values[position_offset : position_offset + 8].view(np.int64)[0] = position
+        del state, claim, out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.tuples(st.integers(-5, 0x20), st.binary(max_size=300)), max_size=12),
+       raw=st.binary(max_size=200), raw_at=st.integers(0, 4000))
+def test_garbage_in_the_to_driver_buffer_never_stops_the_driver(harness, records, raw, raw_at):
+    ring = ManyToOneRingBuffer(harness.cnc.to_driver_buffer)
+    for msg_type_id, body in records:
+        if msg_type_id >= 1:
+            ring.write(msg_type_id, body)
+    buffer = harness.cnc.to_driver_buffer
+    head = ring.consumer_position() & (buffer.size - 768 - 1)
+    at = (head + raw_at) % (buffer.size - 768 - len(raw) - 1)
+    buffer[at : at + len(raw)] = np.frombuffer(raw, np.uint8)
+    harness.work(3)
+    # Whatever happened, a well-behaved client is still served.
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=1,
+                channel="aeron:ipc")
+    harness.work(2)
+    assert cp.ON_SUBSCRIPTION_READY in [t for t, _ in client.responses()]
