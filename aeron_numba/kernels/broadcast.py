@@ -509,13 +509,14 @@ class CopyBroadcastReceiver:
         return receive(r.buffer, r.capacity, r.state, self.scratch, handler, ctx, message_count_limit)
 
     def receive_messages(self, message_count_limit: int = 64) -> list[tuple[int, bytes]] | int:
-        """Up to ``message_count_limit`` validated ``(msg_type_id, body)`` pairs, or a code <= 0 when none."""
+        """Up to ``message_count_limit`` validated ``(msg_type_id, body)`` pairs ([] when nothing is new),
+        or a negative code (``LAPPED``, ``CORRUPT_RECORD``, ...)."""
         if self._descriptors.shape[0] < message_count_limit:
             self._descriptors = np.zeros((message_count_limit, DESCRIPTOR_FIELDS), dtype=np.int64)
         r = self.receiver
         count = receive_batch(r.buffer, r.capacity, r.state, self.scratch, self._descriptors, message_count_limit)
         if count <= 0:
-            return count
+            return [] if count == NOTHING_RECEIVED else count
         scratch = self.scratch
         return [
             (int(type_id), bytes(scratch[offset : offset + length]))

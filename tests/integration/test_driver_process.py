@@ -1,0 +1,56 @@
+"""The media driver as a real process: start-up, refusing a live dir, taking over a stale one, commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.driver.media_driver import driver_heartbeat_age_ms
+from aeron_numba.layout import control_protocol as cp
+from harness.awaiting import await_condition
+from tests.integration.driver_processes import TEST_DRIVER_ENV, start_driver
+from tests.unit.driver_support import RawClient
+
+
+def responses_until(client: RawClient, msg_type_id: int, timeout_s: float = 10.0):
+    seen = []
+
+    def arrived():
+        seen.extend(client.responses())
+        return any(t == msg_type_id for t, _ in seen)
+
+    await_condition(arrived, timeout_s, f"response type {msg_type_id:#x}")
+    return seen
+
+
+def test_driver_serves_commands_refuses_a_live_dir_and_takes_over_a_stale_one(process_manager, aeron_dir):
+    driver, cnc_file = start_driver(process_manager, aeron_dir)
+    client = RawClient(cnc_file)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=10, channel="aeron:ipc?term-length=64k")
+    (_, ready), = [r for r in responses_until(client, cp.ON_PUBLICATION_READY) if r[0] == cp.ON_PUBLICATION_READY]
+    assert (aeron_dir / "publications" / f"{ready.registration_id}.logbuffer").exists()
+    assert (aeron_dir / "loss-report.dat").stat().st_size == 64 * 1024
+
+    # A second driver on the same dir sees the live heartbeat and refuses, naming the dir.
+    env = dict(TEST_DRIVER_ENV, AERON_DIR=str(aeron_dir))
+    second = subprocess.run([sys.executable, "-m", "aeron_numba.driver"], env={**__import__("os").environ, **env},
+                            capture_output=True, text=True, timeout=120)
+    assert second.returncode == 1
+    assert "active driver detected" in second.stderr and str(aeron_dir) in second.stderr
+
+    # SIGKILL leaves a stale dir: once its heartbeat is older than the driver timeout, a new driver
+    # takes it over and starts afresh.
+    driver.kill()
+    await_condition(lambda: not driver.is_alive, 10, "driver dead")
+    cnc_file.close()
+    del client
+    await_condition(lambda: driver_heartbeat_age_ms(aeron_dir / "cnc.dat") > 2000, 10, "stale heartbeat")
+    restarted, cnc_file = start_driver(process_manager, aeron_dir, name="driver-2", timeout_s=90)
+    assert not (aeron_dir / "publications" / f"{ready.registration_id}.logbuffer").exists()
+    client = RawClient(cnc_file)
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=10,
+                channel="aeron:ipc")
+    assert cp.ON_SUBSCRIPTION_READY in [t for t, _ in responses_until(client, cp.ON_SUBSCRIPTION_READY)]
+    restarted.terminate(10)
+    assert restarted.exit_code == 0
