@@ -10,6 +10,7 @@ the distinct error log; the conductor never stops for another process's bad inpu
 from __future__ import annotations
 
 import random
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,9 @@ import numpy as np
 from aeron_numba.client.cnc_file import CncFile
 from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.codecs import driver_commands as dc
-from aeron_numba.errors import AeronError, CountersFullError, InvalidChannelError
+from aeron_numba.errors import AeronError, ConfigurationError, CountersFullError, InvalidChannelError
 from aeron_numba.kernels import counters as ck
+from aeron_numba.kernels.atomics_py import put_int32_release
 from aeron_numba.kernels.broadcast import BroadcastTransmitter
 from aeron_numba.kernels.error_log import DistinctErrorLog
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -44,6 +46,19 @@ class ControlProtocolError(AeronError):
     def __init__(self, error_code: int, message: str):
         super().__init__(message)
         self.error_code = error_code
+
+
+def _error_code_of(exc: Exception) -> int:
+    """The §11.4 code a client gets for a failed command."""
+    if isinstance(exc, ControlProtocolError):
+        return exc.error_code
+    if isinstance(exc, ConfigurationError):  # bad channel URI or stream parameters
+        return cp.INVALID_CHANNEL
+    if isinstance(exc, CountersFullError):
+        return cp.RESOURCE_TEMPORARILY_UNAVAILABLE
+    if isinstance(exc, OSError):  # log buffer file could not be created or sized
+        return cp.STORAGE_SPACE
+    return cp.GENERIC_ERROR
 
 
 class SystemCounters:
@@ -121,6 +136,8 @@ class DriverConductor:
         self.time_of_last_timer_ns = self.nano_clock()
         self.last_heartbeat_ms = 0
         self.terminate_requested = False
+        self.last_command_head = 0
+        self.time_of_last_command_head_change_ns = self.time_of_last_timer_ns
 
     # ------------------------------------------------------------------------------------ agent contract
     def role_name(self) -> str:
@@ -157,32 +174,54 @@ class DriverConductor:
     def _process_commands(self, now_ns: int) -> int:
         messages = self.to_driver.read_messages(COMMAND_BATCH_LIMIT)
         if isinstance(messages, int):  # negative status: garbage where a record header should be
-            self._discard_corrupt_commands(messages)
+            self._skip_unreadable_record(f"corrupt record header (status {messages})")
             return 1
         for msg_type_id, body in messages:
             self._on_command(msg_type_id, body, now_ns)
         return len(messages)
 
-    def _discard_corrupt_commands(self, status: int) -> None:
-        """A record header at the head is garbage (its length cannot be trusted): drop everything up to the
-        current tail so later, well-formed commands are read again, and record what happened."""
+    def _skip_unreadable_record(self, reason: str) -> None:
+        """The record at the head cannot be read: garbage from a rogue process, or a producer that died
+        after claiming. Pad from the head to the next slot that looks like a record header (or to the end
+        of the readable region), so the commands behind it are still read; record what was skipped."""
         buf = self.cnc.to_driver_buffer
         capacity = buf.size - ring_buffer.TRAILER_LENGTH
         head = self.to_driver.consumer_position()
         tail = self.to_driver.producer_position()
-        discarded = min(tail - head, capacity)
-        start = head & (capacity - 1)
-        first = min(discarded, capacity - start)
-        buf[start : start + first] = 0
-        buf[: discarded - first] = 0
-        trailer = capacity + ring_buffer.HEAD_POSITION_OFFSET
-        from aeron_numba.kernels.atomics_py import put_int64_release
-
-        put_int64_release(buf, trailer, head + discarded)
-        self._record_error(
-            AeronError(f"corrupt record in to-driver buffer (status {status}) at head={head}: discarded {discarded} bytes")
-        )
+        head_index = head & (capacity - 1)
+        limit = head_index + min(max(tail - head, 0), capacity - head_index)
+        slot = head_index + ring_buffer.RECORD_ALIGNMENT
+        while slot < limit:
+            length, msg_type_id = struct.unpack_from("<ii", buf, slot)
+            if ring_buffer.RECORD_HEADER_LENGTH <= length <= limit - slot and msg_type_id != 0:
+                break
+            slot += ring_buffer.RECORD_ALIGNMENT
+        slot = min(slot, limit)
+        if slot <= head_index:
+            return
+        struct.pack_into("<i", buf, head_index + ring_buffer.RECORD_TYPE_OFFSET, ring_buffer.PADDING_MSG_TYPE_ID)
+        put_int32_release(buf, head_index + ring_buffer.RECORD_LENGTH_OFFSET, slot - head_index)
+        self._record_error(AeronError(
+            f"to-driver buffer: {reason} at position {head}; skipped {slot - head_index} bytes to the next record"
+        ))
         self.system_counters.increment(cl.UNBLOCKED_COMMANDS)
+
+    def _check_for_blocked_commands(self, now_ns: int) -> int:
+        """A head that has not moved for the client liveness timeout while commands wait belongs to a dead
+        or broken producer (Aeron's to-driver unblock): unblock it the Agrona way, else skip the record."""
+        head = self.to_driver.consumer_position()
+        if head != self.last_command_head or self.to_driver.producer_position() <= head:
+            self.last_command_head = head
+            self.time_of_last_command_head_change_ns = now_ns
+            return 0
+        if now_ns - self.time_of_last_command_head_change_ns < self.ctx.client_liveness_timeout_ns:
+            return 0
+        self.time_of_last_command_head_change_ns = now_ns
+        if self.to_driver.unblock():
+            self.system_counters.increment(cl.UNBLOCKED_COMMANDS)
+        else:
+            self._skip_unreadable_record("record blocked (length 0) with garbage in its header")
+        return 1
 
     def _record_error(self, error: BaseException | str) -> None:
         self.error_log.record(error)
@@ -204,18 +243,9 @@ class DriverConductor:
             if handler is None:
                 raise ControlProtocolError(cp.NOT_SUPPORTED, f"command typeId={msg_type_id} not supported by this driver")
             handler(self, message, now_ns)
-        except ControlProtocolError as exc:
+        except Exception as exc:  # noqa: BLE001 - every failure is answered and recorded, never fatal
             self._record_error(exc)
-            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, exc.error_code, str(exc)))
-        except (InvalidChannelError, ValueError) as exc:
-            self._record_error(exc)
-            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, cp.INVALID_CHANNEL, str(exc)))
-        except CountersFullError as exc:
-            self._record_error(exc)
-            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, cp.RESOURCE_TEMPORARILY_UNAVAILABLE, str(exc)))
-        except OSError as exc:
-            self._record_error(exc)
-            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, cp.STORAGE_SPACE, str(exc)))
+            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, _error_code_of(exc), str(exc)))
 
     def _send(self, msg_type_id: int, message: dc.Message) -> None:
         self.to_clients.transmit(msg_type_id, message.encode())
@@ -237,7 +267,7 @@ class DriverConductor:
         return session
 
     def on_timer(self, now_ns: int) -> int:
-        work = self._check_client_liveness()
+        work = self._check_client_liveness() + self._check_for_blocked_commands(now_ns)
         for publication in list(self.publications):
             if publication.on_time_event(now_ns, self.system_counters):
                 self._delete_publication(publication)

@@ -210,6 +210,32 @@ def test_publisher_that_died_mid_claim_is_unblocked(harness):
         del state, claim, out
 
 
+@pytest.mark.parametrize("damage", ["dead_claim", "zeroed_length", "garbage_length"])
+def test_blocked_or_corrupt_command_head_is_skipped_and_later_commands_served(harness, damage):
+    ring = ManyToOneRingBuffer(harness.cnc.to_driver_buffer)
+    head_index = ring.consumer_position() & (ring.capacity - 1)
+    if damage == "dead_claim":
+        assert ring.try_claim(cp.CLIENT_KEEPALIVE, 16) > 0  # the producer dies before commit
+    else:
+        assert ring.write(cp.CLIENT_KEEPALIVE, bytes(16))
+        length_field = harness.cnc.to_driver_buffer[head_index : head_index + 4].view(np.int32)
+        length_field[0] = 0 if damage == "zeroed_length" else 0x7000_0000
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=1,
+                channel="aeron:ipc")
+    harness.work(2)
+    seen = [t for t, _ in client.responses()]
+    if damage != "garbage_length":  # a blocked head waits out the client liveness timeout first
+        assert seen == []
+        harness.advance(LIVENESS_MS + 2 * TIMER_MS)
+        seen = [t for t, _ in client.responses()]
+    assert cp.ON_SUBSCRIPTION_READY in seen
+    assert harness.system_counter(cl.UNBLOCKED_COMMANDS) == 1
+    if damage == "garbage_length":  # skipped by the driver, not by Agrona's unblock: recorded
+        text = ErrorLogReader.read(harness.cnc.error_log_buffer)[0].encoded_exception
+        assert "to-driver buffer" in text and "skipped 24 bytes" in text
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=st.lists(st.tuples(st.integers(-5, 0x20), st.binary(max_size=300)), max_size=12),
        raw=st.binary(max_size=200), raw_at=st.integers(0, 4000))
@@ -230,8 +256,9 @@ def test_garbage_in_the_to_driver_buffer_never_stops_the_driver(shm_dir, records
         client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=1,
                     channel="aeron:ipc")
         seen = []
-        for _ in range(5):
+        for _ in range(3):  # a blocked head is unblocked after the client liveness timeout
             harness.work()
+            harness.advance(LIVENESS_MS + 2 * TIMER_MS)
             seen += [t for t, _ in client.responses()]
             if cp.ON_SUBSCRIPTION_READY in seen:
                 break
