@@ -23,3 +23,48 @@ class CounterStateError(AeronError, ValueError):
 
 class InvalidChannelError(ConfigurationError):
     """A channel URI does not follow spec/transport.md §12 (the driver answers INVALID_CHANNEL)."""
+
+
+# ------------------------------------------------------------------------------------------------ client
+
+
+class DriverTimeoutError(AeronError):
+    """The media driver did not answer in time: no ``cnc.dat``, no heartbeat, or no response to a command
+    within ``driver_timeout_ms``. Start a driver on the same aeron dir, or raise the timeout."""
+
+
+class ClientTimeoutError(AeronError):
+    """The driver timed this client out (ON_CLIENT_TIMEOUT): its keepalives stopped for longer than the
+    driver's client liveness timeout, and the driver freed its resources. Connect a new client."""
+
+
+class ConductorServiceTimeoutError(AeronError):
+    """The client conductor was not serviced within the client liveness timeout (the process stalled),
+    so the driver will have timed the client out: the client closed itself."""
+
+
+class ClientClosedError(AeronError):
+    """An operation was attempted on an ``Aeron`` client (or a resource of it) that is already closed."""
+
+
+class RegistrationError(AeronError):
+    """The driver answered a command with ON_ERROR (spec/transport.md §11.4).
+
+    ``error_code`` is the §11.4 code (``layout.control_protocol``), ``error_code_name`` its name.
+    """
+
+    def __init__(self, error_code: int, message: str):
+        from aeron_numba.layout.control_protocol import ERROR_CODE_NAMES
+
+        self.error_code = int(error_code)
+        self.error_code_name = ERROR_CODE_NAMES.get(self.error_code, "UNKNOWN_CODE_VALUE")
+        self.driver_message = message
+        super().__init__(f"{self.error_code_name} (error_code={self.error_code}): {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.error_code, self.driver_message))
+
+
+class MessageTooLongError(AeronError, ValueError):
+    """An ``offer`` longer than the publication's max message length, or a ``try_claim`` longer than its
+    max payload length (Aeron throws; the C API returns ERROR)."""

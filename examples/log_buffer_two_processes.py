@@ -5,7 +5,7 @@ two duties on the log: it moves the publication limit to ``sub-pos + term_length
 each term it leaves so the publisher can reuse it. Every message carries its sequence number; the
 subscriber checks order and a running checksum, and both sides report what they saw.
 
-Run: ``python -m aeron_numba.demo [--messages N] [--length BYTES] [--term-length BYTES] [--exclusive]``
+Run: ``python examples/log_buffer_two_processes.py [--messages N] [--length BYTES] [--term-length BYTES] [--exclusive]``
 """
 
 from __future__ import annotations

@@ -1,0 +1,264 @@
+"""``Aeron``: the client entry point (Aeron's ``Aeron``): connect to a media driver and register resources.
+
+```python
+from aeron_numba.client import Aeron, Context, FragmentAssembler
+
+with Aeron.connect(Context(aeron_dir="/dev/shm/aeron-me")) as aeron:
+    pub = aeron.add_publication("aeron:ipc", 1001)
+    sub = aeron.add_subscription("aeron:ipc", 1001)
+    pub.offer(b"hello")
+    sub.poll(FragmentAssembler(lambda buf, off, length, header: print(bytes(buf[off:off + length]))), 10)
+```
+
+``connect`` waits (up to the driver timeout) for ``cnc.dat`` to exist and be ready and for the driver's
+heartbeat to be fresh, takes a client id from the to-driver ring buffer, and starts the client conductor
+on a daemon thread. The client ends with ``close()`` (or the ``with`` block), or by itself when the driver
+stops (``DriverTimeoutError``) or times it out (``ClientTimeoutError``); every later call raises that error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from aeron_numba.client.client_conductor import ClientConductor, epoch_ms
+from aeron_numba.client.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.client.context import Context
+from aeron_numba.client.counter import Counter
+from aeron_numba.client.publication import ExclusivePublication, Publication
+from aeron_numba.client.subscription import Subscription
+from aeron_numba.codecs.channel_uri import ChannelUri
+from aeron_numba.errors import ConfigurationError, DriverTimeoutError, InvalidChannelError
+from aeron_numba.kernels.counters import CountersReader
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout import cnc
+from aeron_numba.layout import counters as counters_layout
+
+_CNC_POLL_S = 0.016
+_HEARTBEAT_POLL_S = 0.001
+_STALE_CNC_RETRY_S = 0.1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _check_stream_id(stream_id) -> int:
+    if isinstance(stream_id, bool) or not isinstance(stream_id, int):
+        raise ConfigurationError(f"stream_id={stream_id!r} must be an int")
+    if not _INT32_MIN <= stream_id <= _INT32_MAX:
+        raise ConfigurationError(f"stream_id={stream_id} outside int32 [{_INT32_MIN}, {_INT32_MAX}]")
+    return stream_id
+
+
+def _check_channel(channel) -> str:
+    ChannelUri.parse(channel)  # raises InvalidChannelError naming the problem
+    if not channel.isascii():
+        raise InvalidChannelError(f"channel {channel!r} must be ASCII (§11.3 strings are ASCII)")
+    return channel
+
+
+def connect_to_driver(context: Context) -> CncFile:
+    """Map ``cnc.dat`` once the driver has created it, signalled ready, and is heartbeating (Aeron semantics).
+
+    A ``cnc.dat`` whose heartbeat is older than the driver timeout is left behind by a dead driver: it is
+    unmapped and looked at again (a new driver may be replacing it) until the deadline.
+    Raises ``DriverTimeoutError`` at the deadline, saying which of the steps did not happen.
+    """
+    path = context.cnc_file_path
+    timeout_ms = context.driver_timeout_ms
+    deadline_ns = time.monotonic_ns() + context.driver_timeout_ns
+
+    def past_deadline() -> bool:
+        return time.monotonic_ns() > deadline_ns
+
+    while True:
+        try:
+            if os.stat(path).st_size <= cnc.END_OF_METADATA_OFFSET:
+                raise CncNotReadyError(f"{path} is still being created")
+            cnc_file = CncFile.open(path)
+        except FileNotFoundError:
+            if past_deadline():
+                raise DriverTimeoutError(
+                    f"{path} not created within driver_timeout_ms={timeout_ms}: is a media driver running on"
+                    f" aeron_dir={context.aeron_dir}?"
+                ) from None
+            time.sleep(_CNC_POLL_S)
+            continue
+        except CncNotReadyError as exc:
+            if past_deadline():
+                raise DriverTimeoutError(
+                    f"{path} created but not initialised within driver_timeout_ms={timeout_ms}: {exc}"
+                ) from None
+            time.sleep(_HEARTBEAT_POLL_S)
+            continue
+
+        to_driver = ManyToOneRingBuffer(cnc_file.to_driver_buffer)
+        try:
+            while to_driver.consumer_heartbeat_time() == 0:
+                if past_deadline():
+                    raise DriverTimeoutError(f"no driver heartbeat detected in {path} within driver_timeout_ms={timeout_ms}")
+                time.sleep(_HEARTBEAT_POLL_S)
+            heartbeat_ms = to_driver.consumer_heartbeat_time()
+        except BaseException:
+            del to_driver
+            cnc_file.close()
+            raise
+        del to_driver
+        age_ms = epoch_ms() - heartbeat_ms
+        if age_ms <= timeout_ms:
+            return cnc_file
+        cnc_file.close()
+        if past_deadline():
+            raise DriverTimeoutError(
+                f"no driver heartbeat detected: {path} heartbeat age={age_ms}ms > driver_timeout_ms={timeout_ms}"
+                " (a driver that died left it behind?)"
+            )
+        time.sleep(_STALE_CNC_RETRY_S)
+
+
+class Aeron:
+    """A connected client. Create with ``Aeron.connect(context)``; thread-safe; close once."""
+
+    def __init__(self, context: Context, conductor: ClientConductor):
+        self.context = context
+        self._conductor = conductor
+        self._release_on_exit = False
+        self._thread = threading.Thread(
+            target=self._run_conductor, name=f"aeron-client-conductor-{conductor.client_id}", daemon=True
+        )
+        self._thread.start()
+
+    @classmethod
+    def connect(cls, context: Context | None = None) -> "Aeron":
+        """Connect to the media driver of ``context.aeron_dir`` (see the module docstring)."""
+        context = (context if context is not None else Context()).conclude()
+        cnc_file = connect_to_driver(context)
+        try:
+            conductor = ClientConductor(context, cnc_file)
+        except BaseException:
+            try:
+                cnc_file.close()
+            except BufferError:
+                pass
+            raise
+        return cls(context, conductor)
+
+    def _run_conductor(self) -> None:
+        conductor = self._conductor
+        stop = conductor.stop_event
+        idle_s = self.context.idle_sleep_duration_ns / 1e9
+        while not stop.is_set():
+            if conductor.duty_cycle() <= 0:
+                stop.wait(idle_s)
+        if self._release_on_exit:
+            self._release()
+
+    # ------------------------------------------------------------------------------------------- facts
+    @property
+    def client_id(self) -> int:
+        return self._conductor.client_id
+
+    @property
+    def conductor(self) -> ClientConductor:
+        return self._conductor
+
+    @property
+    def counters_reader(self) -> CountersReader:
+        return self._conductor.counters_reader
+
+    @property
+    def is_closed(self) -> bool:
+        return self._conductor.is_closed
+
+    @property
+    def cnc_file(self) -> CncFile:
+        return self._conductor.cnc
+
+    def next_correlation_id(self) -> int:
+        """A driver-wide unique id from the to-driver ring buffer's counter."""
+        self._conductor._raise_if_closed()
+        return self._conductor.to_driver.next_correlation_id()
+
+    # ----------------------------------------------------------------------------------- registrations
+    def add_publication(self, channel: str, stream_id: int) -> Publication:
+        """Register a concurrent publication; shares the log of any on the same channel and stream.
+
+        Raises ``InvalidChannelError`` before sending for a malformed channel, ``RegistrationError`` when the
+        driver refuses (with its §11.4 code), ``DriverTimeoutError`` when it does not answer in time.
+        """
+        channel = _check_channel(channel)
+        stream_id = _check_stream_id(stream_id)
+        return self._conductor.add_publication(channel, stream_id, exclusive=False)
+
+    def add_exclusive_publication(self, channel: str, stream_id: int) -> ExclusivePublication:
+        """Register a publication with its own log and session, for one writer thread."""
+        channel = _check_channel(channel)
+        stream_id = _check_stream_id(stream_id)
+        return self._conductor.add_publication(channel, stream_id, exclusive=True)
+
+    def add_subscription(
+        self, channel: str, stream_id: int, available_image_handler=None, unavailable_image_handler=None
+    ) -> Subscription:
+        """Register a subscription. ``available_image_handler(image)`` / ``unavailable_image_handler(image)``
+        default to the context's; they run on the conductor thread and must not call the client."""
+        channel = _check_channel(channel)
+        stream_id = _check_stream_id(stream_id)
+        handlers = (
+            ("available_image_handler", available_image_handler),
+            ("unavailable_image_handler", unavailable_image_handler),
+        )
+        for name, handler in handlers:
+            if handler is not None and not callable(handler):
+                raise ConfigurationError(f"{name}={handler!r} must be callable")
+        if available_image_handler is None:
+            available_image_handler = self.context.available_image_handler
+        if unavailable_image_handler is None:
+            unavailable_image_handler = self.context.unavailable_image_handler
+        return self._conductor.add_subscription(channel, stream_id, available_image_handler, unavailable_image_handler)
+
+    def add_counter(self, type_id: int, key: bytes = b"", label: str = "") -> Counter:
+        """Ask the driver to allocate a counter owned by this client (key <= 112 bytes, ASCII label <= 380)."""
+        if isinstance(type_id, bool) or not isinstance(type_id, int) or not _INT32_MIN <= type_id <= _INT32_MAX:
+            raise ConfigurationError(f"type_id={type_id!r} must be an int32")
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise ConfigurationError(f"key={key!r} must be bytes-like")
+        key = bytes(key)
+        if len(key) > counters_layout.MAX_KEY_LENGTH:
+            raise ConfigurationError(f"key length={len(key)} > MAX_KEY_LENGTH={counters_layout.MAX_KEY_LENGTH}")
+        if not isinstance(label, str) or not label.isascii():
+            raise ConfigurationError(f"label={label!r} must be an ASCII str")
+        if len(label) > counters_layout.MAX_LABEL_LENGTH:
+            raise ConfigurationError(f"label length={len(label)} > MAX_LABEL_LENGTH={counters_layout.MAX_LABEL_LENGTH}")
+        return self._conductor.add_counter(type_id, key, label)
+
+    # -------------------------------------------------------------------------------------------- close
+    def close(self) -> None:
+        """Close every resource, tell the driver (CLIENT_CLOSE), stop the conductor thread and unmap.
+
+        Idempotent. Arrays a compiled caller still holds keep their mapping alive until they are dropped.
+        """
+        conductor = self._conductor
+        conductor.close()
+        if threading.current_thread() is self._thread:
+            self._release_on_exit = True  # called from the error handler: unmap when the thread exits
+            return
+        self._thread.join()
+        self._release()
+
+    def _release(self) -> None:
+        conductor = self._conductor
+        conductor.release_mappings()
+        try:
+            conductor.cnc.close()
+        except BufferError:
+            pass  # views held elsewhere; the mapping goes with the last of them
+        except ValueError:
+            pass  # already closed
+
+    def __enter__(self) -> "Aeron":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Aeron(client_id={self.client_id}, aeron_dir={str(self.context.aeron_dir)!r}, closed={self.is_closed})"

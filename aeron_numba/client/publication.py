@@ -1,0 +1,263 @@
+"""Publications: append messages to a driver-created log buffer (spec/transport.md §4).
+
+``Publication`` (concurrent: many threads and processes share the log and its session id) and
+``ExclusivePublication`` (one writer, its own session) are thin wrappers over the term appender kernels.
+Each offer is one kernel call. Compiled callers take the three arrays the kernels need and stay in
+compiled code:
+
+* ``log_buffer`` - ``np.uint8`` view of the whole log file;
+* ``pub_state`` - ``int64[PUB_STATE_LENGTH]``: closed flag, byte offset of the ``pub-lmt`` counter value
+  in ``limit_buffer`` and, for exclusive publications, the writer's position fields;
+* ``limit_buffer`` - the counters values section of ``cnc.dat`` (holds ``pub-lmt``).
+
+``term_appender.concurrent_offer(pub.log_buffer, pub.pub_state, pub.limit_buffer, src, off, len, rv)``
+(``exclusive_offer`` for an exclusive publication) is exactly what ``offer`` does.
+
+After ``close()`` (or when the client closes) ``pub_state`` is marked closed, so kernels return CLOSED,
+and the Python attributes drop their views so the log can be unmapped once no one holds them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from aeron_numba.client.buffer_claim import BufferClaim
+from aeron_numba.errors import ConfigurationError, MessageTooLongError
+from aeron_numba.kernels import term_appender
+from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire
+from aeron_numba.layout import counters as counters_layout
+from aeron_numba.layout import log_buffer as lb
+from aeron_numba.layout.log_buffers import LogBuffers
+from aeron_numba.layout.publication import (
+    CLOSED,
+    ERROR,
+    PUB_STATE_CLOSED,
+    PUB_STATE_LENGTH,
+    PUB_STATE_LIMIT_COUNTER_OFFSET,
+    PUB_STATE_TERM_BEGIN_POSITION,
+    PUB_STATE_TERM_ID,
+    PUB_STATE_TERM_OFFSET,
+    STATUS_NAMES,
+)
+
+if TYPE_CHECKING:
+    from aeron_numba.client.client_conductor import ClientConductor
+
+
+def as_uint8(data) -> np.ndarray:
+    """A 1-D C-contiguous ``np.uint8`` view of ``data`` without copying when its memory allows.
+
+    bytes / bytearray / contiguous memoryview / C-contiguous ndarray of any dtype: a view. Anything else
+    is copied once.
+    """
+    if isinstance(data, np.ndarray):
+        if data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous:
+            return data
+        if not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data)
+        return data.reshape(-1).view(np.uint8)
+    try:
+        return np.frombuffer(data, dtype=np.uint8)
+    except (TypeError, ValueError):
+        if isinstance(data, memoryview):
+            return np.frombuffer(data.tobytes(), dtype=np.uint8)
+        raise ConfigurationError(
+            f"message of type {type(data).__name__} is not bytes-like (bytes, bytearray, memoryview, ndarray)"
+        ) from None
+
+
+def status_name(code: int) -> str:
+    """Name of an offer/try_claim result: the status name for negative codes, ``"position"`` otherwise."""
+    return STATUS_NAMES.get(code, "position") if code < 0 else "position"
+
+
+class Publication:
+    """A concurrent publication (Aeron ``ConcurrentPublication``); thread-safe, shares its log.
+
+    Created by ``Aeron.add_publication``. ``registration_id`` is the id of this registration (what
+    ``close`` removes); ``original_registration_id`` is the id of the log, shared by every concurrent
+    publication on the same channel and stream.
+    """
+
+    _offer_kernel = staticmethod(term_appender.concurrent_offer)
+    _try_claim_kernel = staticmethod(term_appender.concurrent_try_claim)
+
+    def __init__(
+        self,
+        conductor: "ClientConductor",
+        channel: str,
+        stream_id: int,
+        session_id: int,
+        registration_id: int,
+        original_registration_id: int,
+        position_limit_counter_id: int,
+        channel_status_id: int,
+        log_buffers: LogBuffers,
+        limit_buffer: np.ndarray,
+    ):
+        self._conductor = conductor
+        self.channel = channel
+        self.stream_id = stream_id
+        self.session_id = session_id
+        self.registration_id = registration_id
+        self.original_registration_id = original_registration_id
+        self.position_limit_counter_id = position_limit_counter_id
+        self.channel_status_id = channel_status_id
+        self.log_file_name = str(log_buffers.path)
+        self.term_buffer_length = log_buffers.term_length
+        self.mtu_length = log_buffers.mtu_length
+        self.initial_term_id = log_buffers.initial_term_id
+        self.position_bits_to_shift = log_buffers.position_bits_to_shift
+        self.max_message_length = log_buffers.max_message_length
+        self.max_payload_length = log_buffers.max_payload_length
+        self.max_possible_position = self.term_buffer_length << 31
+        self._metadata_offset = log_buffers.metadata_offset
+        self.log_buffer: np.ndarray | None = log_buffers.buffer
+        self.limit_buffer: np.ndarray | None = limit_buffer
+        self.pub_state = np.zeros(PUB_STATE_LENGTH, dtype=np.int64)
+        self.pub_state[PUB_STATE_LIMIT_COUNTER_OFFSET] = (
+            position_limit_counter_id * counters_layout.COUNTER_LENGTH + counters_layout.COUNTER_VALUE_OFFSET
+        )
+        self._is_closed = False
+
+    # -------------------------------------------------------------------------------------------- hot path
+    def offer(self, data, offset: int = 0, length: int | None = None, reserved_value: int = 0) -> int:
+        """Append ``data[offset:offset+length]`` as one message (fragmented above ``max_payload_length``).
+
+        Returns the new stream position (> 0) or a negative status: NOT_CONNECTED, BACK_PRESSURED,
+        ADMIN_ACTION (retry), CLOSED or MAX_POSITION_EXCEEDED. Raises ``MessageTooLongError`` above
+        ``max_message_length``.
+        """
+        log = self.log_buffer
+        limit_buffer = self.limit_buffer
+        if log is None or limit_buffer is None:
+            return CLOSED
+        src = as_uint8(data)
+        offset = int(offset)
+        length = src.shape[0] - offset if length is None else int(length)
+        if offset < 0 or length < 0 or offset + length > src.shape[0]:
+            raise ConfigurationError(f"offset={offset} length={length} outside the message of length={src.shape[0]}")
+        if length > self.max_message_length and length > self.max_payload_length:
+            raise MessageTooLongError(f"length={length} > max_message_length={self.max_message_length}")
+        result = self._offer_kernel(log, self.pub_state, limit_buffer, src, offset, length, int(reserved_value))
+        if result == ERROR:
+            raise MessageTooLongError(f"length={length} > max_message_length={self.max_message_length}")
+        return result
+
+    def try_claim(self, length: int, buffer_claim: BufferClaim | None = None):
+        """Claim an unfragmented frame of ``length`` payload bytes to write in place.
+
+        Returns the ``BufferClaim`` (its ``position`` is the new stream position) on success, or the
+        negative status code (see ``offer``). ``length`` above ``max_payload_length`` raises
+        ``MessageTooLongError``. The claim must be committed or aborted promptly.
+        """
+        log = self.log_buffer
+        limit_buffer = self.limit_buffer
+        if log is None or limit_buffer is None:
+            return CLOSED
+        length = int(length)
+        if length < 0:
+            raise ConfigurationError(f"length={length} must be >= 0")
+        if length > self.max_payload_length:
+            raise MessageTooLongError(f"length={length} > max_payload_length={self.max_payload_length}")
+        claim = BufferClaim() if buffer_claim is None else buffer_claim
+        if claim.is_open:
+            raise ConfigurationError("buffer_claim is still open: commit or abort it before claiming again")
+        result = self._try_claim_kernel(log, self.pub_state, limit_buffer, length, claim.claim)
+        if result > 0:
+            claim._wrap(log, result)
+            return claim
+        return result
+
+    # ------------------------------------------------------------------------------------------ properties
+    @property
+    def is_closed(self) -> bool:
+        return self._is_closed
+
+    @property
+    def position(self) -> int:
+        """Position the next message would be written at (the producer position), or CLOSED."""
+        log = self.log_buffer
+        if log is None:
+            return CLOSED
+        return int(term_appender.producer_position(log))
+
+    @property
+    def position_limit(self) -> int:
+        """Current ``pub-lmt``: offers at or beyond it are back-pressured. CLOSED once closed."""
+        limit_buffer = self.limit_buffer
+        if limit_buffer is None:
+            return CLOSED
+        return int(get_int64_acquire(limit_buffer, int(self.pub_state[PUB_STATE_LIMIT_COUNTER_OFFSET])))
+
+    @property
+    def available_window(self) -> int:
+        """``position_limit - position``, or CLOSED."""
+        limit = self.position_limit
+        if limit == CLOSED:
+            return CLOSED
+        position = self.position
+        return CLOSED if position == CLOSED else limit - position
+
+    @property
+    def is_connected(self) -> bool:
+        """True when a subscriber is connected (log metadata ``is_connected == 1``) and not closed."""
+        log = self.log_buffer
+        if log is None:
+            return False
+        return int(get_int32_acquire(log, self._metadata_offset + lb.LOG_IS_CONNECTED_OFFSET)) == 1
+
+    def close(self) -> None:
+        """Release this registration (REMOVE_PUBLICATION); later offers return CLOSED. Idempotent."""
+        if not self._is_closed:
+            self._conductor.release_publication(self)
+
+    def _internal_close(self) -> None:
+        """Mark closed for kernels and drop the views (called by the conductor under its lock)."""
+        self._is_closed = True
+        self.pub_state[PUB_STATE_CLOSED] = 1
+        self.log_buffer = None
+        self.limit_buffer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(channel={self.channel!r}, stream_id={self.stream_id},"
+            f" session_id={self.session_id}, registration_id={self.registration_id},"
+            f" closed={self._is_closed})"
+        )
+
+
+class ExclusivePublication(Publication):
+    """A publication with a single writer and its own session (Aeron ``ExclusivePublication``).
+
+    Not thread-safe: one thread offers. Its position lives in ``pub_state`` (``exclusive_init_state``).
+    """
+
+    _offer_kernel = staticmethod(term_appender.exclusive_offer)
+    _try_claim_kernel = staticmethod(term_appender.exclusive_try_claim)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        term_appender.exclusive_init_state(self.log_buffer, self.pub_state)
+
+    @property
+    def position(self) -> int:
+        if self.log_buffer is None:
+            return CLOSED
+        return int(self.pub_state[PUB_STATE_TERM_BEGIN_POSITION] + self.pub_state[PUB_STATE_TERM_OFFSET])
+
+    @property
+    def term_id(self) -> int:
+        return int(self.pub_state[PUB_STATE_TERM_ID])
+
+    @property
+    def term_offset(self) -> int:
+        return int(self.pub_state[PUB_STATE_TERM_OFFSET])

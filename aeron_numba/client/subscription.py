@@ -1,0 +1,147 @@
+"""A subscription: the images of every publisher session on a channel and stream (Aeron ``Subscription``).
+
+The conductor adds an ``Image`` on ON_AVAILABLE_IMAGE and removes it on ON_UNAVAILABLE_IMAGE, replacing the
+``images`` tuple as a whole so a poll never sees a half-updated list. ``poll`` starts at a different image
+each time (round robin, as Aeron does) so one busy session cannot starve the others.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from aeron_numba.client.image import Image, _check_fragment_limit
+
+if TYPE_CHECKING:
+    from aeron_numba.client.client_conductor import ClientConductor
+
+
+class Subscription:
+    """Created by ``Aeron.add_subscription``; ``close()`` sends REMOVE_SUBSCRIPTION."""
+
+    def __init__(
+        self,
+        conductor: "ClientConductor",
+        channel: str,
+        stream_id: int,
+        registration_id: int,
+        channel_status_id: int,
+        available_image_handler: Callable | None,
+        unavailable_image_handler: Callable | None,
+    ):
+        self._conductor = conductor
+        self.channel = channel
+        self.stream_id = stream_id
+        self.registration_id = registration_id
+        self.channel_status_id = channel_status_id
+        self.available_image_handler = available_image_handler
+        self.unavailable_image_handler = unavailable_image_handler
+        self._images: tuple[Image, ...] = ()
+        self._round_robin_index = 0
+        self._is_closed = False
+
+    # ------------------------------------------------------------------------------------------- polling
+    def _ordered_images(self):
+        images = self._images
+        length = len(images)
+        if length == 0:
+            return images
+        start = self._round_robin_index
+        self._round_robin_index = start + 1
+        if start >= length:
+            start = 0
+            self._round_robin_index = 1
+        return images[start:] + images[:start]
+
+    def poll(self, handler: Callable, fragment_limit: int) -> int:
+        """Poll the images in turn for up to ``fragment_limit`` fragments in total; returns how many.
+
+        ``handler(buffer, offset, length, header)``: see ``Image.poll``. Wrap it in a ``FragmentAssembler``
+        to receive whole messages.
+        """
+        images = self._images
+        if len(images) == 1:
+            return images[0].poll(handler, fragment_limit)
+        _check_fragment_limit(fragment_limit)
+        fragments_read = 0
+        for image in self._ordered_images():
+            if fragments_read >= fragment_limit:
+                break
+            fragments_read += image.poll(handler, fragment_limit - fragments_read)
+        return fragments_read
+
+    def controlled_poll(self, handler: Callable, fragment_limit: int) -> int:
+        """``poll`` with a handler returning ABORT / BREAK / COMMIT / CONTINUE (see ``Image.controlled_poll``)."""
+        images = self._images
+        if len(images) == 1:
+            return images[0].controlled_poll(handler, fragment_limit)
+        _check_fragment_limit(fragment_limit)
+        fragments_read = 0
+        for image in self._ordered_images():
+            if fragments_read >= fragment_limit:
+                break
+            fragments_read += image.controlled_poll(handler, fragment_limit - fragments_read)
+        return fragments_read
+
+    # -------------------------------------------------------------------------------------------- images
+    @property
+    def images(self) -> list[Image]:
+        return list(self._images)
+
+    @property
+    def image_count(self) -> int:
+        return len(self._images)
+
+    def image_by_session_id(self, session_id: int) -> Image | None:
+        for image in self._images:
+            if image.session_id == session_id:
+                return image
+        return None
+
+    def image_at_index(self, index: int) -> Image:
+        return self._images[index]
+
+    @property
+    def is_connected(self) -> bool:
+        """True if at least one image is open."""
+        return any(not image.is_closed for image in self._images)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._is_closed
+
+    def close(self) -> None:
+        """Send REMOVE_SUBSCRIPTION and close every image (their unavailable handler is called). Idempotent."""
+        if not self._is_closed:
+            self._conductor.release_subscription(self)
+
+    # ------------------------------------------------------------------ conductor side (under its lock)
+    def _has_image(self, correlation_id: int) -> bool:
+        return any(image.correlation_id == correlation_id for image in self._images)
+
+    def _add_image(self, image: Image) -> None:
+        self._images = self._images + (image,)
+
+    def _remove_image(self, correlation_id: int) -> Image | None:
+        for index, image in enumerate(self._images):
+            if image.correlation_id == correlation_id:
+                self._images = self._images[:index] + self._images[index + 1 :]
+                return image
+        return None
+
+    def _internal_close(self) -> tuple[Image, ...]:
+        """Mark closed and hand back the images for the conductor to close and release."""
+        self._is_closed = True
+        images, self._images = self._images, ()
+        return images
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Subscription(channel={self.channel!r}, stream_id={self.stream_id},"
+            f" registration_id={self.registration_id}, images={len(self._images)}, closed={self._is_closed})"
+        )

@@ -1,0 +1,342 @@
+"""Publications through the client against a scripted driver: registration, shared logs, offer status codes,
+try_claim, message limits, input types and close (spec §4, §11)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aeron_numba.client import (
+    ADMIN_ACTION,
+    BACK_PRESSURED,
+    CLOSED,
+    NOT_CONNECTED,
+    BufferClaim,
+    ExclusivePublication,
+    FragmentAssembler,
+    InvalidChannelError,
+    MessageTooLongError,
+    Publication,
+    RegistrationError,
+)
+from aeron_numba.errors import AeronError, ConfigurationError
+from aeron_numba.kernels import term_appender
+from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import counters as counters_layout
+from aeron_numba.layout import frame
+from tests.unit.client_support import TERM_LENGTH, FakeDriver, connect, poll_until, wait_until
+
+
+@pytest.fixture
+def driver(shm_dir):
+    with FakeDriver(shm_dir / "aeron") as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(driver):
+    aeron, errors = connect(driver, resource_linger_duration_ns=0)
+    yield aeron, errors
+    aeron.close()
+    assert errors == []
+
+
+def offer_retrying(publication, data, **kwargs) -> int:
+    for _ in range(4):
+        result = publication.offer(data, **kwargs)
+        if result != ADMIN_ACTION:
+            return result
+    raise AssertionError("offer kept returning ADMIN_ACTION")
+
+
+class Collector:
+    def __init__(self):
+        self.messages: list[bytes] = []
+        self.headers: list[dict] = []
+
+    def __call__(self, buffer, offset, length, header):
+        self.messages.append(bytes(buffer[offset : offset + length]))
+        self.headers.append(
+            dict(session_id=header.session_id, stream_id=header.stream_id, reserved_value=header.reserved_value,
+                 flags=header.flags, position=header.position, term_offset=header.term_offset)
+        )
+
+
+def connected_pair(aeron, driver, stream_id=10, exclusive=False):
+    subscription = aeron.add_subscription("aeron:ipc", stream_id)
+    add = aeron.add_exclusive_publication if exclusive else aeron.add_publication
+    publication = add("aeron:ipc", stream_id)
+    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    return publication, subscription
+
+
+# ------------------------------------------------------------------------------------------- register
+def test_add_publication_maps_the_drivers_log(client, driver):
+    aeron, _ = client
+    publication = aeron.add_publication("aeron:ipc", 42)
+    assert isinstance(publication, Publication) and not isinstance(publication, ExclusivePublication)
+    command = driver.wait_for_command(cp.ADD_PUBLICATION)[0]
+    assert (command.client_id, command.stream_id, command.channel) == (aeron.client_id, 42, "aeron:ipc")
+    assert publication.registration_id == command.correlation_id == publication.original_registration_id
+    assert publication.stream_id == 42 and publication.channel == "aeron:ipc"
+    fake = driver.publications[publication.registration_id]
+    assert publication.session_id == fake.session_id
+    assert publication.position_limit_counter_id == fake.limit_counter_id
+    assert publication.term_buffer_length == TERM_LENGTH
+    assert publication.max_message_length == TERM_LENGTH // 8
+    assert publication.max_payload_length == frame.DEFAULT_MTU_LENGTH - frame.HEADER_LENGTH
+    assert publication.pub_state[1] == fake.limit_counter_id * counters_layout.COUNTER_LENGTH
+    assert publication.log_buffer.shape[0] == fake.log_buffers.buffer.shape[0]
+    assert publication.position == 0 and publication.position_limit == 0
+    assert not publication.is_connected
+
+
+def test_concurrent_publications_share_one_mapping_exclusive_do_not(client, driver):
+    aeron, _ = client
+    first = aeron.add_publication("aeron:ipc", 9)
+    second = aeron.add_publication("aeron:ipc", 9)
+    assert second.registration_id != first.registration_id
+    assert second.original_registration_id == first.registration_id
+    assert second.session_id == first.session_id
+    assert aeron.conductor.mapped_log_count == 1
+    exclusive = aeron.add_exclusive_publication("aeron:ipc", 9)
+    assert isinstance(exclusive, ExclusivePublication)
+    assert exclusive.session_id != first.session_id
+    assert aeron.conductor.mapped_log_count == 2
+    # Closing one sharer keeps the mapping for the other; closing both releases it.
+    first.close()
+    assert aeron.conductor.mapped_log_count == 2
+    second.close()
+    assert aeron.conductor.mapped_log_count == 1
+    removes = driver.wait_for_command(cp.REMOVE_PUBLICATION, 2)
+    assert [m.registration_id for m in removes] == [first.registration_id, second.registration_id]
+
+
+def test_driver_error_becomes_registration_error_with_code(client, driver):
+    aeron, _ = client
+    with pytest.raises(RegistrationError) as info:
+        aeron.add_publication("aeron:udp?endpoint=localhost:40123", 1)
+    assert info.value.error_code == cp.INVALID_CHANNEL
+    assert "INVALID_CHANNEL" in str(info.value) and "only IPC" in str(info.value)
+    driver.fail_next(cp.ADD_EXCLUSIVE_PUBLICATION, cp.STORAGE_SPACE, "disk full")
+    with pytest.raises(RegistrationError, match=r"STORAGE_SPACE \(error_code=12\): disk full") as info:
+        aeron.add_exclusive_publication("aeron:ipc", 1)
+    assert info.value.error_code == cp.STORAGE_SPACE
+    assert aeron.add_exclusive_publication("aeron:ipc", 1).stream_id == 1
+
+
+def test_invalid_channel_is_rejected_before_sending(client, driver):
+    aeron, _ = client
+    for channel in ("aeron:tcp", "ipc", "aeron:ipc?term-length", 42):
+        with pytest.raises(InvalidChannelError):
+            aeron.add_publication(channel, 1)
+    with pytest.raises(ConfigurationError, match="stream_id=4294967296 outside int32"):
+        aeron.add_publication("aeron:ipc", 2**32)
+    with pytest.raises(InvalidChannelError, match="must be ASCII"):
+        aeron.add_publication("aeron:ipc?alias=caf\u00e9", 1)
+    with pytest.raises(ConfigurationError, match="key=5 must be bytes-like"):
+        aeron.add_counter(1, 5, "x")
+    assert driver.commands_of(cp.ADD_PUBLICATION) == []
+
+
+# ---------------------------------------------------------------------------------------- offer codes
+def test_not_connected_then_back_pressured(client, driver):
+    aeron, _ = client
+    publication = aeron.add_publication("aeron:ipc", 20)
+    assert publication.offer(b"nobody listens") == NOT_CONNECTED
+    subscription = aeron.add_subscription("aeron:ipc", 20)
+    wait_until(lambda: publication.is_connected and publication.position_limit == TERM_LENGTH // 2, 5, "limit")
+    assert publication.available_window == TERM_LENGTH // 2
+    message = bytes(1000)
+    positions = []
+    while True:
+        result = offer_retrying(publication, message)
+        if result < 0:
+            break
+        positions.append(result)
+    assert result == BACK_PRESSURED
+    assert positions[0] == 1056 and all(b - a == 1056 for a, b in zip(positions, positions[1:]))
+    assert positions[-1] >= TERM_LENGTH // 2 and publication.position == positions[-1]
+    # Consuming moves sub-pos; the driver raises the limit; offers succeed again.
+    collector = Collector()
+    poll_until(subscription, collector, lambda: len(collector.messages), len(positions))
+    wait_until(lambda: publication.offer(message) > 0, 5, "limit raised")
+
+
+def test_offer_accepts_bytes_like_and_arrays_with_offset_length_and_reserved_value(client, driver):
+    aeron, _ = client
+    publication, subscription = connected_pair(aeron, driver)
+    payload = bytes(range(256)) * 4
+    inputs = [
+        (payload, {}),
+        (bytearray(payload), {"offset": 10, "length": 20}),
+        (memoryview(payload)[5:105], {}),
+        (np.frombuffer(payload, np.uint8), {"offset": 1000}),
+        (np.arange(8, dtype=np.int64), {"reserved_value": -77}),  # any C-contiguous dtype: its bytes
+        (np.arange(40, dtype=np.uint8)[::2], {}),  # not contiguous: copied
+        (b"", {}),
+    ]
+    expected = [
+        payload, payload[10:30], payload[5:105], payload[1000:], np.arange(8, dtype=np.int64).tobytes(),
+        bytes(range(0, 40, 2)), b"",
+    ]
+    for data, kwargs in inputs:
+        assert offer_retrying(publication, data, **kwargs) > 0
+    collector = Collector()
+    poll_until(subscription, collector, lambda: len(collector.messages), len(expected))
+    assert collector.messages == expected
+    assert [h["reserved_value"] for h in collector.headers] == [0, 0, 0, 0, -77, 0, 0]
+    assert {h["session_id"] for h in collector.headers} == {publication.session_id}
+    with pytest.raises(ConfigurationError, match="offset=5 length=10 outside the message of length=8"):
+        publication.offer(b"12345678", 5, 10)
+    with pytest.raises(ConfigurationError, match="not bytes-like"):
+        publication.offer("text")
+
+
+def test_message_too_long_names_length_and_limit(client, driver):
+    aeron, _ = client
+    publication, _ = connected_pair(aeron, driver)
+    limit = publication.max_message_length
+    with pytest.raises(MessageTooLongError, match=f"length={limit + 1} > max_message_length={limit}"):
+        publication.offer(bytes(limit + 1))
+    assert isinstance(MessageTooLongError("x"), ValueError)
+    assert offer_retrying(publication, bytes(limit)) > 0
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_fragmented_offer_round_trip(client, driver, exclusive):
+    aeron, _ = client
+    publication, subscription = connected_pair(aeron, driver, exclusive=exclusive)
+    max_payload = publication.max_payload_length
+    sizes = [0, 1, max_payload, max_payload + 1, 3 * max_payload + 17, publication.max_message_length]
+    rng = np.random.default_rng(7)
+    messages = [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for size in sizes] * 3
+    collector = Collector()
+    assembler = FragmentAssembler(collector)
+    for message in messages:
+        result = offer_retrying(publication, message)
+        while result == BACK_PRESSURED:
+            subscription.poll(assembler, 100)
+            result = offer_retrying(publication, message)
+        assert result > 0
+        assert publication.position == result
+    poll_until(subscription, assembler, lambda: len(collector.messages), len(messages), fragment_limit=64)
+    assert collector.messages == messages
+    assert all(h["flags"] == frame.UNFRAGMENTED for h in collector.headers)
+
+
+# ------------------------------------------------------------------------------------------ try_claim
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_try_claim_commit_and_abort(client, driver, exclusive):
+    aeron, _ = client
+    publication, subscription = connected_pair(aeron, driver, exclusive=exclusive)
+    claim = publication.try_claim(100)
+    assert isinstance(claim, BufferClaim) and claim.length == 100 and claim.position == 160
+    claim.put_bytes(b"A" * 100)
+    claim.reserved_value = 123456789
+    # Not visible before commit.
+    collector = Collector()
+    assert subscription.poll(collector, 10) == 0
+    claim.commit()
+    with pytest.raises(AeronError, match="not open"):
+        claim.commit()
+    reused = publication.try_claim(8, claim)
+    assert reused is claim and claim.position == 160 + 64
+    claim.payload[:] = 7
+    claim.abort()
+    third = publication.try_claim(0)
+    third.commit()
+    poll_until(subscription, collector, lambda: len(collector.messages), 2)
+    assert collector.messages == [b"A" * 100, b""]
+    assert collector.headers[0]["reserved_value"] == 123456789
+    assert subscription.images[0].position == 160 + 64 + 32
+    with pytest.raises(MessageTooLongError, match=f"length=1377 > max_payload_length={publication.max_payload_length}"):
+        publication.try_claim(publication.max_payload_length + 1)
+
+
+def test_try_claim_back_pressure_and_not_connected(client, driver):
+    aeron, _ = client
+    publication = aeron.add_publication("aeron:ipc", 33)
+    assert publication.try_claim(10) == NOT_CONNECTED
+    subscription = aeron.add_subscription("aeron:ipc", 33)
+    wait_until(lambda: publication.position_limit > 0, 5, "limit")
+    claim = BufferClaim()
+    while True:
+        result = publication.try_claim(1000, claim)
+        if result == ADMIN_ACTION:
+            continue
+        if not isinstance(result, BufferClaim):
+            break
+        result.commit()
+    assert result == BACK_PRESSURED
+    assert subscription.image_count == 1
+
+
+# ---------------------------------------------------------------------------------------------- close
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_close_sends_remove_and_offers_return_closed(client, driver, exclusive):
+    aeron, _ = client
+    publication, subscription = connected_pair(aeron, driver, exclusive=exclusive)
+    log, pub_state, limit_buffer = publication.log_buffer, publication.pub_state, publication.limit_buffer
+    publication.close()
+    remove = driver.wait_for_command(cp.REMOVE_PUBLICATION)[0]
+    assert remove.registration_id == publication.registration_id and remove.client_id == aeron.client_id
+    assert publication.is_closed
+    assert publication.offer(b"late") == CLOSED
+    assert publication.try_claim(4) == CLOSED
+    assert publication.position == CLOSED and publication.position_limit == CLOSED
+    assert not publication.is_connected
+    # A compiled caller holding the arrays gets CLOSED from the kernel too.
+    offer = term_appender.exclusive_offer if exclusive else term_appender.concurrent_offer
+    assert offer(log, pub_state, limit_buffer, np.zeros(4, np.uint8), 0, 4, 0) == CLOSED
+    publication.close()  # idempotent
+    assert len(driver.commands_of(cp.REMOVE_PUBLICATION)) == 1
+    del log, limit_buffer
+
+
+def test_publication_as_context_manager(client, driver):
+    aeron, _ = client
+    with aeron.add_publication("aeron:ipc", 44) as publication:
+        assert not publication.is_closed
+    assert publication.is_closed
+    driver.wait_for_command(cp.REMOVE_PUBLICATION)
+
+
+def test_client_close_closes_publications_without_remove_commands(driver):
+    aeron, errors = connect(driver)
+    publication = aeron.add_publication("aeron:ipc", 45)
+    aeron.close()
+    assert publication.is_closed and publication.offer(b"x") == CLOSED
+    driver.wait_for_command(cp.CLIENT_CLOSE)
+    assert driver.commands_of(cp.REMOVE_PUBLICATION) == []
+    assert errors == []
+
+
+def test_counter_add_use_and_remove(client, driver):
+    aeron, _ = client
+    counter = aeron.add_counter(1001, b"\x01\x02", "my counter")
+    command = driver.wait_for_command(cp.ADD_COUNTER)[0]
+    assert (command.type_id, command.key, command.label) == (1001, b"\x01\x02", "my counter")
+    assert counter.registration_id == command.correlation_id
+    assert aeron.counters_reader.get_counter_label(counter.id) == "my counter" == counter.label
+    counter.set(41)
+    assert counter.increment() == 41 and counter.get() == 42
+    assert driver.counter_value(counter.id) == 42
+    assert counter.get_and_add(8) == 42 and counter.compare_and_set(50, 7) and counter.get_weak() == 7
+    counter.close()
+    assert counter.is_closed
+    assert driver.wait_for_command(cp.REMOVE_COUNTER)[0].registration_id == counter.registration_id
+    with pytest.raises(AeronError, match="closed"):
+        counter.get()
+    with pytest.raises(ConfigurationError, match="key length=113 > MAX_KEY_LENGTH=112"):
+        aeron.add_counter(1, bytes(113), "x")
+    with pytest.raises(ConfigurationError, match="label length=381 > MAX_LABEL_LENGTH=380"):
+        aeron.add_counter(1, b"", "x" * 381)
+
+
+def test_unavailable_counter_from_driver_closes_it(client, driver):
+    aeron, _ = client
+    counter = aeron.add_counter(1002, b"", "shared")
+    driver.run_on_driver(lambda: driver._on_remove_counter(cp.REMOVE_COUNTER, type("M", (), {
+        "registration_id": counter.registration_id, "correlation_id": 0})()))
+    wait_until(lambda: counter.is_closed, 5, "counter closed by ON_UNAVAILABLE_COUNTER")
