@@ -1,7 +1,8 @@
 """aeron-numba: Aeron (media driver, client, Archive, Cluster) in Python with Numba kernels.
 
 Importing the package points Numba's on-disk cache at a directory stamped with a hash of the kernel
-sources, before any kernel module is imported (see ``aeron_numba/jit.py`` for why).
+sources, before any kernel module is imported (see ``aeron_numba/jit.py`` for why). The public API
+below is loaded on first use, so ``import aeron_numba`` stays cheap for tools that need only a layout.
 """
 
 from aeron_numba import jit as _jit
@@ -9,3 +10,34 @@ from aeron_numba import jit as _jit
 _jit.configure_cache()
 
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "aeron_numba.client": (
+        "Aeron", "Context", "Publication", "ExclusivePublication", "Subscription", "Image", "Header",
+        "FragmentAssembler", "ControlledFragmentAssembler", "ControlledFragmentAction", "BufferClaim",
+        "Counter", "CountersReader", "ABORT", "BREAK", "COMMIT", "CONTINUE",
+    ),
+    "aeron_numba.driver": ("MediaDriver", "DriverContext", "ActiveDriverError"),
+    "aeron_numba.errors": (
+        "AeronError", "ConfigurationError", "LayoutError", "InvalidChannelError", "DriverTimeoutError",
+        "ClientTimeoutError", "ConductorServiceTimeoutError", "ClientClosedError", "RegistrationError",
+        "MessageTooLongError", "CountersFullError",
+    ),
+    "aeron_numba.layout.publication": (
+        "NOT_CONNECTED", "BACK_PRESSURED", "ADMIN_ACTION", "CLOSED", "MAX_POSITION_EXCEEDED",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aeron_numba' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
