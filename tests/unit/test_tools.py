@@ -450,6 +450,7 @@ def test_console_scripts_are_declared():
         "aeron-stat": "aeron_numba.tools.aeron_stat:main",
         "aeron-error-stat": "aeron_numba.tools.error_stat:main",
         "aeron-loss-stat": "aeron_numba.tools.loss_stat:main",
+        "aeron-numba-driver": "aeron_numba.driver.media_driver:main",
     }
     for target in scripts.values():
         module, function = target.split(":")
