@@ -30,6 +30,7 @@ from aeron_numba.client.publication import ExclusivePublication, Publication
 from aeron_numba.client.subscription import Subscription
 from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import ConfigurationError, DriverTimeoutError, InvalidChannelError
+from aeron_numba.client.warmup import warm_up_client_kernels
 from aeron_numba.kernels.counters import CountersReader
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import cnc
@@ -131,6 +132,7 @@ class Aeron:
     def connect(cls, context: Context | None = None) -> "Aeron":
         """Connect to the media driver of ``context.aeron_dir`` (see the module docstring)."""
         context = (context if context is not None else Context()).conclude()
+        warm_up_client_kernels()  # before the driver knows us: compiling later could stall keepalives
         cnc_file = connect_to_driver(context)
         try:
             conductor = ClientConductor(context, cnc_file)

@@ -26,6 +26,7 @@ from aeron_numba.layout.mapped_file import MappedFile
 
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver.driver_conductor import DriverConductor
+from aeron_numba.driver.warmup import warm_up_driver_kernels
 
 LOSS_REPORT_FILE = "loss-report.dat"
 DRIVER_VERSION = "0.1.0"
@@ -67,9 +68,11 @@ def prepare_aeron_dir(ctx: DriverContext) -> None:
 class DriverProcess:
     """The driver running in this process: owns cnc.dat, loss-report.dat and the conductor."""
 
-    def __init__(self, ctx: DriverContext, *, nano_clock=None, epoch_clock=None):
+    def __init__(self, ctx: DriverContext, *, nano_clock=None, epoch_clock=None, warm_up: bool = True):
         self.ctx = ctx.conclude()
         prepare_aeron_dir(self.ctx)
+        if warm_up:  # compile/load every conductor kernel before clients can see cnc.dat (see driver/warmup.py)
+            warm_up_driver_kernels(str(Path(self.ctx.aeron_dir).parent))
         aeron_dir = Path(self.ctx.aeron_dir)
         self.loss_report = MappedFile.create(aeron_dir / LOSS_REPORT_FILE, self.ctx.loss_report_buffer_length)
         self.cnc_file = CncFile.create(

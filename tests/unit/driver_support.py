@@ -53,7 +53,7 @@ class Harness:
             error_buffer_length=64 * 1024, loss_report_buffer_length=4096, publication_linger_timeout_ns=0,
             counter_free_to_reuse_timeout_ns=0,
         )
-        self.driver = DriverProcess(ctx, nano_clock=self.nano.nano_time, epoch_clock=self.epoch.time)
+        self.driver = DriverProcess(ctx, nano_clock=self.nano.nano_time, epoch_clock=self.epoch.time, warm_up=False)
         self.conductor = self.driver.conductor
         self.cnc = self.driver.cnc_file
         self.reader = ck.CountersReader(self.cnc.counters_metadata_buffer, self.cnc.counters_values_buffer)

@@ -1,0 +1,88 @@
+"""Load (or, on a cold cache, compile) every kernel the client calls, before it talks to a driver.
+
+Compiling a kernel holds the GIL for a second or more. Done lazily, on the first ``offer`` or ``poll``,
+it would stall the client conductor thread just after the client registered with the driver, and on a
+cold cache with busy cores the keepalives could stop for longer than the client liveness timeout: the
+driver would time the client out. So ``Aeron.connect`` runs this first, while no timer is running yet.
+The calls use throwaway buffers with the same argument types as the real calls, so the specialisations
+compiled here are the ones used later (and, with ``cache=True``, the ones loaded from disk next time).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from aeron_numba.kernels import atomics_py, term_appender
+from aeron_numba.kernels.broadcast import BroadcastReceiver, CopyBroadcastReceiver
+from aeron_numba.kernels.counters import CountersReader
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout import broadcast, counters, log_buffer as lb, publication, ring_buffer
+from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH
+from aeron_numba.layout.log_buffers import initial_raw_tails
+
+_lock = threading.Lock()
+_done = False
+
+
+def _scratch_log() -> np.ndarray:
+    log = np.zeros(lb.PARTITION_COUNT * lb.TERM_MIN_LENGTH + lb.LOG_META_DATA_LENGTH, np.uint8)
+    meta = log.size - lb.LOG_META_DATA_LENGTH
+    fields = [
+        (lb.LOG_TERM_LENGTH_OFFSET, np.int32, lb.TERM_MIN_LENGTH),
+        (lb.LOG_MTU_LENGTH_OFFSET, np.int32, DEFAULT_MTU_LENGTH),
+        (lb.LOG_PAGE_SIZE_OFFSET, np.int32, lb.DEFAULT_FILE_PAGE_SIZE),
+        (lb.LOG_DEFAULT_FRAME_HEADER_LENGTH_OFFSET, np.int32, HEADER_LENGTH),
+    ]
+    tails, _ = initial_raw_tails(0)
+    fields += [(lb.term_tail_counter_offset(i), np.int64, tail) for i, tail in enumerate(tails)]
+    for offset, dtype, value in fields:
+        log[meta + offset : meta + offset + np.dtype(dtype).itemsize].view(dtype)[0] = value
+    return log
+
+
+def warm_up_client_kernels() -> None:
+    """Run each client kernel once (at most once per process)."""
+    global _done
+    with _lock:
+        if _done:
+            return
+        from aeron_numba.client.image import poll_descriptors  # the client's own kernel
+
+        limit = np.zeros(counters.COUNTER_LENGTH, np.uint8)
+        limit[:8].view(np.int64)[0] = 1 << 40
+        message = np.zeros(64, np.uint8)
+        claim = np.zeros(publication.CLAIM_LENGTH, np.int64)
+        for exclusive in (False, True):
+            log = _scratch_log()
+            state = np.zeros(publication.PUB_STATE_LENGTH, np.int64)
+            if exclusive:
+                term_appender.exclusive_init_state(log, state)
+                offer, try_claim = term_appender.exclusive_offer, term_appender.exclusive_try_claim
+            else:
+                offer, try_claim = term_appender.concurrent_offer, term_appender.concurrent_try_claim
+            offer(log, state, limit, message, 0, message.size, 0)
+            try_claim(log, state, limit, 8, claim)
+            term_appender.commit_claim(log, claim)
+            try_claim(log, state, limit, 8, claim)
+            term_appender.abort_claim(log, claim)
+            term_appender.producer_position(log)
+            position = np.zeros(counters.COUNTER_LENGTH, np.uint8)
+            poll_descriptors(log, position, 0, np.zeros((4, 3), np.int64))
+
+        to_driver = ManyToOneRingBuffer(np.zeros(1024 + ring_buffer.TRAILER_LENGTH, np.uint8))
+        to_driver.next_correlation_id()
+        to_driver.write(1, message, 0, 16)
+        to_driver.consumer_heartbeat_time()
+        to_clients = np.zeros(1024 + broadcast.TRAILER_LENGTH, np.uint8)
+        CopyBroadcastReceiver(BroadcastReceiver(to_clients)).receive_messages(4)
+        reader = CountersReader(np.zeros(4 * 1024, np.uint8), np.zeros(1024, np.uint8))
+        reader.counters()
+        reader.find_by_type_id_and_registration_id(counters.CLIENT_HEARTBEAT_TYPE_ID, 0)
+        word = np.zeros(16, np.uint8)
+        atomics_py.put_int64_release(word, 0, 1)
+        atomics_py.get_int64_acquire(word, 0)
+        atomics_py.put_int32_release(word, 8, 1)
+        atomics_py.get_int32_acquire(word, 8)
+        _done = True

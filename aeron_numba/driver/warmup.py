@@ -1,0 +1,103 @@
+"""Load (or, on a cold cache, compile) every kernel the driver conductor calls, before clients can connect.
+
+A kernel compiled lazily inside the first command would stop the duty cycle, and with it the driver's
+heartbeat, for seconds on a cold cache: connecting clients could decide the driver is dead. So the driver
+first runs its own conductor over a scratch directory with a fake client and fake clocks (publication,
+subscription, a bad command, data, a dead claim, removal, timer ticks), then throws it all away.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.kernels import term_appender
+from aeron_numba.kernels.log_buffer_unblocker import unblock
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import publication as pub_layout
+from aeron_numba.layout.counters import COUNTER_LENGTH
+
+from aeron_numba.driver.context import DriverContext
+from aeron_numba.driver.driver_conductor import DriverConductor
+
+_MS = 1_000_000
+
+
+class _Clock:
+    def __init__(self):
+        self.ns = 1_000_000 * _MS
+
+    def nano_time(self) -> int:
+        return self.ns
+
+    def epoch_ms(self) -> int:
+        return 1_700_000_000_000 + self.ns // _MS
+
+
+def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
+    root = Path(tempfile.mkdtemp(prefix="aeron-numba-warmup-", dir=scratch_parent))
+    try:
+        ctx = DriverContext(
+            aeron_dir=str(root / "aeron"), ipc_term_buffer_length=64 * 1024, timer_interval_ns=10 * _MS,
+            client_liveness_timeout_ns=1_000 * _MS, publication_unblock_timeout_ns=2_000 * _MS,
+            conductor_buffer_length=64 * 1024 + 768, clients_buffer_length=64 * 1024 + 128,
+            counters_values_buffer_length=16 * 1024, error_buffer_length=16 * 1024, publication_linger_timeout_ns=0,
+            counter_free_to_reuse_timeout_ns=0,
+        ).conclude()
+        Path(ctx.aeron_dir).mkdir(parents=True)
+        cnc_file = CncFile.create(
+            ctx.cnc_path, to_driver_buffer_length=ctx.conductor_buffer_length,
+            to_clients_buffer_length=ctx.clients_buffer_length,
+            counters_values_buffer_length=ctx.counters_values_buffer_length,
+            error_log_buffer_length=ctx.error_buffer_length,
+        )
+        clock = _Clock()
+        conductor = DriverConductor(ctx, cnc_file, nano_clock=clock.nano_time, epoch_clock=clock.epoch_ms)
+        conductor.counters.allocate_system_counters()
+        conductor.on_start()
+        _exercise(conductor, ManyToOneRingBuffer(cnc_file.to_driver_buffer), cnc_file, clock)
+        conductor.on_close()
+        cnc_file.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _exercise(conductor: DriverConductor, ring: ManyToOneRingBuffer, cnc_file: CncFile, clock: _Clock) -> None:
+    client_id = ring.next_correlation_id()
+
+    def send(msg_type_id: int, message_class, **fields) -> int:
+        correlation_id = ring.next_correlation_id()
+        ring.write(msg_type_id, message_class(client_id=client_id, correlation_id=correlation_id, **fields).encode())
+        return correlation_id
+
+    def tick(times: int = 1) -> None:
+        for _ in range(times):
+            clock.ns += 20 * _MS
+            conductor.do_work()
+
+    publication_id = send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1, channel="aeron:ipc")
+    send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=1,
+         channel="aeron:ipc")
+    counter_id = send(cp.ADD_COUNTER, dc.CounterMessage, type_id=1001, key=b"", label="warm-up")
+    ring.write(0x77, bytes(16))  # an unknown command: the error path
+    tick()
+    publication = conductor.publications[0]
+    state = np.zeros(pub_layout.PUB_STATE_LENGTH, np.int64)
+    state[pub_layout.PUB_STATE_LIMIT_COUNTER_OFFSET] = publication.pub_lmt_counter_id * COUNTER_LENGTH
+    log = publication.log.buffer
+    term_appender.concurrent_offer(log, state, cnc_file.counters_values_buffer, np.zeros(64, np.uint8), 0, 64, 0)
+    for subscriber in publication.subscribers:  # the subscriber reads it: limit and cleaning move
+        conductor.counters.set_counter_value(subscriber.counter_id, publication.producer_position())
+    tick(2)
+    unblock(log, publication.producer_position())
+    send(cp.REMOVE_COUNTER, dc.RemoveMessage, registration_id=counter_id)
+    send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=publication_id)
+    send(cp.CLIENT_CLOSE, dc.CorrelatedMessage)
+    tick(5)
+    ring.unblock()
