@@ -54,3 +54,24 @@ def test_driver_serves_commands_refuses_a_live_dir_and_takes_over_a_stale_one(pr
     assert cp.ON_SUBSCRIPTION_READY in [t for t, _ in responses_until(client, cp.ON_SUBSCRIPTION_READY)]
     restarted.terminate(10)
     assert restarted.exit_code == 0
+
+
+def test_media_driver_launch_from_python_and_close(aeron_dir, monkeypatch):
+    """``MediaDriver.launch`` starts a child driver on the context's dir; ``close`` stops it cleanly."""
+    from aeron_numba import Aeron, Context, MediaDriver
+    from aeron_numba.driver import DriverContext
+
+    for name, value in TEST_DRIVER_ENV.items():
+        monkeypatch.setenv(name, value)
+    with MediaDriver.launch(DriverContext.from_env(aeron_dir=str(aeron_dir), dir_delete_on_shutdown=True)) as driver:
+        with Aeron.connect(Context(aeron_dir=str(aeron_dir))) as aeron:
+            publication = aeron.add_publication("aeron:ipc", 5)
+            subscription = aeron.add_subscription("aeron:ipc", 5)
+            await_condition(lambda: publication.is_connected and subscription.image_count == 1, 10, "connected")
+            await_condition(lambda: publication.offer(b"hello") > 0, 10, "offer")
+            received = []
+            await_condition(lambda: subscription.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 1)
+                            or received, 10, "poll")
+            assert received == [b"hello"]
+        assert driver.close() == 0
+    await_condition(lambda: not aeron_dir.exists(), 10, "aeron dir deleted on shutdown")
