@@ -397,6 +397,7 @@ class DriverConductor:
             values_buffer=self.counters.values_buffer, now_ns=now_ns,
         )
         self.publications.append(publication)
+        self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, log.buffer.size)
         return publication
 
     def _link_image(self, subscription: SubscriptionLink, publication: IpcPublication) -> None:
@@ -456,6 +457,7 @@ class DriverConductor:
         for counter_id in (publication.pub_lmt_counter_id, publication.pub_pos_counter_id):
             self.counters.free(counter_id)
         path = publication.log.path
+        self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, -publication.log.buffer.size)
         try:
             publication.log.close()
         except BufferError as exc:

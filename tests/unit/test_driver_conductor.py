@@ -42,6 +42,7 @@ def test_add_publication_answers_with_its_log_and_counters(harness):
     with LogBuffers.open(ready.log_file_name) as log:
         assert log.term_length == TERM_LENGTH and log.session_id == ready.session_id
         assert log.correlation_id == correlation_id
+        assert harness.system_counter(cl.BYTES_CURRENTLY_MAPPED) == log.buffer.size
     labels = {c.counter_id: c.label for c in harness.reader.counters()}
     assert labels[ready.position_limit_counter_id] == f"pub-lmt: {correlation_id} {ready.session_id} 1001 aeron:ipc"
     pub_pos = harness.counters_by_type(cl.PUBLISHER_POS_TYPE_ID)
@@ -157,6 +158,7 @@ def test_removed_publication_drains_lingers_and_is_deleted(harness):
     assert not os.path.exists(pub.log_file_name)
     assert harness.counters_by_type(cl.SUBSCRIBER_POSITION_TYPE_ID) == []
     assert harness.counters_by_type(cl.PUBLISHER_LIMIT_TYPE_ID) == []
+    assert harness.system_counter(cl.BYTES_CURRENTLY_MAPPED) == 0
 
 
 def test_silent_client_is_timed_out_and_its_resources_freed(harness):
