@@ -516,7 +516,7 @@ class CopyBroadcastReceiver:
         r = self.receiver
         count = receive_batch(r.buffer, r.capacity, r.state, self.scratch, self._descriptors, message_count_limit)
         if count <= 0:
-            return [] if count == NOTHING_RECEIVED else count
+            return [] if count == NOTHING_RECEIVED else int(count)
         scratch = self.scratch
         return [
             (int(type_id), bytes(scratch[offset : offset + length]))

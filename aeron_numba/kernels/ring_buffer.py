@@ -628,7 +628,7 @@ class ManyToOneRingBuffer:
             self._descriptors = np.zeros((message_count_limit, DESCRIPTOR_FIELDS), dtype=np.int64)
         count, bytes_read = read_descriptors(self.buffer, self.capacity, self._descriptors, message_count_limit)
         if count < 0:
-            return count
+            return int(count)  # a plain int status also when the kernel runs as Python (NUMBA_DISABLE_JIT)
         buf = self.buffer
         messages = [
             (int(type_id), bytes(buf[offset : offset + length]))
