@@ -1,0 +1,10 @@
+"""The scenario registry: ``SCENARIOS`` maps a name to its ``Scenario`` instance (in issue order)."""
+
+from chaos.scenarios.subscriber_killed import SubscriberKilled
+from chaos.scenarios.claim_killed import PublisherKilledMidClaim
+from chaos.scenarios.client_paused import ClientPaused
+from chaos.scenarios.slow_consumer import SlowConsumer
+from chaos.scenarios.exit_without_close import ExitWithoutClose
+
+SCENARIOS = {s.name: s for s in (SubscriberKilled(), PublisherKilledMidClaim(), ClientPaused(), SlowConsumer(),
+                                 ExitWithoutClose())}

@@ -1,0 +1,251 @@
+"""Chaos workload worker processes: a publisher, a subscriber and a claim-and-die publisher.
+
+Each worker appends its events to a JSON-lines file (``--log``, see chaos/TIMELINE.md): ``connected``,
+``sent`` (one per message acknowledged by ``offer`` with a positive position), ``recv`` (one per message
+received, with its position), ``image``, ``client_error``, ``done``. Message ``seq`` of publisher ``pub`` has
+a seeded length in [16, max_length] (kept below the MTU: never fragmented), starts with the int64 pair
+(pub, seq), continues with bytes ``(pub*7 + seq*13 + j) & 0xFF``, and carries reserved value ``pub<<40 | seq``.
+
+    python -m chaos.workload publish --dir D --name pub0 --log F --pub 0 --count N --seed S  (N=0: until SIGTERM)
+    python -m chaos.workload subscribe --dir D --name subA --log F [--poll-sleep-us U]
+    python -m chaos.workload claim-and-die --dir D --name claimer --log F
+
+A subscriber runs until SIGTERM. ``claim-and-die`` connects, prints ``ready``, waits for SIGUSR1, then
+claims a frame and SIGKILLs itself before committing it. With ``--reconnect`` a publisher or subscriber
+whose client ends (ClientTimeoutError, ConductorServiceTimeoutError, DriverTimeoutError) logs it,
+connects again and carries on; a publisher resends the message that was not acknowledged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+from aeron_numba.client import Aeron, Context, FragmentAssembler
+from aeron_numba.errors import AeronError
+from aeron_numba.layout import publication as P
+from chaos.timeline import Timeline
+
+SEQ_BITS = 40
+HEADER_BYTES = 16
+DEFAULT_MAX_LENGTH = 1000
+CHANNEL = "aeron:ipc"
+
+
+def message_length(seed: int, pub: int, seq: int, max_length: int) -> int:
+    """A seeded length in [HEADER_BYTES, max_length], computed per message (publishers may run unbounded)."""
+    mixed = (seed * 1_000_003 + pub * 7_919 + seq * 2_654_435_761) & 0xFFFFFFFF
+    mixed = ((mixed ^ (mixed >> 16)) * 0x45D9F3B) & 0xFFFFFFFF
+    return HEADER_BYTES + (mixed ^ (mixed >> 16)) % (max_length - HEADER_BYTES + 1)
+
+
+def message_bytes(pub: int, seq: int, length: int) -> np.ndarray:
+    data = ((pub * 7 + seq * 13 + np.arange(length, dtype=np.int64)) & 0xFF).astype(np.uint8)
+    data[:HEADER_BYTES].view(np.int64)[:] = (pub, seq)
+    return data
+
+
+class _Stop:
+    def __init__(self):
+        self.requested = False
+        self.usr1 = False
+
+    def install(self) -> "_Stop":
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "requested", True))
+        signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "usr1", True))
+        return self
+
+
+def _connect(args, log: Timeline, incarnation: int, deadline: float) -> Aeron:
+    """Connect, retrying DriverTimeoutError (a driver being restarted) until ``deadline`` with --reconnect."""
+    while True:
+        try:
+            aeron = Aeron.connect(Context(aeron_dir=args.dir, driver_timeout_ms=args.driver_timeout_ms,
+                                          error_handler=lambda e: None))
+            log.event("connected", incarnation=incarnation, client_id=aeron.client_id, pid=os.getpid())
+            return aeron
+        except AeronError as exc:
+            log.event("connect_failed", incarnation=incarnation, error=type(exc).__name__, message=str(exc))
+            if not args.reconnect or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _end_cause(aeron: Aeron) -> str:
+    cause = aeron.conductor.termination_cause
+    return type(cause).__name__ if cause is not None else "ClientClosedError"
+
+
+def publish(args) -> int:
+    log = Timeline(args.log, args.name)
+    stop = _Stop().install()
+    deadline = time.monotonic() + args.timeout
+    back_pressured = not_connected = 0
+    seq = 0
+    incarnation = 0
+    interval_s = args.interval_us / 1e6
+    while True:
+        aeron = _connect(args, log, incarnation, deadline)
+        try:
+            publication = aeron.add_publication(CHANNEL, args.stream)
+            while not publication.is_connected and time.monotonic() < deadline and not aeron.is_closed:
+                time.sleep(0.001)
+            log.event("publication", incarnation=incarnation, session=publication.session_id,
+                      stream=args.stream, registration_id=publication.registration_id)
+            print("ready", flush=True)
+            while (args.count == 0 or seq < args.count) and not stop.requested:
+                length = message_length(args.seed, args.pub, seq, args.max_length)
+                data = message_bytes(args.pub, seq, length)
+                result = publication.offer(data, reserved_value=(args.pub << SEQ_BITS) | seq)
+                if result > 0:
+                    log.event("sent", pub=args.pub, seq=seq, position=int(result), session=publication.session_id,
+                              length=length, incarnation=incarnation)
+                    seq += 1
+                    if interval_s > 0:
+                        time.sleep(interval_s)
+                    continue
+                if result == P.CLOSED or aeron.is_closed:
+                    raise _ClientEnded(_end_cause(aeron))
+                if result == P.BACK_PRESSURED:
+                    back_pressured += 1
+                elif result == P.NOT_CONNECTED:
+                    not_connected += 1
+                elif result != P.ADMIN_ACTION:
+                    log.event("offer_failed", status=P.STATUS_NAMES.get(result, result), seq=seq)
+                    return 3
+                if time.monotonic() > deadline:
+                    log.event("stuck", seq=seq, back_pressured=back_pressured, not_connected=not_connected)
+                    return 4
+                time.sleep(0.0002)
+            log.event("done", pub=args.pub, sent=seq, back_pressured=back_pressured, not_connected=not_connected)
+            if args.exit_without_close:
+                os._exit(0)  # no CLIENT_CLOSE, no REMOVE_PUBLICATION: the driver must time us out
+            aeron.close()
+            log.close()
+            return 0
+        except (_ClientEnded, AeronError) as exc:
+            error = exc.cause if isinstance(exc, _ClientEnded) else type(exc).__name__
+            log.event("client_error", incarnation=incarnation, error=error, seq=seq)
+            aeron.close()
+            if not args.reconnect:
+                return 5
+            incarnation += 1
+
+
+class _ClientEnded(Exception):
+    def __init__(self, cause: str):
+        super().__init__(cause)
+        self.cause = cause
+
+
+def subscribe(args) -> int:
+    log = Timeline(args.log, args.name)
+    stop = _Stop().install()
+    deadline = time.monotonic() + args.timeout
+    poll_sleep_s = args.poll_sleep_us / 1e6
+    incarnation = 0
+    state = {"received": 0, "bad": 0}
+
+    def on_message(buffer, offset, length, header) -> None:
+        pub, seq = (int(v) for v in buffer[offset : offset + HEADER_BYTES].view(np.int64))
+        ok = (header.reserved_value == (pub << SEQ_BITS) | seq
+              and np.array_equal(buffer[offset : offset + length], message_bytes(pub, seq, length)))
+        log.event("recv", pub=pub, seq=seq, position=int(header.position), session=header.session_id,
+                  length=int(length), incarnation=incarnation, **({} if ok else {"bad_payload": True}))
+        state["received"] += 1
+        state["bad"] += 0 if ok else 1
+
+    assembler = FragmentAssembler(on_message)
+    while True:
+        aeron = _connect(args, log, incarnation, deadline)
+        try:
+            inc = incarnation
+            subscription = aeron.add_subscription(
+                CHANNEL, args.stream,
+                available_image_handler=lambda image: log.event(
+                    "image", incarnation=inc, session=image.session_id, join_position=image.join_position),
+                unavailable_image_handler=lambda image: log.event(
+                    "image_gone", incarnation=inc, session=image.session_id))
+            log.event("subscription", incarnation=incarnation, stream=args.stream,
+                      registration_id=subscription.registration_id)
+            print("ready", flush=True)
+            while not stop.requested:
+                fragments = subscription.poll(assembler.on_fragment, args.fragment_limit)
+                if fragments == 0:
+                    if aeron.is_closed:
+                        raise _ClientEnded(_end_cause(aeron))
+                    time.sleep(0.0002)
+                elif poll_sleep_s > 0:
+                    time.sleep(poll_sleep_s)  # a slow consumer
+            log.event("done", received=state["received"], bad=state["bad"], incarnation=incarnation)
+            aeron.close()
+            log.close()
+            return 0
+        except (_ClientEnded, AeronError) as exc:
+            error = exc.cause if isinstance(exc, _ClientEnded) else type(exc).__name__
+            log.event("client_error", incarnation=incarnation, error=error)
+            aeron.close()
+            if not args.reconnect:
+                return 5
+            incarnation += 1
+
+
+def claim_and_die(args) -> int:
+    """Wait for SIGUSR1, claim a frame in the shared publication and SIGKILL ourselves before committing."""
+    log = Timeline(args.log, args.name)
+    stop = _Stop().install()
+    deadline = time.monotonic() + args.timeout
+    aeron = _connect(args, log, 0, deadline)
+    publication = aeron.add_publication(CHANNEL, args.stream)
+    while not publication.is_connected and time.monotonic() < deadline:
+        time.sleep(0.001)
+    log.event("publication", incarnation=0, session=publication.session_id, stream=args.stream,
+              registration_id=publication.registration_id)
+    print("ready", flush=True)
+    while not stop.usr1:
+        if time.monotonic() > deadline:
+            return 4
+        time.sleep(0.001)
+    while True:
+        claim = publication.try_claim(100)
+        if not isinstance(claim, int):
+            break
+        if time.monotonic() > deadline:
+            log.event("stuck", status=P.STATUS_NAMES.get(claim, claim))
+            return 4
+        time.sleep(0.0002)
+    log.event("claimed", position=int(claim.position), session=publication.session_id)
+    log.close()
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 7
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chaos.workload")
+    parser.add_argument("role", choices=["publish", "subscribe", "claim-and-die"])
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--stream", type=int, default=1001)
+    parser.add_argument("--pub", type=int, default=0)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH)
+    parser.add_argument("--interval-us", type=float, default=0.0, help="pause after each acknowledged offer")
+    parser.add_argument("--poll-sleep-us", type=float, default=0.0, help="subscriber: sleep after each poll")
+    parser.add_argument("--fragment-limit", type=int, default=256)
+    parser.add_argument("--reconnect", action="store_true")
+    parser.add_argument("--exit-without-close", action="store_true")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--driver-timeout-ms", type=int, default=2000)
+    args = parser.parse_args(argv)
+    return {"publish": publish, "subscribe": subscribe, "claim-and-die": claim_and_die}[args.role](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
