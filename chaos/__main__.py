@@ -64,8 +64,6 @@ def main(argv=None) -> int:
                   f"{result.messages_checked} messages checked, run folder {result.run_dir}", flush=True)
             for failure in result.failures:
                 print(f"    {failure}", flush=True)
-            for issue in result.metrics.get("known_issue_stale_reads", [])[:3]:
-                print(f"    known issue (tolerated): {issue}", flush=True)
             results.append(result)
     print()
     print(summary_table(results))

@@ -22,7 +22,6 @@ def _acked(workers: dict[str, list[dict]]) -> dict[tuple[int, int], dict]:
 
 
 def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], faulted_publishers: set[int],
-                   stale_after_ns: dict[str, int] | None = None, tolerated: list[str] | None = None,
                    ) -> tuple[list[str], int]:
     """Every acknowledged message reaches every live subscriber incarnation exactly once, in order, intact.
 
@@ -33,13 +32,9 @@ def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], fault
     A subscriber incarnation (one connection) that ended with ``done`` (stopped cleanly at the end) must
     have received every acknowledged message on each image it had from that image's join position on, and
     every message acknowledged after it subscribed on a session it never had an image for. An incarnation a
-    fault ended is only checked for order, duplicates and integrity.
-
-    ``stale_after_ns``: name -> ts_ns of a fault after which that subscriber's client was dropped by the
-    driver (a known client issue: it may still deliver frames the driver has since cleaned). Problems of
-    such a fault-ended incarnation with messages received after that time go to ``tolerated`` instead.
+    fault ended is only checked for order, duplicates and integrity (a stopped and dropped client must still
+    never deliver reclaimed data: the client re-checks a batch held across a stop).
     """
-    stale_after_ns = stale_after_ns or {}
     failures: list[str] = []
     acked = _acked(workers)
     last_acked = defaultdict(lambda: -1)
@@ -58,11 +53,9 @@ def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], fault
             received = set()
             problems: list[str] = []
             complete = any(e["event"] == "done" for e in inc_events)
-            stale_from = stale_after_ns.get(name) if not complete else None
             for e in inc_events:
                 if e["event"] != "recv":
                     continue
-                before = len(problems)
                 key = (e["pub"], e["seq"])
                 if e.get("bad_payload"):
                     problems.append(f"pub {key[0]} seq {key[1]}: payload or reserved value corrupt")
@@ -83,10 +76,6 @@ def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], fault
                 elif (sent["session"], sent["position"]) != (e["session"], e["position"]):
                     problems.append(f"pub {key[0]} seq {key[1]}: received at session {e['session']} position "
                                     f"{e['position']}, acknowledged at {sent['session']} {sent['position']}")
-                if stale_from is not None and e["ts_ns"] > stale_from and len(problems) > before:
-                    if tolerated is not None:
-                        tolerated.extend(f"{where} (stale read after the fault): {p}" for p in problems[before:])
-                    del problems[before:]
             if complete:
                 joins: dict[int, int] = {}
                 for e in inc_events:

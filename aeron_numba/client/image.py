@@ -13,6 +13,8 @@ calls the Python handler for each and stores the position once. Compiled callers
 
 from __future__ import annotations
 
+import time
+
 from typing import Callable
 
 import numpy as np
@@ -34,6 +36,9 @@ from aeron_numba.layout.log_buffers import LogBuffers
 MAX_FRAGMENTS_PER_POLL = 4096
 
 _HEADER_LENGTH = frame.HEADER_LENGTH
+# A descriptor batch held longer than this (a slow handler, or the process was stopped) is re-checked
+# fragment by fragment before delivery, so data the driver has since reclaimed is never handed out.
+_REVALIDATE_AFTER_NS = 10_000_000
 _FRAME_ALIGNMENT = frame.FRAME_ALIGNMENT
 
 
@@ -116,6 +121,17 @@ class Image:
         self._out_limit = fragment_limit
         return self._out
 
+    def _fragment_still_there(self, log: np.ndarray, frame_offset: int, frame_length: int, end_position: int) -> bool:
+        """Is the fragment a batch described still in the log? Checked when the batch has been held for a
+        while (the process may have been stopped): a subscriber the driver timed out meanwhile is no longer
+        waited for, so its terms may have been cleaned or reused by a later lap."""
+        start = end_position - ((frame_length + _FRAME_ALIGNMENT - 1) & ~(_FRAME_ALIGNMENT - 1))
+        term_id = (((self.initial_term_id + (start >> self.position_bits_to_shift)) + 2**31) % 2**32) - 2**31
+        return (
+            int(get_int32_acquire(log, frame_offset)) == frame_length
+            and int(get_int32_acquire(log, frame_offset + frame.TERM_ID_FIELD_OFFSET)) == term_id
+        )
+
     def poll(self, handler: Callable, fragment_limit: int) -> int:
         """Deliver up to ``fragment_limit`` fragments to ``handler(buffer, offset, length, header)``.
 
@@ -135,16 +151,24 @@ class Image:
         header = self._header
         header.buffer = log
         fragment_position = position
+        delivered = 0
+        checked_ns = time.monotonic_ns()
         try:
             for frame_offset, frame_length, fragment_position in out[:count].tolist():
+                if time.monotonic_ns() - checked_ns > _REVALIDATE_AFTER_NS:
+                    if not self._fragment_still_there(log, frame_offset, frame_length, fragment_position):
+                        new_position = fragment_position - align(frame_length, _FRAME_ALIGNMENT)
+                        break
+                    checked_ns = time.monotonic_ns()
                 header.offset = frame_offset
                 header.position = fragment_position
                 handler(log, frame_offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
+                delivered += 1
         except BaseException:
             put_int64_release(position_buffer, position_offset, fragment_position)
             raise
         put_int64_release(position_buffer, position_offset, new_position)
-        return count
+        return delivered
 
     def controlled_poll(self, handler: Callable, fragment_limit: int) -> int:
         """Like ``poll`` but ``handler`` returns an action: ABORT, BREAK, COMMIT or CONTINUE (Aeron semantics).
@@ -168,8 +192,14 @@ class Image:
         header = self._header
         header.buffer = log
         fragment_position = position
+        checked_ns = time.monotonic_ns()
         try:
             for frame_offset, frame_length, fragment_position in out[:count].tolist():
+                if time.monotonic_ns() - checked_ns > _REVALIDATE_AFTER_NS:
+                    if not self._fragment_still_there(log, frame_offset, frame_length, fragment_position):
+                        resulting = fragment_position - align(frame_length, _FRAME_ALIGNMENT)
+                        break
+                    checked_ns = time.monotonic_ns()
                 header.offset = frame_offset
                 header.position = fragment_position
                 action = handler(log, frame_offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)

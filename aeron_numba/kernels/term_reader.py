@@ -6,6 +6,9 @@ release-storing its positive length last (§4.3), so everything before it is vis
 
 A frame length that does not fit in the rest of the term (garbage written by a broken process) is
 treated like an incomplete frame: the read stops before it and never touches memory past the term.
+So is a frame whose term id is not the term being read: a reader that fell a whole lap behind (a
+subscriber the driver has already timed out and stopped waiting for) would otherwise deliver the data
+of a later term that reuses the partition.
 
 Compiled callers pass a ``FragmentHandler`` (see ``kernels/handlers.py``); Python callers use the
 ``*_batch`` kernels, which describe up to ``limit`` fragments in an array for one call.
@@ -16,10 +19,10 @@ from numba import types
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.handlers import FragmentHandler
-from aeron_numba.kernels.term_appender import log_term_length
+from aeron_numba.kernels.term_appender import log_initial_term_id, log_term_length
 from aeron_numba.layout.bits import align
-from aeron_numba.layout.frame import FRAME_ALIGNMENT, HDR_TYPE_PAD, HEADER_LENGTH, TYPE_FIELD_OFFSET
-from aeron_numba.layout.position import index_by_position, position_bits_to_shift
+from aeron_numba.layout.frame import FRAME_ALIGNMENT, HDR_TYPE_PAD, HEADER_LENGTH, TERM_ID_FIELD_OFFSET, TYPE_FIELD_OFFSET
+from aeron_numba.layout.position import index_by_position, position_bits_to_shift, to_int32
 
 # Columns of the fragment descriptor array filled by the batch readers.
 FRAGMENT_FRAME_OFFSET = 0  # absolute offset of the frame header in the log buffer
@@ -28,7 +31,8 @@ FRAGMENT_POSITION = 2  # stream position just after this fragment
 FRAGMENT_COLUMNS = 3
 
 _READ_SIG = types.UniTuple(types.int64, 2)(
-    types.uint8[::1], types.int64, types.int64, types.int64, types.int64, FragmentHandler, types.int64[::1]
+    types.uint8[::1], types.int64, types.int64, types.int64, types.int64, types.int64, FragmentHandler,
+    types.int64[::1],
 )
 
 
@@ -42,8 +46,18 @@ def _frame_fits(frame_length, offset, term_length):
     return frame_length >= HEADER_LENGTH and offset + align(frame_length, FRAME_ALIGNMENT) <= term_length
 
 
+@kernel(inline="always")
+def _is_frame_of_term(log, frame_offset, term_id):
+    return atomics.get_int32(log, frame_offset + TERM_ID_FIELD_OFFSET) == term_id
+
+
+@kernel(inline="always")
+def _term_id_of(log, term_begin_position, term_length):
+    return to_int32(log_initial_term_id(log) + (term_begin_position >> position_bits_to_shift(term_length)))
+
+
 @kernel(_READ_SIG)
-def read(log, term_base, term_offset, term_length, fragments_limit, handler, ctx):
+def read(log, term_base, term_offset, term_length, term_id, fragments_limit, handler, ctx):
     """Deliver up to ``fragments_limit`` fragments of the term at ``term_base`` from ``term_offset``.
 
     Parameters
@@ -54,6 +68,8 @@ def read(log, term_base, term_offset, term_length, fragments_limit, handler, ctx
         Byte offset of the term (partition index * term length).
     term_offset, term_length : int
         Where to start in the term, and the term length.
+    term_id : int
+        The term being read: a frame carrying another term id ends the read.
     fragments_limit : int
         Most fragments to deliver (padding frames do not count).
     handler : FragmentHandler
@@ -72,6 +88,8 @@ def read(log, term_base, term_offset, term_length, fragments_limit, handler, ctx
         frame_length = atomics.get_int32_acquire(log, frame_offset)
         if frame_length <= 0 or not _frame_fits(frame_length, offset, term_length):
             break
+        if not _is_frame_of_term(log, frame_offset, term_id):
+            break
         offset += align(frame_length, FRAME_ALIGNMENT)
         if not _is_padding(log, frame_offset):
             handler(ctx, log, frame_offset + HEADER_LENGTH, frame_length - HEADER_LENGTH)
@@ -89,10 +107,13 @@ def read_batch(log, term_base, term_offset, term_length, term_begin_position, ou
     fragments_limit = out.shape[0]
     fragments_read = 0
     offset = term_offset
+    term_id = _term_id_of(log, term_begin_position, term_length)
     while fragments_read < fragments_limit and offset < term_length:
         frame_offset = term_base + offset
         frame_length = atomics.get_int32_acquire(log, frame_offset)
         if frame_length <= 0 or not _frame_fits(frame_length, offset, term_length):
+            break
+        if not _is_frame_of_term(log, frame_offset, term_id):
             break
         offset += align(frame_length, FRAME_ALIGNMENT)
         if not _is_padding(log, frame_offset):
@@ -120,7 +141,8 @@ def image_poll(log, position_buf, position_offset, fragments_limit, handler, ctx
     shift = position_bits_to_shift(term_length)
     term_offset = position & (term_length - 1)
     term_base = index_by_position(position, shift) * term_length
-    fragments_read, new_offset = read(log, term_base, term_offset, term_length, fragments_limit, handler, ctx)
+    term_id = _term_id_of(log, position - term_offset, term_length)
+    fragments_read, new_offset = read(log, term_base, term_offset, term_length, term_id, fragments_limit, handler, ctx)
     if new_offset > term_offset:
         atomics.put_int64_release(position_buf, position_offset, position + (new_offset - term_offset))
     return fragments_read

@@ -101,8 +101,9 @@ class ReferenceLog:
         self.terms[index * self.term_length : (index + 1) * self.term_length] = bytes(self.term_length)
 
 
-def read_fragments(term: bytes, offset: int, limit: int) -> tuple[list[tuple[int, int, int]], int]:
-    """Reference term reader (§5): ``[(frame_offset, frame_length, flags)]`` of DATA frames, and new offset."""
+def read_fragments(term: bytes, offset: int, limit: int, term_id: int) -> tuple[list[tuple[int, int, int]], int]:
+    """Reference term reader (§5): ``[(frame_offset, frame_length, flags)]`` of DATA frames, and new offset.
+    A frame of another term (its term id differs) ends the read like an incomplete one."""
     fragments = []
     term_length = len(term)
     while len(fragments) < limit and offset < term_length:
@@ -111,6 +112,8 @@ def read_fragments(term: bytes, offset: int, limit: int) -> tuple[list[tuple[int
             break
         aligned = align(frame_length, F.FRAME_ALIGNMENT)
         if frame_length < F.HEADER_LENGTH or offset + aligned > term_length:
+            break
+        if struct.unpack_from("<i", term, offset + F.TERM_ID_FIELD_OFFSET)[0] != term_id:
             break
         ftype = struct.unpack_from("<H", term, offset + F.TYPE_FIELD_OFFSET)[0]
         if ftype != F.HDR_TYPE_PAD:

@@ -430,3 +430,36 @@ def test_malformed_and_foreign_responses_are_reported_or_ignored(client, driver)
     assert aeron.conductor.mapped_log_count == 1  # only the publication's
     errors.clear()  # expected ones; the fixture checks nothing else was reported
     assert aeron.add_publication("aeron:ipc", 16).stream_id == 16
+
+
+@pytest.mark.parametrize("controlled", [False, True])
+def test_a_batch_held_across_a_stop_is_rechecked_and_reclaimed_data_never_delivered(client, monkeypatch, controlled):
+    """The process stops mid-poll for longer than the liveness timeout; meanwhile the driver (no longer
+    counting this subscriber) cleans the term. After the stop the rest of the batch is re-checked and the
+    cleaned fragments are not handed to the handler."""
+    from aeron_numba.client import CONTINUE
+    from aeron_numba.client import image as image_module
+
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 9)
+    publication = aeron.add_publication("aeron:ipc", 9)
+    wait_until(lambda: subscription.image_count == 1, 5, "image")
+    for i in range(3):
+        assert offer(publication, bytes([i]) * 40) > 0
+    log = subscription.images[0].log_buffer
+    clock = [0]
+    monkeypatch.setattr(image_module.time, "monotonic_ns", lambda: clock[0])
+    seen = []
+
+    def handler(buffer, offset, length, header):
+        seen.append(bytes(buffer[offset : offset + length]))
+        if len(seen) == 1:  # the stop, and what the driver did meanwhile
+            clock[0] += 5_000_000_000
+            log[96 : 96 * 3] = 0  # the second and third frames are cleaned
+        return CONTINUE if controlled else None
+
+    poll = subscription.controlled_poll if controlled else subscription.poll
+    assert poll(handler, 10) == 1
+    assert seen == [bytes([0]) * 40]
+    assert subscription.images[0].position == 96  # stopped at the first reclaimed fragment
+    assert poll(handler, 10) == 0 and len(seen) == 1

@@ -19,6 +19,7 @@ from tests.unit.log_support import LimitCounter, new_pub_state, offer_until_done
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 TERM_LENGTH = 64 * 1024
+TERM_ID = 0  # the first term of the fixture log (initial term id 0)
 
 
 @numba.njit
@@ -45,7 +46,7 @@ def build_term(frames, garbage: bytes, garbage_length_field: int) -> bytearray:
         if offset + aligned > TERM_LENGTH:
             break
         ftype = F.HDR_TYPE_PAD if is_pad else F.HDR_TYPE_DATA
-        struct.pack_into("<iBBhiiiiq", term, offset, frame_length, 0, F.UNFRAGMENTED, ftype, offset, 1, 2, 3, 0)
+        struct.pack_into("<iBBhiiiiq", term, offset, frame_length, 0, F.UNFRAGMENTED, ftype, offset, 1, 2, TERM_ID, 0)
         term[offset + 32 : offset + 32 + payload_length] = bytes([offset % 251]) * payload_length
         offset += aligned
     if offset + 4 <= TERM_LENGTH and garbage:
@@ -75,7 +76,7 @@ def test_read_matches_reference_and_stays_in_term(log, term, start_frames, limit
         if length < F.HEADER_LENGTH or start + ref.align(length, 32) > TERM_LENGTH:
             break
         start += ref.align(length, 32)
-    expected, expected_offset = ref.read_fragments(bytes(image), start, limit)
+    expected, expected_offset = ref.read_fragments(bytes(image), start, limit, TERM_ID)
 
     out = np.zeros((limit, TR.FRAGMENT_COLUMNS), np.int64)
     count, offset = TR.read_batch(log, 0, start, TERM_LENGTH, 0, out)
@@ -84,7 +85,7 @@ def test_read_matches_reference_and_stays_in_term(log, term, start_frames, limit
     assert all(int(r[0]) + int(r[1]) <= TERM_LENGTH for r in out[:count])
 
     ctx = np.zeros(3, np.int64)
-    fragments, offset = TR.read(log, 0, start, TERM_LENGTH, limit, count_fragments, ctx)
+    fragments, offset = TR.read(log, 0, start, TERM_LENGTH, TERM_ID, limit, count_fragments, ctx)
     assert (fragments, offset) == (len(expected), expected_offset)
     assert ctx[1] == sum(n - F.HEADER_LENGTH for _, n, _ in expected)
 
@@ -124,6 +125,22 @@ def test_garbage_length_never_read_past_term(log):
         assert TR.read_batch(log, 0, 0, TERM_LENGTH, 0, out) == (0, 0)
         assert TS.available_of(TS.scan_for_availability(log, 0, 0, 1408, TERM_LENGTH)) == 0
         assert TS.scan_block(log, 0, 0, TERM_LENGTH) == 0
+
+
+def test_a_frame_of_another_lap_is_never_delivered(log):
+    """A reader a whole lap behind (timed out, no longer counted by the driver) stops at frames that carry
+    a later term id instead of delivering another term's data as this one's."""
+    log[:TERM_LENGTH] = np.frombuffer(build_term([(False, 100), (False, 100)], b"", 0), np.uint8)
+    second = ref.align(132, 32)
+    log[second + F.TERM_ID_FIELD_OFFSET : second + F.TERM_ID_FIELD_OFFSET + 4].view(np.int32)[0] = TERM_ID + 3
+    out = np.zeros((4, TR.FRAGMENT_COLUMNS), np.int64)
+    assert TR.read_batch(log, 0, 0, TERM_LENGTH, 0, out) == (1, second)
+    ctx = np.zeros(3, np.int64)
+    assert TR.read(log, 0, 0, TERM_LENGTH, TERM_ID, 4, count_fragments, ctx) == (1, second)
+    sub_pos = np.zeros(128, np.uint8)
+    assert TR.image_poll(log, sub_pos, 0, 4, count_fragments, ctx) == 1
+    assert int(sub_pos[:8].view(np.int64)[0]) == second
+    assert ref.read_fragments(bytes(log[:TERM_LENGTH]), 0, 4, TERM_ID)[1] == second
 
 
 def test_image_poll_advances_subscriber_position_across_terms(shm_dir):
