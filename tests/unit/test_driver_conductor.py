@@ -238,6 +238,23 @@ def test_blocked_or_corrupt_command_head_is_skipped_and_later_commands_served(ha
         assert "to-driver buffer" in text and "skipped 24 bytes" in text
 
 
+def test_skipping_a_corrupt_head_never_skips_a_record_still_being_written(harness):
+    ring = ManyToOneRingBuffer(harness.cnc.to_driver_buffer)
+    head_index = ring.consumer_position() & (ring.capacity - 1)
+    assert ring.write(cp.CLIENT_KEEPALIVE, bytes(16))
+    harness.cnc.to_driver_buffer[head_index : head_index + 4].view(np.int32)[0] = 3  # garbage length
+    client = RawClient(harness.cnc)
+    correlation_id = client.ring.next_correlation_id()
+    body = dc.SubscriptionMessage(client_id=client.client_id, correlation_id=correlation_id,
+                                  registration_correlation_id=-1, stream_id=1, channel="aeron:ipc").encode()
+    index = ring.try_claim(cp.ADD_SUBSCRIPTION, len(body))  # in progress while the driver skips the garbage
+    harness.work(2)
+    harness.cnc.to_driver_buffer[index : index + len(body)] = np.frombuffer(body, np.uint8)
+    ring.commit(index)
+    harness.work(2)
+    assert [t for t, _ in client.responses()] == [cp.ON_SUBSCRIPTION_READY]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=st.lists(st.tuples(st.integers(-5, 0x20), st.binary(max_size=300)), max_size=12),
        raw=st.binary(max_size=200), raw_at=st.integers(0, 4000))
