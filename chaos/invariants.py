@@ -102,12 +102,29 @@ def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], fault
     return failures, checked
 
 
-def check_counter_deltas(before: dict[str, int], after: dict[str, int], expected: dict[str, int]) -> list[str]:
-    """Each counter in ``expected`` (label -> delta) moved by exactly that much between the snapshots."""
+class AtLeast:
+    """A counter delta that must be ``>= minimum`` (e.g. Errors under a garbage writer: one per bad record)."""
+
+    def __init__(self, minimum: int):
+        self.minimum = minimum
+
+    def __eq__(self, actual) -> bool:
+        return isinstance(actual, int) and actual >= self.minimum
+
+    def __repr__(self) -> str:
+        return f">= {self.minimum}"
+
+
+def check_counter_deltas(before: dict[str, int], after: dict[str, int], expected: dict[str, object]) -> list[str]:
+    """Each counter in ``expected`` (label -> delta) moved by exactly that much between the snapshots.
+
+    A delta is an int (exact), an ``AtLeast(n)``, or a set of acceptable ints.
+    """
     failures = []
     for label, delta in expected.items():
         actual = after.get(label, 0) - before.get(label, 0)
-        if actual != delta:
+        ok = actual in delta if isinstance(delta, (set, frozenset)) else delta == actual
+        if not ok:
             failures.append(f"counter {label!r} changed by {actual}, expected {delta} "
                             f"({before.get(label)} -> {after.get(label)})")
     return failures

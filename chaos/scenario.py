@@ -95,10 +95,12 @@ class RunContext:
     expected_exits: dict[str, object] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     metrics: dict[str, object] = field(default_factory=dict)
+    # Counters are per driver: a scenario that restarts the driver sets this to a snapshot of the new one.
+    counters_baseline: dict[str, int] | None = None
 
     # ------------------------------------------------------------------------------------------ driver
-    def start_driver(self, name: str = "driver") -> ManagedProcess:
-        env = dict(DRIVER_ENV, AERON_DIR=str(self.aeron_dir))
+    def start_driver(self, name: str = "driver", extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        env = dict(DRIVER_ENV, AERON_DIR=str(self.aeron_dir), **(extra_env or {}))
         process = self.pm.spawn_module(name, "aeron_numba.driver", env=env)
         cnc_file = await_cnc_ready(self.aeron_dir, PROCESS_START_TIMEOUT_S, pid=process.pid, processes=[process])
         self.driver = process
@@ -112,7 +114,11 @@ class RunContext:
             self.counters = None
 
     def system_counters(self) -> dict[str, int]:
-        return {info.label: info.value for info in self.counters.find_all(type_id=cl.SYSTEM_COUNTER_TYPE_ID)}
+        # Keyed by the §9.5 name of the system id (= counter id): the driver suffixes some labels
+        # ("Errors: version=... commit=..."), so the raw label would never match "Errors".
+        names = dict(cl.SYSTEM_COUNTERS)
+        return {names.get(info.counter_id, info.label): info.value
+                for info in self.counters.find_all(type_id=cl.SYSTEM_COUNTER_TYPE_ID)}
 
     def counter_snapshot(self, tag: str) -> dict[str, int]:
         """Log the system counters and how many of each per-resource counter exist; return the system ones."""
@@ -162,6 +168,11 @@ class RunContext:
 
     def start_claimer(self, name: str) -> Worker:
         return self._spawn(name, "claim-and-die", [])
+
+    def start_garbage(self, name: str, duration_s: float, *, interval_us: float = 500, raw_every: int = 50) -> Worker:
+        """A rogue process writing garbage commands into the to-driver buffer for ``duration_s``."""
+        return self._spawn(name, "garbage", ["--seed", str(self.seed), "--duration-s", str(duration_s),
+                                             "--interval-us", str(interval_us), "--raw-every", str(raw_every)])
 
     def stop_worker(self, worker: Worker, timeout_s: float = 30.0) -> None:
         """SIGTERM an unbounded worker (it finishes cleanly and exits 0)."""
@@ -317,6 +328,7 @@ def run_scenario(scenario: Scenario, seed: int, *, quick: bool = True, iteration
         ctx.start_driver()
         before = ctx.counter_snapshot("before")
         scenario.run(ctx)
+        before = ctx.counters_baseline if ctx.counters_baseline is not None else before
         ctx.await_publishers_done()
         _await_delivery(ctx)
         _stop_subscribers(ctx)

@@ -9,11 +9,19 @@ a seeded length in [16, max_length] (kept below the MTU: never fragmented), star
     python -m chaos.workload publish --dir D --name pub0 --log F --pub 0 --count N --seed S  (N=0: until SIGTERM)
     python -m chaos.workload subscribe --dir D --name subA --log F [--poll-sleep-us U]
     python -m chaos.workload claim-and-die --dir D --name claimer --log F
+    python -m chaos.workload garbage --dir D --name rogue --log F --seed S --duration-s T [--raw-every K]
 
 A subscriber runs until SIGTERM. ``claim-and-die`` connects, prints ``ready``, waits for SIGUSR1, then
 claims a frame and SIGKILLs itself before committing it. With ``--reconnect`` a publisher or subscriber
 whose client ends (ClientTimeoutError, ConductorServiceTimeoutError, DriverTimeoutError) logs it,
 connects again and carries on; a publisher resends the message that was not acknowledged.
+
+``garbage`` is a rogue process, not an Aeron client: it maps cnc.dat and, for ``--duration-s``, writes
+seeded random records into the to-driver ring buffer (random type ids, half of them in the command id
+range, random bodies, via the ring buffer ``write`` kernel); every ``--raw-every``-th record it claims a
+slot and overwrites it, header included, with raw random bytes whose length field is impossible (< 8 or
+> capacity) — it writes only inside its own claim, since the ring buffer protocol needs the free area
+zeroed and other producers' records intact. It logs ``garbage`` (``records, raw, full``) and ``done``.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import numpy as np
 
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.errors import AeronError
+from aeron_numba.kernels import atomics_py
+from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import publication as P
 from chaos.timeline import Timeline
 
@@ -35,6 +45,7 @@ SEQ_BITS = 40
 HEADER_BYTES = 16
 DEFAULT_MAX_LENGTH = 1000
 CHANNEL = "aeron:ipc"
+MAX_COMMAND_TYPE_ID = cp.REMOVE_DESTINATION_BY_ID  # the highest §11.1 command id: above it, always "unknown"
 
 
 def message_length(seed: int, pub: int, seq: int, max_length: int) -> int:
@@ -225,9 +236,58 @@ def claim_and_die(args) -> int:
     return 7
 
 
+def garbage(args) -> int:
+    """Write seeded random records and raw bytes into the to-driver buffer for ``--duration-s``."""
+    import random
+
+    from aeron_numba.client.cnc_file import CncFile
+    from aeron_numba.kernels import ring_buffer as rb
+    from aeron_numba.layout import ring_buffer as rbl
+
+    log = Timeline(args.log, args.name)
+    stop = _Stop().install()
+    rng = random.Random(args.seed * 31 + 7)
+    cnc_file = CncFile.open(os.path.join(args.dir, "cnc.dat"))
+    ring = rb.ManyToOneRingBuffer(cnc_file.to_driver_buffer)
+    buf, capacity = ring.buffer, ring.capacity
+    print("ready", flush=True)
+    records = raw = full = unknown_type = 0
+    end = time.monotonic() + args.duration_s
+    interval_s = args.interval_us / 1e6
+    while time.monotonic() < end and not stop.requested:
+        length = rng.randint(0, 512)
+        body = np.frombuffer(rng.randbytes(length), dtype=np.uint8) if length else np.zeros(0, np.uint8)
+        msg_type_id = rng.randint(1, 2 * MAX_COMMAND_TYPE_ID) if rng.random() < 0.5 else rng.randint(1, 2**31 - 1)
+        if args.raw_every > 0 and (records + raw) % args.raw_every == args.raw_every - 1:
+            index = ring.try_claim(msg_type_id, length)
+            if index < 0:
+                full += 1
+            else:
+                record_index = index - rbl.RECORD_HEADER_LENGTH
+                buf[record_index : index + length] = np.frombuffer(rng.randbytes(length + rbl.RECORD_HEADER_LENGTH),
+                                                                   dtype=np.uint8)
+                # A positive but impossible length: the driver must skip it (0 or < 0 would be a claim in
+                # progress, which it only unblocks after the liveness timeout, stalling every client).
+                bad = rng.randint(1, rbl.RECORD_HEADER_LENGTH - 1) if rng.random() < 0.5 else rng.randint(
+                    capacity + 1, 2**31 - 1)
+                atomics_py.put_int32_release(buf, record_index + rbl.RECORD_LENGTH_OFFSET, bad)
+                raw += 1
+        elif ring.write(msg_type_id, body):
+            records += 1
+            unknown_type += msg_type_id > MAX_COMMAND_TYPE_ID
+        else:
+            full += 1
+        time.sleep(interval_s)
+    log.event("garbage", records=records, unknown_type=unknown_type, raw=raw, full=full)
+    log.event("done", records=records, raw=raw)
+    log.close()
+    cnc_file.close()
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos.workload")
-    parser.add_argument("role", choices=["publish", "subscribe", "claim-and-die"])
+    parser.add_argument("role", choices=["publish", "subscribe", "claim-and-die", "garbage"])
     parser.add_argument("--dir", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--log", required=True)
@@ -243,8 +303,11 @@ def main(argv=None) -> int:
     parser.add_argument("--exit-without-close", action="store_true")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--driver-timeout-ms", type=int, default=2000)
+    parser.add_argument("--duration-s", type=float, default=3.0, help="garbage: how long to write")
+    parser.add_argument("--raw-every", type=int, default=50, help="garbage: every K-th record is raw bytes")
     args = parser.parse_args(argv)
-    return {"publish": publish, "subscribe": subscribe, "claim-and-die": claim_and_die}[args.role](args)
+    return {"publish": publish, "subscribe": subscribe, "claim-and-die": claim_and_die,
+            "garbage": garbage}[args.role](args)
 
 
 if __name__ == "__main__":
