@@ -193,7 +193,7 @@ class DriverConductor:
         slot = head_index + ring_buffer.RECORD_ALIGNMENT
         while slot < limit:
             length, msg_type_id = struct.unpack_from("<ii", buf, slot)
-            if length < 0:
+            if ring_buffer.RECORD_HEADER_LENGTH <= -length <= limit - slot:
                 break  # a producer is writing this record right now: stop before it, never skip it
             if ring_buffer.RECORD_HEADER_LENGTH <= length <= limit - slot and msg_type_id != 0:
                 break
