@@ -121,11 +121,24 @@ class Image:
         self._out_limit = fragment_limit
         return self._out
 
+    def _deliverable(self, log: np.ndarray, out: np.ndarray, count: int, reclaimed_from: list[int]):
+        """The batch's ``(frame_offset, frame_length, end_position)`` rows, re-checked once the batch has been
+        held for ``_REVALIDATE_AFTER_NS``; stops before the first fragment no longer in the log and puts its
+        start position in ``reclaimed_from``."""
+        checked_ns = time.monotonic_ns()
+        for frame_offset, frame_length, end_position in out[:count].tolist():
+            if time.monotonic_ns() - checked_ns > _REVALIDATE_AFTER_NS:
+                if not self._fragment_still_there(log, frame_offset, frame_length, end_position):
+                    reclaimed_from.append(end_position - align(frame_length, _FRAME_ALIGNMENT))
+                    return
+                checked_ns = time.monotonic_ns()
+            yield frame_offset, frame_length, end_position
+
     def _fragment_still_there(self, log: np.ndarray, frame_offset: int, frame_length: int, end_position: int) -> bool:
         """Is the fragment a batch described still in the log? Checked when the batch has been held for a
         while (the process may have been stopped): a subscriber the driver timed out meanwhile is no longer
         waited for, so its terms may have been cleaned or reused by a later lap."""
-        start = end_position - ((frame_length + _FRAME_ALIGNMENT - 1) & ~(_FRAME_ALIGNMENT - 1))
+        start = end_position - align(frame_length, _FRAME_ALIGNMENT)
         term_id = (((self.initial_term_id + (start >> self.position_bits_to_shift)) + 2**31) % 2**32) - 2**31
         return (
             int(get_int32_acquire(log, frame_offset)) == frame_length
@@ -152,14 +165,9 @@ class Image:
         header.buffer = log
         fragment_position = position
         delivered = 0
-        checked_ns = time.monotonic_ns()
+        reclaimed_from: list[int] = []
         try:
-            for frame_offset, frame_length, fragment_position in out[:count].tolist():
-                if time.monotonic_ns() - checked_ns > _REVALIDATE_AFTER_NS:
-                    if not self._fragment_still_there(log, frame_offset, frame_length, fragment_position):
-                        new_position = fragment_position - align(frame_length, _FRAME_ALIGNMENT)
-                        break
-                    checked_ns = time.monotonic_ns()
+            for frame_offset, frame_length, fragment_position in self._deliverable(log, out, count, reclaimed_from):
                 header.offset = frame_offset
                 header.position = fragment_position
                 handler(log, frame_offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
@@ -167,7 +175,7 @@ class Image:
         except BaseException:
             put_int64_release(position_buffer, position_offset, fragment_position)
             raise
-        put_int64_release(position_buffer, position_offset, new_position)
+        put_int64_release(position_buffer, position_offset, reclaimed_from[0] if reclaimed_from else new_position)
         return delivered
 
     def controlled_poll(self, handler: Callable, fragment_limit: int) -> int:
@@ -192,14 +200,9 @@ class Image:
         header = self._header
         header.buffer = log
         fragment_position = position
-        checked_ns = time.monotonic_ns()
+        reclaimed_from: list[int] = []
         try:
-            for frame_offset, frame_length, fragment_position in out[:count].tolist():
-                if time.monotonic_ns() - checked_ns > _REVALIDATE_AFTER_NS:
-                    if not self._fragment_still_there(log, frame_offset, frame_length, fragment_position):
-                        resulting = fragment_position - align(frame_length, _FRAME_ALIGNMENT)
-                        break
-                    checked_ns = time.monotonic_ns()
+            for frame_offset, frame_length, fragment_position in self._deliverable(log, out, count, reclaimed_from):
                 header.offset = frame_offset
                 header.position = fragment_position
                 action = handler(log, frame_offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
@@ -221,6 +224,8 @@ class Image:
         except BaseException:
             put_int64_release(position_buffer, position_offset, max(fragment_position, committed))
             raise
+        if reclaimed_from:
+            resulting = reclaimed_from[0]
         if resulting > committed:
             put_int64_release(position_buffer, position_offset, resulting)
         return fragments_read
