@@ -60,6 +60,8 @@ class DriverContext:
     aeron_dir: str | None = _setting(None, "AERON_DIR", _text)
     dir_delete_on_start: bool = _setting(False, "AERON_DIR_DELETE_ON_START", _bool)
     dir_delete_on_shutdown: bool = _setting(False, "AERON_DIR_DELETE_ON_SHUTDOWN", _bool)
+    # Check usable space before creating a log buffer (tmpfs and sparse files would otherwise fail later).
+    perform_storage_checks: bool = _setting(True, "AERON_PERFORM_STORAGE_CHECKS", _bool)
     client_liveness_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", _duration)
     publication_unblock_timeout_ns: int = _setting(15 * NS_PER_S, "AERON_PUBLICATION_UNBLOCK_TIMEOUT", _duration)
     publication_linger_timeout_ns: int = _setting(5 * NS_PER_S, "AERON_PUBLICATION_LINGER_TIMEOUT", _duration)

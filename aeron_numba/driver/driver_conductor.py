@@ -9,6 +9,7 @@ the distinct error log; the conductor never stops for another process's bad inpu
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import time
@@ -365,11 +366,24 @@ class DriverConductor:
     def on_add_exclusive_publication(self, message, now_ns) -> None:
         self.on_add_publication(message, now_ns, exclusive=True)
 
+    def _check_storage_space(self, log_length: int) -> None:
+        """Refuse a log the file system cannot hold, as Aeron does, instead of failing on first touch."""
+        if not self.ctx.perform_storage_checks:
+            return
+        stats = os.statvfs(self.publications_dir)
+        usable = stats.f_bavail * stats.f_frsize
+        if usable < log_length:
+            raise ControlProtocolError(
+                cp.STORAGE_SPACE,
+                f"insufficient usable storage for new log of length={log_length} usable={usable} in "
+                f"{self.publications_dir}")
+
     def _new_publication(self, message, params: "_PublicationParams", exclusive: bool, now_ns: int) -> IpcPublication:
         registration_id = message.correlation_id
         session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
         initial_term_id = params.initial_term_id if params.initial_term_id is not None else random.randint(-(2**31), 2**31 - 1)
         path = self.publications_dir / f"{registration_id}.logbuffer"
+        self._check_storage_space(log_buffer.compute_log_length(params.term_length, self.ctx.file_page_size))
         log = LogBuffers.create(
             path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
             stream_id=message.stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,

@@ -31,11 +31,17 @@ class MappedFile:
         """Create (zero-filled, sparse) and map a file of ``length`` bytes."""
         if length <= 0:
             raise LayoutError(f"cannot map {path}: length={length} must be > 0")
+        existed = exist_ok and os.path.exists(path)
         flags = os.O_RDWR | os.O_CREAT | (0 if exist_ok else os.O_EXCL)
         fd = os.open(path, flags, 0o644)
         try:
             os.ftruncate(fd, length)
             mm = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            # No half-made file left behind (a full disk or a file size limit must not leak files).
+            if not existed:
+                os.unlink(path)
+            raise OSError(exc.errno, f"cannot create {path} of length={length}: {exc.strerror}") from exc
         finally:
             os.close(fd)
         return cls(path, mm)

@@ -284,3 +284,43 @@ def test_garbage_in_the_to_driver_buffer_never_stops_the_driver(shm_dir, records
         assert cp.ON_SUBSCRIPTION_READY in seen, f"responses seen: {seen}"
     finally:
         harness.close()
+
+
+def test_a_log_the_disk_cannot_hold_is_refused_with_storage_space_and_no_file_is_left(harness, monkeypatch):
+    client = RawClient(harness.cnc)
+    real_statvfs = os.statvfs
+
+    class NearlyFull:  # what statvfs reports on a file system with one page free
+        def __init__(self, path):
+            stats = real_statvfs(path)
+            self.f_frsize, self.f_bavail = stats.f_frsize, 1
+
+    monkeypatch.setattr(os, "statvfs", NearlyFull)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1001, channel="aeron:ipc")
+    harness.work()
+    (response_type, error), = client.responses()
+    assert response_type == cp.ON_ERROR and error.error_code == cp.STORAGE_SPACE
+    assert "insufficient usable storage for new log of length=" in error.error_message
+    assert list((harness.conductor.publications_dir).glob("*")) == []
+    monkeypatch.setattr(os, "statvfs", real_statvfs)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1001, channel="aeron:ipc")
+    harness.work()
+    assert [t for t, _ in client.responses()] == [cp.ON_PUBLICATION_READY]
+
+
+def test_a_log_file_that_cannot_be_sized_is_removed_and_reported(harness, monkeypatch):
+    from aeron_numba.layout import mapped_file
+
+    client = RawClient(harness.cnc)
+
+    def file_too_large(fd, length):
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(mapped_file.os, "ftruncate", file_too_large)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1001, channel="aeron:ipc")
+    harness.work()
+    (response_type, error), = client.responses()
+    assert response_type == cp.ON_ERROR and error.error_code == cp.STORAGE_SPACE
+    assert "cannot create" in error.error_message and "File too large" in error.error_message
+    assert list((harness.conductor.publications_dir).glob("*")) == []
+    assert harness.system_counter(cl.ERRORS) == 1
