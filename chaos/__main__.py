@@ -11,6 +11,8 @@ import random
 import statistics
 import sys
 
+from tqdm import tqdm
+
 from chaos.scenario import run_scenario
 from chaos.scenarios import SCENARIOS
 
@@ -53,18 +55,23 @@ def main(argv=None) -> int:
     names = list(SCENARIOS) if args.all else [args.scenario]
     base_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     results = []
-    for name in names:
-        for iteration in range(args.iterations):
-            seed = base_seed + iteration
-            print(f"[chaos] {name} iteration {iteration + 1}/{args.iterations} seed {seed} "
-                  f"(replay: python -m chaos run {name} --seed {seed}{' --quick' if args.quick else ''})", flush=True)
-            result = run_scenario(SCENARIOS[name], seed, quick=args.quick, iteration=iteration, out_root=args.out)
-            status = "PASS" if result.passed else "FAIL"
-            print(f"[chaos] {status} {name} seed {seed} in {result.duration_s:.1f}s, "
-                  f"{result.messages_checked} messages checked, run folder {result.run_dir}", flush=True)
-            for failure in result.failures:
-                print(f"    {failure}", flush=True)
-            results.append(result)
+    # The bar (runs done, pass/fail so far, ETA) shows on a terminal only; the per-run lines always print.
+    with tqdm(total=len(names) * args.iterations, unit="run", disable=None, dynamic_ncols=True) as bar:
+        for name in names:
+            for iteration in range(args.iterations):
+                seed = base_seed + iteration
+                bar.set_description(name)
+                bar.write(f"[chaos] {name} iteration {iteration + 1}/{args.iterations} seed {seed} "
+                          f"(replay: python -m chaos run {name} --seed {seed}{' --quick' if args.quick else ''})")
+                result = run_scenario(SCENARIOS[name], seed, quick=args.quick, iteration=iteration, out_root=args.out)
+                status = "PASS" if result.passed else "FAIL"
+                bar.write(f"[chaos] {status} {name} seed {seed} in {result.duration_s:.1f}s, "
+                          f"{result.messages_checked} messages checked, run folder {result.run_dir}")
+                for failure in result.failures:
+                    bar.write(f"    {failure}")
+                results.append(result)
+                bar.set_postfix(passed=sum(r.passed for r in results), failed=sum(not r.passed for r in results))
+                bar.update()
     print()
     print(summary_table(results))
     return 0 if all(r.passed for r in results) else 1

@@ -22,12 +22,14 @@ def _acked(workers: dict[str, list[dict]]) -> dict[tuple[int, int], dict]:
 
 
 def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], faulted_publishers: set[int],
-                   ) -> tuple[list[str], int]:
+                   corrupted: frozenset[tuple[int, int]] = frozenset()) -> tuple[list[str], int]:
     """Every acknowledged message reaches every live subscriber incarnation exactly once, in order, intact.
 
     ``workers``: name -> events of every worker. ``subscribers``: the subscriber worker names.
     ``faulted_publishers``: pub ids of publishers a fault hit; for them one received message past the last
     logged acknowledgement is tolerated (acknowledged, then killed before it could log it).
+    ``corrupted``: (pub, seq) of messages whose bytes a fault changed in the log: each must arrive flagged
+    ``bad_payload`` (the corruption was detected), every other message intact.
 
     A subscriber incarnation (one connection) that ended with ``done`` (stopped cleanly at the end) must
     have received every acknowledged message on each image it had from that image's join position on, and
@@ -57,7 +59,10 @@ def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], fault
                 if e["event"] != "recv":
                     continue
                 key = (e["pub"], e["seq"])
-                if e.get("bad_payload"):
+                if key in corrupted:
+                    if not e.get("bad_payload"):
+                        problems.append(f"pub {key[0]} seq {key[1]}: a byte was corrupted but it arrived intact")
+                elif e.get("bad_payload"):
                     problems.append(f"pub {key[0]} seq {key[1]}: payload or reserved value corrupt")
                 if key in received:
                     problems.append(f"pub {key[0]} seq {key[1]}: received twice")

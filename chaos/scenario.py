@@ -95,6 +95,8 @@ class RunContext:
     expected_exits: dict[str, object] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     metrics: dict[str, object] = field(default_factory=dict)
+    # (pub, seq) of messages a fault corrupted in the log: they must arrive flagged bad, the rest intact.
+    corrupted: set[tuple[int, int]] = field(default_factory=set)
     # Counters are per driver: a scenario that restarts the driver sets this to a snapshot of the new one.
     counters_baseline: dict[str, int] | None = None
 
@@ -159,10 +161,13 @@ class RunContext:
         return self._spawn(name, "subscribe", args + (["--reconnect"] if reconnect else []))
 
     def start_publisher(self, name: str, pub: int, count: int, *, interval_us: float = 200, reconnect: bool = False,
-                        exit_without_close: bool = False, max_length: int = 1000) -> Worker:
+                        exit_without_close: bool = False, max_length: int = 1000, huge_every: int = 0,
+                        retry_add: bool = False, exclusive: bool = False) -> Worker:
         args = ["--pub", str(pub), "--count", str(count), "--seed", str(self.seed), "--interval-us",
-                str(interval_us), "--max-length", str(max_length)]
+                str(interval_us), "--max-length", str(max_length), "--huge-every", str(huge_every)]
         args += ["--reconnect"] if reconnect else []
+        args += ["--retry-add"] if retry_add else []
+        args += ["--exclusive"] if exclusive else []
         args += ["--exit-without-close"] if exit_without_close else []
         return self._spawn(name, "publish", args, pub=pub)
 
@@ -251,7 +256,8 @@ def _await_delivery(ctx: RunContext) -> None:
         for w in live:  # pretend the latest incarnation ended cleanly now
             incs = [e.get("incarnation", 0) for e in workers[w.name] if e["event"] == "connected"]
             workers[w.name].append({"event": "done", "incarnation": max(incs, default=0), "ts_ns": 0})
-        failures, _ = invariants.check_delivery(workers, [w.name for w in live], _faulted_publisher_ids(ctx))
+        failures, _ = invariants.check_delivery(workers, [w.name for w in live], _faulted_publisher_ids(ctx),
+                                                frozenset(ctx.corrupted))
         missing = [f for f in failures if "never received" in f]  # others will not heal by waiting
         return True if not missing else invariants_not_yet(missing)
 
@@ -340,7 +346,7 @@ def run_scenario(scenario: Scenario, seed: int, *, quick: bool = True, iteration
         errors = _read_error_log(ctx)
         workers = {name: read_events(w.log_path) for name, w in ctx.workers.items()}
         failures, messages_checked = invariants.check_delivery(
-            workers, [w.name for w in ctx.subscribers()], _faulted_publisher_ids(ctx))
+            workers, [w.name for w in ctx.subscribers()], _faulted_publisher_ids(ctx), frozenset(ctx.corrupted))
         ctx.failures += failures
         ctx.failures += invariants.check_counter_deltas(before, after, {**{k: 0 for k in CHECKED_COUNTERS},
                                                                         **scenario.counter_deltas})

@@ -11,10 +11,16 @@ a seeded length in [16, max_length] (kept below the MTU: never fragmented), star
     python -m chaos.workload claim-and-die --dir D --name claimer --log F
     python -m chaos.workload garbage --dir D --name rogue --log F --seed S --duration-s T [--raw-every K]
 
-A subscriber runs until SIGTERM. ``claim-and-die`` connects, prints ``ready``, waits for SIGUSR1, then
+A subscriber runs until SIGTERM; SIGUSR2 toggles a stall (it stops polling but its client stays alive and
+keeps heartbeating, logging ``stalled`` / ``resumed``). ``claim-and-die`` connects, prints ``ready``, waits for SIGUSR1, then
 claims a frame and SIGKILLs itself before committing it. With ``--reconnect`` a publisher or subscriber
 whose client ends (ClientTimeoutError, ConductorServiceTimeoutError, DriverTimeoutError) logs it,
 connects again and carries on; a publisher resends the message that was not acknowledged.
+With ``--huge-every K`` every K-th message of a publisher is as long as the publication allows
+(``max_message_length``, fragmented), and before the first of them it offers one byte more, which must raise
+``MessageTooLongError`` (logged as ``too_long``). ``--exclusive`` publishes on an exclusive publication (its
+own log and session) instead of the shared one. With ``--retry-add`` a publisher whose ``add_publication``
+the driver refuses logs ``add_failed`` (error code and message) and tries again every 50 ms.
 
 ``garbage`` is a rogue process, not an Aeron client: it maps cnc.dat and, for ``--duration-s``, writes
 seeded random records into the to-driver ring buffer (random type ids, half of them in the command id
@@ -35,7 +41,7 @@ import time
 import numpy as np
 
 from aeron_numba.client import Aeron, Context, FragmentAssembler
-from aeron_numba.errors import AeronError
+from aeron_numba.errors import AeronError, MessageTooLongError, RegistrationError
 from aeron_numba.kernels import atomics_py
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import publication as P
@@ -65,10 +71,12 @@ class _Stop:
     def __init__(self):
         self.requested = False
         self.usr1 = False
+        self.stalled = False
 
     def install(self) -> "_Stop":
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "requested", True))
         signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "usr1", True))
+        signal.signal(signal.SIGUSR2, lambda *_: setattr(self, "stalled", not self.stalled))
         return self
 
 
@@ -98,12 +106,13 @@ def publish(args) -> int:
     deadline = time.monotonic() + args.timeout
     back_pressured = not_connected = 0
     seq = 0
+    too_long_checked = False
     incarnation = 0
     interval_s = args.interval_us / 1e6
     while True:
         aeron = _connect(args, log, incarnation, deadline)
         try:
-            publication = aeron.add_publication(CHANNEL, args.stream)
+            publication = _add_publication(aeron, args, log, deadline)
             while not publication.is_connected and time.monotonic() < deadline and not aeron.is_closed:
                 time.sleep(0.001)
             log.event("publication", incarnation=incarnation, session=publication.session_id,
@@ -111,6 +120,12 @@ def publish(args) -> int:
             print("ready", flush=True)
             while (args.count == 0 or seq < args.count) and not stop.requested:
                 length = message_length(args.seed, args.pub, seq, args.max_length)
+                if args.huge_every > 0 and seq % args.huge_every == args.huge_every - 1:
+                    length = publication.max_message_length
+                    if not too_long_checked:
+                        too_long_checked = True
+                        if not _offer_too_long(publication, log, seq):
+                            return 3
                 data = message_bytes(args.pub, seq, length)
                 result = publication.offer(data, reserved_value=(args.pub << SEQ_BITS) | seq)
                 if result > 0:
@@ -146,6 +161,32 @@ def publish(args) -> int:
             if not args.reconnect:
                 return 5
             incarnation += 1
+
+
+def _add_publication(aeron: Aeron, args, log: Timeline, deadline: float):
+    """``add_publication``; with ``--retry-add`` a refusal (e.g. STORAGE_SPACE) is logged and retried."""
+    while True:
+        try:
+            if args.exclusive:
+                return aeron.add_exclusive_publication(CHANNEL, args.stream)
+            return aeron.add_publication(CHANNEL, args.stream)
+        except RegistrationError as exc:
+            log.event("add_failed", error_code=exc.error_code_name, message=exc.driver_message)
+            if not args.retry_add or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _offer_too_long(publication, log: Timeline, seq: int) -> bool:
+    """Offer one byte more than the publication allows: it must raise MessageTooLongError, nothing sent."""
+    too_long = publication.max_message_length + 1
+    try:
+        result = publication.offer(np.zeros(too_long, np.uint8))
+    except MessageTooLongError as exc:
+        log.event("too_long", length=too_long, seq=seq, message=str(exc))
+        return True
+    log.event("offer_failed", status=f"offer of length={too_long} returned {result} instead of raising", seq=seq)
+    return False
 
 
 class _ClientEnded(Exception):
@@ -186,6 +227,9 @@ def subscribe(args) -> int:
                       registration_id=subscription.registration_id)
             print("ready", flush=True)
             while not stop.requested:
+                if stop.stalled:
+                    _stall(stop, log, incarnation)
+                    continue
                 fragments = subscription.poll(assembler.on_fragment, args.fragment_limit)
                 if fragments == 0:
                     if aeron.is_closed:
@@ -204,6 +248,14 @@ def subscribe(args) -> int:
             if not args.reconnect:
                 return 5
             incarnation += 1
+
+
+def _stall(stop: _Stop, log: Timeline, incarnation: int) -> None:
+    """Stop polling until SIGUSR2 (or SIGTERM) comes; the client conductor thread keeps the client alive."""
+    log.event("stalled", incarnation=incarnation)
+    while stop.stalled and not stop.requested:
+        time.sleep(0.001)
+    log.event("resumed", incarnation=incarnation)
 
 
 def claim_and_die(args) -> int:
@@ -301,6 +353,9 @@ def main(argv=None) -> int:
     parser.add_argument("--fragment-limit", type=int, default=256)
     parser.add_argument("--reconnect", action="store_true")
     parser.add_argument("--exit-without-close", action="store_true")
+    parser.add_argument("--huge-every", type=int, default=0, help="publisher: every K-th message max length")
+    parser.add_argument("--exclusive", action="store_true", help="publisher: an exclusive publication (own log)")
+    parser.add_argument("--retry-add", action="store_true", help="publisher: retry a refused add_publication")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--driver-timeout-ms", type=int, default=2000)
     parser.add_argument("--duration-s", type=float, default=3.0, help="garbage: how long to write")

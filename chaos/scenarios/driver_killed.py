@@ -1,4 +1,4 @@
-"""(5) The media driver SIGKILLed mid-stream, then a new one started over its stale dir.
+"""(5) The media driver SIGKILLed (or stopped with SIGTERM) mid-stream, then a new one started over its stale dir.
 
 Every client reports DriverTimeoutError within the driver timeout (plus one conductor duty cycle and the
 heartbeat granularity); once they all have, the old heartbeat is older than the driver timeout and a new
@@ -19,6 +19,7 @@ DETECTION_SLACK_S = 1.5  # heartbeat granularity, client conductor idle and duty
 class DriverKilled(Scenario):
     name = "driver-killed"
     summary = "SIGKILL the driver; clients see DriverTimeoutError, a new driver starts, clients reconnect"
+    graceful = False  # True: stop it with SIGTERM (it closes and exits 0) instead
 
     def run(self, ctx):
         sub = ctx.start_subscriber("subA", reconnect=True)
@@ -27,7 +28,7 @@ class DriverKilled(Scenario):
         kill_at = ctx.rng.randint(200, 1000 if ctx.quick else 5000)
         ctx.timeline.event("schedule", kill_driver_after_acked=kill_at)
         faults.await_acked(ctx, publisher, kill_at)
-        ctx.killed_ts_ns = killed_ts = faults.kill_driver(ctx)
+        ctx.killed_ts_ns = killed_ts = faults.stop_driver(ctx) if self.graceful else faults.kill_driver(ctx)
         clients = [sub, publisher]
 
         def all_timed_out():
@@ -69,3 +70,11 @@ class DriverKilled(Scenario):
         if not sent_after:
             failures.append("nothing was acknowledged on the new driver")
         return failures
+
+
+class DriverStopped(DriverKilled):
+    """The same with a graceful stop: a closed driver sends its clients nothing, they notice by its heartbeat."""
+
+    name = "driver-stopped"
+    summary = "stop the driver (SIGTERM); clients see DriverTimeoutError, a new driver starts, clients reconnect"
+    graceful = True
