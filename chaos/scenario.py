@@ -156,8 +156,9 @@ class RunContext:
         return worker
 
     def start_subscriber(self, name: str, *, reconnect: bool = False, poll_sleep_us: float = 0,
-                         fragment_limit: int = 256) -> Worker:
+                         fragment_limit: int = 256, channel: str | None = None) -> Worker:
         args = ["--poll-sleep-us", str(poll_sleep_us), "--fragment-limit", str(fragment_limit)]
+        args += ["--channel", channel] if channel else []
         return self._spawn(name, "subscribe", args + (["--reconnect"] if reconnect else []))
 
     def start_publisher(self, name: str, pub: int, count: int, *, interval_us: float = 200, reconnect: bool = False,

@@ -218,7 +218,7 @@ def subscribe(args) -> int:
         try:
             inc = incarnation
             subscription = aeron.add_subscription(
-                CHANNEL, args.stream,
+                args.channel, args.stream,
                 available_image_handler=lambda image: log.event(
                     "image", incarnation=inc, session=image.session_id, join_position=image.join_position),
                 unavailable_image_handler=lambda image: log.event(
@@ -344,6 +344,7 @@ def main(argv=None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--stream", type=int, default=1001)
+    parser.add_argument("--channel", default=CHANNEL, help="subscriber: channel URI (e.g. with tether=false)")
     parser.add_argument("--pub", type=int, default=0)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)

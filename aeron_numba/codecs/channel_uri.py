@@ -34,6 +34,8 @@ SPARSE_PARAM = "sparse"
 EOS_PARAM = "eos"
 RELIABLE_PARAM = "reliable"
 PUBLICATION_WINDOW_PARAM = "pub-wnd"
+UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM = "untethered-window-limit-timeout"
+UNTETHERED_RESTING_TIMEOUT_PARAM = "untethered-resting-timeout"
 ENDPOINT_PARAM = "endpoint"
 
 _SIZE = re.compile(r"(\d+)([kKmMgG]?)")

@@ -60,6 +60,9 @@ class DriverContext:
     aeron_dir: str | None = _setting(None, "AERON_DIR", _text)
     dir_delete_on_start: bool = _setting(False, "AERON_DIR_DELETE_ON_START", _bool)
     dir_delete_on_shutdown: bool = _setting(False, "AERON_DIR_DELETE_ON_SHUTDOWN", _bool)
+    # §15.2: an untethered subscriber this far behind for this long is dropped, then rests before rejoining.
+    untethered_window_limit_timeout_ns: int = _setting(5 * NS_PER_S, "AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", _duration)
+    untethered_resting_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_UNTETHERED_RESTING_TIMEOUT", _duration)
     # Check usable space before creating a log buffer (tmpfs and sparse files would otherwise fail later).
     perform_storage_checks: bool = _setting(True, "AERON_PERFORM_STORAGE_CHECKS", _bool)
     client_liveness_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", _duration)
@@ -113,7 +116,8 @@ class DriverContext:
             self.error_buffer_length,
         )
         positive = ("client_liveness_timeout_ns", "publication_unblock_timeout_ns", "timer_interval_ns",
-                    "driver_timeout_ms", "loss_report_buffer_length")
+                    "driver_timeout_ms", "loss_report_buffer_length", "untethered_window_limit_timeout_ns",
+                    "untethered_resting_timeout_ns")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")

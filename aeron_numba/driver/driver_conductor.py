@@ -33,7 +33,7 @@ from aeron_numba.layout import frame, log_buffer, ring_buffer
 from aeron_numba.layout.log_buffers import LogBuffers
 
 from aeron_numba.driver.context import DriverContext
-from aeron_numba.driver.ipc_publication import IpcPublication, State
+from aeron_numba.driver.ipc_publication import ImageChange, IpcPublication, State
 
 COMMAND_BATCH_LIMIT = 64
 PUBLICATIONS_DIR = "publications"
@@ -101,6 +101,9 @@ class SubscriptionLink:
     stream_id: int
     channel: str
     images: dict[int, int] = field(default_factory=dict)  # publication registration id -> sub-pos counter id
+    tether: bool = True  # untethered (tether=false) subscribers may be dropped when they fall behind (§15.2)
+    untethered_window_limit_timeout_ns: int = 0
+    untethered_resting_timeout_ns: int = 0
 
 
 @dataclass
@@ -275,12 +278,27 @@ class DriverConductor:
             if publication.on_time_event(now_ns, self.system_counters):
                 self._delete_publication(publication)
                 work += 1
+            elif publication.state is State.ACTIVE:
+                for subscriber, change in publication.check_untethered_subscriptions(now_ns):
+                    if change is ImageChange.UNAVAILABLE:
+                        self._send_unavailable_image(publication, subscriber.subscription)
+                    else:
+                        self._send_available_image(publication, subscriber.subscription, subscriber.counter_id)
+                    work += 1
             elif publication.state is State.LINGER:
                 for subscriber in publication.subscribers:
-                    link = subscriber.subscription
-                    self._send(cp.ON_UNAVAILABLE_IMAGE, dc.ImageMessage(
-                        publication.registration_id, link.registration_id, publication.stream_id, link.channel))
+                    self._send_unavailable_image(publication, subscriber.subscription)
         return work
+
+    def _send_unavailable_image(self, publication: IpcPublication, link: SubscriptionLink) -> None:
+        self._send(cp.ON_UNAVAILABLE_IMAGE, dc.ImageMessage(
+            publication.registration_id, link.registration_id, publication.stream_id, link.channel))
+
+    def _send_available_image(self, publication: IpcPublication, link: SubscriptionLink, counter_id: int) -> None:
+        self._send(cp.ON_AVAILABLE_IMAGE, dc.ImageBuffersReady(
+            publication.registration_id, publication.session_id, publication.stream_id,
+            link.registration_id, counter_id, publication.log_file_name, IPC_SOURCE_IDENTITY,
+        ))
 
     def _check_client_liveness(self) -> int:
         now_ms = self.epoch_clock()
@@ -361,7 +379,7 @@ class DriverConductor:
         if publication.ref_count == 1:
             for subscription in self.subscriptions:
                 if subscription.stream_id == publication.stream_id:
-                    self._link_image(subscription, publication)
+                    self._link_image(subscription, publication, now_ns)
 
     def on_add_exclusive_publication(self, message, now_ns) -> None:
         self.on_add_publication(message, now_ns, exclusive=True)
@@ -416,7 +434,7 @@ class DriverConductor:
         self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, log.buffer.size)
         return publication
 
-    def _link_image(self, subscription: SubscriptionLink, publication: IpcPublication) -> None:
+    def _link_image(self, subscription: SubscriptionLink, publication: IpcPublication, now_ns: int) -> None:
         """A subscriber joins at the publication's current position (late joiners see only new data)."""
         join_position = publication.producer_position()
         label = ck.subscriber_position_label(
@@ -430,12 +448,9 @@ class DriverConductor:
             label, cl.SUBSCRIBER_POSITION_TYPE_ID, key, registration_id=subscription.registration_id,
             owner_id=subscription.client_id, reference_id=publication.registration_id,
         )
-        publication.add_subscriber(subscription, counter_id, join_position)
+        publication.add_subscriber(subscription, counter_id, join_position, now_ns)
         subscription.images[publication.registration_id] = counter_id
-        self._send(cp.ON_AVAILABLE_IMAGE, dc.ImageBuffersReady(
-            publication.registration_id, publication.session_id, publication.stream_id,
-            subscription.registration_id, counter_id, publication.log_file_name, IPC_SOURCE_IDENTITY,
-        ))
+        self._send_available_image(publication, subscription, counter_id)
 
     def on_remove_publication(self, message, now_ns) -> None:
         link = self._find_publication_link(message.client_id, message.registration_id)
@@ -484,13 +499,20 @@ class DriverConductor:
 
     # ------------------------------------------------------------------------------------ subscriptions
     def on_add_subscription(self, message, now_ns) -> None:
-        self._ipc_channel(message.channel)
-        link = SubscriptionLink(message.correlation_id, message.client_id, message.stream_id, message.channel)
+        uri = self._ipc_channel(message.channel)
+        link = SubscriptionLink(
+            message.correlation_id, message.client_id, message.stream_id, message.channel,
+            tether=cu.parse_bool(cu.TETHER_PARAM, uri.get(cu.TETHER_PARAM, "true")),
+            untethered_window_limit_timeout_ns=_duration_param(
+                uri, cu.UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM, self.ctx.untethered_window_limit_timeout_ns),
+            untethered_resting_timeout_ns=_duration_param(
+                uri, cu.UNTETHERED_RESTING_TIMEOUT_PARAM, self.ctx.untethered_resting_timeout_ns),
+        )
         self.subscriptions.append(link)
         self._send(cp.ON_SUBSCRIPTION_READY, dc.SubscriptionReady(message.correlation_id, NULL_CHANNEL_STATUS_ID))
         for publication in self.publications:
             if publication.state is State.ACTIVE and publication.stream_id == message.stream_id:
-                self._link_image(link, publication)
+                self._link_image(link, publication, now_ns)
 
     def on_remove_subscription(self, message, now_ns) -> None:
         link = next((s for s in self.subscriptions
@@ -553,6 +575,16 @@ class DriverConductor:
         cp.REMOVE_COUNTER: on_remove_counter,
         cp.TERMINATE_DRIVER: on_terminate_driver,
     }
+
+
+def _duration_param(uri: cu.ChannelUri, name: str, default_ns: int) -> int:
+    value = uri.get(name)
+    if not value:
+        return default_ns
+    duration_ns = cu.parse_duration_ns(name, value)
+    if duration_ns <= 0:
+        raise InvalidChannelError(f"{name}={value} must be > 0")
+    return duration_ns
 
 
 @dataclass

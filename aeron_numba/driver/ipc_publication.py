@@ -3,7 +3,8 @@
 One ``IpcPublication`` per log: concurrent publications of a stream share it (reference counted),
 each exclusive publication has its own. The driver moves ``pub-lmt`` from the slowest subscriber,
 publishes ``pub-pos``, zeroes consumed term space, detects and unblocks a publisher that died mid-claim,
-and runs the lifecycle ACTIVE -> DRAINING -> LINGER -> DONE on its timer.
+and runs the lifecycle ACTIVE -> DRAINING -> LINGER -> DONE on its timer. Untethered subscribers
+(``tether=false``) that fall too far behind are dropped, rest, and rejoin at the consumer position (§15.2).
 """
 
 from __future__ import annotations
@@ -29,13 +30,38 @@ class State(enum.Enum):
     DONE = 4
 
 
+class TetherState(enum.Enum):
+    """§15.2: a tethered subscriber is always ACTIVE; an untethered one may be dropped (LINGER), then RESTING."""
+
+    ACTIVE = 1
+    LINGER = 2
+    RESTING = 3
+
+
+class ImageChange(enum.Enum):
+    """What the conductor tells an untethered subscriber's client after a tether state change."""
+
+    UNAVAILABLE = 1
+    AVAILABLE = 2
+
+
 @dataclass
 class SubscriberPosition:
     """One subscription's ``sub-pos`` counter on this publication's image."""
 
-    subscription: object  # driver.subscription_link.SubscriptionLink
+    subscription: object  # driver_conductor.SubscriptionLink (tether, untethered timeouts)
     counter_id: int
     join_position: int
+    tether_state: TetherState = TetherState.ACTIVE
+    time_of_last_update_ns: int = 0
+
+    @property
+    def tethered(self) -> bool:
+        return self.subscription.tether
+
+    @property
+    def counts_for_flow_control(self) -> bool:
+        return self.tether_state is not TetherState.RESTING
 
 
 @dataclass
@@ -87,8 +113,9 @@ class IpcPublication:
         atomics_py.put_int32_release(self.log.buffer, self.log.metadata_offset + offset, value)
 
     # ---------------------------------------------------------------------------------- subscriber links
-    def add_subscriber(self, subscription, counter_id: int, join_position: int) -> None:
-        self.subscribers.append(SubscriberPosition(subscription, counter_id, join_position))
+    def add_subscriber(self, subscription, counter_id: int, join_position: int, now_ns: int = 0) -> None:
+        self.subscribers.append(SubscriberPosition(subscription, counter_id, join_position,
+                                                   time_of_last_update_ns=now_ns))
         self._set_counter(counter_id, join_position)
         if len(self.subscribers) == 1:
             self._set_metadata_i32(lb.LOG_IS_CONNECTED_OFFSET, 1)
@@ -105,7 +132,40 @@ class IpcPublication:
         return None
 
     def subscriber_positions(self) -> list[int]:
-        return [self._get_counter(s.counter_id) for s in self.subscribers]
+        """Positions of the subscribers that hold the publisher back (every one but the RESTING)."""
+        return [self._get_counter(s.counter_id) for s in self.subscribers if s.counts_for_flow_control]
+
+    def check_untethered_subscriptions(self, now_ns: int) -> list[tuple[SubscriberPosition, ImageChange]]:
+        """§15.2 on each timer tick while ACTIVE; returns the image changes the clients must be told about.
+
+        An untethered subscriber at or below ``consumer - window + window/4`` (about to block the publisher)
+        for the window limit timeout is dropped (LINGER: it still holds the limit while its client lets go of
+        the image), after another window limit timeout it RESTS (ignored by flow control, its data may be
+        overwritten), and after the resting timeout it rejoins at the consumer position.
+        """
+        changes = []
+        window = self.term_window_length
+        window_limit = self.consumer_position - window + window // 4
+        for subscriber in self.subscribers:
+            if subscriber.tethered:
+                continue
+            link = subscriber.subscription
+            since_update_ns = now_ns - subscriber.time_of_last_update_ns
+            if subscriber.tether_state is TetherState.ACTIVE:
+                if self._get_counter(subscriber.counter_id) > window_limit:
+                    subscriber.time_of_last_update_ns = now_ns
+                elif since_update_ns > link.untethered_window_limit_timeout_ns:
+                    subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.LINGER, now_ns
+                    changes.append((subscriber, ImageChange.UNAVAILABLE))
+            elif subscriber.tether_state is TetherState.LINGER:
+                if since_update_ns > link.untethered_window_limit_timeout_ns:
+                    subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.RESTING, now_ns
+            elif since_update_ns > link.untethered_resting_timeout_ns:
+                subscriber.join_position = self.consumer_position
+                self._set_counter(subscriber.counter_id, subscriber.join_position)
+                subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.ACTIVE, now_ns
+                changes.append((subscriber, ImageChange.AVAILABLE))
+        return changes
 
     # ---------------------------------------------------------------------------------------- duty cycle
     def update_pub_pos_and_pub_lmt(self) -> int:
@@ -115,8 +175,8 @@ class IpcPublication:
         producer = self.producer_position()
         self._set_counter(self.pub_pos_counter_id, producer)
         work = 0
-        if self.subscribers:
-            positions = self.subscriber_positions()
+        positions = self.subscriber_positions()
+        if positions:
             min_position, max_position = min(positions), max(positions)
             self.consumer_position = max(self.consumer_position, max_position)
             proposed = min_position + self.term_window_length
@@ -126,7 +186,7 @@ class IpcPublication:
                 work = 1
             self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position, min_position))
         elif self._get_counter(self.pub_lmt_counter_id) > self.consumer_position:
-            # No subscriber: hold the publisher at the consumer position (NOT_CONNECTED / back pressure).
+            # No subscriber (or only resting ones): hold the publisher at the consumer position (NOT_CONNECTED / back pressure).
             self._set_counter(self.pub_lmt_counter_id, self.consumer_position)
             self.trip_limit = self.consumer_position
             work = 1

@@ -13,8 +13,9 @@ from chaos.scenarios.log_corrupted import LogByteCorrupted
 from chaos.scenarios.huge_messages import HugeMessages
 from chaos.scenarios.disk_full import DiskFull
 from chaos.scenarios.driver_killed import DriverStopped
+from chaos.scenarios.untethered_subscriber import UntetheredSubscriber
 
 SCENARIOS = {s.name: s for s in (SubscriberKilled(), SharedPublisherKilled(), PublisherKilledMidClaim(),
                                  ClientPaused(), DriverKilled(), SlowConsumer(), GarbageWriter(),
                                  ExitWithoutClose(), SubscriberStalled(), DriverStopped(), HugeMessages(),
-                                 LogByteCorrupted(), DiskFull())}
+                                 LogByteCorrupted(), DiskFull(), UntetheredSubscriber())}

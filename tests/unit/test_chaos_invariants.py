@@ -93,3 +93,12 @@ def test_error_log_allow_list():
 def test_exit_codes():
     assert invariants.check_exits({"a": 0, "b": -9}, {"a": 0, "b": {-9, 0}}) == []
     assert invariants.check_exits({"a": 1}, {"a": 0}) == ["a exit code 1, expected 0"]
+
+
+def test_after_an_image_rejoins_only_what_follows_the_latest_join_is_owed():
+    rejoin = {"event": "image", "incarnation": 0, "session": SESSION, "join_position": 3 * FRAME, "ts_ns": 2500}
+    gone = {"event": "image_gone", "incarnation": 0, "session": SESSION, "ts_ns": 2400}
+    receives = [_recv(0), gone, rejoin, _recv(3), _recv(4)]  # seqs 1 and 2 passed while it was dropped
+    assert _check(receives)[0] == []
+    failures, _ = _check([_recv(0), gone, rejoin, _recv(4)])
+    assert len(failures) == 1 and "never received" in failures[0] and "(0, 3)" in failures[0]

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels import term_reader as TR
 from aeron_numba.kernels.error_log import ErrorLogReader
@@ -324,3 +325,71 @@ def test_a_log_file_that_cannot_be_sized_is_removed_and_reported(harness, monkey
     assert "cannot create" in error.error_message and "File too large" in error.error_message
     assert list((harness.conductor.publications_dir).glob("*")) == []
     assert harness.system_counter(cl.ERRORS) == 1
+
+
+UNTETHERED = "aeron:ipc?tether=false|untethered-window-limit-timeout=1s|untethered-resting-timeout=2s"
+
+
+def test_an_untethered_subscriber_that_falls_behind_is_dropped_rests_and_rejoins(harness):
+    """§15.2: ACTIVE -> (behind for 1 s) LINGER -> (1 s) RESTING, ignored by flow control -> (2 s) ACTIVE again
+    at the consumer position. The tethered subscriber beside it is never dropped."""
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc")
+    tethered_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                              stream_id=7, channel="aeron:ipc")
+    untethered_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                                stream_id=7, channel=UNTETHERED)
+    harness.work(2)
+    responses = client.responses()
+    pub = responses[0][1]
+    images = {m.subscription_registration_id: m for t, m in responses if t == cp.ON_AVAILABLE_IMAGE}
+    tethered_counter = images[tethered_id].subscriber_position_id
+    untethered_counter = images[untethered_id].subscriber_position_id
+    window = TERM_LENGTH // 2
+    producer = window - 2048
+    values = harness.cnc.counters_values_buffer
+    with LogBuffers.open(pub.log_file_name) as log:  # the publisher wrote up to `producer`
+        tail_offset = log.metadata_offset + lb.term_tail_counter_offset(0)
+        raw_tail = int(log.buffer[tail_offset:tail_offset + 8].view(np.int64)[0])
+        log.buffer[tail_offset:tail_offset + 8].view(np.int64)[0] = raw_tail + producer
+    ck.set_counter_value(values, tethered_counter, producer)  # the tethered one keeps up, the other reads nothing
+    harness.advance(900, keep_alive=[client])
+    assert client.responses() == []
+    harness.advance(300, keep_alive=[client])
+    (t, gone), = client.responses()
+    assert t == cp.ON_UNAVAILABLE_IMAGE and gone.subscription_registration_id == untethered_id
+    assert harness.reader.get_counter_value(pub.position_limit_counter_id) == window  # LINGER still holds it
+    harness.advance(1100, keep_alive=[client])
+    assert harness.reader.get_counter_value(pub.position_limit_counter_id) == producer + window  # RESTING
+    harness.advance(2100, keep_alive=[client])
+    (t, back), = client.responses()
+    assert t == cp.ON_AVAILABLE_IMAGE and back.subscription_registration_id == untethered_id
+    assert back.subscriber_position_id == untethered_counter
+    assert harness.reader.get_counter_value(untethered_counter) == producer  # rejoins at the consumer position
+    harness.advance(2000, keep_alive=[client])
+    assert client.responses() == []  # caught up: stays ACTIVE; the tethered one was never dropped
+
+
+def test_a_tethered_subscriber_is_never_dropped_however_far_behind(harness):
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc")
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
+                channel="aeron:ipc?tether=true|untethered-window-limit-timeout=1s")
+    harness.work(2)
+    pub = client.responses()[0][1]
+    with LogBuffers.open(pub.log_file_name) as log:
+        tail_offset = log.metadata_offset + lb.term_tail_counter_offset(0)
+        log.buffer[tail_offset:tail_offset + 8].view(np.int64)[0] += TERM_LENGTH // 2
+    harness.advance(5000, keep_alive=[client])
+    assert client.responses() == []
+    assert harness.reader.get_counter_value(pub.position_limit_counter_id) == TERM_LENGTH // 2
+
+
+@pytest.mark.parametrize("channel", ["aeron:ipc?tether=maybe", "aeron:ipc?tether=false|untethered-resting-timeout=0"])
+def test_bad_tether_parameters_are_refused(harness, channel):
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
+                channel=channel)
+    harness.work()
+    (t, error), = client.responses()
+    assert t == cp.ON_ERROR and error.error_code == cp.INVALID_CHANNEL
