@@ -20,7 +20,8 @@ class SubscriberKilled(Scenario):
         survivor, victim = ctx.start_subscriber("subA"), ctx.start_subscriber("subB")
         survivor.await_ready()
         victim.await_ready()
-        publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]))
+        publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]),
+                                        exclusive=ctx.rng.random() < 0.5)
         kill_at = ctx.rng.randint(count // 10, count // 2)
         ctx.timeline.event("schedule", kill_subscriber_after_acked=kill_at, victim=victim.name)
         faults.await_acked(ctx, publisher, kill_at)

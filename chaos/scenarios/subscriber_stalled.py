@@ -25,7 +25,8 @@ class SubscriberStalled(Scenario):
         stalled, other = ctx.start_subscriber("subStalled"), ctx.start_subscriber("subA")
         stalled.await_ready()
         other.await_ready()
-        publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 50, 100]))
+        publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 50, 100]),
+                                        exclusive=ctx.rng.random() < 0.5)
         stall_at = ctx.rng.randint(100, count // 4)
         stall_s = ctx.rng.uniform(LIVENESS_TIMEOUT_S + 0.5, LIVENESS_TIMEOUT_S + (1.5 if ctx.quick else 4.0))
         ctx.timeline.event("schedule", stall_after_acked=stall_at, stall_s=stall_s, target=stalled.name)
