@@ -490,7 +490,7 @@ class ClientConductor:
         try:
             image = Image(
                 subscription, msg.correlation_id, msg.session_id, msg.subscriber_position_id, log_buffers,
-                self.counters_values_buffer, msg.source_identity,
+                self.counters_values_buffer, msg.source_identity, self.counters_reader.metadata_buffer,
             )
         except Exception as exc:  # noqa: BLE001
             self._release_log(msg.log_file_name)

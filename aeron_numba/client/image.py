@@ -4,16 +4,25 @@ The driver sends ON_AVAILABLE_IMAGE with the log file and the id of this subscri
 (``sub-pos``). Polling reads fragments from that position and release-stores the new position, which the
 driver reads for flow control (``pub-lmt``) and cleaning.
 
-Python callers: ``poll`` makes one kernel call per poll (``poll_descriptors``: ``term_reader.image_poll_batch``
-from the subscriber position), which describes up to ``fragment_limit`` fragments in an int64 array, then
-calls the Python handler for each and stores the position once. Compiled callers use ``log_buffer``,
-``position_buffer`` and ``position_offset`` with
-``term_reader.image_poll(log_buffer, position_buffer, position_offset, limit, handler, ctx)``.
+Python callers: ``poll`` makes two kernel calls per poll: ``poll_descriptors`` (``term_reader.image_poll_batch``
+from the subscriber position) describes up to ``fragment_limit`` fragments in an int64 array, and
+``copy_batch`` copies those fragments (one contiguous run of the term) into the image's private buffer and
+then checks that our ``sub-pos`` counter is still allocated to this subscription. The handlers are called
+on the private copy, and the position is stored once at the end.
+
+Why the copy: a Python process can be stopped anywhere (a GC pause, SIGSTOP, a slow handler). If it is stopped
+past the client liveness timeout, the driver frees its counters and may then clean or reuse the log behind
+the other subscribers. The driver frees the ``sub-pos`` counter *before* it reclaims anything, so a copy
+followed by "still allocated" is a copy of data that was intact; handlers then read only that copy, however
+long they are stopped. (Aeron's own client reads the log in place and gives no such guarantee to a client the
+driver has declared dead.)
+
+Compiled callers use ``log_buffer``, ``position_buffer`` and ``position_offset`` with
+``term_reader.image_poll(log_buffer, position_buffer, position_offset, limit, handler, ctx)``: they read the log
+in place, as Aeron does.
 """
 
 from __future__ import annotations
-
-import time
 
 from typing import Callable
 
@@ -24,7 +33,8 @@ from aeron_numba.client.header import Header
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
-from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire, put_int64_release
+from aeron_numba.kernels.memory import copy_bytes
+from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire
 from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout import frame
@@ -36,24 +46,48 @@ from aeron_numba.layout.log_buffers import LogBuffers
 MAX_FRAGMENTS_PER_POLL = 4096
 
 _HEADER_LENGTH = frame.HEADER_LENGTH
-# A descriptor batch held longer than this (a slow handler, or the process was stopped) is re-checked
-# fragment by fragment before delivery, so data the driver has since reclaimed is never handed out.
-_REVALIDATE_AFTER_NS = 10_000_000
 _FRAME_ALIGNMENT = frame.FRAME_ALIGNMENT
+_METADATA_LENGTH = counters_layout.METADATA_LENGTH
+_STATE_OFFSET = counters_layout.METADATA_STATE_OFFSET
+_ALLOCATED = counters_layout.RECORD_ALLOCATED
+_COUNTER_LENGTH = counters_layout.COUNTER_LENGTH
+_REGISTRATION_ID_OFFSET = counters_layout.COUNTER_REGISTRATION_ID_OFFSET
 
 
 @kernel
 def poll_descriptors(log, position_buffer, position_offset, out):
     """Describe up to ``len(out)`` fragments from this subscriber's position, in one call from Python.
 
-    Returns ``(fragments, position, new_position)``. With no fragment but padding skipped, the new
-    position is release-stored here; otherwise the caller stores it after its handlers ran.
+    Returns ``(fragments, position, new_position)``; the caller stores the new position (also when only
+    padding was skipped) once its handlers ran.
     """
     position = atomics.get_int64_acquire(position_buffer, position_offset)
     fragments, new_position = image_poll_batch(log, position, out)
-    if fragments == 0 and new_position > position:
-        atomics.put_int64_release(position_buffer, position_offset, new_position)
     return fragments, position, new_position
+
+
+@kernel
+def copy_batch(log, start, length, scratch, metadata, values, counter_id, registration_id):
+    """Copy ``log[start:start+length]`` into ``scratch``, then report whether counter ``counter_id`` is still
+    allocated to ``registration_id`` (1) or was freed meanwhile (0: the copy may hold reclaimed data).
+
+    The acquire fence keeps the state loads after the copy's loads; the driver frees the counter (a release
+    store) before it cleans or lets a publisher reuse anything this subscriber had not consumed.
+    """
+    copy_bytes(scratch, 0, log, start, length)
+    atomics.acquire_fence()
+    state = atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET)
+    owner = atomics.get_int64_acquire(values, counter_id * _COUNTER_LENGTH + _REGISTRATION_ID_OFFSET)
+    return 1 if state == _ALLOCATED and owner == registration_id else 0
+
+
+@kernel
+def store_position_if_owned(metadata, values, counter_id, registration_id, position):
+    """Release-store the subscriber position unless the driver freed (and maybe re-used) the counter."""
+    offset = counter_id * _COUNTER_LENGTH
+    if (atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET) == _ALLOCATED
+            and atomics.get_int64_acquire(values, offset + _REGISTRATION_ID_OFFSET) == registration_id):
+        atomics.put_int64_release(values, offset, position)
 
 
 def _check_fragment_limit(fragment_limit: int) -> int:
@@ -85,6 +119,7 @@ class Image:
         log_buffers: LogBuffers,
         position_buffer: np.ndarray,
         source_identity: str,
+        counters_metadata_buffer: np.ndarray,
     ):
         self.subscription = subscription
         self.correlation_id = correlation_id
@@ -103,6 +138,8 @@ class Image:
         self.position_buffer: np.ndarray | None = position_buffer
         self.position_offset = subscriber_position_id * counters_layout.COUNTER_LENGTH + counters_layout.COUNTER_VALUE_OFFSET
         self.join_position = int(get_int64_acquire(position_buffer, self.position_offset))
+        self._metadata = counters_metadata_buffer
+        self._scratch = np.zeros(0, dtype=np.uint8)  # the private copy handlers read (grown on demand)
         self._header = Header(self.initial_term_id, self.position_bits_to_shift, self.log_buffer)
         self._descriptors = np.zeros((0, FRAGMENT_COLUMNS), dtype=np.int64)
         self._out = self._descriptors
@@ -121,61 +158,61 @@ class Image:
         self._out_limit = fragment_limit
         return self._out
 
-    def _deliverable(self, log: np.ndarray, out: np.ndarray, count: int, reclaimed_from: list[int]):
-        """The batch's ``(frame_offset, frame_length, end_position)`` rows, re-checked once the batch has been
-        held for ``_REVALIDATE_AFTER_NS``; stops before the first fragment no longer in the log and puts its
-        start position in ``reclaimed_from``."""
-        checked_ns = time.monotonic_ns()
-        for frame_offset, frame_length, end_position in out[:count].tolist():
-            if time.monotonic_ns() - checked_ns > _REVALIDATE_AFTER_NS:
-                if not self._fragment_still_there(log, frame_offset, frame_length, end_position):
-                    reclaimed_from.append(end_position - align(frame_length, _FRAME_ALIGNMENT))
-                    return
-                checked_ns = time.monotonic_ns()
-            yield frame_offset, frame_length, end_position
+    def _copy(self, log: np.ndarray, out: np.ndarray, count: int) -> tuple[np.ndarray, int] | None:
+        """Copy the batch's frames (contiguous in one term) into the private buffer; returns it and the log
+        offset it starts at, or None if our ``sub-pos`` was freed (the driver dropped this subscriber)."""
+        start = int(out[0, 0])
+        end = int(out[count - 1, 0]) + align(int(out[count - 1, 1]), _FRAME_ALIGNMENT)
+        length = end - start
+        if not 0 <= start <= end <= log.size:
+            raise AssertionError(f"fragment batch [{start}, {end}) outside the log of {log.size} bytes")
+        if self._scratch.size < length:
+            self._scratch = np.zeros(max(length, 2 * self._scratch.size), dtype=np.uint8)
+        if not copy_batch(log, start, length, self._scratch, self._metadata, self.position_buffer,
+                          self.subscriber_position_id, self.subscription_registration_id):
+            return None
+        return self._scratch, start
 
-    def _fragment_still_there(self, log: np.ndarray, frame_offset: int, frame_length: int, end_position: int) -> bool:
-        """Is the fragment a batch described still in the log? Checked when the batch has been held for a
-        while (the process may have been stopped): a subscriber the driver timed out meanwhile is no longer
-        waited for, so its terms may have been cleaned or reused by a later lap."""
-        start = end_position - align(frame_length, _FRAME_ALIGNMENT)
-        term_id = (((self.initial_term_id + (start >> self.position_bits_to_shift)) + 2**31) % 2**32) - 2**31
-        return (
-            int(get_int32_acquire(log, frame_offset)) == frame_length
-            and int(get_int32_acquire(log, frame_offset + frame.TERM_ID_FIELD_OFFSET)) == term_id
-        )
+    def _store_position(self, position: int) -> None:
+        store_position_if_owned(self._metadata, self.position_buffer, self.subscriber_position_id,
+                                self.subscription_registration_id, position)
 
     def poll(self, handler: Callable, fragment_limit: int) -> int:
         """Deliver up to ``fragment_limit`` fragments to ``handler(buffer, offset, length, header)``.
 
-        ``buffer`` is the log buffer (``np.uint8``); the payload is ``buffer[offset:offset+length]``.
-        Returns the number of fragments delivered. If the handler raises, the fragment it was given
-        counts as consumed (as in Aeron) and the exception propagates.
+        ``buffer`` is a private copy of the fragments (``np.uint8``, valid during the call only); the payload
+        is ``buffer[offset:offset+length]``. Returns the number of fragments delivered. If the handler raises,
+        the fragment it was given counts as consumed (as in Aeron) and the exception propagates.
         """
         log = self.log_buffer
         position_buffer = self.position_buffer
         if log is None or position_buffer is None:
             return 0
         out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        position_offset = self.position_offset
-        count, position, new_position = poll_descriptors(log, position_buffer, position_offset, out)
+        count, position, new_position = poll_descriptors(log, position_buffer, self.position_offset, out)
         if count == 0:
+            if new_position > position:
+                self._store_position(new_position)  # padding skipped
             return 0
+        copied = self._copy(log, out, count)
+        if copied is None:
+            return 0  # dropped by the driver: nothing of this batch can be trusted
+        buffer, base = copied
         header = self._header
-        header.buffer = log
+        header.buffer = buffer
         fragment_position = position
         delivered = 0
-        reclaimed_from: list[int] = []
         try:
-            for frame_offset, frame_length, fragment_position in self._deliverable(log, out, count, reclaimed_from):
-                header.offset = frame_offset
+            for frame_offset, frame_length, fragment_position in out[:count].tolist():
+                offset = frame_offset - base
+                header.offset = offset
                 header.position = fragment_position
-                handler(log, frame_offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
+                handler(buffer, offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
                 delivered += 1
         except BaseException:
-            put_int64_release(position_buffer, position_offset, fragment_position)
+            self._store_position(fragment_position)
             raise
-        put_int64_release(position_buffer, position_offset, reclaimed_from[0] if reclaimed_from else new_position)
+        self._store_position(new_position)
         return delivered
 
     def controlled_poll(self, handler: Callable, fragment_limit: int) -> int:
@@ -190,22 +227,27 @@ class Image:
         if log is None or position_buffer is None:
             return 0
         out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        position_offset = self.position_offset
-        count, position, new_position = poll_descriptors(log, position_buffer, position_offset, out)
+        count, position, new_position = poll_descriptors(log, position_buffer, self.position_offset, out)
         if count == 0:
+            if new_position > position:
+                self._store_position(new_position)  # padding skipped
             return 0
+        copied = self._copy(log, out, count)
+        if copied is None:
+            return 0
+        buffer, base = copied
         committed = position
         resulting = new_position
         fragments_read = 0
         header = self._header
-        header.buffer = log
+        header.buffer = buffer
         fragment_position = position
-        reclaimed_from: list[int] = []
         try:
-            for frame_offset, frame_length, fragment_position in self._deliverable(log, out, count, reclaimed_from):
-                header.offset = frame_offset
+            for frame_offset, frame_length, fragment_position in out[:count].tolist():
+                offset = frame_offset - base
+                header.offset = offset
                 header.position = fragment_position
-                action = handler(log, frame_offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
+                action = handler(buffer, offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
                 if action == ABORT:
                     resulting = fragment_position - align(frame_length, _FRAME_ALIGNMENT)
                     break
@@ -214,7 +256,7 @@ class Image:
                     resulting = fragment_position
                     break
                 if action == COMMIT:
-                    put_int64_release(position_buffer, position_offset, fragment_position)
+                    self._store_position(fragment_position)
                     committed = fragment_position
                 elif action not in ACTIONS:
                     raise ConfigurationError(
@@ -222,12 +264,10 @@ class Image:
                         " COMMIT=3 or CONTINUE=4"
                     )
         except BaseException:
-            put_int64_release(position_buffer, position_offset, max(fragment_position, committed))
+            self._store_position(max(fragment_position, committed))
             raise
-        if reclaimed_from:
-            resulting = reclaimed_from[0]
         if resulting > committed:
-            put_int64_release(position_buffer, position_offset, resulting)
+            self._store_position(resulting)
         return fragments_read
 
     # ---------------------------------------------------------------------------------------- properties

@@ -433,33 +433,51 @@ def test_malformed_and_foreign_responses_are_reported_or_ignored(client, driver)
 
 
 @pytest.mark.parametrize("controlled", [False, True])
-def test_a_batch_held_across_a_stop_is_rechecked_and_reclaimed_data_never_delivered(client, monkeypatch, controlled):
-    """The process stops mid-poll for longer than the liveness timeout; meanwhile the driver (no longer
-    counting this subscriber) cleans the term. After the stop the rest of the batch is re-checked and the
-    cleaned fragments are not handed to the handler."""
+def test_handlers_read_a_private_copy_the_log_changing_underneath_does_not_reach_them(client, controlled):
+    """The process stops inside a handler for longer than the liveness timeout; meanwhile the driver (no
+    longer counting this subscriber) cleans the term. The rest of the batch was copied while the subscriber
+    still owned it, so the handlers still get the bytes that were published, never the cleaned ones."""
     from aeron_numba.client import CONTINUE
-    from aeron_numba.client import image as image_module
 
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 9)
     publication = aeron.add_publication("aeron:ipc", 9)
     wait_until(lambda: subscription.image_count == 1, 5, "image")
     for i in range(3):
-        assert offer(publication, bytes([i]) * 40) > 0
+        assert offer(publication, bytes([i + 1]) * 40) > 0
     log = subscription.images[0].log_buffer
-    clock = [0]
-    monkeypatch.setattr(image_module.time, "monotonic_ns", lambda: clock[0])
     seen = []
 
     def handler(buffer, offset, length, header):
-        seen.append(bytes(buffer[offset : offset + length]))
-        if len(seen) == 1:  # the stop, and what the driver did meanwhile
-            clock[0] += 5_000_000_000
-            log[96 : 96 * 3] = 0  # the second and third frames are cleaned
+        assert buffer is not log
+        seen.append((bytes(buffer[offset : offset + length]), header.session_id))
+        if len(seen) == 1:  # what the driver did while we were stopped
+            log[0 : 96 * 3] = 0
         return CONTINUE if controlled else None
 
     poll = subscription.controlled_poll if controlled else subscription.poll
-    assert poll(handler, 10) == 1
-    assert seen == [bytes([0]) * 40]
-    assert subscription.images[0].position == 96  # stopped at the first reclaimed fragment
-    assert poll(handler, 10) == 0 and len(seen) == 1
+    assert poll(handler, 10) == 3
+    assert seen == [(bytes([i + 1]) * 40, publication.session_id) for i in range(3)]
+    assert subscription.images[0].position == 96 * 3
+
+
+@pytest.mark.parametrize("controlled", [False, True])
+def test_once_the_driver_freed_our_position_counter_nothing_is_delivered_or_stored(client, driver, controlled):
+    """A subscriber the driver dropped (its sub-pos freed, maybe already reused) must not trust a batch it
+    copied, nor write its position into a counter that may now belong to someone else."""
+    from aeron_numba.layout import counters as counters_layout
+
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 9)
+    publication = aeron.add_publication("aeron:ipc", 9)
+    wait_until(lambda: subscription.image_count == 1, 5, "image")
+    assert offer(publication, b"x" * 40) > 0
+    image = subscription.images[0]
+    state = image.subscriber_position_id * counters_layout.METADATA_LENGTH + counters_layout.METADATA_STATE_OFFSET
+    metadata = aeron.conductor.counters_reader.metadata_buffer
+    metadata[state : state + 4].view(np.int32)[0] = counters_layout.RECORD_RECLAIMED
+    seen = []
+    poll = subscription.controlled_poll if controlled else subscription.poll
+    assert poll(lambda *args: seen.append(args), 10) == 0
+    assert seen == [] and image.position == 0
+    metadata[state : state + 4].view(np.int32)[0] = counters_layout.RECORD_ALLOCATED  # let teardown free it
