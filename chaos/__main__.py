@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import statistics
 import sys
 
@@ -55,6 +56,27 @@ def main(argv=None) -> int:
     names = list(SCENARIOS) if args.all else [args.scenario]
     base_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     results = []
+    interrupted = False
+    # SIGTERM (a CI timeout, ``kill``) unwinds like Ctrl-C, so every run's teardown stops its processes and
+    # removes its aeron dir instead of leaving them behind.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _run_all(args, names, base_seed, results)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"\n[chaos] interrupted after {len(results)} completed runs; the unfinished run's processes and aeron dir were cleaned up", flush=True)
+    print()
+    print(summary_table(results))
+    if interrupted:
+        return 130
+    return 0 if all(r.passed for r in results) else 1
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _run_all(args, names, base_seed, results) -> None:
     # The bar (runs done, pass/fail so far, ETA) shows on a terminal only; the per-run lines always print.
     with tqdm(total=len(names) * args.iterations, unit="run", disable=None, dynamic_ncols=True) as bar:
         for name in names:
@@ -72,9 +94,6 @@ def main(argv=None) -> int:
                 results.append(result)
                 bar.set_postfix(passed=sum(r.passed for r in results), failed=sum(not r.passed for r in results))
                 bar.update()
-    print()
-    print(summary_table(results))
-    return 0 if all(r.passed for r in results) else 1
 
 
 if __name__ == "__main__":
