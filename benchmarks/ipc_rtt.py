@@ -1,0 +1,155 @@
+"""IPC round trip through the media driver's logs: ping (worker A) and pong (worker B), 32-byte messages.
+
+Two streams per case: A offers on stream 0 and polls stream 1, B polls stream 0 and offers each message
+back on stream 1. One message is in flight; A times each round trip from before its offer to after its
+handler saw the echo.
+
+* ``rtt-aeron-compiled``: both loops in compiled code (``loops.aeron_rtt_ping`` / ``loops.aeron_echo``:
+  ``term_appender.exclusive_offer`` / ``concurrent_offer`` and ``term_reader.image_poll`` with a compiled
+  ``FragmentHandler``), TSC timing.
+* ``rtt-aeron-python``: both loops in Python through the public API (``Publication.offer``,
+  ``Subscription.poll`` with a Python handler), ``time.perf_counter_ns`` timing.
+
+Every echo carries the sequence number it was sent with; A counts mismatches (must be 0).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from benchmarks import loops, stats
+from benchmarks.aeron_pairs import RETRYABLE, offer_python, open_pair, status_text
+
+SPIN_CHECK_MASK = 0xFFFF
+
+
+def _total(case: dict) -> int:
+    return case["warmup"] + case["runs"] * case["n"]
+
+
+def _check_ctx(ctx: np.ndarray, what: str) -> None:
+    if ctx[loops.CTX_ERRORS]:
+        raise AssertionError(f"{what}: {int(ctx[loops.CTX_ERRORS])} messages with a wrong sequence number")
+
+
+# ------------------------------------------------------------------------------------------- compiled
+def ping_compiled(case: dict, env) -> dict:
+    publication, _, image = open_pair(env, env.stream_id(0), env.stream_id(1), case["exclusive"], case["term_length"])
+    env.sync(1)
+    size = case["size"]
+    src = np.zeros(max(size, 8), np.uint8)
+    ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
+
+    def batch(base: int, count: int) -> np.ndarray:
+        lat = np.zeros(count, np.int64)
+        done = loops.aeron_rtt_ping(
+            case["exclusive"], publication.log_buffer, publication.pub_state, publication.limit_buffer,
+            image.log_buffer, image.position_buffer, image.position_offset, src, size, base, count, lat,
+            loops.on_echo, ctx, env.timeout_ticks(),
+        )
+        if done != count:
+            raise RuntimeError(f"{done} of {count} round trips, then {status_text(ctx[loops.CTX_STATUS])}")
+        return stats.ticks_to_ns(lat, env.tsc_hz)
+
+    warm = batch(0, case["warmup"])
+    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
+    _check_ctx(ctx, "ping")
+    return stats.latency_result(
+        runs, warm, case["windows"], received=int(ctx[loops.CTX_RECEIVED]), expected=_total(case),
+        errors=int(ctx[loops.CTX_ERRORS]), timing="rdtsc", back_pressured=int(ctx[loops.CTX_BACK_PRESSURED]),
+    )
+
+
+def echo_compiled(case: dict, env, total: int | None = None) -> dict:
+    publication, _, image = open_pair(env, env.stream_id(1), env.stream_id(0), case["exclusive"], case["term_length"])
+    env.sync(1)
+    total = _total(case) if total is None else total
+    ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
+    done = loops.aeron_echo(
+        image.log_buffer, image.position_buffer, image.position_offset, loops.on_ping, ctx, case["exclusive"],
+        publication.log_buffer, publication.pub_state, publication.limit_buffer, total, env.timeout_ticks(),
+    )
+    if done != total:
+        raise RuntimeError(f"echoed {done} of {total}, then {status_text(ctx[loops.CTX_STATUS])}")
+    _check_ctx(ctx, "pong")
+    return {"echoed": int(done), "back_pressured": int(ctx[loops.CTX_BACK_PRESSURED])}
+
+
+# --------------------------------------------------------------------------------------------- python
+def ping_python(case: dict, env) -> dict:
+    publication, subscription, _ = open_pair(env, env.stream_id(0), env.stream_id(1), case["exclusive"], case["term_length"])
+    env.sync(1)
+    msg = np.zeros(case["size"], np.uint8)
+    seq_view = msg[:8].view(np.int64)
+    state = [0, 0]  # echoes received, first payload byte of the last echo
+
+    def on_fragment(buffer, offset, length, header):
+        state[0] += 1
+        state[1] = buffer[offset]
+
+    offer, poll, clock = publication.offer, subscription.poll, time.perf_counter_ns
+    deadline = env.case_deadline
+    errors = 0
+
+    def batch(base: int, count: int) -> np.ndarray:
+        nonlocal errors
+        out = []
+        append = out.append
+        for i in range(count):
+            seq = base + i
+            seq_view[0] = seq
+            want = state[0] + 1
+            t0 = clock()
+            if offer(msg) < 0:
+                offer_python(offer, deadline, msg)
+            spins = 0
+            while state[0] < want:
+                if poll(on_fragment, 1) == 0:
+                    spins += 1
+                    if spins & SPIN_CHECK_MASK == 0 and time.monotonic() > deadline:
+                        raise TimeoutError(f"no echo of message {seq}")
+            append(clock() - t0)
+            if state[1] != seq & 0xFF:
+                errors += 1
+        return np.array(out, dtype=np.int64)
+
+    warm = batch(0, case["warmup"])
+    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
+    if errors:
+        raise AssertionError(f"ping: {errors} echoes with a wrong sequence number")
+    return stats.latency_result(
+        runs, warm, case["windows"], received=state[0], expected=_total(case), errors=errors, timing="perf_counter_ns",
+    )
+
+
+def echo_python(case: dict, env, total: int | None = None) -> dict:
+    publication, subscription, _ = open_pair(env, env.stream_id(1), env.stream_id(0), case["exclusive"], case["term_length"])
+    env.sync(1)
+    total = _total(case) if total is None else total
+    offer, poll = publication.offer, subscription.poll
+    deadline = env.case_deadline
+    echoed = [0]
+
+    def echo(buffer, offset, length, header):
+        result = offer(buffer, offset, length)
+        if result < 0:
+            if result not in RETRYABLE:
+                raise RuntimeError(f"echo offer failed: {status_text(result)}")
+            offer_python(offer, deadline, buffer, offset, length)
+        echoed[0] += 1
+
+    spins = 0
+    while echoed[0] < total:
+        if poll(echo, 1) == 0:
+            spins += 1
+            if spins & SPIN_CHECK_MASK == 0 and time.monotonic() > deadline:
+                raise TimeoutError(f"echoed {echoed[0]} of {total} before the deadline")
+    return {"echoed": echoed[0]}
+
+
+ROLES = {
+    "rtt-aeron-compiled": {"A": ping_compiled, "B": echo_compiled},
+    "rtt-aeron-python": {"A": ping_python, "B": echo_python},
+}

@@ -1,0 +1,145 @@
+"""What a run measures: the cases, in order, with their counts for each profile.
+
+Profiles: ``full`` (for people, about 2 minutes of measuring), ``quick`` (CI's gate, ~20 s of measuring)
+and ``tiny`` (the smoke test: every case with counts just big enough to check the results are well-formed).
+Counts are per implementation speed, so every case measures for a comparable time.
+
+Case names are the pyperf benchmark names: ``<family>.<impl>[.<publication>].<size or rate>``.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+
+KIB = 1024
+MIB = 1024 * KIB
+
+MESSAGE_SIZES = (32, 288, 1344)
+RTT_SIZE = 32
+#: Latency logs: 1 MiB terms keep the driver's pub-lmt window (half a term) ms ahead of a 200 MB/s ping-pong.
+LATENCY_TERM_LENGTH = 1 * MIB
+#: Throughput logs: 16 MiB terms, so the producer is not held by how often the (Python) driver moves pub-lmt.
+THROUGHPUT_TERM_LENGTH = 16 * MIB
+FIXED_RATES = (10_000, 100_000, 1_000_000)
+PYTHON_FIXED_RATES = (10_000, 100_000)  # a Python loop cannot offer and poll 1M messages/s
+
+PROFILES: dict[str, dict] = {
+    "full": {
+        "rtt": {"compiled": (500_000, 5, 100_000), "python": (100_000, 3, 20_000), "peer": (20_000, 3, 2_000)},
+        "rtt_windows": 10,
+        "tp_windows": 10,
+        "tp_runs": 2,
+        "tp_window": {"compiled": {32: 1_000_000, 288: 400_000, 1344: 100_000}, "python": 100_000, "peer": 30_000},
+        "tp_term_length": THROUGHPUT_TERM_LENGTH,
+        "tp_log_warmup_passes": 2,
+        "fixed_seconds": 2.0,
+        "memcpy": (20, 10),
+        "case_timeout_s": 120.0,
+    },
+    "quick": {
+        "rtt": {"compiled": (100_000, 3, 20_000), "python": (20_000, 2, 5_000), "peer": (3_000, 2, 500)},
+        "rtt_windows": 5,
+        "tp_windows": 5,
+        "tp_runs": 1,
+        "tp_window": {"compiled": {32: 500_000, 288: 200_000, 1344: 50_000}, "python": 30_000, "peer": 15_000},
+        "tp_term_length": THROUGHPUT_TERM_LENGTH,
+        "tp_log_warmup_passes": 1,
+        "fixed_seconds": 0.3,
+        "memcpy": (10, 5),
+        "case_timeout_s": 60.0,
+    },
+    "tiny": {
+        "rtt": {"compiled": (2_000, 2, 200), "python": (300, 2, 50), "peer": (100, 2, 20)},
+        "rtt_windows": 2,
+        "tp_windows": 2,
+        "tp_runs": 2,
+        "tp_window": {"compiled": {32: 5_000, 288: 5_000, 1344: 2_000}, "python": 1_000, "peer": 500},
+        "tp_term_length": 1 * MIB,
+        "tp_log_warmup_passes": 0,
+        "fixed_seconds": 0.01,
+        "memcpy": (2, 2),
+        "case_timeout_s": 30.0,
+    },
+}
+
+
+def _frame_length(size: int) -> int:
+    return (size + 32 + 31) // 32 * 32
+
+
+def _rtt_cases(p: dict) -> list[dict]:
+    cases = []
+    for impl, speed in (
+        ("aeron-compiled", "compiled"), ("floor-compiled", "compiled"),
+        ("aeron-python", "python"), ("floor-python", "python"),
+        ("zmq", "peer"), ("pipe", "peer"), ("iceoryx2", "peer"),
+    ):
+        n, runs, warmup = p["rtt"][speed]
+        cases.append({
+            "name": f"rtt.{impl}.{RTT_SIZE}B", "family": "rtt", "impl": f"rtt-{impl}", "label": impl, "size": RTT_SIZE,
+            "n": n, "runs": runs, "warmup": warmup, "windows": p["rtt_windows"], "exclusive": True,
+            "term_length": LATENCY_TERM_LENGTH, "needs_pipe": impl == "pipe",
+        })
+    return cases
+
+
+def _fixed_rate_cases(p: dict) -> list[dict]:
+    cases = []
+    for impl, rates in (("aeron-compiled", FIXED_RATES), ("aeron-python", PYTHON_FIXED_RATES)):
+        for rate in rates:
+            cases.append({
+                "name": f"fixed.{impl}.{rate // 1000}k", "family": "fixed", "impl": f"fixed-{impl}", "label": impl,
+                "size": RTT_SIZE, "rate": rate, "seconds": p["fixed_seconds"], "warmup_fraction": 0.1,
+                "windows": p["rtt_windows"], "exclusive": True, "term_length": LATENCY_TERM_LENGTH,
+                "needs_pipe": False,
+            })
+    return cases
+
+
+def _throughput_cases(p: dict) -> list[dict]:
+    cases = []
+    term_length = p["tp_term_length"]
+    for size in MESSAGE_SIZES:
+        for impl, speed in (("aeron-compiled", "compiled"), ("aeron-python", "python")):
+            window = p["tp_window"][speed][size] if speed == "compiled" else p["tp_window"][speed]
+            # Warm up over whole passes of the log, so every page of it has been touched once.
+            log_warmup = p["tp_log_warmup_passes"] * 3 * term_length // _frame_length(size)
+            for exclusive in (True, False):
+                kind = "exclusive" if exclusive else "concurrent"
+                cases.append({
+                    "name": f"tp.{impl}.{kind}.{size}B", "family": "tp", "impl": f"tp-{impl}",
+                    "label": f"{impl} {kind}", "size": size, "window": window, "windows": p["tp_windows"],
+                    "runs": p["tp_runs"], "warmup": max(window, log_warmup if speed == "compiled" else window),
+                    "exclusive": exclusive, "term_length": term_length, "needs_pipe": False,
+                })
+        for impl in ("zmq", "pipe", "iceoryx2"):
+            window = p["tp_window"]["peer"]
+            cases.append({
+                "name": f"tp.{impl}.{size}B", "family": "tp", "impl": f"tp-{impl}", "label": impl, "size": size,
+                "window": window, "windows": p["tp_windows"], "runs": p["tp_runs"], "warmup": window,
+                "exclusive": False, "term_length": term_length, "needs_pipe": impl == "pipe",
+            })
+    iterations, windows = p["memcpy"]
+    cases.append({
+        "name": f"tp.memcpy.{term_length // MIB}MiB", "family": "tp", "impl": "tp-memcpy", "label": "memcpy",
+        "size": term_length, "window": iterations, "windows": windows, "runs": 1, "warmup": iterations,
+        "exclusive": False, "term_length": term_length, "needs_pipe": False,
+    })
+    return cases
+
+
+def build_plan(profile: str, only: list[str] | None = None) -> list[dict]:
+    """The cases of ``profile`` in run order, optionally only those whose name matches one of the ``only``
+    patterns (shell-style, or a plain substring)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile={profile!r} must be one of {sorted(PROFILES)}")
+    p = PROFILES[profile]
+    cases = _rtt_cases(p) + _fixed_rate_cases(p) + _throughput_cases(p)
+    if only:
+        cases = [c for c in cases if any(fnmatch.fnmatch(c["name"], pat) or pat in c["name"] for pat in only)]
+        if not cases:
+            raise ValueError(f"no case matches {only}")
+    for case in cases:
+        case["profile"] = profile
+    return copy.deepcopy(cases)
