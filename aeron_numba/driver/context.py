@@ -76,6 +76,26 @@ class DriverContext:
     ipc_term_buffer_length: int = _setting(64 * 1024 * 1024, "AERON_IPC_TERM_BUFFER_LENGTH", _size)
     ipc_mtu_length: int = _setting(frame.DEFAULT_MTU_LENGTH, "AERON_IPC_MTU_LENGTH", _size)
     ipc_publication_term_window_length: int = _setting(0, "AERON_IPC_PUBLICATION_TERM_WINDOW_LENGTH", _size)
+    # UDP (spec/transport.md §14, §16).
+    term_buffer_length: int = _setting(16 * 1024 * 1024, "AERON_TERM_BUFFER_LENGTH", _size)
+    mtu_length: int = _setting(frame.DEFAULT_MTU_LENGTH, "AERON_MTU_LENGTH", _size)
+    publication_term_window_length: int = _setting(0, "AERON_PUBLICATION_TERM_WINDOW_LENGTH", _size)
+    initial_window_length: int = _setting(128 * 1024, "AERON_RCV_INITIAL_WINDOW_LENGTH", _size)
+    socket_rcvbuf_length: int = _setting(128 * 1024, "AERON_SOCKET_SO_RCVBUF", _size)
+    socket_sndbuf_length: int = _setting(0, "AERON_SOCKET_SO_SNDBUF", _size)
+    image_liveness_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_IMAGE_LIVENESS_TIMEOUT", _duration)
+    publication_connection_timeout_ns: int = _setting(5 * NS_PER_S, "AERON_PUBLICATION_CONNECTION_TIMEOUT", _duration)
+    publication_heartbeat_timeout_ns: int = _setting(100 * NS_PER_MS, "AERON_PUBLICATION_HEARTBEAT_TIMEOUT", _duration)
+    publication_setup_timeout_ns: int = _setting(100 * NS_PER_MS, "AERON_PUBLICATION_SETUP_TIMEOUT", _duration)
+    status_message_timeout_ns: int = _setting(200 * NS_PER_MS, "AERON_RCV_STATUS_MESSAGE_TIMEOUT", _duration)
+    nak_unicast_delay_ns: int = _setting(100_000, "AERON_NAK_UNICAST_DELAY", _duration)
+    nak_unicast_retry_delay_ratio: int = _setting(100, "AERON_NAK_UNICAST_RETRY_DELAY_RATIO", _int)
+    retransmit_unicast_delay_ns: int = _setting(0, "AERON_RETRANSMIT_UNICAST_DELAY", _duration)
+    retransmit_unicast_linger_ns: int = _setting(10 * NS_PER_MS, "AERON_RETRANSMIT_UNICAST_LINGER", _duration)
+    max_resend: int = _setting(16, "AERON_MAX_RESEND", _int)
+    send_to_status_poll_ratio: int = _setting(6, "AERON_SEND_TO_STATUS_POLL_RATIO", _int)
+    # Our test hook, like Aeron's debug channel endpoints: map loss-control.dat so tests can drop datagrams.
+    loss_control_enabled: bool = _setting(False, "AERON_DEBUG_LOSS_CONTROL", _bool)
     file_page_size: int = _setting(log_buffer.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", _size)
     conductor_buffer_length: int = _setting(cnc.DEFAULT_TO_DRIVER_BUFFER_LENGTH, "AERON_CONDUCTOR_BUFFER_LENGTH", _size)
     clients_buffer_length: int = _setting(cnc.DEFAULT_TO_CLIENTS_BUFFER_LENGTH, "AERON_CLIENTS_BUFFER_LENGTH", _size)
@@ -109,6 +129,8 @@ class DriverContext:
 
         self.aeron_dir = str(resolve_aeron_dir(self.aeron_dir))
         log_buffer.check_term_length(self.ipc_term_buffer_length)
+        log_buffer.check_term_length(self.term_buffer_length)
+        frame.check_mtu_length(self.mtu_length)
         log_buffer.check_page_size(self.file_page_size)
         frame.check_mtu_length(self.ipc_mtu_length)
         cnc.compute_sections(
@@ -117,12 +139,17 @@ class DriverContext:
         )
         positive = ("client_liveness_timeout_ns", "publication_unblock_timeout_ns", "timer_interval_ns",
                     "driver_timeout_ms", "loss_report_buffer_length", "untethered_window_limit_timeout_ns",
-                    "untethered_resting_timeout_ns")
+                    "untethered_resting_timeout_ns", "initial_window_length", "image_liveness_timeout_ns",
+                    "publication_connection_timeout_ns", "publication_heartbeat_timeout_ns",
+                    "publication_setup_timeout_ns", "status_message_timeout_ns", "nak_unicast_retry_delay_ratio",
+                    "max_resend", "send_to_status_poll_ratio")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")
         for name in ("publication_linger_timeout_ns", "counter_free_to_reuse_timeout_ns",
-                     "ipc_publication_term_window_length"):
+                     "ipc_publication_term_window_length", "publication_term_window_length", "socket_rcvbuf_length",
+                     "socket_sndbuf_length", "nak_unicast_delay_ns", "retransmit_unicast_delay_ns",
+                     "retransmit_unicast_linger_ns"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be >= 0")
         if self.ipc_publication_term_window_length > self.ipc_term_buffer_length:

@@ -26,6 +26,7 @@ from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels.atomics_py import put_int32_release
 from aeron_numba.kernels.broadcast import BroadcastTransmitter
 from aeron_numba.kernels.error_log import DistinctErrorLog
+from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
@@ -34,6 +35,8 @@ from aeron_numba.layout.log_buffers import LogBuffers
 
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver.ipc_publication import ImageChange, IpcPublication, State
+from aeron_numba.driver.network_conductor import ChannelEndpointError, NetworkConductor
+from aeron_numba.driver.udp_channel import UdpChannel
 
 COMMAND_BATCH_LIMIT = 64
 PUBLICATIONS_DIR = "publications"
@@ -57,6 +60,8 @@ def _error_code_of(exc: Exception) -> int:
         return cp.INVALID_CHANNEL
     if isinstance(exc, CountersFullError):
         return cp.RESOURCE_TEMPORARILY_UNAVAILABLE
+    if isinstance(exc, ChannelEndpointError):
+        return cp.CHANNEL_ENDPOINT_ERROR
     if isinstance(exc, OSError):  # log buffer file could not be created or sized
         return cp.STORAGE_SPACE
     return cp.GENERIC_ERROR
@@ -104,6 +109,7 @@ class SubscriptionLink:
     tether: bool = True  # untethered (tether=false) subscribers may be dropped when they fall behind (§15.2)
     untethered_window_limit_timeout_ns: int = 0
     untethered_resting_timeout_ns: int = 0
+    endpoint: object = None  # the ReceiveChannelEndpoint of an aeron:udp subscription
 
 
 @dataclass
@@ -116,8 +122,10 @@ class CounterLink:
 class DriverConductor:
     """Agent: ``do_work()`` returns the work done; ``on_close()`` releases every resource."""
 
-    def __init__(self, context: DriverContext, cnc_file: CncFile, *, nano_clock=time.monotonic_ns, epoch_clock=None):
+    def __init__(self, context: DriverContext, cnc_file: CncFile, *, nano_clock=time.monotonic_ns, epoch_clock=None,
+                 loss_report: LossReport | None = None):
         self.ctx = context
+        self.loss_report = loss_report  # loss-report.dat, written by the receiver's images
         self.cnc = cnc_file
         self.nano_clock = nano_clock
         self.epoch_clock = epoch_clock or (lambda: time.time_ns() // 1_000_000)
@@ -142,6 +150,7 @@ class DriverConductor:
         self.terminate_requested = False
         self.last_command_head = 0
         self.time_of_last_command_head_change_ns = self.time_of_last_timer_ns
+        self.network = NetworkConductor(self)  # aeron:udp: endpoints, network publications, images
 
     # ------------------------------------------------------------------------------------ agent contract
     def role_name(self) -> str:
@@ -157,6 +166,7 @@ class DriverConductor:
         work += self._process_commands(now_ns)
         for publication in self.publications:
             work += publication.update_pub_pos_and_pub_lmt()
+        work += self.network.do_work()
         if now_ns - self.time_of_last_timer_ns >= self.ctx.timer_interval_ns:
             self.time_of_last_timer_ns = now_ns
             work += self.on_timer(now_ns)
@@ -165,6 +175,7 @@ class DriverConductor:
     def on_close(self) -> None:
         for publication in list(self.publications):
             self._delete_publication(publication)
+        self.network.on_close()
 
     # --------------------------------------------------------------------------------------- duty cycle
     def _heartbeat(self, force: bool = False) -> int:
@@ -274,6 +285,7 @@ class DriverConductor:
 
     def on_timer(self, now_ns: int) -> int:
         work = self._check_client_liveness() + self._check_for_blocked_commands(now_ns)
+        work += self.network.on_timer(now_ns)
         for publication in list(self.publications):
             if publication.on_time_event(now_ns, self.system_counters):
                 self._delete_publication(publication)
@@ -295,10 +307,17 @@ class DriverConductor:
             publication.registration_id, link.registration_id, publication.stream_id, link.channel))
 
     def _send_available_image(self, publication: IpcPublication, link: SubscriptionLink, counter_id: int) -> None:
+        self._send_image_ready(publication.registration_id, publication.session_id, publication.stream_id,
+                               link.registration_id, counter_id, publication.log_file_name, IPC_SOURCE_IDENTITY)
+
+    def _send_image_ready(self, correlation_id: int, session_id: int, stream_id: int, subscription_id: int,
+                          counter_id: int, log_file_name: str, source_identity: str) -> None:
         self._send(cp.ON_AVAILABLE_IMAGE, dc.ImageBuffersReady(
-            publication.registration_id, publication.session_id, publication.stream_id,
-            link.registration_id, counter_id, publication.log_file_name, IPC_SOURCE_IDENTITY,
-        ))
+            correlation_id, session_id, stream_id, subscription_id, counter_id, log_file_name, source_identity))
+
+    def _send_image_gone(self, correlation_id: int, link: SubscriptionLink, stream_id: int) -> None:
+        self._send(cp.ON_UNAVAILABLE_IMAGE, dc.ImageMessage(correlation_id, link.registration_id, stream_id,
+                                                            link.channel))
 
     def _check_client_liveness(self) -> int:
         now_ms = self.epoch_clock()
@@ -338,10 +357,10 @@ class DriverConductor:
         self._release_client(message.client_id)
 
     # ------------------------------------------------------------------------------------- publications
-    def _ipc_channel(self, channel: str) -> cu.ChannelUri:
+    def _channel(self, channel: str) -> cu.ChannelUri:
         uri = cu.ChannelUri.parse(channel)
-        if not uri.is_ipc or uri.is_spy:
-            raise ControlProtocolError(cp.INVALID_CHANNEL, f"channel '{channel}': only aeron:ipc is supported by this driver")
+        if uri.is_spy:
+            raise ControlProtocolError(cp.INVALID_CHANNEL, f"channel '{channel}': spies are not supported by this driver")
         return uri
 
     def _allocate_session_id(self) -> int:
@@ -353,7 +372,10 @@ class DriverConductor:
         return session_id
 
     def on_add_publication(self, message, now_ns, exclusive: bool = False) -> None:
-        uri = self._ipc_channel(message.channel)
+        uri = self._channel(message.channel)
+        if not uri.is_ipc:
+            self._add_network_publication(message, exclusive, now_ns)
+            return
         params = _PublicationParams.from_uri(uri, self.ctx, exclusive)
         publication = None
         if not exclusive:
@@ -380,6 +402,27 @@ class DriverConductor:
             for subscription in self.subscriptions:
                 if subscription.stream_id == publication.stream_id:
                     self._link_image(subscription, publication, now_ns)
+
+    def _add_network_publication(self, message, exclusive: bool, now_ns: int) -> None:
+        channel = UdpChannel.parse(message.channel)
+        params = _PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
+        publication = None
+        if not exclusive:
+            publication = self.network.find_shared_publication(channel, message.stream_id, params.session_id)
+            if publication is not None:
+                params.check_matches(publication)
+                publication.ref_count += 1
+        if publication is None:
+            session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
+            path = self.publications_dir / f"{message.correlation_id}.logbuffer"
+            self._check_storage_space(log_buffer.compute_log_length(params.term_length, self.ctx.file_page_size))
+            publication = self.network.new_publication(message, channel, params, exclusive, session_id, path, now_ns)
+        self.publication_links.append(PublicationLink(message.correlation_id, message.client_id, publication))
+        response_type = cp.ON_EXCLUSIVE_PUBLICATION_READY if exclusive else cp.ON_PUBLICATION_READY
+        self._send(response_type, dc.PublicationBuffersReady(
+            message.correlation_id, publication.registration_id, publication.session_id, publication.stream_id,
+            publication.pub_lmt_counter_id, publication.endpoint.status_counter_id, publication.log_file_name,
+        ))
 
     def on_add_exclusive_publication(self, message, now_ns) -> None:
         self.on_add_publication(message, now_ns, exclusive=True)
@@ -487,19 +530,23 @@ class DriverConductor:
         publication.subscribers.clear()
         for counter_id in (publication.pub_lmt_counter_id, publication.pub_pos_counter_id):
             self.counters.free(counter_id)
-        path = publication.log.path
-        self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, -publication.log.buffer.size)
+        self._close_log(publication.log)
+        self.publications.remove(publication)
+
+    def _close_log(self, log: LogBuffers) -> None:
+        """Unmap and delete a publication's or image's log file."""
+        path = log.path
+        self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, -log.buffer.size)
         try:
-            publication.log.close()
+            log.close()
         except BufferError as exc:
             self._record_error(exc)
             self.system_counters.increment(17)  # Failed attempts to free log buffers
         path.unlink(missing_ok=True)
-        self.publications.remove(publication)
 
     # ------------------------------------------------------------------------------------ subscriptions
     def on_add_subscription(self, message, now_ns) -> None:
-        uri = self._ipc_channel(message.channel)
+        uri = self._channel(message.channel)
         link = SubscriptionLink(
             message.correlation_id, message.client_id, message.stream_id, message.channel,
             tether=cu.parse_bool(cu.TETHER_PARAM, uri.get(cu.TETHER_PARAM, "true")),
@@ -508,6 +555,13 @@ class DriverConductor:
             untethered_resting_timeout_ns=_duration_param(
                 uri, cu.UNTETHERED_RESTING_TIMEOUT_PARAM, self.ctx.untethered_resting_timeout_ns),
         )
+        if not uri.is_ipc:
+            endpoint = self.network.add_subscription(link, UdpChannel.parse(message.channel))
+            self.subscriptions.append(link)
+            self._send(cp.ON_SUBSCRIPTION_READY, dc.SubscriptionReady(message.correlation_id,
+                                                                      endpoint.status_counter_id))
+            self.network.link_existing_images(link)
+            return
         self.subscriptions.append(link)
         self._send(cp.ON_SUBSCRIPTION_READY, dc.SubscriptionReady(message.correlation_id, NULL_CHANNEL_STATUS_ID))
         for publication in self.publications:
@@ -527,6 +581,10 @@ class DriverConductor:
 
     def _remove_subscription_link(self, link: SubscriptionLink) -> None:
         self.subscriptions.remove(link)
+        if link.endpoint is not None:
+            self.network.remove_subscription(link)
+            link.images.clear()
+            return
         for publication in self.publications:
             subscriber = publication.remove_subscriber(link)
             if subscriber is not None:
@@ -601,19 +659,20 @@ class _PublicationParams:
     term_offset: int = 0
 
     @classmethod
-    def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool) -> "_PublicationParams":
-        term_length = ctx.ipc_term_buffer_length
+    def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool,
+                 network: bool = False) -> "_PublicationParams":
+        term_length = ctx.term_buffer_length if network else ctx.ipc_term_buffer_length
         if uri.get(cu.TERM_LENGTH_PARAM):
             term_length = cu.parse_size(cu.TERM_LENGTH_PARAM, uri.get(cu.TERM_LENGTH_PARAM))
         log_buffer.check_term_length(term_length)
-        mtu = ctx.ipc_mtu_length
+        mtu = ctx.mtu_length if network else ctx.ipc_mtu_length
         if uri.get(cu.MTU_LENGTH_PARAM):
             mtu = cu.parse_size(cu.MTU_LENGTH_PARAM, uri.get(cu.MTU_LENGTH_PARAM))
         frame.check_mtu_length(mtu)
         linger = ctx.publication_linger_timeout_ns
         if uri.get(cu.LINGER_PARAM):
             linger = cu.parse_duration_ns(cu.LINGER_PARAM, uri.get(cu.LINGER_PARAM))
-        window = ctx.ipc_publication_term_window_length
+        window = ctx.publication_term_window_length if network else ctx.ipc_publication_term_window_length
         if uri.get(cu.PUBLICATION_WINDOW_PARAM):
             window = cu.parse_size(cu.PUBLICATION_WINDOW_PARAM, uri.get(cu.PUBLICATION_WINDOW_PARAM))
         window = window if 0 < window < term_length // 2 else term_length // 2

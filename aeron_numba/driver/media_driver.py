@@ -15,10 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from aeron_numba.agent import AgentRunner, AgentTerminationException, DutyCycleTracker, close_on_signals
+from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, DutyCycleTracker, close_on_signals
 from aeron_numba.agent import idle_strategy_from_name
 from aeron_numba.client.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.errors import AeronError, LayoutError
+from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout.bits import semantic_version
@@ -85,7 +86,8 @@ class DriverProcess:
             signal_ready=False,
         )
         clocks = {k: v for k, v in (("nano_clock", nano_clock), ("epoch_clock", epoch_clock)) if v is not None}
-        self.conductor = DriverConductor(self.ctx, self.cnc_file, **clocks)
+        self.conductor = DriverConductor(self.ctx, self.cnc_file, loss_report=LossReport(self.loss_report.buffer),
+                                         **clocks)
         version = f"version={DRIVER_VERSION} commit=aeron-numba"
         self.conductor.counters.allocate_system_counters({
             cl.ERRORS: f": {version}",
@@ -97,8 +99,10 @@ class DriverProcess:
         self.conductor.on_start()
         self.cnc_file.signal_ready()  # clients may connect from here on (§6.1)
         counters = self.conductor.system_counters
+        # SHARED threading mode: conductor, sender and receiver take turns on this thread.
+        network = self.conductor.network
         self.runner = AgentRunner(
-            _TerminatingConductor(self.conductor),
+            CompositeAgent(_TerminatingConductor(self.conductor), network.sender, network.receiver),
             idle_strategy_from_name(self.ctx.conductor_idle_strategy),
             self.conductor._record_error,
             duty_cycle_tracker=DutyCycleTracker(

@@ -3,7 +3,9 @@
 A kernel compiled lazily inside the first command would stop the duty cycle, and with it the driver's
 heartbeat, for seconds on a cold cache: connecting clients could decide the driver is dead. So the driver
 first runs its own conductor over a scratch directory with a fake client and fake clocks (publication,
-subscription, a bad command, data, a dead claim, removal, timer ticks), then throws it all away.
+subscription, a bad command, data, a dead claim, removal, timer ticks; then a UDP subscription and
+publication over loopback: SETUP, image, status message, data, a gap NAKed and a gap filled), then throws it
+all away.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from aeron_numba.client.cnc_file import CncFile
 from aeron_numba.codecs import driver_commands as dc
-from aeron_numba.kernels import term_appender
+from aeron_numba.kernels import loss_detector, term_appender, term_rebuilder, udp_frames
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
@@ -98,6 +100,42 @@ def _exercise(conductor: DriverConductor, ring: ManyToOneRingBuffer, cnc_file: C
     unblock(log, publication.producer_position())
     send(cp.REMOVE_COUNTER, dc.RemoveMessage, registration_id=counter_id)
     send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=publication_id)
+    tick(2)
+    _exercise_udp(conductor, send, tick, cnc_file)
     send(cp.CLIENT_CLOSE, dc.CorrelatedMessage)
     tick(5)
     ring.unblock()
+
+
+def _exercise_udp(conductor: DriverConductor, send, tick, cnc_file: CncFile) -> None:
+    """A loopback UDP stream through the sender and receiver agents, plus the loss paths on the side."""
+    network = conductor.network
+
+    def tick_all(times: int) -> None:
+        for _ in range(times):
+            tick()
+            network.sender.do_work()
+            network.receiver.do_work()
+
+    send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=2,
+         channel="aeron:udp?endpoint=127.0.0.1:0")
+    tick()
+    (endpoint,) = network.receive_endpoints.values()
+    port = endpoint.local_address[1]
+    send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=2,
+         channel=f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k")
+    tick_all(10)  # SETUP -> image -> status message -> connected
+    publication = network.publications[0]
+    state = np.zeros(pub_layout.PUB_STATE_LENGTH, np.int64)
+    state[pub_layout.PUB_STATE_LIMIT_COUNTER_OFFSET] = publication.pub_lmt_counter_id * COUNTER_LENGTH
+    term_appender.concurrent_offer(publication.log.buffer, state, cnc_file.counters_values_buffer,
+                                   np.zeros(64, np.uint8), 0, 64, 0)
+    tick_all(10)
+    term = np.zeros(64 * 1024, np.uint8)  # the loss paths: a gap NAKed, a gap filled
+    loss_state = loss_detector.new_loss_state()
+    term_rebuilder.insert(term, 64, np.zeros(64, np.uint8), 0, 64)
+    loss_detector.loss_detector_scan(term, 0, 128, 0, loss_state, 0, 0, 0)
+    loss_detector.fill_gap(term, 0, 0, 64, 1, 2)
+    udp_frames.encode_nak(term, 0, 1, 2, 0, 0, 64)
+    udp_frames.classify_datagram(term, 0, 64)
+    publication.close_by_clients()

@@ -42,7 +42,7 @@ class RawClient:
 
 
 class Harness:
-    def __init__(self, aeron_dir):
+    def __init__(self, aeron_dir, **context_overrides):
         self.nano = CachedNanoClock(1_000 * MS)
         self.epoch = CachedEpochClock(1_700_000_000_000)
         ctx = DriverContext(
@@ -51,7 +51,7 @@ class Harness:
             timer_interval_ns=TIMER_MS * MS, conductor_buffer_length=64 * 1024 + 768,
             clients_buffer_length=64 * 1024 + 128, counters_values_buffer_length=64 * 1024,
             error_buffer_length=64 * 1024, loss_report_buffer_length=4096, publication_linger_timeout_ns=0,
-            counter_free_to_reuse_timeout_ns=0,
+            counter_free_to_reuse_timeout_ns=0, **context_overrides,
         )
         self.driver = DriverProcess(ctx, nano_clock=self.nano.nano_time, epoch_clock=self.epoch.time, warm_up=False)
         self.conductor = self.driver.conductor

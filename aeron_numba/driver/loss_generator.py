@@ -1,0 +1,230 @@
+"""Loss generators for the UDP endpoints, like Aeron's debug channel endpoints: drop datagrams on purpose.
+
+Tests and chaos scenarios switch them at run time through ``loss-control.dat`` in the aeron dir (see
+``LossControl``): a random fraction of data or control datagrams, a fixed gap of a term (dropped the first
+time it is sent, so a retransmit can fill it), and a partition that blocks every datagram to or from chosen
+UDP ports (on one host, a port is a peer). The endpoints ask ``should_drop_*`` once per datagram; with the
+control file absent or all zero nothing is dropped and the cost is one int64 load per duty cycle.
+
+File layout (ours, not Aeron's; native byte order, 8-byte aligned):
+
+=======  ====  ==============================================================
+offset   size  field
+=======  ====  ==============================================================
+0        8     version: odd while a writer changes the fields (a seqlock)
+8        4     receive data loss rate, parts per million
+12       4     receive control loss rate, ppm
+16       4     send data loss rate, ppm
+20       4     send control loss rate, ppm
+24       8     seed for the random drops
+32       4     gap term id
+36       4     gap term offset
+40       4     gap length (0 = no gap)
+44       4     number of blocked ports (<= MAX_BLOCKED_PORTS)
+48       4*16  blocked UDP ports
+=======  ====  ==============================================================
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from aeron_numba.errors import ConfigurationError
+from aeron_numba.kernels import atomics_py
+from aeron_numba.layout import frame
+from aeron_numba.layout.mapped_file import MappedFile
+
+LOSS_CONTROL_FILE = "loss-control.dat"
+MAX_BLOCKED_PORTS = 16
+PPM = 1_000_000
+VERSION_OFFSET = 0
+RECEIVE_DATA_RATE_OFFSET = 8
+RECEIVE_CONTROL_RATE_OFFSET = 12
+SEND_DATA_RATE_OFFSET = 16
+SEND_CONTROL_RATE_OFFSET = 20
+SEED_OFFSET = 24
+GAP_TERM_ID_OFFSET = 32
+GAP_TERM_OFFSET_OFFSET = 36
+GAP_LENGTH_OFFSET = 40
+BLOCKED_PORT_COUNT_OFFSET = 44
+BLOCKED_PORTS_OFFSET = 48
+LOSS_CONTROL_LENGTH = 4096
+
+
+@dataclass
+class LossSettings:
+    """What to drop. Rates are fractions in [0, 1]."""
+
+    receive_data_rate: float = 0.0
+    receive_control_rate: float = 0.0
+    send_data_rate: float = 0.0
+    send_control_rate: float = 0.0
+    seed: int = 0
+    gap_term_id: int = 0
+    gap_term_offset: int = 0
+    gap_length: int = 0
+    blocked_ports: tuple[int, ...] = ()
+
+    def check(self) -> "LossSettings":
+        for name in ("receive_data_rate", "receive_control_rate", "send_data_rate", "send_control_rate"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigurationError(f"{name}={value} must be in [0, 1]")
+        if self.gap_length < 0 or self.gap_term_offset < 0:
+            raise ConfigurationError(
+                f"gap_term_offset={self.gap_term_offset} and gap_length={self.gap_length} must be >= 0")
+        if len(self.blocked_ports) > MAX_BLOCKED_PORTS:
+            raise ConfigurationError(f"{len(self.blocked_ports)} blocked ports > MAX_BLOCKED_PORTS={MAX_BLOCKED_PORTS}")
+        for port in self.blocked_ports:
+            if not 0 < port <= 65535:
+                raise ConfigurationError(f"blocked port {port} must be in [1, 65535]")
+        return self
+
+
+# Plain field loads and stores: the version word (acquire/release) orders them, a seqlock; x86 keeps loads
+# in order, so the second version read sees whether a writer came by meanwhile.
+def _i32(buf, offset):
+    return int(buf[offset:offset + 4].view(np.int32)[0])
+
+
+def _put_i32(buf, offset, value):
+    buf[offset:offset + 4].view(np.int32)[0] = value
+
+
+def _i64(buf, offset):
+    return int(buf[offset:offset + 8].view(np.int64)[0])
+
+
+class LossControl:
+    """The control file: ``LossControl.create(aeron_dir)`` (driver) / ``open(aeron_dir)`` (tests, chaos)."""
+
+    def __init__(self, mapped: MappedFile):
+        self._mapped = mapped
+        self.buffer = mapped.buffer
+
+    @classmethod
+    def create(cls, aeron_dir: str | os.PathLike) -> "LossControl":
+        return cls(MappedFile.create(Path(aeron_dir) / LOSS_CONTROL_FILE, LOSS_CONTROL_LENGTH, exist_ok=True))
+
+    @classmethod
+    def open(cls, aeron_dir: str | os.PathLike) -> "LossControl":
+        return cls(MappedFile.open(Path(aeron_dir) / LOSS_CONTROL_FILE, LOSS_CONTROL_LENGTH))
+
+    def version(self) -> int:
+        return int(atomics_py.get_int64_acquire(self.buffer, VERSION_OFFSET))
+
+    def write(self, settings: LossSettings) -> None:
+        """Publish new settings (single writer at a time): version odd, fields, version even."""
+        settings.check()
+        buf = self.buffer
+        version = self.version()
+        atomics_py.put_int64_release(buf, VERSION_OFFSET, version + 1)
+        for offset, rate in ((RECEIVE_DATA_RATE_OFFSET, settings.receive_data_rate),
+                             (RECEIVE_CONTROL_RATE_OFFSET, settings.receive_control_rate),
+                             (SEND_DATA_RATE_OFFSET, settings.send_data_rate),
+                             (SEND_CONTROL_RATE_OFFSET, settings.send_control_rate)):
+            _put_i32(buf, offset, round(rate * PPM))
+        buf[SEED_OFFSET:SEED_OFFSET + 8].view(np.int64)[0] = settings.seed
+        _put_i32(buf, GAP_TERM_ID_OFFSET, settings.gap_term_id)
+        _put_i32(buf, GAP_TERM_OFFSET_OFFSET, settings.gap_term_offset)
+        _put_i32(buf, GAP_LENGTH_OFFSET, settings.gap_length)
+        _put_i32(buf, BLOCKED_PORT_COUNT_OFFSET, len(settings.blocked_ports))
+        for index, port in enumerate(settings.blocked_ports):
+            _put_i32(buf, BLOCKED_PORTS_OFFSET + 4 * index, port)
+        atomics_py.put_int64_release(buf, VERSION_OFFSET, version + 2)
+
+    def read(self) -> tuple[int, LossSettings] | None:
+        """(version, settings), or None while a writer is mid-update (try again next cycle)."""
+        buf = self.buffer
+        version = self.version()
+        if version & 1:
+            return None
+        count = min(max(_i32(buf, BLOCKED_PORT_COUNT_OFFSET), 0), MAX_BLOCKED_PORTS)
+        settings = LossSettings(
+            receive_data_rate=_i32(buf, RECEIVE_DATA_RATE_OFFSET) / PPM,
+            receive_control_rate=_i32(buf, RECEIVE_CONTROL_RATE_OFFSET) / PPM,
+            send_data_rate=_i32(buf, SEND_DATA_RATE_OFFSET) / PPM,
+            send_control_rate=_i32(buf, SEND_CONTROL_RATE_OFFSET) / PPM,
+            seed=_i64(buf, SEED_OFFSET),
+            gap_term_id=_i32(buf, GAP_TERM_ID_OFFSET),
+            gap_term_offset=_i32(buf, GAP_TERM_OFFSET_OFFSET),
+            gap_length=_i32(buf, GAP_LENGTH_OFFSET),
+            blocked_ports=tuple(_i32(buf, BLOCKED_PORTS_OFFSET + 4 * i) for i in range(count)),
+        )
+        if self.version() != version:
+            return None
+        return version, settings
+
+    def close(self) -> None:
+        self._mapped.close()
+
+
+@dataclass
+class LossGenerator:
+    """Per-endpoint drop decisions from the current ``LossSettings`` (refreshed by ``update``)."""
+
+    settings: LossSettings = field(default_factory=LossSettings)
+    version: int = -1
+    rng: random.Random = field(default_factory=random.Random)
+    gap_dropped: set[int] = field(default_factory=set)  # term offsets of the gap already dropped once
+    dropped: int = 0
+
+    def update(self, control: LossControl | None) -> None:
+        if control is None or control.version() == self.version:
+            return
+        snapshot = control.read()
+        if snapshot is None:
+            return
+        self.version, self.settings = snapshot
+        self.rng.seed(self.settings.seed)
+        self.gap_dropped.clear()
+
+    def _blocked(self, port: int) -> bool:
+        return port in self.settings.blocked_ports
+
+    def should_drop_receive(self, buffer: np.ndarray, length: int, source_port: int, local_port: int) -> bool:
+        """A datagram just received on ``local_port`` from ``source_port``."""
+        settings = self.settings
+        drop = self._blocked(source_port) or self._blocked(local_port)
+        if not drop and length >= frame.HEADER_LENGTH and _frame_type(buffer) in (frame.HDR_TYPE_DATA,
+                                                                                 frame.HDR_TYPE_PAD):
+            drop = (settings.receive_data_rate > 0 and self.rng.random() < settings.receive_data_rate) or \
+                self._in_gap(buffer)
+        elif not drop:
+            drop = settings.receive_control_rate > 0 and self.rng.random() < settings.receive_control_rate
+        self.dropped += drop
+        return drop
+
+    def should_drop_send(self, buffer: np.ndarray, length: int, destination_port: int, local_port: int) -> bool:
+        """A datagram about to be sent from ``local_port`` to ``destination_port``."""
+        settings = self.settings
+        drop = self._blocked(destination_port) or self._blocked(local_port)
+        if not drop and length >= frame.HEADER_LENGTH and _frame_type(buffer) in (frame.HDR_TYPE_DATA,
+                                                                                 frame.HDR_TYPE_PAD):
+            drop = settings.send_data_rate > 0 and self.rng.random() < settings.send_data_rate
+        elif not drop:
+            drop = settings.send_control_rate > 0 and self.rng.random() < settings.send_control_rate
+        self.dropped += drop
+        return drop
+
+    def _in_gap(self, buffer: np.ndarray) -> bool:
+        """The first datagram carrying a frame that starts inside the gap is dropped; later copies pass."""
+        settings = self.settings
+        if settings.gap_length <= 0 or _i32(buffer, frame.TERM_ID_FIELD_OFFSET) != settings.gap_term_id:
+            return False
+        term_offset = _i32(buffer, frame.TERM_OFFSET_FIELD_OFFSET)
+        if not settings.gap_term_offset <= term_offset < settings.gap_term_offset + settings.gap_length:
+            return False
+        if term_offset in self.gap_dropped:
+            return False
+        self.gap_dropped.add(term_offset)
+        return True
+
+
+def _frame_type(buffer: np.ndarray) -> int:
+    return int(buffer[frame.TYPE_FIELD_OFFSET:frame.TYPE_FIELD_OFFSET + 2].view(np.uint16)[0])

@@ -1,0 +1,360 @@
+"""The conductor's UDP half: channel endpoints, network publications and images, and their counters.
+
+``DriverConductor`` keeps the command protocol, clients and links; for ``aeron:udp`` channels it asks this
+object to create or find the resources, and this object hands them to the ``Sender`` and ``Receiver`` agents
+(direct calls: in SHARED mode the three agents run on one thread). Endpoints are shared per canonical channel
+and closed with their last user. Images are created when a receive endpoint sees a SETUP for a subscribed
+stream; a SETUP with impossible parameters (term length, MTU) is counted as an invalid packet and ignored.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+from aeron_numba.codecs import channel_uri as cu
+from aeron_numba.driver.flow_control import flow_control_for
+from aeron_numba.driver.loss_generator import LossControl
+from aeron_numba.driver.network_publication import NetworkPublication
+from aeron_numba.driver.publication_image import ImageState, ImageSubscriber, PublicationImage
+from aeron_numba.driver.receive_channel_endpoint import ReceiveChannelEndpoint
+from aeron_numba.driver.receiver import Receiver
+from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
+from aeron_numba.driver.sender import Sender
+from aeron_numba.driver.udp_channel import UdpChannel
+from aeron_numba.driver.udp_transport import UdpTransport
+from aeron_numba.errors import AeronError, LayoutError
+from aeron_numba.kernels import counters as ck
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from aeron_numba.layout import log_buffer
+from aeron_numba.layout import position as pos
+from aeron_numba.layout.log_buffers import LogBuffers
+
+IMAGES_DIR = "images"
+SOCKADDR_KEY = struct.Struct("<ii")
+SND_LOCAL_SOCKADDR_NAME = "snd-local-sockaddr"
+RCV_LOCAL_SOCKADDR_NAME = "rcv-local-sockaddr"
+
+
+class ChannelEndpointError(AeronError):
+    """A UDP socket could not be opened or bound (CHANNEL_ENDPOINT_ERROR to the client)."""
+
+
+class NetworkConductor:
+    def __init__(self, conductor):
+        self.conductor = conductor
+        self.ctx = conductor.ctx
+        self.counters = conductor.counters
+        self.system_counters = conductor.system_counters
+        self.sender = Sender(nano_clock=conductor.nano_clock, send_to_status_poll_ratio=self.ctx.send_to_status_poll_ratio)
+        self.receiver = Receiver(nano_clock=conductor.nano_clock)
+        self.images_dir = Path(self.ctx.aeron_dir) / IMAGES_DIR
+        self.send_endpoints: dict[str, SendChannelEndpoint] = {}
+        self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
+        self.publications: list[NetworkPublication] = []
+        self.images: list[PublicationImage] = []
+        self.receiver_id = random.getrandbits(63)
+        self.loss_control = LossControl.create(self.ctx.aeron_dir) if self.ctx.loss_control_enabled else None
+
+    # ------------------------------------------------------------------------------------- counters
+    def _stream_counter(self, name: str, type_id: int, registration_id: int, session_id: int, stream_id: int,
+                        channel: str, owner_id: int = 0, suffix: str = "") -> int:
+        key = ck.stream_counter_key(registration_id, session_id, stream_id, channel)
+        label = ck.stream_counter_label(name, registration_id, session_id, stream_id, channel, suffix)
+        return self.counters.allocate(label, type_id, key, registration_id=registration_id, owner_id=owner_id)
+
+    def _channel_status_counters(self, name: str, type_id: int, sockaddr_name: str, channel: str,
+                                 address: tuple[str, int]) -> tuple[int, int]:
+        status_id = self.counters.allocate(ck.channel_status_label(name, channel), type_id,
+                                           ck.channel_status_key(channel))
+        text = f"{address[0]}:{address[1]}".encode()
+        sockaddr_id = self.counters.allocate(f"{sockaddr_name}: {status_id} {address[0]}:{address[1]}",
+                                             cl.LOCAL_SOCKET_ADDRESS_STATUS_TYPE_ID,
+                                             SOCKADDR_KEY.pack(status_id, len(text)) + text)
+        for counter_id in (status_id, sockaddr_id):
+            ck.set_counter_value(self.counters.values_buffer, counter_id, cl.CHANNEL_STATUS_ACTIVE)
+        return status_id, sockaddr_id
+
+    def _transport(self, bind_address: tuple[str, int], channel: UdpChannel) -> UdpTransport:
+        try:
+            return UdpTransport(bind_address, socket_rcvbuf=self.ctx.socket_rcvbuf_length,
+                                socket_sndbuf=self.ctx.socket_sndbuf_length,
+                                multicast_ttl=channel.ttl if channel.is_multicast else None,
+                                loss_control=self.loss_control)
+        except OSError as exc:
+            raise ChannelEndpointError(
+                f"channel '{channel}': cannot bind UDP socket to {bind_address[0]}:{bind_address[1]}: "
+                f"{exc.strerror}") from None
+
+    # ------------------------------------------------------------------------------- send endpoints
+    def _send_endpoint(self, channel: UdpChannel) -> SendChannelEndpoint:
+        endpoint = self.send_endpoints.get(channel.canonical_form)
+        if endpoint is not None:
+            return endpoint
+        bind = channel.remote_control if channel.is_multi_destination else channel.local_data
+        transport = self._transport(bind, channel)
+        status_id, sockaddr_id = self._channel_status_counters(
+            cl.SEND_CHANNEL_STATUS_NAME, cl.SEND_CHANNEL_STATUS_TYPE_ID, SND_LOCAL_SOCKADDR_NAME, str(channel),
+            transport.local_address)
+        endpoint = SendChannelEndpoint(channel, transport, self.system_counters, status_id)
+        endpoint.sockaddr_counter_id = sockaddr_id
+        self.send_endpoints[channel.canonical_form] = endpoint
+        self.sender.add_endpoint(endpoint)
+        return endpoint
+
+    def _release_send_endpoint(self, endpoint: SendChannelEndpoint) -> None:
+        if endpoint.ref_count > 0:
+            return
+        self.sender.remove_endpoint(endpoint)
+        del self.send_endpoints[endpoint.channel.canonical_form]
+        for counter_id in (endpoint.status_counter_id, endpoint.sockaddr_counter_id):
+            self.counters.free(counter_id)
+        endpoint.close()
+
+    # ------------------------------------------------------------------------------- publications
+    def find_shared_publication(self, channel: UdpChannel, stream_id: int, session_id: int | None):
+        for publication in self.publications:
+            if (not publication.exclusive and publication.state.name == "ACTIVE"
+                    and publication.stream_id == stream_id
+                    and publication.channel.canonical_form == channel.canonical_form
+                    and (session_id is None or publication.session_id == session_id)):
+                return publication
+        return None
+
+    def new_publication(self, message, channel: UdpChannel, params, exclusive: bool, session_id: int,
+                        log_path: Path, now_ns: int) -> NetworkPublication:
+        endpoint = self._send_endpoint(channel)
+        registration_id = message.correlation_id
+        initial_term_id = params.initial_term_id if params.initial_term_id is not None else \
+            random.randint(-(2**31), 2**31 - 1)
+        log = LogBuffers.create(
+            log_path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
+            stream_id=message.stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
+            page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
+            linger_timeout_ns=params.linger_ns,
+        )
+        counter_ids = []
+        try:
+            for name, type_id in ((cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID),
+                                  (cl.SENDER_POSITION_NAME, cl.SENDER_POSITION_TYPE_ID),
+                                  (cl.SENDER_LIMIT_NAME, cl.SENDER_LIMIT_TYPE_ID),
+                                  (cl.SENDER_BPE_NAME, cl.SENDER_BPE_TYPE_ID)):
+                counter_ids.append(self._stream_counter(name, type_id, registration_id, session_id,
+                                                        message.stream_id, message.channel, message.client_id))
+            publication = NetworkPublication(
+                registration_id=registration_id, session_id=session_id, stream_id=message.stream_id,
+                channel=channel, endpoint=endpoint, exclusive=exclusive, log=log,
+                pub_lmt_counter_id=counter_ids[0], snd_pos_counter_id=counter_ids[1],
+                snd_lmt_counter_id=counter_ids[2], snd_bpe_counter_id=counter_ids[3],
+                term_window_length=params.term_window_length, values_buffer=self.counters.values_buffer,
+                system_counters=self.system_counters, now_ns=now_ns,
+                unblock_timeout_ns=self.ctx.publication_unblock_timeout_ns,
+                connection_timeout_ns=self.ctx.publication_connection_timeout_ns,
+                linger_timeout_ns=params.linger_ns,
+                heartbeat_timeout_ns=self.ctx.publication_heartbeat_timeout_ns,
+                setup_timeout_ns=self.ctx.publication_setup_timeout_ns,
+                retransmit_delay_ns=self.ctx.retransmit_unicast_delay_ns,
+                retransmit_linger_ns=self.ctx.retransmit_unicast_linger_ns, max_resend=self.ctx.max_resend,
+                flow_control=flow_control_for(channel.uri, multi_receiver=channel.is_multicast
+                                              or channel.is_multi_destination),
+            )
+        except Exception:
+            for counter_id in counter_ids:
+                self.counters.free(counter_id)
+            log.close()
+            log_path.unlink(missing_ok=True)
+            self._release_send_endpoint(endpoint)
+            raise
+        endpoint.add_publication(publication)
+        self.sender.add_publication(publication)
+        self.publications.append(publication)
+        self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, log.buffer.size)
+        return publication
+
+    def delete_publication(self, publication: NetworkPublication) -> None:
+        self.sender.remove_publication(publication)
+        self.publications.remove(publication)
+        publication.endpoint.remove_publication(publication)
+        for counter_id in (publication.pub_lmt_counter_id, publication.snd_pos_counter_id,
+                           publication.snd_lmt_counter_id, publication.snd_bpe_counter_id):
+            self.counters.free(counter_id)
+        self.conductor._close_log(publication.log)
+        self._release_send_endpoint(publication.endpoint)
+
+    # ---------------------------------------------------------------------------- receive endpoints
+    def add_subscription(self, link, channel: UdpChannel) -> ReceiveChannelEndpoint:
+        endpoint = self.receive_endpoints.get(channel.canonical_form)
+        if endpoint is None:
+            bind = channel.remote_data if channel.remote_data is not None else channel.local_data
+            transport = self._transport(bind, channel)
+            status_id, sockaddr_id = self._channel_status_counters(
+                cl.RECEIVE_CHANNEL_STATUS_NAME, cl.RECEIVE_CHANNEL_STATUS_TYPE_ID, RCV_LOCAL_SOCKADDR_NAME,
+                str(channel), transport.local_address)
+            endpoint = ReceiveChannelEndpoint(channel, transport, self.system_counters, status_id, self.receiver_id,
+                                              self._on_setup)
+            endpoint.sockaddr_counter_id = sockaddr_id
+            self.receive_endpoints[channel.canonical_form] = endpoint
+            self.receiver.add_endpoint(endpoint)
+        endpoint.add_subscription(link.stream_id)
+        link.endpoint = endpoint
+        return endpoint
+
+    def link_existing_images(self, link) -> None:
+        """After ON_SUBSCRIPTION_READY: a late joiner starts at each image's current rebuild position."""
+        for image in self.images:
+            if image.endpoint is link.endpoint and image.stream_id == link.stream_id and \
+                    image.state is ImageState.ACTIVE:
+                self._link_subscriber(image, link, image.rebuild_position)
+
+    def remove_subscription(self, link) -> None:
+        endpoint = link.endpoint
+        for image in self.images:
+            for subscriber in [s for s in image.subscribers if s.subscription is link]:
+                image.subscribers.remove(subscriber)
+                self.counters.free(subscriber.counter_id)
+        endpoint.remove_subscription(link.stream_id)
+        if link.stream_id not in endpoint.stream_refs:
+            for image in self.images:  # nobody wants this stream here any more
+                if image.endpoint is endpoint and image.stream_id == link.stream_id and \
+                        image.state is ImageState.ACTIVE:
+                    image.state = ImageState.DRAINING
+                    image.time_of_state_change_ns = self.conductor.nano_clock()
+        if not endpoint.has_subscriptions and not any(i.endpoint is endpoint for i in self.images):
+            self._close_receive_endpoint(endpoint)
+
+    def _close_receive_endpoint(self, endpoint: ReceiveChannelEndpoint) -> None:
+        self.receiver.remove_endpoint(endpoint)
+        del self.receive_endpoints[endpoint.channel.canonical_form]
+        for counter_id in (endpoint.status_counter_id, endpoint.sockaddr_counter_id):
+            self.counters.free(counter_id)
+        endpoint.close()
+
+    # ----------------------------------------------------------------------------------------- images
+    def _on_setup(self, endpoint: ReceiveChannelEndpoint, setup: dict, source: tuple[str, int],
+                  control_address: tuple[str, int]) -> None:
+        """A SETUP for a subscribed stream and a new session: create the image (or count a bogus SETUP)."""
+        try:
+            log_buffer.check_term_length(setup["term_length"])
+            frame.check_mtu_length(setup["mtu"])
+            self._create_image(endpoint, setup, source, control_address)
+        except LayoutError:
+            self.system_counters.increment(cl.INVALID_PACKETS)
+            endpoint.setup_failed(setup["session_id"], setup["stream_id"])
+        except Exception as exc:  # noqa: BLE001 - e.g. no space for the log: recorded, the SETUP comes again
+            self.conductor._record_error(exc)
+            endpoint.setup_failed(setup["session_id"], setup["stream_id"])
+
+    def _create_image(self, endpoint, setup: dict, source: tuple[str, int], control_address) -> None:
+        conductor = self.conductor
+        links = [s for s in conductor.subscriptions if getattr(s, "endpoint", None) is endpoint
+                 and s.stream_id == setup["stream_id"]]
+        if not links:
+            endpoint.setup_failed(setup["session_id"], setup["stream_id"])
+            return
+        correlation_id = conductor.to_driver.next_correlation_id()
+        term_length = setup["term_length"]
+        self.images_dir.mkdir(parents=True, exist_ok=True)
+        path = self.images_dir / f"{correlation_id}.logbuffer"
+        conductor._check_storage_space(log_buffer.compute_log_length(term_length, self.ctx.file_page_size))
+        log = LogBuffers.create(
+            path, term_length=term_length, initial_term_id=setup["initial_term_id"], session_id=setup["session_id"],
+            stream_id=setup["stream_id"], correlation_id=correlation_id, mtu_length=setup["mtu"],
+            page_size=self.ctx.file_page_size, term_id=setup["active_term_id"], term_offset=setup["term_offset"],
+        )
+        bits = log.position_bits_to_shift
+        join_position = pos.compute_position(setup["active_term_id"], setup["term_offset"], bits,
+                                             setup["initial_term_id"])
+        channel = str(endpoint.channel)
+        counter_ids = [self._stream_counter(name, type_id, correlation_id, setup["session_id"], setup["stream_id"],
+                                            channel)
+                       for name, type_id in ((cl.RECEIVER_HWM_NAME, cl.RECEIVER_HWM_TYPE_ID),
+                                             (cl.RECEIVER_POSITION_NAME, cl.RECEIVER_POSITION_TYPE_ID))]
+        reliable = cu.parse_bool(cu.RELIABLE_PARAM, endpoint.channel.get(cu.RELIABLE_PARAM, "true"))
+        image = PublicationImage(
+            correlation_id=correlation_id, session_id=setup["session_id"], stream_id=setup["stream_id"],
+            channel=channel, source_identity=f"{source[0]}:{source[1]}", source_address=control_address,
+            endpoint=endpoint, log=log, join_position=join_position, rcv_hwm_counter_id=counter_ids[0],
+            rcv_pos_counter_id=counter_ids[1], values_buffer=self.counters.values_buffer,
+            system_counters=self.system_counters, now_ns=conductor.nano_clock(), receiver_id=self.receiver_id,
+            receiver_window=min(self.ctx.initial_window_length, term_length // 2), reliable=reliable,
+            nak_delay_ns=self.ctx.nak_unicast_delay_ns,
+            nak_retry_delay_ns=self.ctx.nak_unicast_delay_ns * self.ctx.nak_unicast_retry_delay_ratio,
+            status_message_timeout_ns=self.ctx.status_message_timeout_ns,
+            image_liveness_timeout_ns=self.ctx.image_liveness_timeout_ns,
+            linger_timeout_ns=self.ctx.publication_linger_timeout_ns,
+            loss_report=conductor.loss_report, epoch_clock=conductor.epoch_clock,
+        )
+        self.images.append(image)
+        self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, log.buffer.size)
+        for link in links:
+            self._link_subscriber(image, link, join_position)
+        endpoint.add_image(image)
+        self.receiver.add_image(image)
+
+    def _link_subscriber(self, image: PublicationImage, link, join_position: int) -> None:
+        label = ck.subscriber_position_label(link.registration_id, image.session_id, image.stream_id, link.channel,
+                                             join_position)
+        key = ck.stream_counter_key(link.registration_id, image.session_id, image.stream_id, link.channel)
+        counter_id = self.counters.allocate(label, cl.SUBSCRIBER_POSITION_TYPE_ID, key,
+                                            registration_id=link.registration_id, owner_id=link.client_id,
+                                            reference_id=image.correlation_id)
+        ck.set_counter_value(self.counters.values_buffer, counter_id, join_position)
+        image.subscribers.append(ImageSubscriber(link, counter_id))
+        link.images[image.correlation_id] = counter_id
+        self.conductor._send_image_ready(image.correlation_id, image.session_id, image.stream_id,
+                                         link.registration_id, counter_id, image.log_file_name,
+                                         image.source_identity)
+
+    def _delete_image(self, image: PublicationImage) -> None:
+        self.receiver.remove_image(image)
+        image.endpoint.remove_image(image)
+        self.images.remove(image)
+        for subscriber in image.subscribers:
+            subscriber.subscription.images.pop(image.correlation_id, None)
+            self.counters.free(subscriber.counter_id)
+        image.subscribers.clear()
+        for counter_id in (image.rcv_hwm_counter_id, image.rcv_pos_counter_id):
+            self.counters.free(counter_id)
+        self.conductor._close_log(image.log)
+        endpoint = image.endpoint
+        if endpoint.channel.canonical_form in self.receive_endpoints and not endpoint.has_subscriptions and \
+                not any(i.endpoint is endpoint for i in self.images):
+            self._close_receive_endpoint(endpoint)
+
+    # ------------------------------------------------------------------------------------ duty cycle
+    def do_work(self) -> int:
+        work = 0
+        for publication in self.publications:
+            work += publication.update_pub_pos_and_pub_lmt()
+        for image in self.images:
+            work += image.clean()
+        return work
+
+    def on_timer(self, now_ns: int) -> int:
+        work = 0
+        for publication in list(self.publications):
+            if publication.on_time_event(now_ns):
+                self.delete_publication(publication)
+                work += 1
+        for image in list(self.images):
+            before = image.state
+            if image.on_time_event(now_ns):
+                self._delete_image(image)
+                work += 1
+            elif before is ImageState.ACTIVE and image.state is not ImageState.ACTIVE:
+                for subscriber in image.subscribers:  # the sender went quiet, or its stream ended
+                    self.conductor._send_image_gone(image.correlation_id, subscriber.subscription, image.stream_id)
+                work += 1
+        return work
+
+    def on_close(self) -> None:
+        for image in list(self.images):
+            self._delete_image(image)
+        for publication in list(self.publications):
+            self.delete_publication(publication)
+        for endpoint in list(self.receive_endpoints.values()):
+            self._close_receive_endpoint(endpoint)
+        if self.loss_control is not None:
+            self.loss_control.close()

@@ -1,0 +1,302 @@
+"""The driver's side of an ``aeron:udp`` publication (spec/transport.md §4.7, §15, §16).
+
+Clients append to the log exactly as for IPC; the driver's sender reads it and transmits: SETUP frames until
+a receiver answers with a status message (SM), then data in MTU-sized datagrams of whole frames, up to the
+sender limit flow control derives from the SMs (``snd-lmt``), heartbeats when idle, retransmits on NAKs,
+and RTT replies. ``snd-pos`` is how far it has sent. The conductor side moves ``pub-lmt`` ahead of ``snd-pos``
+by the term window while a receiver is connected, cleans the log a whole term behind ``snd-pos`` (retransmits
+may still need the last term), and runs the lifecycle ACTIVE -> DRAINING -> LINGER -> DONE: on close the
+end of stream is marked and the sender keeps going until everything is sent, then sends EOS heartbeats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from aeron_numba.driver.flow_control import UnicastFlowControl
+from aeron_numba.driver.ipc_publication import State
+from aeron_numba.kernels import atomics_py
+from aeron_numba.kernels import counters as counters_kernels
+from aeron_numba.kernels import term_scanner
+from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.kernels.log_buffer_unblocker import unblock
+from aeron_numba.kernels.log_cleaner import clean_buffer_to
+from aeron_numba.kernels.term_appender import producer_position
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import log_buffer as lb
+from aeron_numba.layout import position as pos
+from aeron_numba.layout import udp_frames as ul
+from aeron_numba.layout.log_buffers import LogBuffers
+
+
+@dataclass
+class _Retransmit:
+    expiry_ns: int
+    linger_until_ns: int
+    term_id: int
+    term_offset: int
+    length: int
+    sent: bool = False
+
+
+@dataclass
+class NetworkPublication:
+    registration_id: int
+    session_id: int
+    stream_id: int
+    channel: object  # UdpChannel
+    endpoint: object  # SendChannelEndpoint
+    exclusive: bool
+    log: LogBuffers
+    pub_lmt_counter_id: int
+    snd_pos_counter_id: int
+    snd_lmt_counter_id: int
+    snd_bpe_counter_id: int
+    term_window_length: int
+    values_buffer: np.ndarray
+    system_counters: object
+    now_ns: int
+    unblock_timeout_ns: int
+    connection_timeout_ns: int
+    linger_timeout_ns: int
+    heartbeat_timeout_ns: int = 100_000_000
+    setup_timeout_ns: int = 100_000_000
+    retransmit_delay_ns: int = 0
+    retransmit_linger_ns: int = 10_000_000
+    max_resend: int = 16
+    flow_control: object = field(default_factory=UnicastFlowControl)
+    ref_count: int = 1
+    state: State = State.ACTIVE
+    owners: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        log = self.log
+        self.term_length = log.term_length
+        self.mtu = log.mtu_length
+        self.initial_term_id = log.initial_term_id
+        self.bits = log.position_bits_to_shift
+        start = self.producer_position()
+        self.sender_position = start
+        self.sender_limit = self.flow_control.initial_limit(start)
+        self.clean_position = max(0, start - self.term_length)
+        self.trip_limit = 0
+        self.has_receivers = False
+        self.should_send_setup = True
+        self.time_of_last_setup_ns = self.now_ns - self.setup_timeout_ns
+        self.time_of_last_send_or_heartbeat_ns = self.now_ns
+        self.time_of_last_sm_ns = self.now_ns
+        self.last_sender_position = start
+        self.time_of_last_sender_position_change_ns = self.now_ns
+        self.end_of_stream_position = None
+        self.retransmits: dict[tuple[int, int], _Retransmit] = {}
+        self.control = np.zeros(2 * ul.SETUP_FRAME_LENGTH, dtype=np.uint8)  # scratch for one control frame
+        for counter_id in (self.pub_lmt_counter_id, self.snd_pos_counter_id):
+            self._set_counter(counter_id, start)
+        self._set_counter(self.snd_lmt_counter_id, self.sender_limit)
+
+    # ------------------------------------------------------------------------------------------- helpers
+    def _set_counter(self, counter_id: int, value: int) -> None:
+        counters_kernels.set_counter_value(self.values_buffer, counter_id, value)
+
+    def _get_counter(self, counter_id: int) -> int:
+        return int(counters_kernels.get_counter_value(self.values_buffer, counter_id))
+
+    def producer_position(self) -> int:
+        return int(producer_position(self.log.buffer))
+
+    @property
+    def log_file_name(self) -> str:
+        return str(self.log.path)
+
+    def _set_connected(self, connected: bool) -> None:
+        self.has_receivers = connected
+        atomics_py.put_int32_release(self.log.buffer, self.log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET,
+                                     1 if connected else 0)
+
+    def _send_control(self, length: int) -> None:
+        self.endpoint.send(self.control[:length])
+
+    # ------------------------------------------------------------------------------------ sender: duty
+    def send(self, now_ns: int) -> int:
+        """One sender duty cycle for this publication; returns the bytes sent."""
+        sender_position = self.sender_position
+        term_id = pos.compute_term_id_from_position(sender_position, self.bits, self.initial_term_id)
+        term_offset = pos.compute_term_offset_from_position(sender_position, self.bits)
+        if self.should_send_setup and now_ns - self.time_of_last_setup_ns >= self.setup_timeout_ns:
+            self._send_setup(now_ns, term_id, term_offset)
+        bytes_sent = self._send_data(now_ns, sender_position, term_offset) if not self.should_send_setup else 0
+        if bytes_sent == 0:
+            bytes_sent = self._heartbeat_check(now_ns, term_id, term_offset)
+            self._update_sender_limit(self.flow_control.on_idle(now_ns, self.sender_limit))
+        if self.has_receivers and now_ns - self.time_of_last_sm_ns > self.connection_timeout_ns:
+            self._set_connected(False)  # no receiver has spoken for the connection timeout
+            self.should_send_setup = True
+        if self.retransmits:
+            self._process_retransmits(now_ns)
+        return bytes_sent
+
+    def _send_setup(self, now_ns: int, term_id: int, term_offset: int) -> None:
+        length = uf.encode_setup(self.control, 0, term_offset, self.session_id, self.stream_id,
+                                 self.initial_term_id, term_id, self.term_length, self.mtu,
+                                 self.channel.ttl or 0, 0)
+        self._send_control(length)
+        self.time_of_last_setup_ns = now_ns
+
+    def _heartbeat_check(self, now_ns: int, term_id: int, term_offset: int) -> int:
+        if self.should_send_setup or now_ns - self.time_of_last_send_or_heartbeat_ns < self.heartbeat_timeout_ns:
+            return 0
+        eos = self.end_of_stream_position is not None and self.sender_position >= self.end_of_stream_position
+        length = uf.encode_heartbeat(self.control, 0, term_offset, self.session_id, self.stream_id, term_id, eos)
+        self._send_control(length)
+        self.system_counters.increment(cl.HEARTBEATS_SENT)
+        self.time_of_last_send_or_heartbeat_ns = now_ns
+        return length
+
+    def _send_data(self, now_ns: int, sender_position: int, term_offset: int) -> int:
+        window = self.sender_limit - sender_position
+        if window <= 0:
+            if self.producer_position() > sender_position:
+                counters_kernels.get_and_add_counter_value(self.values_buffer, self.snd_bpe_counter_id, 1)
+            return 0
+        index = pos.index_by_position(sender_position, self.bits)
+        term_base = index * self.term_length
+        scan_limit = min(window, self.mtu)
+        packed = term_scanner.scan_for_availability(self.log.buffer, term_base, term_offset, scan_limit,
+                                                     self.term_length)
+        available = term_scanner.available_of(packed)
+        if available <= 0:
+            return 0
+        padding = term_scanner.padding_of(packed)
+        start = term_base + term_offset
+        self.endpoint.send(self.log.buffer[start:start + available])
+        self.sender_position = sender_position + available + padding
+        self._set_counter(self.snd_pos_counter_id, self.sender_position)
+        self.time_of_last_send_or_heartbeat_ns = now_ns
+        return available
+
+    def _update_sender_limit(self, limit: int) -> None:
+        if limit != self.sender_limit:
+            self.sender_limit = limit
+            self._set_counter(self.snd_lmt_counter_id, limit)
+
+    # ------------------------------------------------------------------------- sender: control frames
+    def on_status_message(self, consumption_term_id: int, consumption_term_offset: int, receiver_window: int,
+                          receiver_id: int, flags: int, now_ns: int) -> None:
+        position = pos.compute_position(consumption_term_id, consumption_term_offset, self.bits,
+                                        self.initial_term_id)
+        limit = position + max(0, receiver_window)
+        self._update_sender_limit(self.flow_control.on_status_message(limit, receiver_id, self.sender_limit, now_ns))
+        self.time_of_last_sm_ns = now_ns
+        if not self.has_receivers:
+            self._set_connected(True)
+        self.should_send_setup = bool(flags & ul.SM_SEND_SETUP_FLAG)
+
+    def on_nak(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
+        """Schedule a retransmit of a range still in the log (delay 0 for unicast), once per linger."""
+        position = pos.compute_position(term_id, term_offset, self.bits, self.initial_term_id)
+        if length <= 0 or not self.sender_position - self.term_length <= position < self.sender_position:
+            return  # already cleaned, or never sent: nothing to resend
+        key = (term_id, term_offset)
+        if key in self.retransmits or len(self.retransmits) >= self.max_resend:
+            return
+        length = min(length, self.term_length - term_offset, self.sender_position - position)
+        self.retransmits[key] = _Retransmit(now_ns + self.retransmit_delay_ns,
+                                            now_ns + self.retransmit_delay_ns + self.retransmit_linger_ns,
+                                            term_id, term_offset, length)
+        self._process_retransmits(now_ns)
+
+    def _process_retransmits(self, now_ns: int) -> None:
+        for key, action in list(self.retransmits.items()):
+            if not action.sent and now_ns >= action.expiry_ns:
+                self._resend(action.term_id, action.term_offset, action.length)
+                action.sent = True
+            elif action.sent and now_ns >= action.linger_until_ns:
+                del self.retransmits[key]
+
+    def _resend(self, term_id: int, term_offset: int, length: int) -> None:
+        position = pos.compute_position(term_id, term_offset, self.bits, self.initial_term_id)
+        if position < self.sender_position - self.term_length:
+            return
+        term_base = pos.index_by_position(position, self.bits) * self.term_length
+        remaining, offset = length, term_offset
+        while remaining > 0:
+            packed = term_scanner.scan_for_availability(self.log.buffer, term_base, offset,
+                                                         min(remaining, self.mtu), self.term_length)
+            available = term_scanner.available_of(packed)
+            if available <= 0:
+                break
+            self.endpoint.send(self.log.buffer[term_base + offset:term_base + offset + available])
+            self.system_counters.increment(cl.RETRANSMITS_SENT)
+            self.system_counters.increment(cl.RETRANSMITTED_BYTES, available)
+            step = available + term_scanner.padding_of(packed)
+            offset += step
+            remaining -= step
+
+    def on_rttm(self, echo_timestamp_ns: int, receiver_id: int, is_reply: bool, now_ns: int) -> None:
+        """A receiver measuring the round trip: echo its timestamp straight back as a reply."""
+        if is_reply:
+            return
+        length = uf.encode_rttm(self.control, 0, self.session_id, self.stream_id, echo_timestamp_ns, 0,
+                                receiver_id, True)
+        self._send_control(length)
+
+    # ---------------------------------------------------------------------------------- conductor side
+    def update_pub_pos_and_pub_lmt(self) -> int:
+        """Every conductor cycle: ``pub-lmt`` = ``snd-pos`` + window while connected, else held at ``snd-pos``."""
+        if self.state is not State.ACTIVE:
+            return 0
+        sender_position = self.sender_position
+        work = 0
+        if self.has_receivers:
+            proposed = sender_position + self.term_window_length
+            if proposed > self.trip_limit:
+                self._set_counter(self.pub_lmt_counter_id, proposed)
+                self.trip_limit = proposed + self.term_window_length // 8
+                work = 1
+            self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position,
+                                                      sender_position - self.term_length))
+        elif self._get_counter(self.pub_lmt_counter_id) > sender_position:
+            self._set_counter(self.pub_lmt_counter_id, sender_position)
+            self.trip_limit = sender_position
+            work = 1
+        return work
+
+    def on_time_event(self, now_ns: int) -> bool:
+        """Timer tick: blocked-publisher check and the lifecycle. Returns True when DONE."""
+        if self.state is State.ACTIVE:
+            if not self.exclusive:
+                self._check_for_blocked_publisher(now_ns)
+        elif self.state is State.DRAINING:
+            if self.sender_position >= self.producer_position() or not self.has_receivers:
+                self.state = State.LINGER
+                self.time_of_linger_ns = now_ns
+            else:
+                self._check_for_blocked_publisher(now_ns)
+        elif self.state is State.LINGER:
+            if now_ns - self.time_of_linger_ns >= self.linger_timeout_ns:
+                self.state = State.DONE
+        return self.state is State.DONE
+
+    def _check_for_blocked_publisher(self, now_ns: int) -> None:
+        """§15.1 with the sender position as the consumer: a publisher died mid-claim ahead of the sender."""
+        sender_position = self.sender_position
+        if sender_position != self.last_sender_position:
+            self.last_sender_position = sender_position
+            self.time_of_last_sender_position_change_ns = now_ns
+            return
+        if self.producer_position() > sender_position and \
+                now_ns > self.time_of_last_sender_position_change_ns + self.unblock_timeout_ns:
+            if unblock(self.log.buffer, sender_position):
+                self.system_counters.increment(cl.UNBLOCKED_PUBLICATIONS)
+            self.time_of_last_sender_position_change_ns = now_ns
+
+    def close_by_clients(self) -> None:
+        producer = self.producer_position()
+        if self._get_counter(self.pub_lmt_counter_id) > producer:
+            self._set_counter(self.pub_lmt_counter_id, producer)
+        atomics_py.put_int64_release(
+            self.log.buffer, self.log.metadata_offset + lb.LOG_END_OF_STREAM_POSITION_OFFSET, producer)
+        self.end_of_stream_position = producer
+        self.state = State.DRAINING

@@ -1,0 +1,238 @@
+"""The receiver's side of one remote publication (one session of a subscribed stream): a network image.
+
+Created by the conductor when a SETUP frame for a subscribed stream arrives: a log in ``images/`` starting at
+the sender's term id and offset (the join position), and the counters ``rcv-hwm`` (highest position
+received), ``rcv-pos`` (how far the log is complete) and one ``sub-pos`` per subscription.
+
+Receiver side (every duty cycle): data frames are rebuilt into the log at their term offsets, but only inside
+the window the last status message (SM) granted (earlier = an under-run, later = an over-run: dropped and
+counted); heartbeats move the high-water mark and may carry end of stream. The loss detector scans from the
+rebuild position to the high-water mark and, once a gap has lasted the NAK delay, asks the sender for it (or,
+for ``reliable=false``, pads over it). SMs go back to the sender when the slowest subscriber has consumed a
+quarter of the window since the last one, or every status message timeout (200 ms).
+
+Conductor side (its duty cycle and timer): cleans the log behind the slowest subscriber, and runs the lifecycle
+ACTIVE -> (no packet for the image liveness timeout, or end of stream consumed) DRAINING -> LINGER -> DONE.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from aeron_numba.kernels import counters as counters_kernels
+from aeron_numba.kernels import loss_detector as ld
+from aeron_numba.kernels import term_rebuilder
+from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.kernels.log_cleaner import clean_buffer_to
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from aeron_numba.layout import position as pos
+from aeron_numba.layout.log_buffers import LogBuffers
+
+DEFAULT_STATUS_MESSAGE_TIMEOUT_NS = 200_000_000
+
+
+class ImageState(enum.Enum):
+    ACTIVE = 1
+    DRAINING = 2
+    LINGER = 3
+    DONE = 4
+
+
+def _i32(buf: np.ndarray, offset: int) -> int:
+    return int(buf[offset:offset + 4].view(np.int32)[0])
+
+
+@dataclass
+class ImageSubscriber:
+    subscription: object  # driver_conductor.SubscriptionLink
+    counter_id: int
+
+
+@dataclass
+class PublicationImage:
+    correlation_id: int
+    session_id: int
+    stream_id: int
+    channel: str
+    source_identity: str  # "ip:port" of the sender, as clients see it
+    source_address: tuple[str, int]  # where SMs and NAKs go
+    endpoint: object  # ReceiveChannelEndpoint
+    log: LogBuffers
+    join_position: int
+    rcv_hwm_counter_id: int
+    rcv_pos_counter_id: int
+    values_buffer: np.ndarray
+    system_counters: object
+    now_ns: int
+    receiver_id: int
+    receiver_window: int
+    reliable: bool = True
+    nak_delay_ns: int = 100_000
+    nak_retry_delay_ns: int = 10_000_000
+    status_message_timeout_ns: int = DEFAULT_STATUS_MESSAGE_TIMEOUT_NS
+    image_liveness_timeout_ns: int = 10_000_000_000
+    linger_timeout_ns: int = 5_000_000_000
+    loss_report: object = None  # the driver's LossReport (loss-report.dat), None when it has none
+    epoch_clock: object = None  # ms since the epoch, for loss report timestamps
+    subscribers: list[ImageSubscriber] = field(default_factory=list)
+    state: ImageState = ImageState.ACTIVE
+
+    def __post_init__(self) -> None:
+        log = self.log
+        self.term_length = log.term_length
+        self.initial_term_id = log.initial_term_id
+        self.bits = log.position_bits_to_shift
+        self.hwm_position = self.rebuild_position = self.join_position
+        self.clean_position = self.join_position
+        self.last_sm_position = self.join_position  # the sender may send up to last_sm_position + window
+        self.last_sm_window = self.receiver_window
+        self.time_of_last_sm_ns = self.now_ns - self.status_message_timeout_ns  # send the first SM at once
+        self.time_of_last_packet_ns = self.now_ns
+        self.end_of_stream_position: int | None = None
+        self.loss_state = np.zeros(ld.LOSS_STATE_LENGTH, dtype=np.int64)
+        self.loss_report_entry = None  # created at this image's first loss (§13.1), one per image
+        self.control = np.zeros(64, dtype=np.uint8)
+        for counter_id in (self.rcv_hwm_counter_id, self.rcv_pos_counter_id):
+            self._set_counter(counter_id, self.join_position)
+
+    def _set_counter(self, counter_id: int, value: int) -> None:
+        counters_kernels.set_counter_value(self.values_buffer, counter_id, value)
+
+    def _get_counter(self, counter_id: int) -> int:
+        return int(counters_kernels.get_counter_value(self.values_buffer, counter_id))
+
+    @property
+    def log_file_name(self) -> str:
+        return str(self.log.path)
+
+    # ------------------------------------------------------------------------------- receiver: packets
+    def insert_packet(self, buf: np.ndarray, length: int, now_ns: int) -> int:
+        """A validated DATA/PAD datagram (one or more frames) for this image; returns the bytes taken."""
+        if self.state is not ImageState.ACTIVE:
+            return 0
+        term_id = _i32(buf, frame.TERM_ID_FIELD_OFFSET)
+        term_offset = _i32(buf, frame.TERM_OFFSET_FIELD_OFFSET)
+        position = pos.compute_position(term_id, term_offset, self.bits, self.initial_term_id)
+        self.time_of_last_packet_ns = now_ns
+        frame_length = _i32(buf, frame.FRAME_LENGTH_FIELD_OFFSET)
+        if frame_length == 0:  # heartbeat: the sender is at `position`
+            self.system_counters.increment(cl.HEARTBEATS_RECEIVED)
+            if buf[frame.FLAGS_FIELD_OFFSET] & frame.EOS_FLAG:
+                self.end_of_stream_position = position
+            self._propose_hwm(position)
+            return 0
+        if position < self.last_sm_position:
+            self.system_counters.increment(cl.FLOW_CONTROL_UNDER_RUNS)  # before what we acknowledged: a late duplicate
+            return 0
+        if position + length > self.last_sm_position + self.last_sm_window:
+            self.system_counters.increment(cl.FLOW_CONTROL_OVER_RUNS)  # beyond the window we granted
+            return 0
+        index = pos.index_by_position(position, self.bits)
+        term = self.log.term(index)
+        if term_rebuilder.insert(term, term_offset, buf, 0, length) < 0:
+            self.system_counters.increment(cl.INVALID_PACKETS)
+            return 0
+        self._propose_hwm(position + length)
+        return length
+
+    def _propose_hwm(self, position: int) -> None:
+        if position > self.hwm_position:
+            self.hwm_position = position
+            self._set_counter(self.rcv_hwm_counter_id, position)
+
+    # -------------------------------------------------------------------------------- receiver: duty
+    def do_receiver_work(self, now_ns: int) -> int:
+        if self.state is not ImageState.ACTIVE:
+            return 0
+        return self._track_rebuild(now_ns) + self._send_pending_status_message(now_ns)
+
+    def _track_rebuild(self, now_ns: int) -> int:
+        rebuild = self.rebuild_position
+        if self.hwm_position <= rebuild:
+            return 0
+        term = self.log.term(pos.index_by_position(rebuild, self.bits))
+        result, flags = ld.loss_detector_scan(term, rebuild, self.hwm_position, now_ns, self.loss_state,
+                                              self.initial_term_id, self.nak_delay_ns, self.nak_retry_delay_ns)
+        work = 0
+        if result > rebuild:
+            self.rebuild_position = result
+            self._set_counter(self.rcv_pos_counter_id, result)
+            work = 1
+        if flags & ld.SCAN_CORRUPT:
+            self.system_counters.increment(cl.INVALID_PACKETS)
+        if flags & ld.SEND_NAK:
+            term_id, term_offset, length = (int(self.loss_state[i]) for i in (
+                ld.STATE_NAK_TERM_ID, ld.STATE_NAK_TERM_OFFSET, ld.STATE_NAK_LENGTH))
+            self._report_loss(length)
+            if self.reliable:
+                self._send_nak(term_id, term_offset, length)
+            elif ld.fill_gap(term, term_id, term_offset, length, self.session_id, self.stream_id) == ld.GAP_FILLED:
+                self.system_counters.increment(cl.LOSS_GAP_FILLS)
+            work = 1
+        return work
+
+    def _report_loss(self, length: int) -> None:
+        """Record a gap in loss-report.dat, as Aeron does each time a gap is NAKed or filled."""
+        if self.loss_report is None:
+            return
+        now_ms = self.epoch_clock()
+        if self.loss_report_entry is not None:
+            self.loss_report_entry.record_observation(length, now_ms)
+        else:  # None again when the report is full: later losses try again, like Aeron
+            self.loss_report_entry = self.loss_report.create_entry(length, now_ms, self.session_id, self.stream_id,
+                                                                   self.channel, self.source_identity)
+
+    def _send_nak(self, term_id: int, term_offset: int, length: int) -> None:
+        size = uf.encode_nak(self.control, 0, self.session_id, self.stream_id, term_id, term_offset, length)
+        self.endpoint.send_to(self.control[:size], self.source_address)
+        self.system_counters.increment(cl.NAK_MESSAGES_SENT)
+
+    def min_subscriber_position(self) -> int:
+        positions = [self._get_counter(s.counter_id) for s in self.subscribers]
+        return min(positions) if positions else self.rebuild_position
+
+    def _send_pending_status_message(self, now_ns: int) -> int:
+        position = min(self.min_subscriber_position(), self.rebuild_position)
+        window = self.receiver_window
+        due = now_ns - self.time_of_last_sm_ns >= self.status_message_timeout_ns
+        moved = position - self.last_sm_position >= window // 4
+        if not (due or moved or window != self.last_sm_window):
+            return 0
+        term_id = pos.compute_term_id_from_position(position, self.bits, self.initial_term_id)
+        term_offset = pos.compute_term_offset_from_position(position, self.bits)
+        size = uf.encode_status_message(self.control, 0, self.session_id, self.stream_id, term_id, term_offset,
+                                        window, self.receiver_id, 0, False, 0)
+        self.endpoint.send_to(self.control[:size], self.source_address)
+        self.system_counters.increment(cl.STATUS_MESSAGES_SENT)
+        self.last_sm_position, self.last_sm_window, self.time_of_last_sm_ns = position, window, now_ns
+        return 1
+
+    # ---------------------------------------------------------------------------------- conductor side
+    def clean(self) -> int:
+        """Zero the log a term behind the slowest subscriber, like Aeron: the receiver never writes there, even
+        for a packet it accepted just before the subscribers moved on."""
+        target = self.min_subscriber_position() - self.term_length
+        if target <= self.clean_position:
+            return 0
+        self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position, target))
+        return 1
+
+    def on_time_event(self, now_ns: int) -> bool:
+        """Lifecycle on the conductor timer. Returns True when DONE (the conductor tells clients and frees it)."""
+        if self.state is ImageState.ACTIVE:
+            eos = self.end_of_stream_position
+            consumed = eos is not None and self.rebuild_position >= eos and self.min_subscriber_position() >= eos
+            if consumed or now_ns - self.time_of_last_packet_ns > self.image_liveness_timeout_ns:
+                self.state = ImageState.DRAINING
+                self.time_of_state_change_ns = now_ns
+        elif self.state is ImageState.DRAINING:
+            self.state = ImageState.LINGER
+            self.time_of_state_change_ns = now_ns
+        elif self.state is ImageState.LINGER:
+            if now_ns - self.time_of_state_change_ns >= self.linger_timeout_ns:
+                self.state = ImageState.DONE
+        return self.state is ImageState.DONE

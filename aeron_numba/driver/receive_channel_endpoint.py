@@ -1,0 +1,152 @@
+"""The socket a UDP channel's subscriptions receive on (spec/transport.md §16), and its packet dispatch.
+
+One per canonical channel, bound to the channel's ``endpoint``. Every datagram is validated first: anything
+malformed is dropped and counted as an invalid packet (the driver never dies on network input). Then:
+
+* DATA / PAD for a (session, stream) with an image: rebuilt into that image.
+* DATA for a subscribed stream but an unknown session (we joined late, or lost the SETUP): answered with a
+  status message flagged "send SETUP", at most once per status message timeout per session.
+* SETUP for a subscribed stream and a new session: the conductor creates the image (``on_setup`` callback).
+* RTTM requests: answered straight away (the sender measures its round trip).
+* Everything else (status messages, NAKs, ...) is not for a receiver: ignored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aeron_numba.driver.udp_channel import UdpChannel
+from aeron_numba.driver.udp_transport import UdpTransport
+from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from aeron_numba.layout import udp_frames as ul
+
+MAX_DATAGRAMS_PER_POLL = 64
+SETUP_ELICIT_INTERVAL_NS = 200_000_000
+
+
+def _i32(buf: np.ndarray, offset: int) -> int:
+    return int(buf[offset:offset + 4].view(np.int32)[0])
+
+
+def _i64(buf: np.ndarray, offset: int) -> int:
+    return int(buf[offset:offset + 8].view(np.int64)[0])
+
+
+class ReceiveChannelEndpoint:
+    def __init__(self, channel: UdpChannel, transport: UdpTransport, system_counters, status_counter_id: int,
+                 receiver_id: int, on_setup):
+        self.channel = channel
+        self.transport = transport
+        self.system_counters = system_counters
+        self.status_counter_id = status_counter_id
+        self.receiver_id = receiver_id
+        self.on_setup = on_setup  # (endpoint, setup fields dict, source address) -> None; the conductor's
+        self.stream_refs: dict[int, int] = {}  # subscribed stream id -> subscription count
+        self.images: dict[tuple[int, int], object] = {}  # (session id, stream id) -> PublicationImage
+        self.pending_setups: set[tuple[int, int]] = set()  # image being created by the conductor
+        self.setup_elicited_ns: dict[tuple[int, int], int] = {}
+        self.control = np.zeros(64, dtype=np.uint8)
+
+    @property
+    def local_address(self) -> tuple[str, int]:
+        return self.transport.local_address
+
+    # ------------------------------------------------------------------------------- subscriptions
+    def add_subscription(self, stream_id: int) -> None:
+        self.stream_refs[stream_id] = self.stream_refs.get(stream_id, 0) + 1
+
+    def remove_subscription(self, stream_id: int) -> None:
+        count = self.stream_refs.get(stream_id, 0) - 1
+        if count <= 0:
+            self.stream_refs.pop(stream_id, None)
+        else:
+            self.stream_refs[stream_id] = count
+
+    @property
+    def has_subscriptions(self) -> bool:
+        return bool(self.stream_refs)
+
+    def add_image(self, image) -> None:
+        key = (image.session_id, image.stream_id)
+        self.images[key] = image
+        self.pending_setups.discard(key)
+
+    def remove_image(self, image) -> None:
+        key = (image.session_id, image.stream_id)
+        if self.images.get(key) is image:
+            del self.images[key]
+
+    def setup_failed(self, session_id: int, stream_id: int) -> None:
+        self.pending_setups.discard((session_id, stream_id))
+
+    # ------------------------------------------------------------------------------------- sending
+    def send_to(self, data: np.ndarray, address: tuple[str, int]) -> None:
+        self.transport.send(data, address)
+        self.system_counters.increment(cl.BYTES_SENT, len(data))
+
+    def _control_address(self, source: tuple[str, int]) -> tuple[str, int]:
+        """Status messages and NAKs go to the sender (or to the control address of a dynamic MDC channel)."""
+        return self.channel.remote_control if self.channel.remote_control is not None else source
+
+    # ------------------------------------------------------------------------------------- receiving
+    def poll(self, now_ns: int) -> int:
+        self.transport.poll_loss_settings()
+        received = 0
+        for _ in range(MAX_DATAGRAMS_PER_POLL):
+            datagram = self.transport.receive()
+            if datagram is None:
+                break
+            received += 1
+            length, source = datagram
+            self._on_datagram(self.transport.receive_buffer, length, source, now_ns)
+        return received
+
+    def _on_datagram(self, buf: np.ndarray, length: int, source: tuple[str, int], now_ns: int) -> None:
+        frame_type = uf.classify_datagram(buf, 0, length)
+        if frame_type < 0:
+            self.system_counters.increment(cl.INVALID_PACKETS)
+            return
+        self.system_counters.increment(cl.BYTES_RECEIVED, length)
+        if frame_type in (frame.HDR_TYPE_DATA, frame.HDR_TYPE_PAD):
+            key = (_i32(buf, frame.SESSION_ID_FIELD_OFFSET), _i32(buf, frame.STREAM_ID_FIELD_OFFSET))
+            image = self.images.get(key)
+            if image is not None:
+                image.insert_packet(buf, length, now_ns)
+            elif key[1] in self.stream_refs and key not in self.pending_setups:
+                self._elicit_setup(key, source, now_ns)
+        elif frame_type == frame.HDR_TYPE_SETUP:
+            if uf.validate_setup(buf, 0) != 0:  # bad term length, MTU or term offset: never made into an image
+                self.system_counters.increment(cl.INVALID_PACKETS)
+                return
+            (_, _, term_offset, session_id, stream_id, initial_term_id, active_term_id, term_length, mtu,
+             ttl) = uf.decode_setup(buf, 0)
+            key = (session_id, stream_id)
+            if stream_id in self.stream_refs and key not in self.images and key not in self.pending_setups:
+                self.pending_setups.add(key)
+                setup = {
+                    "session_id": session_id, "stream_id": stream_id, "term_offset": term_offset,
+                    "initial_term_id": initial_term_id, "active_term_id": active_term_id,
+                    "term_length": term_length, "mtu": mtu, "ttl": ttl,
+                }
+                self.on_setup(self, setup, source, self._control_address(source))
+        elif frame_type == frame.HDR_TYPE_RTTM:
+            if not buf[frame.FLAGS_FIELD_OFFSET] & ul.RTTM_REPLY_FLAG:
+                size = uf.encode_rttm(self.control, 0, _i32(buf, ul.CONTROL_SESSION_ID_OFFSET),
+                                      _i32(buf, ul.CONTROL_STREAM_ID_OFFSET), _i64(buf, ul.RTTM_ECHO_TIMESTAMP_OFFSET),
+                                      0, self.receiver_id, True)
+                self.send_to(self.control[:size], self._control_address(source))
+
+    def _elicit_setup(self, key: tuple[int, int], source: tuple[str, int], now_ns: int) -> None:
+        last = self.setup_elicited_ns.get(key)
+        if last is not None and now_ns - last < SETUP_ELICIT_INTERVAL_NS:
+            return
+        self.setup_elicited_ns[key] = now_ns
+        size = uf.encode_status_message(self.control, 0, key[0], key[1], 0, 0, 0, self.receiver_id, 0, False,
+                                        ul.SM_SEND_SETUP_FLAG)
+        self.send_to(self.control[:size], self._control_address(source))
+        self.system_counters.increment(cl.STATUS_MESSAGES_SENT)
+
+    def close(self) -> None:
+        self.transport.close()

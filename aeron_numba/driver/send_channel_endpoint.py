@@ -1,0 +1,131 @@
+"""The socket a UDP channel's publications send from (spec/transport.md §16).
+
+One per canonical channel, shared by every network publication on it. Data and SETUP/heartbeat frames go to
+the channel's ``endpoint`` (unicast), or with ``control-mode=dynamic`` to every receiver whose status messages
+reached the ``control`` address this endpoint binds (multi-destination-cast; a destination silent for the
+receiver timeout is dropped). Status messages, NAKs, RTT measurements and error frames coming back are
+validated and handed to the publication they name by session and stream id; anything malformed is dropped
+and counted as an invalid packet, anything for an unknown publication is ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from aeron_numba.driver.udp_channel import UdpChannel
+from aeron_numba.driver.udp_transport import UdpTransport
+from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from aeron_numba.layout import udp_frames as ul
+
+MAX_DATAGRAMS_PER_POLL = 64
+DESTINATION_TIMEOUT_NS = 5_000_000_000
+
+
+def _i32(buf: np.ndarray, offset: int) -> int:
+    return int(buf[offset:offset + 4].view(np.int32)[0])
+
+
+def _i64(buf: np.ndarray, offset: int) -> int:
+    return int(buf[offset:offset + 8].view(np.int64)[0])
+
+
+@dataclass
+class _Destination:
+    address: tuple[str, int]
+    time_of_last_activity_ns: int
+
+
+class SendChannelEndpoint:
+    def __init__(self, channel: UdpChannel, transport: UdpTransport, system_counters, status_counter_id: int):
+        self.channel = channel
+        self.transport = transport
+        self.system_counters = system_counters
+        self.status_counter_id = status_counter_id
+        self.publications: dict[tuple[int, int], object] = {}  # (session id, stream id) -> NetworkPublication
+        self.destinations: dict[tuple[str, int], _Destination] = {}
+        self.ref_count = 0
+        self.now_ns = 0
+
+    @property
+    def local_address(self) -> tuple[str, int]:
+        return self.transport.local_address
+
+    def add_publication(self, publication) -> None:
+        self.publications[(publication.session_id, publication.stream_id)] = publication
+        self.ref_count += 1
+
+    def remove_publication(self, publication) -> None:
+        self.publications.pop((publication.session_id, publication.stream_id), None)
+        self.ref_count -= 1
+
+    def send(self, data: np.ndarray) -> None:
+        if self.channel.is_multi_destination:
+            for destination in self.destinations.values():
+                self.transport.send(data, destination.address)
+        else:
+            self.transport.send(data, self.channel.remote_data)
+        self.system_counters.increment(cl.BYTES_SENT, len(data))
+
+    def poll(self, now_ns: int) -> int:
+        """Read and dispatch the control frames waiting on the socket; returns how many were read."""
+        self.now_ns = now_ns
+        self.transport.poll_loss_settings()
+        received = 0
+        for _ in range(MAX_DATAGRAMS_PER_POLL):
+            datagram = self.transport.receive()
+            if datagram is None:
+                break
+            received += 1
+            length, source = datagram
+            self._on_datagram(self.transport.receive_buffer, length, source, now_ns)
+        if self.channel.is_multi_destination and self.destinations:
+            for address in [a for a, d in self.destinations.items()
+                            if now_ns - d.time_of_last_activity_ns > DESTINATION_TIMEOUT_NS]:
+                del self.destinations[address]
+        return received
+
+    def _on_datagram(self, buf: np.ndarray, length: int, source: tuple[str, int], now_ns: int) -> None:
+        frame_type = uf.classify_datagram(buf, 0, length)
+        if frame_type < 0:
+            self.system_counters.increment(cl.INVALID_PACKETS)
+            return
+        self.system_counters.increment(cl.BYTES_RECEIVED, length)
+        session_id = _i32(buf, ul.CONTROL_SESSION_ID_OFFSET)
+        stream_id = _i32(buf, ul.CONTROL_STREAM_ID_OFFSET)
+        publication = self.publications.get((session_id, stream_id))
+        if frame_type == frame.HDR_TYPE_SM:
+            self.system_counters.increment(cl.STATUS_MESSAGES_RECEIVED)
+            if self.channel.is_multi_destination:
+                self._track_destination(source, now_ns)
+            if publication is not None:
+                receiver_id = _i64(buf, ul.SM_RECEIVER_ID_OFFSET)
+                publication.on_status_message(_i32(buf, ul.SM_CONSUMPTION_TERM_ID_OFFSET),
+                                              _i32(buf, ul.SM_CONSUMPTION_TERM_OFFSET_OFFSET),
+                                              _i32(buf, ul.SM_RECEIVER_WINDOW_OFFSET), receiver_id,
+                                              int(buf[frame.FLAGS_FIELD_OFFSET]), now_ns)
+        elif frame_type == frame.HDR_TYPE_NAK:
+            self.system_counters.increment(cl.NAK_MESSAGES_RECEIVED)
+            if publication is not None:
+                publication.on_nak(_i32(buf, ul.NAK_TERM_ID_OFFSET), _i32(buf, ul.NAK_TERM_OFFSET_OFFSET),
+                                   _i32(buf, ul.NAK_LENGTH_OFFSET), now_ns)
+        elif frame_type == frame.HDR_TYPE_RTTM:
+            if publication is not None:
+                publication.on_rttm(_i64(buf, ul.RTTM_ECHO_TIMESTAMP_OFFSET), _i64(buf, ul.RTTM_RECEIVER_ID_OFFSET),
+                                    bool(buf[frame.FLAGS_FIELD_OFFSET] & ul.RTTM_REPLY_FLAG), now_ns)
+        elif frame_type == frame.HDR_TYPE_ERR:
+            self.system_counters.increment(cl.ERROR_FRAMES_RECEIVED)
+        # Anything else (DATA, SETUP, ...) is not for a sender: valid but ignored.
+
+    def _track_destination(self, address: tuple[str, int], now_ns: int) -> None:
+        destination = self.destinations.get(address)
+        if destination is None:
+            self.destinations[address] = _Destination(address, now_ns)
+        else:
+            destination.time_of_last_activity_ns = now_ns
+
+    def close(self) -> None:
+        self.transport.close()

@@ -1,0 +1,62 @@
+"""The sender agent: transmits every network publication and reads what receivers send back.
+
+Each duty cycle gives every publication one ``send`` (SETUP, data up to the sender limit, heartbeat,
+retransmits), starting from a rotating index so no publication always goes first; then, when nothing was sent
+or every ``send_to_status_poll_ratio`` cycles (Aeron's default 6), it polls the send endpoints for status
+messages, NAKs and RTT measurements. In SHARED mode it runs beside the conductor in one ``CompositeAgent``.
+"""
+
+from __future__ import annotations
+
+import time
+
+DEFAULT_SEND_TO_STATUS_POLL_RATIO = 6
+
+
+class Sender:
+    def __init__(self, *, nano_clock=time.monotonic_ns, send_to_status_poll_ratio: int = DEFAULT_SEND_TO_STATUS_POLL_RATIO):
+        self.nano_clock = nano_clock
+        self.send_to_status_poll_ratio = send_to_status_poll_ratio
+        self.publications: list = []
+        self.endpoints: list = []
+        self._round_robin = 0
+        self._cycles_since_poll = 0
+
+    def role_name(self) -> str:
+        return "sender"
+
+    def on_start(self) -> None:
+        pass
+
+    def add_publication(self, publication) -> None:
+        self.publications.append(publication)
+
+    def remove_publication(self, publication) -> None:
+        self.publications.remove(publication)
+
+    def add_endpoint(self, endpoint) -> None:
+        self.endpoints.append(endpoint)
+
+    def remove_endpoint(self, endpoint) -> None:
+        self.endpoints.remove(endpoint)
+
+    def do_work(self) -> int:
+        now_ns = self.nano_clock()
+        publications = self.publications
+        bytes_sent = 0
+        count = len(publications)
+        if count:
+            start = self._round_robin % count
+            self._round_robin = start + 1
+            for index in range(count):
+                bytes_sent += publications[(start + index) % count].send(now_ns)
+        self._cycles_since_poll += 1
+        received = 0
+        if bytes_sent == 0 or self._cycles_since_poll >= self.send_to_status_poll_ratio:
+            self._cycles_since_poll = 0
+            for endpoint in self.endpoints:
+                received += endpoint.poll(now_ns)
+        return bytes_sent + received
+
+    def on_close(self) -> None:
+        pass

@@ -1,0 +1,95 @@
+"""One non-blocking UDP socket of the driver, with its receive buffer and loss generator.
+
+The sender and receiver agents poll these every duty cycle: ``receive()`` returns at most one datagram
+(``None`` when there is nothing, or when the loss generator dropped it), ``send()`` never blocks (a full socket
+buffer counts as sent-and-lost, as UDP would). Socket errors from the network (ICMP port unreachable
+surfacing as ECONNREFUSED, a peer gone) never propagate: they are counted and the datagram is treated as lost.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+import numpy as np
+
+from aeron_numba.driver.loss_generator import LossControl, LossGenerator
+from aeron_numba.layout import frame
+
+# Errors the network hands back for a datagram (not for our socket): the datagram is lost, nothing else.
+TRANSIENT_SEND_ERRORS = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EAGAIN, errno.ENOBUFS,
+                         errno.EPERM, errno.EMSGSIZE)
+RECEIVE_BUFFER_ALIGNMENT = 64
+
+
+def _aligned_buffer(length: int) -> np.ndarray:
+    raw = np.zeros(length + RECEIVE_BUFFER_ALIGNMENT, dtype=np.uint8)
+    start = (-raw.ctypes.data) % RECEIVE_BUFFER_ALIGNMENT
+    return raw[start:start + length]
+
+
+class UdpTransport:
+    """A bound UDP socket (IPv4) with a receive buffer big enough for any datagram."""
+
+    def __init__(self, bind_address: tuple[str, int], *, socket_rcvbuf: int = 0, socket_sndbuf: int = 0,
+                 multicast_ttl: int | None = None, loss_control: LossControl | None = None):
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            if socket_rcvbuf > 0:
+                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_rcvbuf)
+            if socket_sndbuf > 0:
+                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_sndbuf)
+            if multicast_ttl is not None:
+                self.socket.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, multicast_ttl)
+            self.socket.bind(bind_address)
+            self.socket.setblocking(False)
+        except OSError:
+            self.socket.close()
+            raise
+        self.local_address: tuple[str, int] = self.socket.getsockname()
+        self.receive_buffer = _aligned_buffer(frame.MAX_UDP_PAYLOAD_LENGTH)
+        self._receive_view = memoryview(self.receive_buffer)
+        self.loss_control = loss_control
+        self.loss = LossGenerator()
+        self.send_errors = 0
+        self.closed = False
+
+    @property
+    def local_port(self) -> int:
+        return self.local_address[1]
+
+    def poll_loss_settings(self) -> None:
+        self.loss.update(self.loss_control)
+
+    def send(self, data: np.ndarray, address: tuple[str, int]) -> int:
+        """Send one datagram (a uint8 view, not copied); returns its length even when it was lost on the way."""
+        length = len(data)
+        if self.loss_control is not None and self.loss.should_drop_send(data, length, address[1], self.local_port):
+            return length
+        try:
+            self.socket.sendto(data, address)
+        except OSError as exc:
+            if exc.errno not in TRANSIENT_SEND_ERRORS:
+                raise
+            self.send_errors += 1
+        return length
+
+    def receive(self) -> tuple[int, tuple[str, int]] | None:
+        """One datagram into ``receive_buffer``: (length, source address), or None."""
+        try:
+            length, source = self.socket.recvfrom_into(self._receive_view)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:  # e.g. ECONNREFUSED left over from an ICMP error: nothing to read
+            if exc.errno in TRANSIENT_SEND_ERRORS:
+                return None
+            raise
+        if self.loss_control is not None and self.loss.should_drop_receive(
+                self.receive_buffer, length, source[1], self.local_port):
+            return None
+        return length, source
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.socket.close()

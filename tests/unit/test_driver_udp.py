@@ -1,0 +1,217 @@
+"""The driver's UDP path in one process: conductor, sender and receiver driven by hand with cached clocks,
+talking to themselves over loopback (spec/transport.md §16). A raw client speaks the command protocol."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+import struct
+
+import numpy as np
+import pytest
+
+from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.driver.loss_generator import LossControl, LossSettings
+from aeron_numba.kernels import term_appender as TA
+from aeron_numba.kernels.loss_report import LossReportReader
+from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
+from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from aeron_numba.layout import publication as P
+from aeron_numba.layout.log_buffers import LogBuffers
+from tests.unit.driver_support import MS, Harness, RawClient
+
+UDP_TERM_LENGTH = 64 * 1024
+STREAM = 10
+
+
+@pytest.fixture
+def harness(shm_dir):
+    h = Harness(shm_dir / "aeron", loss_control_enabled=True, publication_connection_timeout_ns=1_000 * MS,
+                image_liveness_timeout_ns=2_000 * MS)
+    yield h
+    h.close()
+
+
+def run(harness, client, cycles: int, step_ms: int = 1) -> None:
+    network = harness.conductor.network
+    for _ in range(cycles):
+        harness.nano.advance(step_ms * MS)
+        harness.epoch.advance(step_ms)
+        harness.conductor.do_work()
+        network.sender.do_work()
+        network.receiver.do_work()
+        harness.conductor.counters.set_counter_value(
+            harness.reader.find_by_type_id_and_registration_id(cl.CLIENT_HEARTBEAT_TYPE_ID, client.client_id),
+            harness.epoch.time())
+
+
+class Stream:
+    """A UDP subscription and a publication to its port, in one driver."""
+
+    def __init__(self, harness, channel_params: str = ""):
+        self.harness = harness
+        self.client = client = RawClient(harness.cnc)
+        self.sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                                  stream_id=STREAM, channel="aeron:udp?endpoint=127.0.0.1:0" + channel_params)
+        harness.work()
+        (t, ready), = client.responses()
+        assert t == cp.ON_SUBSCRIPTION_READY
+        self.receive_status_id = ready.channel_status_indicator_id
+        (endpoint,) = harness.conductor.network.receive_endpoints.values()
+        self.port = endpoint.local_address[1]
+        self.pub_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
+                                  channel=f"aeron:udp?endpoint=127.0.0.1:{self.port}|term-length=64k")
+        harness.work()
+        (t, self.pub), = client.responses()
+        assert t == cp.ON_PUBLICATION_READY
+        self.log = LogBuffers.open(self.pub.log_file_name)
+        self.state = np.zeros(P.PUB_STATE_LENGTH, np.int64)
+        self.state[P.PUB_STATE_LIMIT_COUNTER_OFFSET] = self.pub.position_limit_counter_id * cl.COUNTER_LENGTH
+        run(harness, client, 20)
+        images = [m for t, m in client.responses() if t == cp.ON_AVAILABLE_IMAGE]
+        assert len(images) == 1
+        self.image = images[0]
+        self.image_log = LogBuffers.open(self.image.log_file_name)
+        self.position = harness.reader.get_counter_value(self.image.subscriber_position_id)  # the join position
+        self.messages: list[bytes] = []
+        self._partial = b""
+
+    def offer(self, payload: bytes) -> int:
+        data = np.frombuffer(payload, np.uint8)
+        return TA.concurrent_offer(self.log.buffer, self.state, self.harness.cnc.counters_values_buffer, data, 0,
+                                   data.size, 0)
+
+    def offer_all(self, payloads: list[bytes], step_ms: int = 1) -> None:
+        for payload in payloads:
+            while self.offer(payload) < 0:  # back pressured: let the stream move and consume
+                run(self.harness, self.client, 5, step_ms)
+                self.drain()
+
+    def settle(self, cycles: int, step_ms: int = 1) -> list[bytes]:
+        """Runs the driver while consuming, so the receiver window keeps opening; returns all received."""
+        for _ in range(0, cycles, 5):
+            run(self.harness, self.client, 5, step_ms)
+            self.drain()
+        return self.messages
+
+    def drain(self) -> list[bytes]:
+        """Reads what the image has, like a subscriber does, and stores its sub-pos so the window moves."""
+        out = np.zeros((4096, FRAGMENT_COLUMNS), np.int64)
+        buf = self.image_log.buffer
+        while True:
+            count, new_position = image_poll_batch(buf, self.position, out)
+            if new_position == self.position:
+                return self.messages
+            for offset, length, _ in out[:count].tolist():  # reassemble fragmented messages by their flags
+                flags = int(buf[offset + frame.FLAGS_FIELD_OFFSET])
+                if flags & frame.BEGIN_FRAG_FLAG:
+                    self._partial = b""
+                self._partial += bytes(buf[offset + frame.HEADER_LENGTH:offset + length])
+                if flags & frame.END_FRAG_FLAG:
+                    self.messages.append(self._partial)
+            self.position = new_position
+            self.harness.conductor.counters.set_counter_value(self.image.subscriber_position_id, new_position)
+
+    def close(self) -> None:
+        self.log.close()
+        self.image_log.close()
+
+
+def test_a_stream_connects_flows_and_reports_its_counters(harness):
+    stream = Stream(harness)
+    reader = harness.reader
+    assert stream.image.source_identity.startswith("127.0.0.1:")
+    assert "/images/" in stream.image.log_file_name
+    assert reader.get_counter_label(stream.receive_status_id) == \
+        "rcv-channel: aeron:udp?endpoint=127.0.0.1:0"
+    assert reader.get_counter_value(stream.receive_status_id) == cl.CHANNEL_STATUS_ACTIVE
+    assert reader.get_counter_label(stream.pub.channel_status_indicator_id).startswith("snd-channel: aeron:udp?")
+    labels = [c.label for c in reader.counters()]
+    for prefix in ("snd-pos:", "snd-lmt:", "snd-bpe:", "rcv-hwm:", "rcv-pos:", "sub-pos:", "snd-local-sockaddr:",
+                   "rcv-local-sockaddr:"):
+        assert any(label.startswith(prefix) for label in labels), prefix
+    payloads = [bytes([i]) * (i * 37 % 3000 + 1) for i in range(200)]  # many fragmented (mtu 1408)
+    stream.offer_all(payloads)
+    assert stream.settle(50) == payloads
+    payload_bytes = sum(map(len, payloads))  # pad frames go out as headers only, so count payloads
+    assert harness.system_counter(cl.STATUS_MESSAGES_SENT) > 0
+    assert harness.system_counter(cl.BYTES_SENT) > payload_bytes and harness.system_counter(cl.BYTES_RECEIVED) > payload_bytes
+    assert harness.system_counter(cl.NAK_MESSAGES_SENT) == 0 and harness.system_counter(cl.INVALID_PACKETS) == 0
+    stream.close()
+
+
+def test_a_fixed_gap_is_naked_and_retransmitted(harness):
+    stream = Stream(harness)
+    control = LossControl.open(harness.conductor.ctx.aeron_dir)
+    term_id = stream.log.initial_term_id
+    control.write(LossSettings(gap_term_id=term_id, gap_term_offset=1024, gap_length=4096))
+    payloads = [bytes([i]) * 200 for i in range(100)]
+    stream.offer_all(payloads)
+    assert stream.settle(100) == payloads
+    assert harness.system_counter(cl.NAK_MESSAGES_SENT) >= 1
+    assert harness.system_counter(cl.NAK_MESSAGES_RECEIVED) >= 1
+    assert harness.system_counter(cl.RETRANSMITS_SENT) >= 1
+    (entry,) = LossReportReader.read(harness.driver.loss_report.buffer)  # one entry per image, §13.1
+    assert (entry.session_id, entry.stream_id) == (stream.pub.session_id, STREAM)
+    assert entry.observation_count == harness.system_counter(cl.NAK_MESSAGES_SENT)
+    assert 0 < entry.total_bytes_lost <= 4096 + 1408 and entry.source == stream.image.source_identity
+    assert entry.channel == "aeron:udp?endpoint=127.0.0.1:0"
+    control.close()
+    stream.close()
+
+
+def test_random_loss_of_a_fifth_of_the_data_is_recovered(harness):
+    stream = Stream(harness)
+    control = LossControl.open(harness.conductor.ctx.aeron_dir)
+    control.write(LossSettings(receive_data_rate=0.2, seed=3))
+    payloads = [bytes([i % 256]) * (i * 53 % 1500 + 1) for i in range(400)]
+    stream.offer_all(payloads, step_ms=2)
+    assert stream.settle(300, step_ms=2) == payloads
+    assert harness.system_counter(cl.RETRANSMITS_SENT) >= 1
+    control.close()
+    stream.close()
+
+
+def _setup(term_offset: int, term_length: int, mtu: int) -> bytes:
+    """A SETUP frame (§12.2) for session 77 of the subscribed stream."""
+    return struct.pack("<iBBhiiiiiiii", 40, 0, 0, frame.HDR_TYPE_SETUP, term_offset, 77, STREAM, 5, 5, term_length,
+                       mtu, 0)
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\x01", b"\x00" * 7, b"\x20\x00\x00\x00\x07\xc0\x01\x00" + b"\x00" * 24,
+                                     b"\x24\x00\x00\x00\x00\x00\x05\x00" + b"\x00" * 28, bytes(range(200)),
+                                     _setup(0, 1000, 1408), _setup(3, 65536, 1408), _setup(0, 65536, 100)])
+def test_malformed_datagrams_are_counted_and_dropped(harness, garbage):
+    stream = Stream(harness)
+    before = harness.system_counter(cl.INVALID_PACKETS)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rogue:
+        rogue.sendto(garbage, ("127.0.0.1", stream.port))
+    run(harness, stream.client, 5)
+    assert harness.system_counter(cl.INVALID_PACKETS) == before + 1
+    assert len(harness.conductor.network.images) == 1  # no image from a bad SETUP
+    payload = b"still fine"
+    assert stream.offer(payload) > 0
+    run(harness, stream.client, 20)
+    assert stream.drain() == [payload]
+    stream.close()
+
+
+def test_closing_drains_the_publication_and_the_image_goes_away_with_its_files(harness):
+    stream = Stream(harness)
+    assert stream.offer(b"last words") > 0
+    run(harness, stream.client, 20)
+    stream.client.send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=stream.pub_id)
+    stream.close()
+    run(harness, stream.client, 300, step_ms=20)  # linger 0, image liveness 2 s
+    responses = stream.client.responses()
+    assert (cp.ON_UNAVAILABLE_IMAGE, stream.image.correlation_id) in [
+        (t, getattr(m, "correlation_id", None)) for t, m in responses]
+    network = harness.conductor.network
+    assert network.publications == [] and network.images == [] and network.send_endpoints == {}
+    aeron_dir = harness.conductor.ctx.aeron_dir
+    assert list(pathlib.Path(aeron_dir, "images").glob("*")) == []
+    assert list(pathlib.Path(aeron_dir, "publications").glob("*")) == []
+    kinds = {c.type_id for c in harness.reader.counters()}
+    assert not kinds & {cl.SENDER_POSITION_TYPE_ID, cl.RECEIVER_HWM_TYPE_ID, cl.SEND_CHANNEL_STATUS_TYPE_ID}
