@@ -13,6 +13,7 @@ import resource
 import signal
 import time
 
+from aeron_numba.driver.loss_generator import LossControl
 from harness.awaiting import await_condition
 
 
@@ -129,3 +130,27 @@ def await_acked(ctx, worker, count: int, timeout_s: float = 60.0) -> None:
     """Wait until publisher ``worker`` has logged ``count`` acknowledged messages (the fault trigger)."""
     await_condition(lambda: worker.count("sent") >= count, timeout_s,
                     f"{worker.name} to acknowledge {count} messages", processes=[worker.process])
+
+
+# ------------------------------------------------------------------------------------------- network
+def set_loss(ctx, aeron_dir, settings, what: str) -> int:
+    """Switch a driver's loss generator (its loss-control.dat) to ``settings``; returns the fault's ts_ns."""
+    control = LossControl.open(aeron_dir)
+    try:
+        control.write(settings)
+    finally:
+        control.close()
+    fields = {k: v for k, v in vars(settings).items() if v not in (0, 0.0, ())}
+    kind = "network_heal" if not fields else "network_loss"
+    return ctx.timeline.event("fault_end" if not fields else "fault", kind=kind, target=str(aeron_dir), what=what,
+                              **{k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()})["ts_ns"]
+
+
+def kill_peer_driver(ctx) -> int:
+    """SIGKILL the second driver of a UDP scenario, leaving its dir behind."""
+    peer = ctx.peer
+    event = ctx.timeline.event("fault", kind="sigkill", target=peer.process.name, pid=peer.process.pid)
+    peer.close_counters()
+    peer.process.kill()
+    ctx.timeline.event("process_exit", name=peer.process.name, pid=peer.process.pid, exit_code=peer.process.exit_code)
+    return event["ts_ns"]

@@ -22,7 +22,8 @@ def _acked(workers: dict[str, list[dict]]) -> dict[tuple[int, int], dict]:
 
 
 def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], faulted_publishers: set[int],
-                   corrupted: frozenset[tuple[int, int]] = frozenset()) -> tuple[list[str], int]:
+                   corrupted: frozenset[tuple[int, int]] = frozenset(),
+                   excused_sessions: frozenset[int] = frozenset()) -> tuple[list[str], int]:
     """Every acknowledged message reaches every live subscriber incarnation exactly once, in order, intact.
 
     ``workers``: name -> events of every worker. ``subscribers``: the subscriber worker names.
@@ -30,6 +31,8 @@ def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], fault
     logged acknowledgement is tolerated (acknowledged, then killed before it could log it).
     ``corrupted``: (pub, seq) of messages whose bytes a fault changed in the log: each must arrive flagged
     ``bad_payload`` (the corruption was detected), every other message intact.
+    ``excused_sessions``: sessions whose log a publisher-side fault destroyed (the sending driver killed):
+    their acknowledged messages are not owed, but what arrives from them is checked like the rest.
 
     A subscriber incarnation (one connection) that ended with ``done`` (stopped cleanly at the end) must
     have received every acknowledged message on each image it had from that image's (latest) join position on, and
@@ -92,6 +95,8 @@ def check_delivery(workers: dict[str, list[dict]], subscribers: list[str], fault
                 subscribed_ns = subscribed[0] if subscribed else None
                 missing = []
                 for key, sent in sorted(acked.items()):
+                    if sent["session"] in excused_sessions:
+                        continue
                     join = joins.get(sent["session"])
                     if join is not None:
                         expected = sent["position"] > join

@@ -53,6 +53,15 @@ DRIVER_ENV = {
     "AERON_ERROR_BUFFER_LENGTH": "256k",
     "AERON_LOSS_REPORT_BUFFER_LENGTH": "64k",
 }
+# UDP scenarios: both drivers map loss-control.dat (the loss generator), terms roll over quickly, an image
+# whose sender went quiet goes after 3 s and a publication without status messages is unconnected after 3 s.
+UDP_DRIVER_ENV = {
+    "AERON_TERM_BUFFER_LENGTH": "256k",
+    "AERON_IMAGE_LIVENESS_TIMEOUT": "3s",
+    "AERON_PUBLICATION_CONNECTION_TIMEOUT": "3s",
+    "AERON_DEBUG_LOSS_CONTROL": "true",
+}
+IMAGE_LIVENESS_TIMEOUT_S = 3.0
 PROCESS_START_TIMEOUT_S = 60.0
 DELIVERY_TIMEOUT_S = 30.0
 RECLAIM_TIMEOUT_S = 15.0
@@ -74,6 +83,20 @@ class Worker:
 
     def await_ready(self, timeout_s: float = PROCESS_START_TIMEOUT_S) -> None:
         self.process.await_output("ready", timeout_s)
+
+
+@dataclass
+class PeerDriver:
+    """The second media driver of a UDP scenario (its own aeron dir): the subscribers' side of the network."""
+
+    aeron_dir: Path
+    process: ManagedProcess | None = None
+    counters: AeronCounters | None = None
+
+    def close_counters(self) -> None:
+        if self.counters is not None:
+            self.counters.close()
+            self.counters = None
 
 
 @dataclass
@@ -99,16 +122,31 @@ class RunContext:
     corrupted: set[tuple[int, int]] = field(default_factory=set)
     # Counters are per driver: a scenario that restarts the driver sets this to a snapshot of the new one.
     counters_baseline: dict[str, int] | None = None
+    driver_env: dict[str, str] = field(default_factory=dict)  # the scenario's settings for every driver
+    peer: PeerDriver | None = None  # UDP scenarios: the second driver
+    # Sessions whose log a publisher-side fault destroyed (its driver killed): what was acknowledged on them
+    # but never received is lost to that fault, not owed.
+    excused_sessions: set[int] = field(default_factory=set)
+    peer_allowed_errors: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------------------------------ driver
-    def start_driver(self, name: str = "driver", extra_env: dict[str, str] | None = None) -> ManagedProcess:
-        env = dict(DRIVER_ENV, AERON_DIR=str(self.aeron_dir), **(extra_env or {}))
+    def _spawn_driver(self, name: str, aeron_dir: Path, extra_env: dict[str, str] | None):
+        env = dict(DRIVER_ENV, **self.driver_env, AERON_DIR=str(aeron_dir), **(extra_env or {}))
         process = self.pm.spawn_module(name, "aeron_numba.driver", env=env)
-        cnc_file = await_cnc_ready(self.aeron_dir, PROCESS_START_TIMEOUT_S, pid=process.pid, processes=[process])
-        self.driver = process
-        self.counters = AeronCounters(cnc_file, owns_cnc=True)
-        self.timeline.event("process_start", name=process.name, role="driver", pid=process.pid)
-        return process
+        cnc_file = await_cnc_ready(aeron_dir, PROCESS_START_TIMEOUT_S, pid=process.pid, processes=[process])
+        self.timeline.event("process_start", name=process.name, role="driver", pid=process.pid, aeron_dir=str(aeron_dir))
+        return process, AeronCounters(cnc_file, owns_cnc=True)
+
+    def start_driver(self, name: str = "driver", extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        self.driver, self.counters = self._spawn_driver(name, self.aeron_dir, extra_env)
+        return self.driver
+
+    def start_peer_driver(self, name: str = "driver-b") -> ManagedProcess:
+        """Start (or, after a fault, restart over the same dir) the second driver of a UDP scenario."""
+        if self.peer is None:
+            self.peer = PeerDriver(new_aeron_dir(f"chaos-{self.scenario}-b"))
+        self.peer.process, self.peer.counters = self._spawn_driver(name, self.peer.aeron_dir, None)
+        return self.peer.process
 
     def close_counters(self) -> None:
         if self.counters is not None:
@@ -146,9 +184,10 @@ class RunContext:
         self.timeline.event("recovery", what=what, seconds=seconds)
 
     # ----------------------------------------------------------------------------------------- workers
-    def _spawn(self, name: str, role: str, args: list[str], pub: int | None = None) -> Worker:
+    def _spawn(self, name: str, role: str, args: list[str], pub: int | None = None, on_peer: bool = False) -> Worker:
         log_path = self.run_dir / WORKERS_DIR / f"{name}.jsonl"
-        process = self.pm.spawn_module(name, WORKLOAD, role, "--dir", str(self.aeron_dir), "--name", name,
+        aeron_dir = self.peer.aeron_dir if on_peer else self.aeron_dir
+        process = self.pm.spawn_module(name, WORKLOAD, role, "--dir", str(aeron_dir), "--name", name,
                                        "--log", str(log_path), "--stream", str(STREAM), *args)
         worker = Worker(name, role, process, log_path, pub)
         self.workers[name] = worker
@@ -156,16 +195,18 @@ class RunContext:
         return worker
 
     def start_subscriber(self, name: str, *, reconnect: bool = False, poll_sleep_us: float = 0,
-                         fragment_limit: int = 256, channel: str | None = None) -> Worker:
+                         fragment_limit: int = 256, channel: str | None = None, on_peer: bool = False) -> Worker:
+        """A subscriber process; ``on_peer``: connected to the second driver (UDP scenarios)."""
         args = ["--poll-sleep-us", str(poll_sleep_us), "--fragment-limit", str(fragment_limit)]
         args += ["--channel", channel] if channel else []
-        return self._spawn(name, "subscribe", args + (["--reconnect"] if reconnect else []))
+        return self._spawn(name, "subscribe", args + (["--reconnect"] if reconnect else []), on_peer=on_peer)
 
     def start_publisher(self, name: str, pub: int, count: int, *, interval_us: float = 200, reconnect: bool = False,
                         exit_without_close: bool = False, max_length: int = 1000, huge_every: int = 0,
-                        retry_add: bool = False, exclusive: bool = False) -> Worker:
+                        retry_add: bool = False, exclusive: bool = False, channel: str | None = None) -> Worker:
         args = ["--pub", str(pub), "--count", str(count), "--seed", str(self.seed), "--interval-us",
                 str(interval_us), "--max-length", str(max_length), "--huge-every", str(huge_every)]
+        args += ["--channel", channel] if channel else []
         args += ["--reconnect"] if reconnect else []
         args += ["--retry-add"] if retry_add else []
         args += ["--exclusive"] if exclusive else []
@@ -217,6 +258,7 @@ class Scenario:
     summary = ""
     counter_deltas: dict[str, int] = {}
     allowed_errors: list[str] = []
+    driver_env: dict[str, str] = {}  # settings added to DRIVER_ENV for every driver of the run
 
     def run(self, ctx: RunContext) -> None:
         raise NotImplementedError
@@ -258,7 +300,7 @@ def _await_delivery(ctx: RunContext) -> None:
             incs = [e.get("incarnation", 0) for e in workers[w.name] if e["event"] == "connected"]
             workers[w.name].append({"event": "done", "incarnation": max(incs, default=0), "ts_ns": 0})
         failures, _ = invariants.check_delivery(workers, [w.name for w in live], _faulted_publisher_ids(ctx),
-                                                frozenset(ctx.corrupted))
+                                                frozenset(ctx.corrupted), frozenset(ctx.excused_sessions))
         missing = [f for f in failures if "never received" in f]  # others will not heal by waiting
         return True if not missing else invariants_not_yet(missing)
 
@@ -287,35 +329,56 @@ def _stop_subscribers(ctx: RunContext) -> None:
             ctx.timeline.event("process_exit", name=w.name, pid=w.process.pid, exit_code=w.process.exit_code)
 
 
-def _await_reclaimed(ctx: RunContext) -> None:
-    """Every client is gone: the driver must free their counters and delete every publication log."""
-    publications = ctx.aeron_dir / "publications"
+def _await_reclaimed(ctx: RunContext, counters: AeronCounters | None = None, aeron_dir: Path | None = None,
+                     driver: str = "driver") -> None:
+    """Every client is gone: the driver must free their counters and delete every publication and image log."""
+    counters = counters or ctx.counters
+    aeron_dir = aeron_dir or ctx.aeron_dir
 
     def reclaimed():
-        left = {key: len(ctx.counters.find_all(type_id=t)) for key, t in (
+        left = {key: len(counters.find_all(type_id=t)) for key, t in (
             ("client heartbeats", cl.CLIENT_HEARTBEAT_TYPE_ID), ("publisher limits", cl.PUBLISHER_LIMIT_TYPE_ID),
-            ("subscriber positions", cl.SUBSCRIBER_POSITION_TYPE_ID))}
-        files = sorted(p.name for p in publications.glob("*")) if publications.exists() else []
+            ("subscriber positions", cl.SUBSCRIBER_POSITION_TYPE_ID), ("receiver positions", cl.RECEIVER_POSITION_TYPE_ID),
+            ("sender positions", cl.SENDER_POSITION_TYPE_ID))}
+        files = sorted(p.name for sub in ("publications", "images") for p in (aeron_dir / sub).glob("*"))
         if any(left.values()) or files:
             return invariants_not_yet(f"left: {left}, files: {files}")
         return True
 
     try:
-        await_condition(reclaimed, RECLAIM_TIMEOUT_S, "the driver to reclaim every client resource")
+        await_condition(reclaimed, RECLAIM_TIMEOUT_S, f"{driver} to reclaim every client resource")
     except ConditionTimeout as exc:
-        ctx.failures.append(f"leftover driver resources: {exc.last_value}")
+        ctx.failures.append(f"leftover {driver} resources: {exc.last_value}")
 
 
-def _read_error_log(ctx: RunContext) -> list[dict]:
-    observations = ErrorLogReader.read(ctx.counters.cnc_file.error_log_buffer)
-    (ctx.run_dir / "errors.txt").write_text("\n".join(error_stat_lines(observations)) + "\n")
+def _read_error_log(ctx: RunContext, counters: AeronCounters | None = None, file_name: str = "errors.txt") -> list[dict]:
+    observations = ErrorLogReader.read((counters or ctx.counters).cnc_file.error_log_buffer)
+    (ctx.run_dir / file_name).write_text("\n".join(error_stat_lines(observations)) + "\n")
     result = []
     for obs in observations:
         record = {"error": obs.encoded_exception, "count": obs.observation_count,
                   "first_ms": obs.first_observation_timestamp_ms, "last_ms": obs.last_observation_timestamp_ms}
-        ctx.timeline.event("error_log", **record)
+        ctx.timeline.event("error_log", driver=file_name.removesuffix(".txt"), **record)
         result.append(record)
     return result
+
+
+def _finish_peer(ctx: RunContext) -> None:
+    """The second driver of a UDP scenario: resources reclaimed, error log allow-listed, clean SIGTERM exit."""
+    peer = ctx.peer
+    if peer is None or peer.process is None:
+        return
+    if peer.counters is None:
+        ctx.failures.append("no peer driver at the end of the scenario")
+        return
+    _await_reclaimed(ctx, peer.counters, peer.aeron_dir, "driver-b")
+    ctx.failures += [f"driver-b: {f}" for f in invariants.check_error_log(
+        _read_error_log(ctx, peer.counters, "errors-driver-b.txt"), ctx.peer_allowed_errors)]
+    peer.close_counters()
+    code = peer.process.terminate(10)
+    ctx.timeline.event("process_exit", name=peer.process.name, pid=peer.process.pid, exit_code=code)
+    if code != 0:
+        ctx.failures.append(f"driver-b exit code {code} on SIGTERM, expected 0")
 
 
 def run_scenario(scenario: Scenario, seed: int, *, quick: bool = True, iteration: int = 0,
@@ -330,6 +393,8 @@ def run_scenario(scenario: Scenario, seed: int, *, quick: bool = True, iteration
     timeline.event("run_start", scenario=scenario.name, seed=seed, iteration=iteration, quick=quick,
                    aeron_dir=str(aeron_dir), format_version=1,
                    replay=f"python -m chaos run {scenario.name} --seed {seed}{' --quick' if quick else ''}")
+    ctx.driver_env = dict(scenario.driver_env)
+    ctx.peer_allowed_errors = list(scenario.allowed_errors)
     messages_checked = 0
     try:
         ctx.start_driver()
@@ -343,11 +408,13 @@ def run_scenario(scenario: Scenario, seed: int, *, quick: bool = True, iteration
             ctx.failures.append("no driver at the end of the scenario")
             raise RuntimeError("no driver")
         _await_reclaimed(ctx)
+        _finish_peer(ctx)
         after = ctx.counter_snapshot("after")
         errors = _read_error_log(ctx)
         workers = {name: read_events(w.log_path) for name, w in ctx.workers.items()}
         failures, messages_checked = invariants.check_delivery(
-            workers, [w.name for w in ctx.subscribers()], _faulted_publisher_ids(ctx), frozenset(ctx.corrupted))
+            workers, [w.name for w in ctx.subscribers()], _faulted_publisher_ids(ctx), frozenset(ctx.corrupted),
+            frozenset(ctx.excused_sessions))
         ctx.failures += failures
         ctx.failures += invariants.check_counter_deltas(before, after, {**{k: 0 for k in CHECKED_COUNTERS},
                                                                         **scenario.counter_deltas})
@@ -368,6 +435,8 @@ def run_scenario(scenario: Scenario, seed: int, *, quick: bool = True, iteration
         timeline.event("run_error", error=traceback.format_exc()[-4000:])
     finally:
         ctx.close_counters()
+        if ctx.peer is not None:
+            ctx.peer.close_counters()
         alive = [p.name for p in pm.processes if p.exit_code is None]
         pm.close()
         if alive:
@@ -375,9 +444,10 @@ def run_scenario(scenario: Scenario, seed: int, *, quick: bool = True, iteration
         leftovers = [p.name for p in pm.processes if pid_alive(p.pid)]
         if leftovers:
             ctx.failures.append(f"processes alive after kill: {leftovers}")
-        remove_aeron_dir(aeron_dir)
-        if aeron_dir.exists():
-            ctx.failures.append(f"aeron dir {aeron_dir} could not be removed")
+        for path in [aeron_dir] + ([ctx.peer.aeron_dir] if ctx.peer is not None else []):
+            remove_aeron_dir(path)
+            if path.exists():
+                ctx.failures.append(f"aeron dir {path} could not be removed")
     duration = time.monotonic() - started
     passed = not ctx.failures
     timeline.event("run_end", passed=passed, failures=ctx.failures, recovery_s=ctx.recovery_s,

@@ -168,8 +168,8 @@ def _add_publication(aeron: Aeron, args, log: Timeline, deadline: float):
     while True:
         try:
             if args.exclusive:
-                return aeron.add_exclusive_publication(CHANNEL, args.stream)
-            return aeron.add_publication(CHANNEL, args.stream)
+                return aeron.add_exclusive_publication(args.channel, args.stream)
+            return aeron.add_publication(args.channel, args.stream)
         except RegistrationError as exc:
             log.event("add_failed", error_code=exc.error_code_name, message=exc.driver_message)
             if not args.retry_add or time.monotonic() > deadline:
@@ -344,7 +344,7 @@ def main(argv=None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--stream", type=int, default=1001)
-    parser.add_argument("--channel", default=CHANNEL, help="subscriber: channel URI (e.g. with tether=false)")
+    parser.add_argument("--channel", default=CHANNEL, help="channel URI (e.g. tether=false for a subscriber, aeron:udp?endpoint=...)")
     parser.add_argument("--pub", type=int, default=0)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)

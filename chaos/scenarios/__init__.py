@@ -14,8 +14,11 @@ from chaos.scenarios.huge_messages import HugeMessages
 from chaos.scenarios.disk_full import DiskFull
 from chaos.scenarios.driver_killed import DriverStopped
 from chaos.scenarios.untethered_subscriber import UntetheredSubscriber
+from chaos.scenarios.udp import (UdpFixedGap, UdpPartition, UdpRandomLoss, UdpReceiverDriverKilled,
+                                 UdpSenderDriverKilled)
 
 SCENARIOS = {s.name: s for s in (SubscriberKilled(), SharedPublisherKilled(), PublisherKilledMidClaim(),
                                  ClientPaused(), DriverKilled(), SlowConsumer(), GarbageWriter(),
                                  ExitWithoutClose(), SubscriberStalled(), DriverStopped(), HugeMessages(),
-                                 LogByteCorrupted(), DiskFull(), UntetheredSubscriber())}
+                                 LogByteCorrupted(), DiskFull(), UntetheredSubscriber(), UdpRandomLoss(),
+                                 UdpFixedGap(), UdpPartition(), UdpReceiverDriverKilled(), UdpSenderDriverKilled())}
