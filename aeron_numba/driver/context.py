@@ -13,7 +13,7 @@ from pathlib import Path
 
 from aeron_numba.codecs.channel_uri import parse_duration_ns, parse_size
 from aeron_numba.errors import ConfigurationError
-from aeron_numba.layout import cnc, frame, log_buffer
+from aeron_numba.layout import cnc, frame, log_buffer, udp_frames
 from aeron_numba.layout.counters import DEFAULT_FREE_TO_REUSE_TIMEOUT_MS
 
 NS_PER_MS = 1_000_000
@@ -90,6 +90,11 @@ class DriverContext:
     status_message_timeout_ns: int = _setting(200 * NS_PER_MS, "AERON_RCV_STATUS_MESSAGE_TIMEOUT", _duration)
     nak_unicast_delay_ns: int = _setting(100_000, "AERON_NAK_UNICAST_DELAY", _duration)
     nak_unicast_retry_delay_ratio: int = _setting(100, "AERON_NAK_UNICAST_RETRY_DELAY_RATIO", _int)
+    # Group semantics (multicast): each NAK waits a random backoff below the max, shaped by the group size.
+    nak_multicast_max_backoff_ns: int = _setting(udp_frames.NAK_MULTICAST_MAX_BACKOFF_NS,
+                                                 "AERON_NAK_MULTICAST_MAX_BACKOFF", _duration)
+    nak_multicast_group_size: int = _setting(udp_frames.NAK_MULTICAST_GROUP_SIZE, "AERON_NAK_MULTICAST_GROUP_SIZE",
+                                             _int)
     retransmit_unicast_delay_ns: int = _setting(0, "AERON_RETRANSMIT_UNICAST_DELAY", _duration)
     retransmit_unicast_linger_ns: int = _setting(10 * NS_PER_MS, "AERON_RETRANSMIT_UNICAST_LINGER", _duration)
     max_resend: int = _setting(16, "AERON_MAX_RESEND", _int)
@@ -142,7 +147,8 @@ class DriverContext:
                     "untethered_resting_timeout_ns", "initial_window_length", "image_liveness_timeout_ns",
                     "publication_connection_timeout_ns", "publication_heartbeat_timeout_ns",
                     "publication_setup_timeout_ns", "status_message_timeout_ns", "nak_unicast_retry_delay_ratio",
-                    "max_resend", "send_to_status_poll_ratio")
+                    "max_resend", "send_to_status_poll_ratio", "nak_multicast_max_backoff_ns",
+                    "nak_multicast_group_size")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")

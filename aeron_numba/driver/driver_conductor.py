@@ -541,7 +541,7 @@ class DriverConductor:
             log.close()
         except BufferError as exc:
             self._record_error(exc)
-            self.system_counters.increment(17)  # Failed attempts to free log buffers
+            self.system_counters.increment(cl.FAILED_FREE_LOG_BUFFERS)
         path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------------ subscriptions

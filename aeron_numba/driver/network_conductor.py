@@ -5,6 +5,12 @@ object to create or find the resources, and this object hands them to the ``Send
 (direct calls: in SHARED mode the three agents run on one thread). Endpoints are shared per canonical channel
 and closed with their last user. Images are created when a receive endpoint sees a SETUP for a subscribed
 stream; a SETUP with impossible parameters (term length, MTU) is counted as an invalid packet and ignored.
+
+Multicast (spec/transport.md §16): a channel's send endpoint binds and joins the control group (status
+messages and NAKs come back there) and sends to the data group; its receive endpoint binds and joins the data
+group and answers to the control group. An image has group semantics when its channel is multicast or its
+SETUP carries the group flag (``group=`` on the subscription overrides both, as in Aeron): its NAKs then wait
+a random multicast backoff instead of the unicast NAK delay.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import struct
 from pathlib import Path
 
 from aeron_numba.codecs import channel_uri as cu
+from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import flow_control_for
 from aeron_numba.driver.loss_generator import LossControl
 from aeron_numba.driver.network_publication import NetworkPublication
@@ -30,6 +37,7 @@ from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer
 from aeron_numba.layout import position as pos
+from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
 
 IMAGES_DIR = "images"
@@ -82,18 +90,22 @@ class NetworkConductor:
             return UdpTransport(bind_address, socket_rcvbuf=self.ctx.socket_rcvbuf_length,
                                 socket_sndbuf=self.ctx.socket_sndbuf_length,
                                 multicast_ttl=channel.ttl if channel.is_multicast else None,
+                                multicast_interface=channel.multicast_interface,
                                 loss_control=self.loss_control)
         except OSError as exc:
+            where = f"{bind_address[0]}:{bind_address[1]}"
+            if channel.is_multicast:
+                where += f" (multicast group on interface {channel.multicast_interface})"
             raise ChannelEndpointError(
-                f"channel '{channel}': cannot bind UDP socket to {bind_address[0]}:{bind_address[1]}: "
-                f"{exc.strerror}") from None
+                f"channel '{channel}': cannot open UDP socket on {where}: {exc.strerror}") from None
 
     # ------------------------------------------------------------------------------- send endpoints
     def _send_endpoint(self, channel: UdpChannel) -> SendChannelEndpoint:
         endpoint = self.send_endpoints.get(channel.canonical_form)
         if endpoint is not None:
             return endpoint
-        bind = channel.remote_control if channel.is_multi_destination else channel.local_data
+        # MDC binds its control address; multicast its control group, where the receivers' SMs and NAKs go.
+        bind = channel.remote_control if channel.is_multi_destination or channel.is_multicast else channel.local_data
         transport = self._transport(bind, channel)
         status_id, sockaddr_id = self._channel_status_counters(
             cl.SEND_CHANNEL_STATUS_NAME, cl.SEND_CHANNEL_STATUS_TYPE_ID, SND_LOCAL_SOCKADDR_NAME, str(channel),
@@ -157,8 +169,7 @@ class NetworkConductor:
                 setup_timeout_ns=self.ctx.publication_setup_timeout_ns,
                 retransmit_delay_ns=self.ctx.retransmit_unicast_delay_ns,
                 retransmit_linger_ns=self.ctx.retransmit_unicast_linger_ns, max_resend=self.ctx.max_resend,
-                flow_control=flow_control_for(channel.uri, multi_receiver=channel.is_multicast
-                                              or channel.is_multi_destination),
+                flow_control=flow_control_for(channel.uri, multi_receiver=channel.has_group_semantics),
             )
         except Exception:
             for counter_id in counter_ids:
@@ -272,6 +283,13 @@ class NetworkConductor:
                        for name, type_id in ((cl.RECEIVER_HWM_NAME, cl.RECEIVER_HWM_TYPE_ID),
                                              (cl.RECEIVER_POSITION_NAME, cl.RECEIVER_POSITION_TYPE_ID))]
         reliable = cu.parse_bool(cu.RELIABLE_PARAM, endpoint.channel.get(cu.RELIABLE_PARAM, "true"))
+        group = endpoint.channel.group_semantics
+        if group is None:
+            group = endpoint.channel.is_multicast or bool(setup["flags"] & ul.SETUP_GROUP_FLAG)
+        feedback_delay = None
+        if group and reliable:
+            feedback_delay = OptimalMulticastFeedbackDelay(self.ctx.nak_multicast_max_backoff_ns,
+                                                           self.ctx.nak_multicast_group_size)
         image = PublicationImage(
             correlation_id=correlation_id, session_id=setup["session_id"], stream_id=setup["stream_id"],
             channel=channel, source_identity=f"{source[0]}:{source[1]}", source_address=control_address,
@@ -281,6 +299,7 @@ class NetworkConductor:
             receiver_window=min(self.ctx.initial_window_length, term_length // 2), reliable=reliable,
             nak_delay_ns=self.ctx.nak_unicast_delay_ns,
             nak_retry_delay_ns=self.ctx.nak_unicast_delay_ns * self.ctx.nak_unicast_retry_delay_ratio,
+            feedback_delay=feedback_delay,
             status_message_timeout_ns=self.ctx.status_message_timeout_ns,
             image_liveness_timeout_ns=self.ctx.image_liveness_timeout_ns,
             linger_timeout_ns=self.ctx.publication_linger_timeout_ns,

@@ -1,7 +1,8 @@
 """The driver's side of an ``aeron:udp`` publication (spec/transport.md §4.7, §15, §16).
 
 Clients append to the log exactly as for IPC; the driver's sender reads it and transmits: SETUP frames until
-a receiver answers with a status message (SM), then data in MTU-sized datagrams of whole frames, up to the
+a receiver answers with a status message (SM), and again when a receiver asks for one (an SM flagged
+send-setup: a multicast receiver joining late), then data in MTU-sized datagrams of whole frames, up to the
 sender limit flow control derives from the SMs (``snd-lmt``), heartbeats when idle, retransmits on NAKs,
 and RTT replies. ``snd-pos`` is how far it has sent. The conductor side moves ``pub-lmt`` ahead of ``snd-pos``
 by the term window while a receiver is connected, cleans the log a whole term behind ``snd-pos`` (retransmits
@@ -83,7 +84,8 @@ class NetworkPublication:
         self.clean_position = max(0, start - self.term_length)
         self.trip_limit = 0
         self.has_receivers = False
-        self.should_send_setup = True
+        self.is_setup_elicited = False  # a receiver asked for a SETUP (SM flagged send-setup)
+        self.setup_flags = ul.SETUP_GROUP_FLAG if self.channel.has_group_semantics else 0
         self.time_of_last_setup_ns = self.now_ns - self.setup_timeout_ns
         self.time_of_last_send_or_heartbeat_ns = self.now_ns
         self.time_of_last_sm_ns = self.now_ns
@@ -124,15 +126,17 @@ class NetworkPublication:
         sender_position = self.sender_position
         term_id = pos.compute_term_id_from_position(sender_position, self.bits, self.initial_term_id)
         term_offset = pos.compute_term_offset_from_position(sender_position, self.bits)
-        if self.should_send_setup and now_ns - self.time_of_last_setup_ns >= self.setup_timeout_ns:
+        if (not self.has_receivers or self.is_setup_elicited) and \
+                now_ns - self.time_of_last_setup_ns >= self.setup_timeout_ns:
             self._send_setup(now_ns, term_id, term_offset)
-        bytes_sent = self._send_data(now_ns, sender_position, term_offset) if not self.should_send_setup else 0
+            if self.has_receivers:
+                self.is_setup_elicited = False
+        bytes_sent = self._send_data(now_ns, sender_position, term_offset) if self.has_receivers else 0
         if bytes_sent == 0:
             bytes_sent = self._heartbeat_check(now_ns, term_id, term_offset)
             self._update_sender_limit(self.flow_control.on_idle(now_ns, self.sender_limit))
         if self.has_receivers and now_ns - self.time_of_last_sm_ns > self.connection_timeout_ns:
-            self._set_connected(False)  # no receiver has spoken for the connection timeout
-            self.should_send_setup = True
+            self._set_connected(False)  # no receiver has spoken for the connection timeout: SETUPs again
         if self.retransmits:
             self._process_retransmits(now_ns)
         return bytes_sent
@@ -140,12 +144,12 @@ class NetworkPublication:
     def _send_setup(self, now_ns: int, term_id: int, term_offset: int) -> None:
         length = uf.encode_setup(self.control, 0, term_offset, self.session_id, self.stream_id,
                                  self.initial_term_id, term_id, self.term_length, self.mtu,
-                                 self.channel.ttl or 0, 0)
+                                 self.channel.ttl or 0, self.setup_flags)
         self._send_control(length)
         self.time_of_last_setup_ns = now_ns
 
     def _heartbeat_check(self, now_ns: int, term_id: int, term_offset: int) -> int:
-        if self.should_send_setup or now_ns - self.time_of_last_send_or_heartbeat_ns < self.heartbeat_timeout_ns:
+        if not self.has_receivers or now_ns - self.time_of_last_send_or_heartbeat_ns < self.heartbeat_timeout_ns:
             return 0
         eos = self.end_of_stream_position is not None and self.sender_position >= self.end_of_stream_position
         length = uf.encode_heartbeat(self.control, 0, term_offset, self.session_id, self.stream_id, term_id, eos)
@@ -184,6 +188,12 @@ class NetworkPublication:
     # ------------------------------------------------------------------------- sender: control frames
     def on_status_message(self, consumption_term_id: int, consumption_term_offset: int, receiver_window: int,
                           receiver_id: int, flags: int, now_ns: int) -> None:
+        if flags & ul.SM_SEND_SETUP_FLAG:
+            # A receiver that has data for us but no image (joined late, lost the SETUP): SETUP again, without
+            # stopping the others' data. Its position fields are zero, not a consumption position, so they are
+            # no input to flow control or liveness (Aeron's triggerSendSetupFrame).
+            self.is_setup_elicited = True
+            return
         position = pos.compute_position(consumption_term_id, consumption_term_offset, self.bits,
                                         self.initial_term_id)
         limit = position + max(0, receiver_window)
@@ -191,7 +201,6 @@ class NetworkPublication:
         self.time_of_last_sm_ns = now_ns
         if not self.has_receivers:
             self._set_connected(True)
-        self.should_send_setup = bool(flags & ul.SM_SEND_SETUP_FLAG)
 
     def on_nak(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
         """Schedule a retransmit of a range still in the log (delay 0 for unicast), once per linger."""

@@ -8,8 +8,10 @@ Receiver side (every duty cycle): data frames are rebuilt into the log at their 
 the window the last status message (SM) granted (earlier = an under-run, later = an over-run: dropped and
 counted); heartbeats move the high-water mark and may carry end of stream. The loss detector scans from the
 rebuild position to the high-water mark and, once a gap has lasted the NAK delay, asks the sender for it (or,
-for ``reliable=false``, pads over it). SMs go back to the sender when the slowest subscriber has consumed a
-quarter of the window since the last one, or every status message timeout (200 ms).
+for ``reliable=false``, pads over it). With group semantics (multicast) the delay is a random backoff, drawn
+again for every NAK (``feedback_delay.py``), and NAKs go to the control group like the SMs. SMs go back to the
+sender when the slowest subscriber has consumed a quarter of the window since the last one, or every status
+message timeout (200 ms).
 
 Conductor side (its duty cycle and timer): cleans the log behind the slowest subscriber, and runs the lifecycle
 ACTIVE -> (no packet for the image liveness timeout, or end of stream consumed) DRAINING -> LINGER -> DONE.
@@ -73,6 +75,7 @@ class PublicationImage:
     reliable: bool = True
     nak_delay_ns: int = 100_000
     nak_retry_delay_ns: int = 10_000_000
+    feedback_delay: object = None  # group semantics: an OptimalMulticastFeedbackDelay; None: the two delays above
     status_message_timeout_ns: int = DEFAULT_STATUS_MESSAGE_TIMEOUT_NS
     image_liveness_timeout_ns: int = 10_000_000_000
     linger_timeout_ns: int = 5_000_000_000
@@ -155,8 +158,11 @@ class PublicationImage:
         if self.hwm_position <= rebuild:
             return 0
         term = self.log.term(pos.index_by_position(rebuild, self.bits))
+        nak_delay_ns, nak_retry_delay_ns = self.nak_delay_ns, self.nak_retry_delay_ns
+        if self.feedback_delay is not None:  # a fresh random backoff; the scan uses it only if it (re)arms a NAK
+            nak_delay_ns = nak_retry_delay_ns = self.feedback_delay.delay_ns()
         result, flags = ld.loss_detector_scan(term, rebuild, self.hwm_position, now_ns, self.loss_state,
-                                              self.initial_term_id, self.nak_delay_ns, self.nak_retry_delay_ns)
+                                              self.initial_term_id, nak_delay_ns, nak_retry_delay_ns)
         work = 0
         if result > rebuild:
             self.rebuild_position = result

@@ -1,6 +1,7 @@
 """The socket a UDP channel's subscriptions receive on (spec/transport.md §16), and its packet dispatch.
 
-One per canonical channel, bound to the channel's ``endpoint``. Every datagram is validated first: anything
+One per canonical channel, bound to the channel's ``endpoint`` (for multicast: bound to and a member of the
+data group, answering to the control group). Every datagram is validated first: anything
 malformed is dropped and counted as an invalid packet (the driver never dies on network input). Then:
 
 * DATA / PAD for a (session, stream) with an image: rebuilt into that image.
@@ -24,6 +25,7 @@ from aeron_numba.layout import udp_frames as ul
 
 MAX_DATAGRAMS_PER_POLL = 64
 SETUP_ELICIT_INTERVAL_NS = 200_000_000
+MAX_ELICITED_SESSIONS = 1024  # forget sessions asked for a SETUP longer ago than the interval past this many
 
 
 def _i32(buf: np.ndarray, offset: int) -> int:
@@ -72,6 +74,7 @@ class ReceiveChannelEndpoint:
         key = (image.session_id, image.stream_id)
         self.images[key] = image
         self.pending_setups.discard(key)
+        self.setup_elicited_ns.pop(key, None)
 
     def remove_image(self, image) -> None:
         key = (image.session_id, image.stream_id)
@@ -87,7 +90,8 @@ class ReceiveChannelEndpoint:
         self.system_counters.increment(cl.BYTES_SENT, len(data))
 
     def _control_address(self, source: tuple[str, int]) -> tuple[str, int]:
-        """Status messages and NAKs go to the sender (or to the control address of a dynamic MDC channel)."""
+        """Status messages and NAKs go to the sender, or to the channel's control address: MDC's ``control=``,
+        a multicast channel's control group."""
         return self.channel.remote_control if self.channel.remote_control is not None else source
 
     # ------------------------------------------------------------------------------------- receiving
@@ -120,7 +124,7 @@ class ReceiveChannelEndpoint:
             if uf.validate_setup(buf, 0) != 0:  # bad term length, MTU or term offset: never made into an image
                 self.system_counters.increment(cl.INVALID_PACKETS)
                 return
-            (_, _, term_offset, session_id, stream_id, initial_term_id, active_term_id, term_length, mtu,
+            (_, flags, term_offset, session_id, stream_id, initial_term_id, active_term_id, term_length, mtu,
              ttl) = uf.decode_setup(buf, 0)
             key = (session_id, stream_id)
             if stream_id in self.stream_refs and key not in self.images and key not in self.pending_setups:
@@ -128,7 +132,7 @@ class ReceiveChannelEndpoint:
                 setup = {
                     "session_id": session_id, "stream_id": stream_id, "term_offset": term_offset,
                     "initial_term_id": initial_term_id, "active_term_id": active_term_id,
-                    "term_length": term_length, "mtu": mtu, "ttl": ttl,
+                    "term_length": term_length, "mtu": mtu, "ttl": ttl, "flags": flags,
                 }
                 self.on_setup(self, setup, source, self._control_address(source))
         elif frame_type == frame.HDR_TYPE_RTTM:
@@ -142,6 +146,9 @@ class ReceiveChannelEndpoint:
         last = self.setup_elicited_ns.get(key)
         if last is not None and now_ns - last < SETUP_ELICIT_INTERVAL_NS:
             return
+        if len(self.setup_elicited_ns) >= MAX_ELICITED_SESSIONS:  # sessions that never set up (or garbage)
+            self.setup_elicited_ns = {k: t for k, t in self.setup_elicited_ns.items()
+                                      if now_ns - t < SETUP_ELICIT_INTERVAL_NS}
         self.setup_elicited_ns[key] = now_ns
         size = uf.encode_status_message(self.control, 0, key[0], key[1], 0, 0, 0, self.receiver_id, 0, False,
                                         ul.SM_SEND_SETUP_FLAG)

@@ -6,8 +6,16 @@
 * ``control=host:port`` with ``control-mode=dynamic`` (or ``manual``) — multi-destination-cast: the publication
   binds ``control`` and sends to every receiver whose status messages reach it; a subscription sends its
   status messages to ``control``.
-* ``interface=host[:port]`` — the local address to bind a publication (or a multicast subscription) to.
-* ``ttl`` — multicast time to live.
+* ``interface=host[:port][/prefix]`` — the local address to bind a publication to, or the interface a multicast
+  channel joins its groups on and sends from. With a ``/prefix`` it is a search: the first local IPv4 interface
+  address inside that subnet (``interface=127.0.0.0/8`` -> ``127.0.0.1``), as Aeron's interface search does.
+* ``endpoint=<group>:<port>`` with a multicast group: multicast. Data, SETUP and heartbeats go to the data
+  group; status messages, NAKs and RTT replies to the control group, which is the data group with its last
+  octet + 1 (so the data group's last octet must be odd, as Aeron requires), on the same port. A multicast
+  channel needs an explicit port and takes no ``control``/``control-mode``.
+* ``ttl`` — multicast time to live (IP_MULTICAST_TTL).
+* ``group=true|false|infer`` — a subscription's group semantics (multicast NAK backoff); ``infer`` (the default)
+  means "a multicast channel, or a SETUP flagged group".
 
 ``canonical_form`` names the pair of local and remote addresses, as Aeron does ("UDP-<local>-<remote>"), so
 two channel strings that mean the same sockets share one endpoint in the driver.
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import struct
 from dataclasses import dataclass
 
 from aeron_numba.codecs import channel_uri as cu
@@ -26,11 +35,17 @@ CONTROL_PARAM = "control"
 CONTROL_MODE_PARAM = "control-mode"
 INTERFACE_PARAM = "interface"
 TTL_PARAM = "ttl"
+GROUP_PARAM = "group"
+GROUP_INFER = "infer"
 CONTROL_MODE_DYNAMIC = "dynamic"
 CONTROL_MODE_MANUAL = "manual"
 CONTROL_MODES = (CONTROL_MODE_DYNAMIC, CONTROL_MODE_MANUAL)
 ANY_ADDRESS = ("0.0.0.0", 0)
 MAX_TTL = 255
+MAX_IPV4_PREFIX = 32
+SIOCGIFADDR = 0x8915  # Linux ioctl: the IPv4 address of a named interface
+IFREQ = struct.Struct("16s24x")  # struct ifreq: name, then the union the kernel fills with a sockaddr
+IFREQ_ADDRESS_OFFSET = 20  # sin_addr inside the returned ifreq (16 name + 2 family + 2 port)
 
 Address = tuple[str, int]
 
@@ -65,16 +80,80 @@ def _format(address: Address) -> str:
     return f"{address[0]}:{address[1]}"
 
 
+def local_ipv4_addresses() -> list[tuple[str, str]]:
+    """(interface name, IPv4 address) of every local interface that has one, in interface index order.
+
+    Linux only (SIOCGIFADDR); elsewhere the list is empty and only an exact ``interface=`` address works.
+    """
+    found = []
+    try:
+        import fcntl  # not on every platform
+
+        names = [name for _, name in socket.if_nameindex()]
+    except (ImportError, OSError):
+        return found
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for name in names:
+            try:
+                reply = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, IFREQ.pack(name.encode()[:15]))
+            except OSError:  # no IPv4 address on it (or not Linux)
+                continue
+            found.append((name, socket.inet_ntoa(reply[IFREQ_ADDRESS_OFFSET:IFREQ_ADDRESS_OFFSET + 4])))
+    return found
+
+
+def resolve_interface(value: str) -> Address:
+    """``host[:port][/prefix]`` -> the local (address, port): the address itself, or with a prefix the first
+    local interface address in that subnet. Raises ``InvalidChannelError`` naming the value."""
+    host_port, slash, prefix_text = value.partition("/")
+    host, port = parse_host_port(INTERFACE_PARAM, host_port, port_required=False)
+    address = resolve(INTERFACE_PARAM, host, port)
+    if not slash:
+        return address
+    if not prefix_text.isdigit() or not 0 <= int(prefix_text) <= MAX_IPV4_PREFIX:
+        raise InvalidChannelError(
+            f"{INTERFACE_PARAM}={value!r}: prefix {prefix_text!r} must be in [0, {MAX_IPV4_PREFIX}]")
+    subnet = ipaddress.ip_network(f"{address[0]}/{prefix_text}", strict=False)
+    candidates = local_ipv4_addresses()
+    for _, local in candidates:
+        if ipaddress.ip_address(local) in subnet:
+            return local, port
+    listed = ", ".join(f"{name}={local}" for name, local in candidates) or "none found"
+    raise InvalidChannelError(f"{INTERFACE_PARAM}={value!r}: no local IPv4 interface address in {subnet}"
+                              f" (local addresses: {listed})")
+
+
+def multicast_control_address(data_group: Address) -> Address:
+    """The control group of a multicast data group: last octet + 1, same port (Aeron's rule). The data group's
+    last octet must be odd, so control groups never land on another channel's data group."""
+    octets = bytearray(socket.inet_aton(data_group[0]))
+    if octets[-1] % 2 == 0:
+        raise InvalidChannelError(
+            f"{cu.ENDPOINT_PARAM}={data_group[0]}:{data_group[1]}: multicast data address must be odd"
+            f" (last octet {octets[-1]} is even; the control group is the data group + 1)")
+    octets[-1] = (octets[-1] + 1) & 0xFF  # .255 -> .0, as Aeron's byte arithmetic does
+    return socket.inet_ntoa(bytes(octets)), data_group[1]
+
+
+def _group_semantics(channel: str, value: str | None) -> bool | None:
+    if value is None or value == GROUP_INFER:
+        return None
+    if value in ("true", "false"):
+        return value == "true"
+    raise InvalidChannelError(f"channel '{channel}': {GROUP_PARAM}={value!r} must be true, false or {GROUP_INFER}")
+
+
 @dataclass(frozen=True)
 class UdpChannel:
     original: str
     uri: cu.ChannelUri
     remote_data: Address | None  # where a publication sends data; what a subscription binds (endpoint)
     local_data: Address  # where a publication binds (interface or any)
-    remote_control: Address | None  # control= address (MDC)
+    remote_control: Address | None  # control= address (MDC), or the control group of a multicast channel
     control_mode: str | None
     is_multicast: bool
     ttl: int | None
+    group_semantics: bool | None = None  # group= of a subscription; None: infer
 
     @classmethod
     def parse(cls, channel: str) -> "UdpChannel":
@@ -91,20 +170,37 @@ class UdpChannel:
         remote_data = resolve(cu.ENDPOINT_PARAM, *parse_host_port(cu.ENDPOINT_PARAM, endpoint)) if endpoint else None
         remote_control = resolve(CONTROL_PARAM, *parse_host_port(CONTROL_PARAM, control)) if control else None
         interface = uri.get(INTERFACE_PARAM)
-        local_data = ANY_ADDRESS
-        if interface is not None:
-            local_data = resolve(INTERFACE_PARAM, *parse_host_port(INTERFACE_PARAM, interface, port_required=False))
+        local_data = ANY_ADDRESS if interface is None else resolve_interface(interface)
         is_multicast = remote_data is not None and ipaddress.ip_address(remote_data[0]).is_multicast
+        if is_multicast:
+            if control is not None or control_mode is not None:
+                raise InvalidChannelError(
+                    f"channel '{channel}': a multicast endpoint={endpoint} takes no {CONTROL_PARAM} or"
+                    f" {CONTROL_MODE_PARAM} (its control group is derived from the data group)")
+            if remote_data[1] == 0:
+                raise InvalidChannelError(f"channel '{channel}': multicast endpoint={endpoint} needs a port > 0")
+            remote_control = multicast_control_address(remote_data)
         ttl = None
         if uri.get(TTL_PARAM) is not None:
             ttl = cu.parse_int32(TTL_PARAM, uri.get(TTL_PARAM))
             if not 0 <= ttl <= MAX_TTL:
                 raise InvalidChannelError(f"ttl={ttl} must be in [0, {MAX_TTL}]")
-        return cls(channel, uri, remote_data, local_data, remote_control, control_mode, is_multicast, ttl)
+        return cls(channel, uri, remote_data, local_data, remote_control, control_mode, is_multicast, ttl,
+                   _group_semantics(channel, uri.get(GROUP_PARAM)))
 
     @property
     def is_multi_destination(self) -> bool:
         return self.control_mode in CONTROL_MODES
+
+    @property
+    def has_group_semantics(self) -> bool:
+        """Many receivers per publication (multicast or MDC): SETUPs carry the group flag, flow control is max."""
+        return self.is_multicast or self.is_multi_destination
+
+    @property
+    def multicast_interface(self) -> str:
+        """The address of the interface a multicast channel joins and sends on (0.0.0.0: the kernel's choice)."""
+        return self.local_data[0]
 
     @property
     def canonical_form(self) -> str:

@@ -4,11 +4,20 @@ The sender and receiver agents poll these every duty cycle: ``receive()`` return
 (``None`` when there is nothing, or when the loss generator dropped it), ``send()`` never blocks (a full socket
 buffer counts as sent-and-lost, as UDP would). Socket errors from the network (ICMP port unreachable
 surfacing as ECONNREFUSED, a peer gone) never propagate: they are counted and the datagram is treated as lost.
+
+Bound to a multicast group (spec/transport.md §16), the socket is set up as Aeron's multicast transport:
+SO_REUSEADDR (and SO_REUSEPORT) so several drivers on one host can share the group and port, membership of
+the group on the channel's interface, IP_MULTICAST_IF = that interface, IP_MULTICAST_LOOP on (receivers on the
+same host), IP_MULTICAST_TTL when the channel has ``ttl``. Aeron binds the wildcard address and lets its
+dispatch ignore frames of the wrong kind; we bind the group address itself, which on Linux makes the kernel
+deliver only datagrams sent to that group: a channel's data and control groups share a port, and a driver
+running both ends would otherwise read its own data on the control socket and the other way round.
 """
 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 
 import numpy as np
@@ -32,8 +41,10 @@ class UdpTransport:
     """A bound UDP socket (IPv4) with a receive buffer big enough for any datagram."""
 
     def __init__(self, bind_address: tuple[str, int], *, socket_rcvbuf: int = 0, socket_sndbuf: int = 0,
-                 multicast_ttl: int | None = None, loss_control: LossControl | None = None):
+                 multicast_ttl: int | None = None, multicast_interface: str = "0.0.0.0",
+                 loss_control: LossControl | None = None):
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.is_multicast = ipaddress.ip_address(bind_address[0]).is_multicast
         try:
             if socket_rcvbuf > 0:
                 self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_rcvbuf)
@@ -41,7 +52,11 @@ class UdpTransport:
                 self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_sndbuf)
             if multicast_ttl is not None:
                 self.socket.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, multicast_ttl)
+            if self.is_multicast:
+                self._share_address()
             self.socket.bind(bind_address)
+            if self.is_multicast:
+                self._join(bind_address[0], multicast_interface)
             self.socket.setblocking(False)
         except OSError:
             self.socket.close()
@@ -53,6 +68,18 @@ class UdpTransport:
         self.loss = LossGenerator()
         self.send_errors = 0
         self.closed = False
+
+    def _share_address(self) -> None:
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+
+    def _join(self, group: str, interface: str) -> None:
+        interface_address = socket.inet_aton(interface)
+        self.socket.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                               socket.inet_aton(group) + interface_address)
+        self.socket.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, interface_address)
+        self.socket.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
 
     @property
     def local_port(self) -> int:

@@ -156,6 +156,12 @@ NAK_UNICAST_DELAY_NS = 100_000
 NAK_UNICAST_RETRY_DELAY_RATIO = 100
 NAK_UNICAST_RETRY_DELAY_NS = NAK_UNICAST_DELAY_NS * NAK_UNICAST_RETRY_DELAY_RATIO
 
+# §14 NAK timing with group semantics (multicast, or a SETUP flagged SETUP_GROUP_FLAG): every NAK, first or
+# retry, waits a random backoff below the max, shaped by the expected group size so that one receiver of the
+# group usually NAKs well before the others (Aeron's OptimalMulticastDelayGenerator, RFC 5401 §3.5).
+NAK_MULTICAST_MAX_BACKOFF_NS = 10_000_000
+NAK_MULTICAST_GROUP_SIZE = 10
+
 # ------------------------------------------------------------------------------------------ status codes
 # Negative, so they never collide with a frame type (0..0xFFFF), a length or a position.
 INVALID_BOUNDS = -1  # offset/length outside the buffer the caller passed

@@ -1,5 +1,6 @@
-"""UDP between two media driver processes on one machine (separate aeron dirs): a publisher on driver A, a
-subscriber on driver B, loss injected on B's endpoints through loss-control.dat (issue: UDP transport)."""
+"""UDP between media driver processes on one machine (separate aeron dirs): a publisher on driver A, a
+subscriber on driver B, loss injected on B's endpoints through loss-control.dat (issue: UDP transport); and
+multicast, with a publisher driver and two subscriber drivers on one group over loopback."""
 
 from __future__ import annotations
 
@@ -206,3 +207,89 @@ def test_an_image_goes_unavailable_when_a_partition_outlasts_its_liveness_and_re
         _offer(publication, b"after the heal")
         await_condition(lambda: receiver.has(2), 20, "data after the heal")
         assert receiver.messages == [b"before", b"after the heal"]
+
+
+# ------------------------------------------------------------------------------------------------ multicast
+MULTICAST_GROUP = "239.255.91.1"  # administratively scoped, joined on loopback only: nothing leaves the host
+# Six Python processes share the cores here: a client starting under that load must not be timed out by
+# its driver before the stream even starts (the unblock timeout must stay above the liveness timeout).
+MULTICAST_DRIVER_ENV = dict(UDP_DRIVER_ENV, AERON_CLIENT_LIVENESS_TIMEOUT="10s",
+                            AERON_PUBLICATION_UNBLOCK_TIMEOUT="15s")
+
+
+class MulticastDrivers:
+    """Driver A publishes; drivers B and C subscribe; all three on one multicast group, each with its own dir."""
+
+    def __init__(self, process_manager, dir_a, dir_b, dir_c):
+        self.dir_a, self.dir_b, self.dir_c = dir_a, dir_b, dir_c
+        self.counters = {}
+        for name, aeron_dir in (("a", dir_a), ("b", dir_b), ("c", dir_c)):
+            _, cnc_file = start_driver(process_manager, aeron_dir, name=f"driver-{name}", **MULTICAST_DRIVER_ENV)
+            self.counters[name] = AeronCounters(cnc_file, owns_cnc=True)
+        self.port = free_udp_port()
+        self.channel = f"aeron:udp?endpoint={MULTICAST_GROUP}:{self.port}|interface=127.0.0.1"
+        self.loss_b = LossControl.open(dir_b)
+
+    def system_counter(self, name: str, system_id: int) -> int:
+        return self.counters[name].value(system_id)
+
+    def close(self) -> None:
+        self.loss_b.close()
+        for counters in self.counters.values():
+            counters.close()
+
+
+@pytest.fixture
+def multicast_drivers(process_manager, aeron_dir):
+    dirs = []
+    try:
+        dirs = [new_aeron_dir("aeron-mc-b"), new_aeron_dir("aeron-mc-c")]
+        trio = MulticastDrivers(process_manager, aeron_dir, *dirs)
+        try:
+            yield trio
+        finally:
+            trio.close()
+    finally:
+        process_manager.close()  # the drivers go before their dirs
+        for path in dirs:
+            remove_aeron_dir(path)
+
+
+@pytest.mark.parametrize("fc, count, max_length, loss", [
+    ("|fc=min", 2_000, 8 * 1024, 0.05),  # min: the sender waits for the slower subscriber, so nothing is lost
+    ("", 100, 128, 0.0),  # the default, max: a burst inside every receiver's window reaches both
+])
+def test_two_subscriber_drivers_on_one_multicast_group_each_receive_every_message_in_order(
+        multicast_drivers, process_manager, tmp_path, fc, count, max_length, loss):
+    drivers = multicast_drivers
+    if loss:
+        drivers.loss_b.write(LossSettings(receive_data_rate=loss, seed=7))
+    timeout_s = 300
+    common = ["--stream", str(STREAM), "--count", str(count), "--seed", "17", "--max-length", str(max_length),
+              "--timeout", str(timeout_s)]
+    subscribers = []
+    for name, aeron_dir in (("sub-b", drivers.dir_b), ("sub-c", drivers.dir_c)):
+        out = tmp_path / f"{name}.json"
+        subscribers.append((process_manager.spawn_module(name, WORKER, "subscribe", "--dir", str(aeron_dir),
+                                                         "--channel", drivers.channel, *common, "--out", str(out)),
+                            out))
+    for subscriber, _ in subscribers:
+        subscriber.await_output("ready", 60)
+    publisher = process_manager.spawn_module("pub", WORKER, "publish", "--dir", str(drivers.dir_a), "--channel",
+                                             f"{drivers.channel}|term-length=64k{fc}", *common)
+    for process in [publisher] + [s for s, _ in subscribers]:
+        assert process.wait(timeout_s + 60) == 0, process.tail()
+    for _, out in subscribers:
+        result = json.loads(out.read_text())
+        assert result["errors"] == [] and result["received"] == {"0": count}, out.name
+    for name in ("b", "c"):
+        assert drivers.system_counter(name, cl.STATUS_MESSAGES_SENT) > 0
+    assert drivers.system_counter("a", cl.STATUS_MESSAGES_RECEIVED) > 0
+    for name in ("a", "b", "c"):
+        assert drivers.system_counter(name, cl.INVALID_PACKETS) == 0, name
+    if loss:  # B's NAKs went to the control group; A retransmitted to the data group (C saw the repeats too)
+        assert drivers.system_counter("b", cl.NAK_MESSAGES_SENT) > 0
+        assert drivers.system_counter("a", cl.NAK_MESSAGES_RECEIVED) > 0
+        assert drivers.system_counter("a", cl.RETRANSMITS_SENT) > 0
+    else:
+        assert drivers.system_counter("a", cl.NAK_MESSAGES_RECEIVED) == 0

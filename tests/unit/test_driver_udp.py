@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
+from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
+from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels.loss_report import LossReportReader
 from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
@@ -19,11 +22,25 @@ from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import publication as P
+from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
 from tests.unit.driver_support import MS, Harness, RawClient
 
 UDP_TERM_LENGTH = 64 * 1024
 STREAM = 10
+# Administratively scoped groups, joined on loopback only (interface=127.0.0.1): nothing leaves the host.
+MULTICAST_GROUP = "239.255.90.1"
+MULTICAST_CONTROL_GROUP = "239.255.90.2"
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("0.0.0.0", 0))
+        return probe.getsockname()[1]
+
+
+def multicast_channel(port: int) -> str:
+    return f"aeron:udp?endpoint={MULTICAST_GROUP}:{port}|interface=127.0.0.1"
 
 
 @pytest.fixture
@@ -48,13 +65,15 @@ def run(harness, client, cycles: int, step_ms: int = 1) -> None:
 
 
 class Stream:
-    """A UDP subscription and a publication to its port, in one driver."""
+    """A UDP subscription and a publication to its port, in one driver; with ``channel``, both on that channel
+    (a multicast group: the driver talks to itself over loopback multicast)."""
 
-    def __init__(self, harness, channel_params: str = ""):
+    def __init__(self, harness, channel_params: str = "", channel: str | None = None):
         self.harness = harness
         self.client = client = RawClient(harness.cnc)
         self.sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
-                                  stream_id=STREAM, channel="aeron:udp?endpoint=127.0.0.1:0" + channel_params)
+                                  stream_id=STREAM,
+                                  channel=(channel or "aeron:udp?endpoint=127.0.0.1:0") + channel_params)
         harness.work()
         (t, ready), = client.responses()
         assert t == cp.ON_SUBSCRIPTION_READY
@@ -62,7 +81,7 @@ class Stream:
         (endpoint,) = harness.conductor.network.receive_endpoints.values()
         self.port = endpoint.local_address[1]
         self.pub_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
-                                  channel=f"aeron:udp?endpoint=127.0.0.1:{self.port}|term-length=64k")
+                                  channel=(channel or f"aeron:udp?endpoint=127.0.0.1:{self.port}") + "|term-length=64k")
         harness.work()
         (t, self.pub), = client.responses()
         assert t == cp.ON_PUBLICATION_READY
@@ -174,10 +193,10 @@ def test_random_loss_of_a_fifth_of_the_data_is_recovered(harness):
     stream.close()
 
 
-def _setup(term_offset: int, term_length: int, mtu: int) -> bytes:
+def _setup(term_offset: int, term_length: int, mtu: int, flags: int = 0) -> bytes:
     """A SETUP frame (§12.2) for session 77 of the subscribed stream."""
-    return struct.pack("<iBBhiiiiiiii", 40, 0, 0, frame.HDR_TYPE_SETUP, term_offset, 77, STREAM, 5, 5, term_length,
-                       mtu, 0)
+    return struct.pack("<iBBhiiiiiiii", 40, 0, flags, frame.HDR_TYPE_SETUP, term_offset, 77, STREAM, 5, 5,
+                       term_length, mtu, 0)
 
 
 @pytest.mark.parametrize("garbage", [b"", b"\x01", b"\x00" * 7, b"\x20\x00\x00\x00\x07\xc0\x01\x00" + b"\x00" * 24,
@@ -215,3 +234,103 @@ def test_closing_drains_the_publication_and_the_image_goes_away_with_its_files(h
     assert list(pathlib.Path(aeron_dir, "publications").glob("*")) == []
     kinds = {c.type_id for c in harness.reader.counters()}
     assert not kinds & {cl.SENDER_POSITION_TYPE_ID, cl.RECEIVER_HWM_TYPE_ID, cl.SEND_CHANNEL_STATUS_TYPE_ID}
+
+
+# ------------------------------------------------------------------------------------------------ multicast
+def test_a_multicast_stream_sends_to_the_data_group_and_hears_back_on_the_control_group(harness):
+    port = free_udp_port()
+    stream = Stream(harness, channel=multicast_channel(port))
+    network = harness.conductor.network
+    (receive_endpoint,) = network.receive_endpoints.values()
+    (send_endpoint,) = network.send_endpoints.values()
+    assert receive_endpoint.local_address == (MULTICAST_GROUP, port)
+    assert send_endpoint.local_address == (MULTICAST_CONTROL_GROUP, port)
+    (publication,) = network.publications
+    (image,) = network.images
+    assert type(publication.flow_control) is MaxFlowControl  # the multicast default (§16)
+    assert publication.setup_flags == ul.SETUP_GROUP_FLAG
+    assert isinstance(image.feedback_delay, OptimalMulticastFeedbackDelay)
+    assert image.source_address == (MULTICAST_CONTROL_GROUP, port)  # SMs and NAKs go to the control group
+    assert stream.image.source_identity == f"127.0.0.1:{port}"  # sent from the interface
+    labels = [c.label for c in harness.reader.counters()]
+    assert f"rcv-local-sockaddr: {stream.receive_status_id} {MULTICAST_GROUP}:{port}" in labels
+    payloads = [bytes([i]) * (i * 37 % 3000 + 1) for i in range(200)]
+    stream.offer_all(payloads)
+    assert stream.settle(50) == payloads
+    assert harness.system_counter(cl.STATUS_MESSAGES_SENT) > 0
+    assert harness.system_counter(cl.STATUS_MESSAGES_RECEIVED) > 0
+    assert harness.system_counter(cl.NAK_MESSAGES_SENT) == 0 and harness.system_counter(cl.INVALID_PACKETS) == 0
+    assert harness.system_counter(cl.FLOW_CONTROL_OVER_RUNS) == 0
+    stream.close()
+
+
+def test_a_fixed_gap_on_a_multicast_stream_is_naked_to_the_control_group_and_retransmitted(harness):
+    stream = Stream(harness, channel=multicast_channel(free_udp_port()))
+    control = LossControl.open(harness.conductor.ctx.aeron_dir)
+    control.write(LossSettings(gap_term_id=stream.log.initial_term_id, gap_term_offset=1024, gap_length=4096))
+    payloads = [bytes([i]) * 200 for i in range(100)]
+    stream.offer_all(payloads)
+    assert stream.settle(100) == payloads  # 1 ms steps: the random backoff is below 10 ms
+    assert harness.system_counter(cl.NAK_MESSAGES_SENT) >= 1
+    assert harness.system_counter(cl.NAK_MESSAGES_RECEIVED) >= 1
+    assert harness.system_counter(cl.RETRANSMITS_SENT) >= 1
+    (entry,) = LossReportReader.read(harness.driver.loss_report.buffer)
+    assert (entry.session_id, entry.stream_id) == (stream.pub.session_id, STREAM)
+    assert 0 < entry.total_bytes_lost <= 4096 + 1408 and entry.channel == multicast_channel(stream.port)
+    control.close()
+    stream.close()
+
+
+@pytest.mark.parametrize("group, multicast_backoff", [("", True), ("|group=false", False), ("|group=true", True)])
+def test_a_setup_flagged_group_gives_a_unicast_image_the_multicast_backoff_unless_group_false(
+        harness, group, multicast_backoff):
+    stream = Stream(harness, group)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rogue:
+        rogue.sendto(_setup(0, 65536, 1408, ul.SETUP_GROUP_FLAG), ("127.0.0.1", stream.port))
+    run(harness, stream.client, 5)
+    (flagged,) = [i for i in harness.conductor.network.images if i.session_id == 77]
+    assert isinstance(flagged.feedback_delay, OptimalMulticastFeedbackDelay) is multicast_backoff
+    (own,) = [i for i in harness.conductor.network.images if i.session_id != 77]  # unicast, no flag
+    assert isinstance(own.feedback_delay, OptimalMulticastFeedbackDelay) is (group == "|group=true")
+    assert type(harness.conductor.network.publications[0].flow_control) is UnicastFlowControl
+    stream.close()
+
+
+def test_a_status_message_asking_for_setup_gets_one_without_moving_the_sender_limit(harness):
+    stream = Stream(harness)
+    (publication,) = harness.conductor.network.publications
+    (send_endpoint,) = harness.conductor.network.send_endpoints.values()
+    limit = publication.sender_limit
+    sm = np.zeros(64, np.uint8)  # a late joiner's SM: no image yet, so zero position and window
+    length = uf.encode_status_message(sm, 0, stream.pub.session_id, STREAM, 0, 0, 0, 12345, 0, False,
+                                      ul.SM_SEND_SETUP_FLAG)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rogue:
+        rogue.sendto(sm[:length].tobytes(), ("127.0.0.1", send_endpoint.local_address[1]))
+    network = harness.conductor.network
+    for _ in range(10):
+        harness.nano.advance(MS)
+        network.sender.do_work()
+        if publication.is_setup_elicited:
+            break
+    assert publication.is_setup_elicited and publication.sender_limit == limit
+    run(harness, stream.client, 150)  # the next SETUP is due within the 100 ms setup timeout
+    assert not publication.is_setup_elicited and publication.has_receivers
+    assert stream.offer(b"still flowing") > 0
+    run(harness, stream.client, 20)
+    assert stream.drain() == [b"still flowing"]
+    stream.close()
+
+
+@pytest.mark.parametrize("channel, message", [
+    ("aeron:udp?endpoint=239.255.90.4:40456|interface=127.0.0.1", "multicast data address must be odd"),
+    ("aeron:udp?endpoint=239.255.90.1:40456|interface=198.51.100.77/32", "no local IPv4 interface address"),
+])
+def test_a_bad_multicast_channel_is_an_invalid_channel_error(harness, channel, message):
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=STREAM,
+                channel=channel)
+    harness.work()
+    (response_type, error), = client.responses()
+    assert response_type == cp.ON_ERROR and error.error_code == cp.INVALID_CHANNEL
+    assert message in error.error_message
+    assert harness.conductor.network.receive_endpoints == {}

@@ -5,12 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import math
+import random
+
+from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay, StaticFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, MinFlowControl, UnicastFlowControl, flow_control_for
 from aeron_numba.driver.loss_generator import LossControl, LossGenerator, LossSettings
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.errors import ConfigurationError, InvalidChannelError
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.layout import frame
+from aeron_numba.layout import udp_frames as ul
 
 
 def test_unicast_endpoint_is_resolved_once_and_named_canonically():
@@ -29,6 +34,87 @@ def test_control_interface_ttl_and_multicast():
     assert bound.local_data == ("127.0.0.1", 0)
     multicast = UdpChannel.parse("aeron:udp?endpoint=224.0.1.1:40456|ttl=4")
     assert multicast.is_multicast and multicast.ttl == 4
+
+
+def test_multicast_data_group_control_group_and_interface():
+    channel = UdpChannel.parse("aeron:udp?endpoint=239.255.90.1:40456|interface=127.0.0.1|ttl=0")
+    assert channel.is_multicast and channel.has_group_semantics and not channel.is_multi_destination
+    assert channel.remote_data == ("239.255.90.1", 40456)
+    assert channel.remote_control == ("239.255.90.2", 40456)  # last octet + 1, same port
+    assert channel.multicast_interface == "127.0.0.1" and channel.ttl == 0
+    assert channel.canonical_form == "UDP-127.0.0.1:0-239.255.90.1:40456"
+    assert channel.group_semantics is None  # infer
+    wrapped = UdpChannel.parse("aeron:udp?endpoint=239.255.90.255:40456")
+    assert wrapped.remote_control == ("239.255.90.0", 40456)  # byte arithmetic, as Aeron's
+    assert wrapped.multicast_interface == "0.0.0.0"  # no interface: the kernel's choice
+
+
+def test_an_interface_with_a_prefix_is_a_search_for_a_local_address():
+    channel = UdpChannel.parse("aeron:udp?endpoint=239.255.90.1:40456|interface=127.0.0.0/8")
+    assert channel.multicast_interface == "127.0.0.1"
+    assert UdpChannel.parse("aeron:udp?endpoint=239.255.90.1:40456|interface=127.0.0.1/32").local_data == \
+        ("127.0.0.1", 0)
+    unicast = UdpChannel.parse("aeron:udp?endpoint=127.0.0.1:40457|interface=127.1.2.3:0/8")
+    assert unicast.local_data == ("127.0.0.1", 0)
+
+
+@pytest.mark.parametrize("value, semantics", [(None, None), ("infer", None), ("true", True), ("false", False)])
+def test_group_parameter(value, semantics):
+    channel = "aeron:udp?endpoint=127.0.0.1:40458" + (f"|group={value}" if value else "")
+    assert UdpChannel.parse(channel).group_semantics is semantics
+
+
+def test_multicast_and_mdc_default_to_max_flow_control():
+    for channel in ("aeron:udp?endpoint=239.255.90.1:40456", "aeron:udp?control=127.0.0.1:40459|control-mode=dynamic"):
+        parsed = UdpChannel.parse(channel)
+        assert type(flow_control_for(parsed.uri, multi_receiver=parsed.has_group_semantics)) is MaxFlowControl
+    unicast = UdpChannel.parse("aeron:udp?endpoint=127.0.0.1:40458")
+    assert not unicast.has_group_semantics
+
+
+@pytest.mark.parametrize("channel, message", [
+    ("aeron:udp?endpoint=239.255.90.2:40456", "endpoint=239.255.90.2:40456: multicast data address must be odd"),
+    ("aeron:udp?endpoint=224.0.1.0:40456", "last octet 0 is even"),
+    ("aeron:udp?endpoint=239.255.90.1:0", "multicast endpoint=239.255.90.1:0 needs a port > 0"),
+    ("aeron:udp?endpoint=239.255.90.1:40456|control=127.0.0.1:40457", "takes no control or control-mode"),
+    ("aeron:udp?endpoint=239.255.90.1:40456|control-mode=manual", "takes no control or control-mode"),
+    ("aeron:udp?endpoint=239.255.90.1:40456|interface=127.0.0.1/33", "prefix '33' must be in [0, 32]"),
+    ("aeron:udp?endpoint=239.255.90.1:40456|interface=127.0.0.1/x", "prefix 'x' must be in [0, 32]"),
+    ("aeron:udp?endpoint=239.255.90.1:40456|interface=198.51.100.77/32",
+     "interface='198.51.100.77/32': no local IPv4 interface address in 198.51.100.77/32"),
+    ("aeron:udp?endpoint=239.255.90.1:40456|group=maybe", "group='maybe' must be true, false or infer"),
+])
+def test_bad_multicast_channels_are_refused_naming_the_value(channel, message):
+    with pytest.raises(InvalidChannelError) as raised:
+        UdpChannel.parse(channel)
+    assert message in str(raised.value)
+
+
+def test_static_feedback_delay_is_the_unicast_nak_delay():
+    delay = StaticFeedbackDelay(ul.NAK_UNICAST_DELAY_NS, ul.NAK_UNICAST_RETRY_DELAY_NS)
+    assert (delay.delay_ns(), delay.retry_delay_ns()) == (100_000, 10_000_000)
+
+
+def test_multicast_feedback_delay_is_a_random_backoff_below_the_max_shaped_by_the_group_size():
+    max_backoff, group_size = ul.NAK_MULTICAST_MAX_BACKOFF_NS, ul.NAK_MULTICAST_GROUP_SIZE
+    generator = OptimalMulticastFeedbackDelay(max_backoff, group_size, random.Random(5))
+    delays = [generator.delay_ns() for _ in range(20_000)] + [generator.retry_delay_ns() for _ in range(20_000)]
+    assert 0 <= min(delays) and max(delays) < max_backoff
+    lam = math.log(group_size) + 1  # RFC 5401 §3.5: P(delay <= d) = (e^(lam d / T) - 1) / (e^lam - 1)
+    for fraction in (0.25, 0.5, 0.75, 0.9):
+        expected = math.expm1(lam * fraction) / math.expm1(lam)
+        observed = sum(d <= fraction * max_backoff for d in delays) / len(delays)
+        assert abs(observed - expected) < 0.015, (fraction, observed, expected)
+    assert len(set(delays)) > 1_000
+    one = OptimalMulticastFeedbackDelay(max_backoff, 1, random.Random(5))  # lambda = 1: still below the max
+    assert all(0 <= one.delay_ns() < max_backoff for _ in range(1_000))
+
+
+@pytest.mark.parametrize("max_backoff, group_size, message", [(0, 10, "nak_multicast_max_backoff_ns=0 must be > 0"),
+                                                              (10, 0, "nak_multicast_group_size=0 must be >= 1")])
+def test_bad_multicast_feedback_settings_are_refused(max_backoff, group_size, message):
+    with pytest.raises(ConfigurationError, match=message):
+        OptimalMulticastFeedbackDelay(max_backoff, group_size)
 
 
 @pytest.mark.parametrize("channel, message", [
