@@ -204,7 +204,7 @@ class NetworkConductor:
                 cl.RECEIVE_CHANNEL_STATUS_NAME, cl.RECEIVE_CHANNEL_STATUS_TYPE_ID, RCV_LOCAL_SOCKADDR_NAME,
                 str(channel), transport.local_address)
             endpoint = ReceiveChannelEndpoint(channel, transport, self.system_counters, status_id, self.receiver_id,
-                                              self._on_setup)
+                                              self._on_setup, cool_down_ns=self.ctx.image_liveness_timeout_ns)
             endpoint.sockaddr_counter_id = sockaddr_id
             self.receive_endpoints[channel.canonical_form] = endpoint
             self.receiver.add_endpoint(endpoint)
@@ -328,7 +328,7 @@ class NetworkConductor:
 
     def _delete_image(self, image: PublicationImage) -> None:
         self.receiver.remove_image(image)
-        image.endpoint.remove_image(image)
+        image.endpoint.remove_image(image, self.conductor.nano_clock())
         self.images.remove(image)
         for subscriber in image.subscribers:
             subscriber.subscription.images.pop(image.correlation_id, None)

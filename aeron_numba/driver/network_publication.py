@@ -7,7 +7,9 @@ sender limit flow control derives from the SMs (``snd-lmt``), heartbeats when id
 and RTT replies. ``snd-pos`` is how far it has sent. The conductor side moves ``pub-lmt`` ahead of ``snd-pos``
 by the term window while a receiver is connected, cleans the log a whole term behind ``snd-pos`` (retransmits
 may still need the last term), and runs the lifecycle ACTIVE -> DRAINING -> LINGER -> DONE: on close the
-end of stream is marked and the sender keeps going until everything is sent, then sends EOS heartbeats.
+end of stream is marked and the sender keeps going until everything is sent, then sends EOS heartbeats (and
+answers NAKs) until every live receiver's status message reports the end: a tail lost on the way is
+recovered before the log goes, even with linger 0.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class NetworkPublication:
         self.time_of_last_setup_ns = self.now_ns - self.setup_timeout_ns
         self.time_of_last_send_or_heartbeat_ns = self.now_ns
         self.time_of_last_sm_ns = self.now_ns
+        # receiver id -> (consumption position, ns of its last SM): draining waits for these to reach the end.
+        self.receiver_positions: dict[int, tuple[int, int]] = {}
         self.last_sender_position = start
         self.time_of_last_sender_position_change_ns = self.now_ns
         self.end_of_stream_position = None
@@ -196,6 +200,7 @@ class NetworkPublication:
             return
         position = pos.compute_position(consumption_term_id, consumption_term_offset, self.bits,
                                         self.initial_term_id)
+        self.receiver_positions[receiver_id] = (position, now_ns)
         limit = position + max(0, receiver_window)
         self._update_sender_limit(self.flow_control.on_status_message(limit, receiver_id, self.sender_limit, now_ns))
         self.time_of_last_sm_ns = now_ns
@@ -278,7 +283,7 @@ class NetworkPublication:
             if not self.exclusive:
                 self._check_for_blocked_publisher(now_ns)
         elif self.state is State.DRAINING:
-            if self.sender_position >= self.producer_position() or not self.has_receivers:
+            if self._is_drained(now_ns):
                 self.state = State.LINGER
                 self.time_of_linger_ns = now_ns
             else:
@@ -287,6 +292,18 @@ class NetworkPublication:
             if now_ns - self.time_of_linger_ns >= self.linger_timeout_ns:
                 self.state = State.DONE
         return self.state is State.DONE
+
+    def _is_drained(self, now_ns: int) -> bool:
+        """Everything sent and every live receiver's SM at the end (a lost tail is NAKed and resent before the
+        log goes), or no receiver left to wait for."""
+        if not self.has_receivers:
+            return True
+        end = self.producer_position()
+        if self.sender_position < end:
+            return False
+        live = [position for position, seen_ns in self.receiver_positions.values()
+                if now_ns - seen_ns <= self.connection_timeout_ns]
+        return all(position >= end for position in live)
 
     def _check_for_blocked_publisher(self, now_ns: int) -> None:
         """§15.1 with the sender position as the consumer: a publisher died mid-claim ahead of the sender."""

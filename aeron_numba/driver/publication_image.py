@@ -206,7 +206,10 @@ class PublicationImage:
         window = self.receiver_window
         due = now_ns - self.time_of_last_sm_ns >= self.status_message_timeout_ns
         moved = position - self.last_sm_position >= window // 4
-        if not (due or moved or window != self.last_sm_window):
+        # Consumed to the end of stream: tell the sender now, so its draining publication can go.
+        at_end = self.end_of_stream_position is not None and position >= self.end_of_stream_position > \
+            self.last_sm_position
+        if not (due or moved or at_end or window != self.last_sm_window):
             return 0
         term_id = pos.compute_term_id_from_position(position, self.bits, self.initial_term_id)
         term_offset = pos.compute_term_offset_from_position(position, self.bits)
@@ -227,12 +230,14 @@ class PublicationImage:
         self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position, target))
         return 1
 
+    def is_end_of_stream_consumed(self) -> bool:
+        eos = self.end_of_stream_position
+        return eos is not None and self.rebuild_position >= eos and self.min_subscriber_position() >= eos
+
     def on_time_event(self, now_ns: int) -> bool:
         """Lifecycle on the conductor timer. Returns True when DONE (the conductor tells clients and frees it)."""
         if self.state is ImageState.ACTIVE:
-            eos = self.end_of_stream_position
-            consumed = eos is not None and self.rebuild_position >= eos and self.min_subscriber_position() >= eos
-            if consumed or now_ns - self.time_of_last_packet_ns > self.image_liveness_timeout_ns:
+            if self.is_end_of_stream_consumed() or now_ns - self.time_of_last_packet_ns > self.image_liveness_timeout_ns:
                 self.state = ImageState.DRAINING
                 self.time_of_state_change_ns = now_ns
         elif self.state is ImageState.DRAINING:

@@ -6,7 +6,8 @@ malformed is dropped and counted as an invalid packet (the driver never dies on 
 
 * DATA / PAD for a (session, stream) with an image: rebuilt into that image.
 * DATA for a subscribed stream but an unknown session (we joined late, or lost the SETUP): answered with a
-  status message flagged "send SETUP", at most once per status message timeout per session.
+  status message flagged "send SETUP", at most once per status message timeout per session; not for a
+  session whose stream ended here a moment ago (cooling down: its publication's last heartbeats).
 * SETUP for a subscribed stream and a new session: the conductor creates the image (``on_setup`` callback).
 * RTTM requests: answered straight away (the sender measures its round trip).
 * Everything else (status messages, NAKs, ...) is not for a receiver: ignored.
@@ -38,7 +39,7 @@ def _i64(buf: np.ndarray, offset: int) -> int:
 
 class ReceiveChannelEndpoint:
     def __init__(self, channel: UdpChannel, transport: UdpTransport, system_counters, status_counter_id: int,
-                 receiver_id: int, on_setup):
+                 receiver_id: int, on_setup, cool_down_ns: int = 10_000_000_000):
         self.channel = channel
         self.transport = transport
         self.system_counters = system_counters
@@ -49,6 +50,10 @@ class ReceiveChannelEndpoint:
         self.images: dict[tuple[int, int], object] = {}  # (session id, stream id) -> PublicationImage
         self.pending_setups: set[tuple[int, int]] = set()  # image being created by the conductor
         self.setup_elicited_ns: dict[tuple[int, int], int] = {}
+        # Sessions whose stream ended (end of stream consumed, image gone): their last heartbeats are ignored,
+        # not answered with a SETUP request, for ``cool_down_ns`` (Aeron's image cool-down).
+        self.cool_down_ns = cool_down_ns
+        self.cooling_down: dict[tuple[int, int], int] = {}
         self.control = np.zeros(64, dtype=np.uint8)
 
     @property
@@ -76,10 +81,21 @@ class ReceiveChannelEndpoint:
         self.pending_setups.discard(key)
         self.setup_elicited_ns.pop(key, None)
 
-    def remove_image(self, image) -> None:
+    def remove_image(self, image, now_ns: int) -> None:
         key = (image.session_id, image.stream_id)
         if self.images.get(key) is image:
             del self.images[key]
+            if image.is_end_of_stream_consumed():
+                self.cooling_down[key] = now_ns
+
+    def _is_cooling_down(self, key: tuple[int, int], now_ns: int) -> bool:
+        started = self.cooling_down.get(key)
+        if started is None:
+            return False
+        if now_ns - started < self.cool_down_ns:
+            return True
+        del self.cooling_down[key]
+        return False
 
     def setup_failed(self, session_id: int, stream_id: int) -> None:
         self.pending_setups.discard((session_id, stream_id))
@@ -118,7 +134,8 @@ class ReceiveChannelEndpoint:
             image = self.images.get(key)
             if image is not None:
                 image.insert_packet(buf, length, now_ns)
-            elif key[1] in self.stream_refs and key not in self.pending_setups:
+            elif key[1] in self.stream_refs and key not in self.pending_setups and \
+                    not self._is_cooling_down(key, now_ns):
                 self._elicit_setup(key, source, now_ns)
         elif frame_type == frame.HDR_TYPE_SETUP:
             if uf.validate_setup(buf, 0) != 0:  # bad term length, MTU or term offset: never made into an image
@@ -127,7 +144,8 @@ class ReceiveChannelEndpoint:
             (_, flags, term_offset, session_id, stream_id, initial_term_id, active_term_id, term_length, mtu,
              ttl) = uf.decode_setup(buf, 0)
             key = (session_id, stream_id)
-            if stream_id in self.stream_refs and key not in self.images and key not in self.pending_setups:
+            if stream_id in self.stream_refs and key not in self.images and key not in self.pending_setups and \
+                    not self._is_cooling_down(key, now_ns):
                 self.pending_setups.add(key)
                 setup = {
                     "session_id": session_id, "stream_id": stream_id, "term_offset": term_offset,

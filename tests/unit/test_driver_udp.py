@@ -220,10 +220,10 @@ def test_malformed_datagrams_are_counted_and_dropped(harness, garbage):
 def test_closing_drains_the_publication_and_the_image_goes_away_with_its_files(harness):
     stream = Stream(harness)
     assert stream.offer(b"last words") > 0
-    run(harness, stream.client, 20)
     stream.client.send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=stream.pub_id)
+    assert stream.settle(100, step_ms=10) == [b"last words"]  # the subscriber reads up to the end of stream
     stream.close()
-    run(harness, stream.client, 300, step_ms=20)  # linger 0, image liveness 2 s
+    run(harness, stream.client, 40, step_ms=20)  # linger 0; less than the 2 s cool-down of the ended session
     responses = stream.client.responses()
     assert (cp.ON_UNAVAILABLE_IMAGE, stream.image.correlation_id) in [
         (t, getattr(m, "correlation_id", None)) for t, m in responses]
@@ -234,6 +234,35 @@ def test_closing_drains_the_publication_and_the_image_goes_away_with_its_files(h
     assert list(pathlib.Path(aeron_dir, "publications").glob("*")) == []
     kinds = {c.type_id for c in harness.reader.counters()}
     assert not kinds & {cl.SENDER_POSITION_TYPE_ID, cl.RECEIVER_HWM_TYPE_ID, cl.SEND_CHANNEL_STATUS_TYPE_ID}
+    # A late heartbeat of the ended session is ignored (cooling down), not answered with a SETUP request.
+    status_messages = harness.system_counter(cl.STATUS_MESSAGES_SENT)
+    heartbeat = struct.pack("<iBBhiiiiq", 0, 0, 0xC0, frame.HDR_TYPE_DATA, 0, stream.pub.session_id, STREAM,
+                            stream.log.initial_term_id, 0)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as late:
+        late.sendto(heartbeat, ("127.0.0.1", stream.port))
+    run(harness, stream.client, 5)
+    assert harness.system_counter(cl.HEARTBEATS_RECEIVED) > 0
+    assert harness.system_counter(cl.STATUS_MESSAGES_SENT) == status_messages and network.images == []
+
+
+def test_a_lost_tail_is_recovered_before_a_closed_publication_goes_even_with_linger_0(harness):
+    stream = Stream(harness)
+    control = LossControl.open(harness.conductor.ctx.aeron_dir)
+    stream.offer_all([b"first"])
+    assert stream.settle(20) == [b"first"]
+    control.write(LossSettings(receive_data_rate=1.0))  # the tail and its heartbeats' data never arrive
+    stream.offer_all([b"tail"])
+    run(harness, stream.client, 20)
+    stream.client.send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=stream.pub_id)
+    run(harness, stream.client, 50, step_ms=10)
+    network = harness.conductor.network
+    assert len(network.publications) == 1, "drained while a receiver still lacked the tail"
+    control.write(LossSettings())
+    assert stream.settle(100, step_ms=10) == [b"first", b"tail"]
+    run(harness, stream.client, 100, step_ms=20)
+    assert network.publications == []
+    control.close()
+    stream.close()
 
 
 # ------------------------------------------------------------------------------------------------ multicast
