@@ -38,7 +38,8 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="list the scenarios")
     run = commands.add_parser("run", help="run scenarios")
-    run.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
+    run.add_argument("scenario", nargs="*", metavar="SCENARIO",
+                     help=f"one or more of: {', '.join(SCENARIOS)}")
     run.add_argument("--all", action="store_true")
     run.add_argument("--seed", type=int)
     run.add_argument("--iterations", type=int, default=1)
@@ -49,11 +50,14 @@ def main(argv=None) -> int:
         for name, scenario in SCENARIOS.items():
             print(f"{name:28} {scenario.summary}")
         return 0
-    if args.all == (args.scenario is not None):
-        parser.error("give a SCENARIO or --all")
+    if args.all == bool(args.scenario):
+        parser.error("give SCENARIO names or --all")
+    unknown = [name for name in args.scenario if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(unknown)}: `python -m chaos list` shows them")
     if args.iterations < 1:
         parser.error(f"--iterations={args.iterations} must be >= 1")
-    names = list(SCENARIOS) if args.all else [args.scenario]
+    names = list(SCENARIOS) if args.all else list(dict.fromkeys(args.scenario))
     base_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     results = []
     interrupted = False

@@ -38,9 +38,14 @@ def test_cli_list(capsys):
     assert all(name in out for name in SCENARIOS)
 
 
-def test_cli_rejects_scenario_and_all():
-    with pytest.raises(SystemExit):
-        chaos_main(["run", "subscriber-killed", "--all"])
+@pytest.mark.parametrize("argv", [["run", "subscriber-killed", "--all"], ["run"], ["run", "subscriber-killed", "nope"],
+                                  ["run", "subscriber-killed", "--iterations", "0"]])
+def test_cli_rejects_bad_runs_naming_the_problem(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        chaos_main(argv)
+    assert exit_info.value.code == 2
+    assert {"--all": "SCENARIO names or --all", "nope": "unknown scenario nope",
+            "0": "--iterations=0 must be >= 1"}.get(argv[-1], "SCENARIO names or --all") in capsys.readouterr().err
 
 
 @pytest.mark.slow
