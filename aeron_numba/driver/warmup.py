@@ -4,8 +4,8 @@ A kernel compiled lazily inside the first command would stop the duty cycle, and
 heartbeat, for seconds on a cold cache: connecting clients could decide the driver is dead. So the driver
 first runs its own conductor over a scratch directory with a fake client and fake clocks (publication,
 subscription, a bad command, data, a dead claim, removal, timer ticks; then a UDP subscription and
-publication over loopback: SETUP, image, status message, data, a gap NAKed and a gap filled), then throws it
-all away.
+publication over loopback: SETUP, image, status message, data, a gap NAKed and a gap filled, a loss report
+entry), then throws it all away.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from aeron_numba.client.cnc_file import CncFile
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.kernels import loss_detector, term_appender, term_rebuilder, udp_frames
 from aeron_numba.kernels.log_buffer_unblocker import unblock
+from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import publication as pub_layout
@@ -60,7 +61,10 @@ def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
             error_log_buffer_length=ctx.error_buffer_length,
         )
         clock = _Clock()
-        conductor = DriverConductor(ctx, cnc_file, nano_clock=clock.nano_time, epoch_clock=clock.epoch_ms)
+        # A scratch loss report: the first NAK of a real image writes one (create_entry, then record_observation).
+        loss_report = LossReport(np.zeros(4096, np.uint8))
+        conductor = DriverConductor(ctx, cnc_file, nano_clock=clock.nano_time, epoch_clock=clock.epoch_ms,
+                                    loss_report=loss_report)
         conductor.counters.allocate_system_counters()
         conductor.on_start()
         _exercise(conductor, ManyToOneRingBuffer(cnc_file.to_driver_buffer), cnc_file, clock)
@@ -138,4 +142,6 @@ def _exercise_udp(conductor: DriverConductor, send, tick, cnc_file: CncFile) -> 
     loss_detector.fill_gap(term, 0, 0, 64, 1, 2)
     udp_frames.encode_nak(term, 0, 1, 2, 0, 0, 64)
     udp_frames.classify_datagram(term, 0, 64)
+    entry = conductor.loss_report.create_entry(64, 0, 1, 2, "aeron:udp?endpoint=127.0.0.1:0", "127.0.0.1:1")
+    entry.record_observation(64, 1)
     publication.close_by_clients()
