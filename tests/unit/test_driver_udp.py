@@ -6,14 +6,17 @@ from __future__ import annotations
 import pathlib
 import socket
 import struct
+import sys
 
 import numpy as np
 import pytest
+from numba.core.registry import CPUDispatcher as Dispatcher
 
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
+from aeron_numba.driver.warmup import warm_up_driver_kernels
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels.loss_report import LossReportReader
@@ -363,3 +366,37 @@ def test_a_bad_multicast_channel_is_an_invalid_channel_error(harness, channel, m
     assert response_type == cp.ON_ERROR and error.error_code == cp.INVALID_CHANNEL
     assert message in error.error_message
     assert harness.conductor.network.receive_endpoints == {}
+
+
+def _compiled_signatures() -> dict[str, int]:
+    """How many compiled signatures each kernel of aeron_numba.kernels has in this process."""
+    counts = {}
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("aeron_numba.kernels.") and module is not None:
+            for name, value in vars(module).items():
+                if isinstance(value, Dispatcher):
+                    counts[f"{module_name}.{name}"] = len(value.signatures)
+    return counts
+
+
+@pytest.mark.requires_jit
+def test_the_driver_warm_up_compiles_every_kernel_a_lossy_udp_stream_needs(harness):
+    """A kernel first compiled inside the driver's duty cycle stops its heartbeat for seconds on a cold cache."""
+    warm_up_driver_kernels()
+    stream = Stream(harness)
+    control = LossControl.open(harness.conductor.ctx.aeron_dir)
+    control.write(LossSettings())
+    stream.offer_all([b"first"])  # the test's own client-side kernels compile here, before the snapshot
+    assert stream.settle(10) == [b"first"]
+    before = _compiled_signatures()
+    control.write(LossSettings(gap_term_id=stream.log.initial_term_id, gap_term_offset=1024, gap_length=4096))
+    payloads = [bytes([i]) * 300 for i in range(60)]
+    stream.offer_all(payloads)
+    assert stream.settle(100) == [b"first"] + payloads
+    after = _compiled_signatures()
+    new = {name for name, count in after.items() if count != before.get(name, 0)}
+    assert new == set(), f"compiled in the driver's duty cycle, not by the warm-up: {sorted(new)}"
+    assert harness.system_counter(cl.NAK_MESSAGES_SENT) >= 1  # the NAK path and its loss report ran
+    assert len(LossReportReader.read(harness.driver.loss_report.buffer)) == 1
+    control.close()
+    stream.close()
