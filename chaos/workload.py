@@ -116,7 +116,7 @@ def publish(args) -> int:
             while not publication.is_connected and time.monotonic() < deadline and not aeron.is_closed:
                 time.sleep(0.001)
             log.event("publication", incarnation=incarnation, session=publication.session_id,
-                      stream=args.stream, registration_id=publication.registration_id)
+                      stream=args.stream, registration_id=publication.registration_id, mtu=publication.mtu_length)
             print("ready", flush=True)
             while (args.count == 0 or seq < args.count) and not stop.requested:
                 length = message_length(args.seed, args.pub, seq, args.max_length)
@@ -268,7 +268,7 @@ def claim_and_die(args) -> int:
     while not publication.is_connected and time.monotonic() < deadline:
         time.sleep(0.001)
     log.event("publication", incarnation=0, session=publication.session_id, stream=args.stream,
-              registration_id=publication.registration_id)
+              registration_id=publication.registration_id, mtu=publication.mtu_length)
     print("ready", flush=True)
     while not stop.usr1:
         if time.monotonic() > deadline:

@@ -111,3 +111,22 @@ def test_an_excused_session_owes_nothing_but_what_arrives_from_it_is_still_check
     workers["subA"] = _subscriber([_recv(1), _recv(0)])
     failures, _ = invariants.check_delivery(workers, ["subA"], set(), frozenset(), frozenset({SESSION}))
     assert len(failures) == 1 and "out of order" in failures[0]
+
+
+def test_a_message_begun_before_the_join_is_not_owed_but_one_starting_at_it_is():
+    """A UDP SETUP carries the sender's position, which may fall between two fragments of a message."""
+    assert invariants.message_start(4000, 2000, 1408) == 4000 - 1408 - 672  # 1376 + 624 payload bytes
+    assert invariants.message_start(500, 100, 1408) == 500 - 160
+    assert invariants.message_start(64, 0, 1408) == 32
+    big = {"event": "sent", "pub": 0, "seq": 1, "position": 160 + 2080, "session": SESSION, "length": 2000,
+           "ts_ns": 1001, "incarnation": 0}
+    after = {"event": "sent", "pub": 0, "seq": 2, "position": 2240 + 160, "session": SESSION, "length": LENGTH,
+             "ts_ns": 1002, "incarnation": 0}
+    publication = {"event": "publication", "session": SESSION, "mtu": 1408, "incarnation": 0, "ts_ns": 1}
+    join = {"event": "image", "incarnation": 0, "session": SESSION, "join_position": 160 + 1408, "ts_ns": 2500}
+    received_after = {**after, "event": "recv", "ts_ns": 2600}
+    workers = {"pub0": [publication, _sent(0), big, after], "subA": _subscriber([_recv(0), join, received_after])}
+    assert invariants.check_delivery(workers, ["subA"], set()) == ([], 1)  # seq 2 owed and there; seq 1 not owed
+    workers["subA"] = _subscriber([_recv(0), join])
+    failures, _ = invariants.check_delivery(workers, ["subA"], set())
+    assert len(failures) == 1 and "(0, 2)" in failures[0] and "(0, 1)" not in failures[0]
