@@ -184,6 +184,26 @@ def test_a_fixed_gap_is_naked_and_retransmitted(harness):
     stream.close()
 
 
+def test_an_unreliable_stream_fills_a_gap_at_once_and_never_naks(harness):
+    stream = Stream(harness, "|reliable=false")
+    control = LossControl.open(harness.conductor.ctx.aeron_dir)
+    control.write(LossSettings(gap_term_id=stream.log.initial_term_id, gap_term_offset=1024, gap_length=1024))
+    payloads = [bytes([i]) * 224 for i in range(40)]  # one 256-byte frame each, several per datagram
+    stream.offer_all(payloads)
+    received = stream.settle(50)
+    assert harness.system_counter(cl.LOSS_GAP_FILLS) == 1
+    assert harness.system_counter(cl.NAK_MESSAGES_SENT) == 0 and harness.system_counter(cl.RETRANSMITS_SENT) == 0
+    (entry,) = LossReportReader.read(harness.driver.loss_report.buffer)
+    lost = entry.total_bytes_lost // 256  # the datagrams that began in the gap, padded over
+    assert entry.total_bytes_lost % 256 == 0 and lost >= 4
+    first = received.index(payloads[0])
+    missing = [i for i, p in enumerate(payloads) if p not in received]
+    assert first == 0 and len(missing) == lost and missing == list(range(missing[0], missing[0] + lost))
+    assert received == [p for i, p in enumerate(payloads) if i not in missing]  # the rest intact and in order
+    control.close()
+    stream.close()
+
+
 def test_random_loss_of_a_fifth_of_the_data_is_recovered(harness):
     stream = Stream(harness)
     control = LossControl.open(harness.conductor.ctx.aeron_dir)
