@@ -390,6 +390,18 @@ class ClientConductor:
             correlation_id = self.driver_proxy.add_counter(type_id, key, label)
             return self._await_response(correlation_id, cp.ADD_COUNTER)
 
+    def change_destination(self, publication: Publication, channel: str, add: bool) -> None:
+        """ADD_/REMOVE_DESTINATION for a ``control-mode=manual`` publication; waits for the driver's answer."""
+        with self._lock:
+            self._ensure_not_reentrant()
+            self._raise_if_closed()
+            if publication.is_closed:
+                raise AeronError(f"publication registration_id={publication.registration_id} is closed")
+            proxy = self.driver_proxy
+            send = proxy.add_destination if add else proxy.remove_destination
+            correlation_id = send(publication.registration_id, channel)
+            self._await_response(correlation_id, cp.ADD_DESTINATION if add else cp.REMOVE_DESTINATION)
+
     def _release(self, resource, remove: Callable[[int], int]) -> None:
         """Common part of closing a resource: forget it and send its REMOVE command asynchronously."""
         if self._resource_by_registration_id.pop(resource.registration_id, None) is None or self._is_closed:

@@ -93,6 +93,17 @@ class DriverProxy:
         self._write(cp.REMOVE_COUNTER, dc.RemoveMessage(self.client_id, correlation_id, registration_id))
         return correlation_id
 
+    def add_destination(self, registration_id: int, channel: str) -> int:
+        correlation_id = self.next_correlation_id()
+        self._write(cp.ADD_DESTINATION, dc.DestinationMessage(self.client_id, correlation_id, registration_id, channel))
+        return correlation_id
+
+    def remove_destination(self, registration_id: int, channel: str) -> int:
+        correlation_id = self.next_correlation_id()
+        self._write(cp.REMOVE_DESTINATION,
+                    dc.DestinationMessage(self.client_id, correlation_id, registration_id, channel))
+        return correlation_id
+
     def client_keepalive(self) -> None:
         # Correlation id 0, as Aeron does: a keepalive is never answered.
         self._write(cp.CLIENT_KEEPALIVE, dc.CorrelatedMessage(self.client_id, 0))

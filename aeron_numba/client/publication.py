@@ -209,6 +209,15 @@ class Publication:
             return False
         return int(get_int32_acquire(log, self._metadata_offset + lb.LOG_IS_CONNECTED_OFFSET)) == 1
 
+    def add_destination(self, endpoint_channel: str) -> None:
+        """Send to one more destination (``aeron:udp?endpoint=host:port``); the publication's channel must have
+        ``control-mode=manual``. Raises ``RegistrationError`` with the driver's error code otherwise."""
+        self._conductor.change_destination(self, endpoint_channel, add=True)
+
+    def remove_destination(self, endpoint_channel: str) -> None:
+        """Stop sending to a destination added with ``add_destination``."""
+        self._conductor.change_destination(self, endpoint_channel, add=False)
+
     def close(self) -> None:
         """Release this registration (REMOVE_PUBLICATION); later offers return CLOSED. Idempotent."""
         if not self._is_closed:

@@ -505,6 +505,38 @@ class DriverConductor:
         self._unlink_publication(link)
         self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
 
+    def on_add_destination(self, message, now_ns) -> None:
+        endpoint, address = self._manual_destination(message)
+        endpoint.add_destination(address, now_ns)
+        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+
+    def on_remove_destination(self, message, now_ns) -> None:
+        endpoint, address = self._manual_destination(message)
+        if not endpoint.remove_destination(address):
+            raise ControlProtocolError(cp.GENERIC_ERROR,
+                                       f"destination {message.channel!r} was not added to publication"
+                                       f" registration_id={message.registration_correlation_id}")
+        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+
+    def _manual_destination(self, message):
+        """The send endpoint of a ``control-mode=manual`` publication, and the address a destination names."""
+        link = self._find_publication_link(message.client_id, message.registration_correlation_id)
+        if link is None:
+            raise ControlProtocolError(
+                cp.UNKNOWN_PUBLICATION, f"unknown publication client_id={message.client_id}"
+                f" registration_id={message.registration_correlation_id}")
+        endpoint = getattr(link.publication, "endpoint", None)
+        if endpoint is None or not endpoint.channel.is_manual_destination_control:
+            raise ControlProtocolError(
+                cp.INVALID_CHANNEL, f"publication registration_id={message.registration_correlation_id} channel"
+                f" '{getattr(endpoint, 'channel', 'aeron:ipc')}' does not allow manual control of destinations"
+                " (control-mode=manual)")
+        destination = UdpChannel.parse(message.channel)
+        if destination.remote_data is None:
+            raise ControlProtocolError(cp.INVALID_CHANNEL,
+                                       f"destination '{message.channel}' needs endpoint=host:port")
+        return endpoint, destination.remote_data
+
     def _find_publication_link(self, client_id: int, registration_id: int) -> PublicationLink | None:
         # Clients may name their own add's correlation id or the (shared) publication registration id.
         for link in self.publication_links:
@@ -631,6 +663,8 @@ class DriverConductor:
         cp.CLIENT_CLOSE: on_client_close,
         cp.ADD_COUNTER: on_add_counter,
         cp.REMOVE_COUNTER: on_remove_counter,
+        cp.ADD_DESTINATION: on_add_destination,
+        cp.REMOVE_DESTINATION: on_remove_destination,
         cp.TERMINATE_DRIVER: on_terminate_driver,
     }
 

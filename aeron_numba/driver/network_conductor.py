@@ -105,7 +105,8 @@ class NetworkConductor:
         if endpoint is not None:
             return endpoint
         # MDC binds its control address; multicast its control group, where the receivers' SMs and NAKs go.
-        bind = channel.remote_control if channel.is_multi_destination or channel.is_multicast else channel.local_data
+        bind = channel.remote_control if channel.is_multi_destination or channel.is_multicast else None
+        bind = bind if bind is not None else channel.local_data  # manual MDC without control=: any port
         transport = self._transport(bind, channel)
         status_id, sockaddr_id = self._channel_status_counters(
             cl.SEND_CHANNEL_STATUS_NAME, cl.SEND_CHANNEL_STATUS_TYPE_ID, SND_LOCAL_SOCKADDR_NAME, str(channel),

@@ -3,7 +3,7 @@
 One per canonical channel, shared by every network publication on it. Data and SETUP/heartbeat frames go to
 the channel's ``endpoint`` (unicast), or with ``control-mode=dynamic`` to every receiver whose status messages
 reached the ``control`` address this endpoint binds (multi-destination-cast; a destination silent for the
-receiver timeout is dropped). Status messages, NAKs, RTT measurements and error frames coming back are
+receiver timeout is dropped), or with ``control-mode=manual`` to the destinations its clients added. Status messages, NAKs, RTT measurements and error frames coming back are
 validated and handed to the publication they name by session and stream id; anything malformed is dropped
 and counted as an invalid packet, anything for an unknown publication is ignored.
 """
@@ -82,7 +82,7 @@ class SendChannelEndpoint:
             received += 1
             length, source = datagram
             self._on_datagram(self.transport.receive_buffer, length, source, now_ns)
-        if self.channel.is_multi_destination and self.destinations:
+        if self.channel.is_multi_destination and not self.channel.is_manual_destination_control and self.destinations:
             for address in [a for a, d in self.destinations.items()
                             if now_ns - d.time_of_last_activity_ns > DESTINATION_TIMEOUT_NS]:
                 del self.destinations[address]
@@ -99,7 +99,7 @@ class SendChannelEndpoint:
         publication = self.publications.get((session_id, stream_id))
         if frame_type == frame.HDR_TYPE_SM:
             self.system_counters.increment(cl.STATUS_MESSAGES_RECEIVED)
-            if self.channel.is_multi_destination:
+            if self.channel.is_multi_destination and not self.channel.is_manual_destination_control:
                 self._track_destination(source, now_ns)
             if publication is not None:
                 receiver_id = _i64(buf, ul.SM_RECEIVER_ID_OFFSET)
@@ -126,6 +126,14 @@ class SendChannelEndpoint:
             self.destinations[address] = _Destination(address, now_ns)
         else:
             destination.time_of_last_activity_ns = now_ns
+
+    # --------------------------------------------------------------------------- manual MDC destinations
+    def add_destination(self, address: tuple[str, int], now_ns: int) -> None:
+        """ADD_DESTINATION on a ``control-mode=manual`` channel: data goes there too until it is removed."""
+        self.destinations.setdefault(address, _Destination(address, now_ns))
+
+    def remove_destination(self, address: tuple[str, int]) -> bool:
+        return self.destinations.pop(address, None) is not None
 
     def close(self) -> None:
         self.transport.close()

@@ -165,8 +165,9 @@ class UdpChannel:
         control_mode = uri.get(CONTROL_MODE_PARAM)
         if control_mode is not None and control_mode not in CONTROL_MODES:
             raise InvalidChannelError(f"channel '{channel}': control-mode={control_mode!r} must be one of {CONTROL_MODES}")
-        if endpoint is None and control is None:
-            raise InvalidChannelError(f"channel '{channel}': aeron:udp needs endpoint=host:port (or control=host:port)")
+        if endpoint is None and control is None and control_mode != CONTROL_MODE_MANUAL:
+            raise InvalidChannelError(f"channel '{channel}': aeron:udp needs endpoint=host:port (or control=host:port,"
+                                      f" or {CONTROL_MODE_PARAM}={CONTROL_MODE_MANUAL})")
         remote_data = resolve(cu.ENDPOINT_PARAM, *parse_host_port(cu.ENDPOINT_PARAM, endpoint)) if endpoint else None
         remote_control = resolve(CONTROL_PARAM, *parse_host_port(CONTROL_PARAM, control)) if control else None
         interface = uri.get(INTERFACE_PARAM)
@@ -193,6 +194,11 @@ class UdpChannel:
         return self.control_mode in CONTROL_MODES
 
     @property
+    def is_manual_destination_control(self) -> bool:
+        """MDC whose destinations the publication's clients add and remove (ADD_/REMOVE_DESTINATION)."""
+        return self.control_mode == CONTROL_MODE_MANUAL
+
+    @property
     def has_group_semantics(self) -> bool:
         """Many receivers per publication (multicast or MDC): SETUPs carry the group flag, flow control is max."""
         return self.is_multicast or self.is_multi_destination
@@ -205,6 +211,8 @@ class UdpChannel:
     @property
     def canonical_form(self) -> str:
         remote = self.remote_data if self.remote_data is not None else self.remote_control
+        if remote is None:  # manual MDC without control=: no address of its own
+            return f"UDP-{_format(self.local_data)}-{CONTROL_MODE_MANUAL}"
         return f"UDP-{_format(self.local_data)}-{_format(remote)}"
 
     def get(self, key: str, default: str | None = None) -> str | None:

@@ -293,3 +293,35 @@ def test_two_subscriber_drivers_on_one_multicast_group_each_receive_every_messag
         assert drivers.system_counter("a", cl.RETRANSMITS_SENT) > 0
     else:
         assert drivers.system_counter("a", cl.NAK_MESSAGES_RECEIVED) == 0
+
+
+def test_manual_multi_destination_cast_sends_to_the_destinations_its_client_adds(drivers):
+    from aeron_numba.errors import RegistrationError
+
+    second_port = free_udp_port()
+    second_channel = f"aeron:udp?endpoint=127.0.0.1:{second_port}"
+    with _client(drivers.dir_a) as a, _client(drivers.dir_b) as b:
+        first = Receiver(b.add_subscription(drivers.channel, STREAM))
+        second = Receiver(b.add_subscription(second_channel, STREAM))
+        publication = a.add_publication("aeron:udp?control-mode=manual|term-length=64k", STREAM)
+        publication.add_destination(drivers.channel)
+        await_condition(lambda: publication.is_connected and first.subscription.image_count == 1, 20,
+                        "the first destination connected")
+        _offer(publication, b"to one")
+        await_condition(lambda: first.has(1), 20, "the first destination receives")
+        publication.add_destination(second_channel)
+        await_condition(lambda: second.subscription.image_count == 1, 20, "the second destination connected")
+        _offer(publication, b"to both")
+        await_condition(lambda: first.has(2) and second.has(1), 20, "both destinations receive")
+        publication.remove_destination(drivers.channel)
+        _offer(publication, b"to the second")
+        await_condition(lambda: second.has(2), 20, "the remaining destination receives")
+        assert_stays(lambda: len(first.messages) == 2 and first.subscription.poll(first.handler, 10) == 0, 0.3,
+                     "a removed destination gets nothing more")
+        assert first.messages == [b"to one", b"to both"] and second.messages[-1] == b"to the second"
+        with pytest.raises(RegistrationError, match="was not added"):
+            publication.remove_destination(drivers.channel)
+        unicast = a.add_publication(second_channel, STREAM + 1)
+        with pytest.raises(RegistrationError, match="does not allow manual control of destinations") as error:
+            unicast.add_destination(drivers.channel)
+        assert error.value.error_code_name == "INVALID_CHANNEL"

@@ -269,7 +269,9 @@ def test_try_claim_back_pressure_and_not_connected(client, driver):
             break
         result.commit()
     assert result == BACK_PRESSURED
-    assert subscription.image_count == 1
+    # The image reaches the subscription on the client conductor's duty cycle, not necessarily before the
+    # publication limit moved: wait for it rather than race it.
+    wait_until(lambda: subscription.image_count == 1, 5, "the subscription's image")
 
 
 # ---------------------------------------------------------------------------------------------- close

@@ -14,7 +14,6 @@ from aeron_numba.driver.loss_generator import LossControl, LossGenerator, LossSe
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.errors import ConfigurationError, InvalidChannelError
 from aeron_numba.kernels import udp_frames as uf
-from aeron_numba.layout import frame
 from aeron_numba.layout import udp_frames as ul
 
 
@@ -215,3 +214,12 @@ def test_loss_generator_drops_its_share_the_gap_once_and_everything_from_a_block
     assert not generator.should_drop_send(data, 64, 4001, 5000)
     control.close()
 
+
+
+def test_manual_multi_destination_cast_needs_no_address_of_its_own():
+    channel = UdpChannel.parse("aeron:udp?control-mode=manual")
+    assert channel.is_multi_destination and channel.is_manual_destination_control and channel.remote_data is None
+    assert channel.canonical_form == "UDP-0.0.0.0:0-manual"
+    assert not UdpChannel.parse("aeron:udp?control-mode=dynamic|control=127.0.0.1:40123").is_manual_destination_control
+    with pytest.raises(InvalidChannelError, match="control-mode=manual"):
+        UdpChannel.parse("aeron:udp?control-mode=dynamic")  # dynamic needs the control address receivers reach
