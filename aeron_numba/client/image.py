@@ -158,7 +158,8 @@ class Image:
         self._out_limit = fragment_limit
         return self._out
 
-    def _copy(self, log: np.ndarray, out: np.ndarray, count: int) -> tuple[np.ndarray, int] | None:
+    def _copy(self, log: np.ndarray, position_buffer: np.ndarray, out: np.ndarray,
+              count: int) -> tuple[np.ndarray, int] | None:
         """Copy the batch's frames (contiguous in one term) into the private buffer; returns it and the log
         offset it starts at, or None if our ``sub-pos`` was freed (the driver dropped this subscriber)."""
         start = int(out[0, 0])
@@ -168,13 +169,15 @@ class Image:
             raise AssertionError(f"fragment batch [{start}, {end}) outside the log of {log.size} bytes")
         if self._scratch.size < length:
             self._scratch = np.zeros(max(length, 2 * self._scratch.size), dtype=np.uint8)
-        if not copy_batch(log, start, length, self._scratch, self._metadata, self.position_buffer,
+        if not copy_batch(log, start, length, self._scratch, self._metadata, position_buffer,
                           self.subscriber_position_id, self.subscription_registration_id):
             return None
         return self._scratch, start
 
-    def _store_position(self, position: int) -> None:
-        store_position_if_owned(self._metadata, self.position_buffer, self.subscriber_position_id,
+    def _store_position(self, position_buffer: np.ndarray, position: int) -> None:
+        # The caller passes the buffer it polled with: the conductor thread may close this image (and set
+        # self.position_buffer to None) while a handler runs, e.g. after a client timeout.
+        store_position_if_owned(self._metadata, position_buffer, self.subscriber_position_id,
                                 self.subscription_registration_id, position)
 
     def poll(self, handler: Callable, fragment_limit: int) -> int:
@@ -192,9 +195,9 @@ class Image:
         count, position, new_position = poll_descriptors(log, position_buffer, self.position_offset, out)
         if count == 0:
             if new_position > position:
-                self._store_position(new_position)  # padding skipped
+                self._store_position(position_buffer, new_position)  # padding skipped
             return 0
-        copied = self._copy(log, out, count)
+        copied = self._copy(log, position_buffer, out, count)
         if copied is None:
             return 0  # dropped by the driver: nothing of this batch can be trusted
         buffer, base = copied
@@ -210,9 +213,9 @@ class Image:
                 handler(buffer, offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
                 delivered += 1
         except BaseException:
-            self._store_position(fragment_position)
+            self._store_position(position_buffer, fragment_position)
             raise
-        self._store_position(new_position)
+        self._store_position(position_buffer, new_position)
         return delivered
 
     def controlled_poll(self, handler: Callable, fragment_limit: int) -> int:
@@ -230,9 +233,9 @@ class Image:
         count, position, new_position = poll_descriptors(log, position_buffer, self.position_offset, out)
         if count == 0:
             if new_position > position:
-                self._store_position(new_position)  # padding skipped
+                self._store_position(position_buffer, new_position)  # padding skipped
             return 0
-        copied = self._copy(log, out, count)
+        copied = self._copy(log, position_buffer, out, count)
         if copied is None:
             return 0
         buffer, base = copied
@@ -256,7 +259,7 @@ class Image:
                     resulting = fragment_position
                     break
                 if action == COMMIT:
-                    self._store_position(fragment_position)
+                    self._store_position(position_buffer, fragment_position)
                     committed = fragment_position
                 elif action not in ACTIONS:
                     raise ConfigurationError(
@@ -264,10 +267,10 @@ class Image:
                         " COMMIT=3 or CONTINUE=4"
                     )
         except BaseException:
-            self._store_position(max(fragment_position, committed))
+            self._store_position(position_buffer, max(fragment_position, committed))
             raise
         if resulting > committed:
-            self._store_position(resulting)
+            self._store_position(position_buffer, resulting)
         return fragments_read
 
     # ---------------------------------------------------------------------------------------- properties

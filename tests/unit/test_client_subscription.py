@@ -481,3 +481,32 @@ def test_once_the_driver_freed_our_position_counter_nothing_is_delivered_or_stor
     assert poll(lambda *args: seen.append(args), 10) == 0
     assert seen == [] and image.position == 0
     metadata[state : state + 4].view(np.int32)[0] = counters_layout.RECORD_ALLOCATED  # let teardown free it
+
+
+@pytest.mark.parametrize("controlled", [False, True])
+def test_image_closed_by_the_conductor_while_a_handler_runs_finishes_the_poll(client, controlled):
+    """The conductor thread closes an image (client timeout, unavailable image) while the polling thread is
+    inside a handler: the poll completes with what it copied and stores its position through the buffer it
+    polled with (this crashed with a numba TypingError on the closed image's None buffer, seen in chaos
+    client-paused)."""
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 11)
+    publication = aeron.add_publication("aeron:ipc", 11)
+    wait_until(lambda: subscription.image_count == 1, 5, "image")
+    positions = [offer(publication, bytes([i + 1]) * 40) for i in range(3)]
+    image = subscription.images[0]
+    position_buffer, position_offset = image.position_buffer, image.position_offset
+    seen = []
+
+    def handler(buffer, offset, length, header):
+        seen.append(bytes(buffer[offset : offset + length]))
+        if len(seen) == 1:
+            image._internal_close()  # what the conductor thread does, under its lock, meanwhile
+        return CONTINUE if controlled else None
+
+    poll = image.controlled_poll if controlled else image.poll
+    assert poll(handler, 10) == 3
+    assert seen == [bytes([i + 1]) * 40 for i in range(3)]
+    assert image.is_closed
+    assert int(position_buffer[position_offset : position_offset + 8].view(np.int64)[0]) == positions[-1]
+    assert poll(handler, 10) == 0
