@@ -62,8 +62,11 @@ def main(argv=None) -> int:
     results = []
     interrupted = False
     # SIGTERM (a CI timeout, ``kill``) unwinds like Ctrl-C, so every run's teardown stops its processes and
-    # removes its aeron dir instead of leaving them behind.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # removes its aeron dir instead of leaving them behind. Only the first signal interrupts: a second one
+    # (Ctrl-C pressed twice, ``timeout`` forwarding a signal) would cut that teardown short and orphan them.
+    interrupt = _InterruptOnce()
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         _run_all(args, names, base_seed, results)
     except KeyboardInterrupt:
@@ -76,8 +79,19 @@ def main(argv=None) -> int:
     return 0 if all(r.passed for r in results) else 1
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+class _InterruptOnce:
+    """Signal handler: the first SIGINT/SIGTERM raises KeyboardInterrupt, later ones only say to wait."""
+
+    def __init__(self):
+        self.interrupted = False
+
+    def __call__(self, signum, frame):
+        if self.interrupted:
+            print(f"\n[chaos] signal {signum} ignored: stopping the run's processes and removing its aeron dirs",
+                  file=sys.stderr, flush=True)
+            return
+        self.interrupted = True
+        raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _run_all(args, names, base_seed, results) -> None:
