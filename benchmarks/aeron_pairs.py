@@ -14,20 +14,30 @@ from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, NOT_CON
 RETRYABLE = (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED)
 
 
-def ipc_channel(term_length: int) -> str:
-    return f"aeron:ipc?term-length={term_length}"
+def channels(case: dict, k: int) -> tuple[str, str]:
+    """The publication and subscription channels of the case's stream ``k`` (0: A to B, 1: B to A): IPC with
+    the case's term length, or, for a UDP case, loopback unicast to the port the runner reserved for ``k``."""
+    term_length = case["term_length"]
+    ports = case.get("udp_ports")
+    if ports:
+        endpoint = f"aeron:udp?endpoint={UDP_HOST}:{ports[k]}"
+        return f"{endpoint}|term-length={term_length}", endpoint
+    return f"aeron:ipc?term-length={term_length}", "aeron:ipc"
 
 
-def open_publication(env, stream_id: int, exclusive: bool, term_length: int):
+UDP_HOST = "127.0.0.1"
+
+
+def open_publication(env, case: dict, k: int):
     aeron = env.aeron()
-    add = aeron.add_exclusive_publication if exclusive else aeron.add_publication
-    publication = add(ipc_channel(term_length), stream_id)
+    add = aeron.add_exclusive_publication if case["exclusive"] else aeron.add_publication
+    publication = add(channels(case, k)[0], env.stream_id(k))
     env.on_case_end(publication.close)
     return publication
 
 
-def open_subscription(env, stream_id: int):
-    subscription = env.aeron().add_subscription("aeron:ipc", stream_id)
+def open_subscription(env, case: dict, k: int):
+    subscription = env.aeron().add_subscription(channels(case, k)[1], env.stream_id(k))
     env.on_case_end(subscription.close)
     return subscription
 
@@ -42,12 +52,18 @@ def await_connected(env, publication=None, subscription=None):
     return subscription.images[0] if subscription is not None else None
 
 
-def open_pair(env, pub_stream: int, sub_stream: int, exclusive: bool, term_length: int):
-    """Subscription on ``sub_stream`` and publication on ``pub_stream``, both connected: ``(publication, image)``."""
-    subscription = open_subscription(env, sub_stream)
-    publication = open_publication(env, pub_stream, exclusive, term_length)
+def open_pair(env, case: dict, pub_k: int, sub_k: int):
+    """Subscription on stream ``sub_k`` and publication on stream ``pub_k``, both connected:
+    ``(publication, subscription, image)``."""
+    subscription = open_subscription(env, case, sub_k)
+    publication = open_publication(env, case, pub_k)
     image = await_connected(env, publication, subscription)
     return publication, subscription, image
+
+
+def yield_mask(case: dict) -> int:
+    """The compiled loops' spin-wait yield mask (``loops._idle``): UDP cases share the cores with the driver."""
+    return int(case.get("yield_mask", 0))
 
 
 def status_text(code: int) -> str:

@@ -38,7 +38,7 @@ def _result(case: dict, lat_ns: np.ndarray, behind_ns: int, errors: int, timing:
 
 
 def send_compiled(case: dict, env) -> dict:
-    publication, _, image = open_pair(env, env.stream_id(0), env.stream_id(1), case["exclusive"], case["term_length"])
+    publication, _, image = open_pair(env, case, 0, 1)
     env.sync(1)
     count = message_count(case)
     size = case["size"]
@@ -64,7 +64,7 @@ def send_compiled(case: dict, env) -> dict:
 
 
 def send_python(case: dict, env) -> dict:
-    publication, subscription, _ = open_pair(env, env.stream_id(0), env.stream_id(1), case["exclusive"], case["term_length"])
+    publication, subscription, _ = open_pair(env, case, 0, 1)
     env.sync(1)
     count = message_count(case)
     msg = np.zeros(case["size"], np.uint8)

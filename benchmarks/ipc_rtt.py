@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from benchmarks import loops, stats
-from benchmarks.aeron_pairs import RETRYABLE, offer_python, open_pair, status_text
+from benchmarks.aeron_pairs import RETRYABLE, offer_python, open_pair, status_text, yield_mask
 
 SPIN_CHECK_MASK = 0xFFFF
 
@@ -36,7 +36,7 @@ def _check_ctx(ctx: np.ndarray, what: str) -> None:
 
 # ------------------------------------------------------------------------------------------- compiled
 def ping_compiled(case: dict, env) -> dict:
-    publication, _, image = open_pair(env, env.stream_id(0), env.stream_id(1), case["exclusive"], case["term_length"])
+    publication, _, image = open_pair(env, case, 0, 1)
     env.sync(1)
     size = case["size"]
     src = np.zeros(max(size, 8), np.uint8)
@@ -47,7 +47,7 @@ def ping_compiled(case: dict, env) -> dict:
         done = loops.aeron_rtt_ping(
             case["exclusive"], publication.log_buffer, publication.pub_state, publication.limit_buffer,
             image.log_buffer, image.position_buffer, image.position_offset, src, size, base, count, lat,
-            loops.on_echo, ctx, env.timeout_ticks(),
+            loops.on_echo, ctx, env.timeout_ticks(), yield_mask(case),
         )
         if done != count:
             raise RuntimeError(f"{done} of {count} round trips, then {status_text(ctx[loops.CTX_STATUS])}")
@@ -63,13 +63,13 @@ def ping_compiled(case: dict, env) -> dict:
 
 
 def echo_compiled(case: dict, env, total: int | None = None) -> dict:
-    publication, _, image = open_pair(env, env.stream_id(1), env.stream_id(0), case["exclusive"], case["term_length"])
+    publication, _, image = open_pair(env, case, 1, 0)
     env.sync(1)
     total = _total(case) if total is None else total
     ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
     done = loops.aeron_echo(
         image.log_buffer, image.position_buffer, image.position_offset, loops.on_ping, ctx, case["exclusive"],
-        publication.log_buffer, publication.pub_state, publication.limit_buffer, total, env.timeout_ticks(),
+        publication.log_buffer, publication.pub_state, publication.limit_buffer, total, env.timeout_ticks(), yield_mask(case),
     )
     if done != total:
         raise RuntimeError(f"echoed {done} of {total}, then {status_text(ctx[loops.CTX_STATUS])}")
@@ -79,7 +79,7 @@ def echo_compiled(case: dict, env, total: int | None = None) -> dict:
 
 # --------------------------------------------------------------------------------------------- python
 def ping_python(case: dict, env) -> dict:
-    publication, subscription, _ = open_pair(env, env.stream_id(0), env.stream_id(1), case["exclusive"], case["term_length"])
+    publication, subscription, _ = open_pair(env, case, 0, 1)
     env.sync(1)
     msg = np.zeros(case["size"], np.uint8)
     seq_view = msg[:8].view(np.int64)
@@ -125,7 +125,7 @@ def ping_python(case: dict, env) -> dict:
 
 
 def echo_python(case: dict, env, total: int | None = None) -> dict:
-    publication, subscription, _ = open_pair(env, env.stream_id(1), env.stream_id(0), case["exclusive"], case["term_length"])
+    publication, subscription, _ = open_pair(env, case, 1, 0)
     env.sync(1)
     total = _total(case) if total is None else total
     offer, poll = publication.offer, subscription.poll

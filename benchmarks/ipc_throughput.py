@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 from benchmarks import loops, stats
-from benchmarks.aeron_pairs import await_connected, offer_python, open_publication, open_subscription, status_text
+from benchmarks.aeron_pairs import (await_connected, offer_python, open_publication, open_subscription, status_text,
+                                     yield_mask)
 
 FRAGMENT_LIMIT = 256
 SPIN_CHECK_MASK = 0xFFFF
@@ -40,7 +41,7 @@ def _message(size: int) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------------------------------- compiled
 def produce_compiled(case: dict, env) -> dict:
-    publication = open_publication(env, env.stream_id(0), case["exclusive"], case["term_length"])
+    publication = open_publication(env, case, 0)
     await_connected(env, publication)
     env.sync(1)
     msg, _ = _message(case["size"])
@@ -48,7 +49,7 @@ def produce_compiled(case: dict, env) -> dict:
     counters = np.zeros(loops.PUB_COUNTERS, np.int64)
     sent = loops.stream_publish(
         case["exclusive"], publication.log_buffer, publication.pub_state, publication.limit_buffer, msg, case["size"],
-        0, end, counters, env.timeout_ticks(),
+        0, end, counters, env.timeout_ticks(), yield_mask(case),
     )
     if sent != end:
         raise RuntimeError(f"sent {sent} of {end} before the deadline")
@@ -57,7 +58,7 @@ def produce_compiled(case: dict, env) -> dict:
 
 
 def consume_compiled(case: dict, env) -> dict:
-    subscription = open_subscription(env, env.stream_id(0))
+    subscription = open_subscription(env, case, 0)
     image = await_connected(env, subscription=subscription)
     env.sync(1)
     ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
@@ -65,7 +66,7 @@ def consume_compiled(case: dict, env) -> dict:
     for target in targets(case):
         got = loops.stream_subscribe(
             image.log_buffer, image.position_buffer, image.position_offset, FRAGMENT_LIMIT, loops.on_stream_fragment,
-            ctx, target, env.timeout_ticks(),
+            ctx, target, env.timeout_ticks(), yield_mask(case),
         )
         marks.append((int(got), time.perf_counter_ns()))
         if got < target:
@@ -79,7 +80,7 @@ def consume_compiled(case: dict, env) -> dict:
 
 # --------------------------------------------------------------------------------------------- python
 def produce_python(case: dict, env) -> dict:
-    publication = open_publication(env, env.stream_id(0), case["exclusive"], case["term_length"])
+    publication = open_publication(env, case, 0)
     await_connected(env, publication)
     env.sync(1)
     msg, seq_view = _message(case["size"])
@@ -93,7 +94,7 @@ def produce_python(case: dict, env) -> dict:
 
 
 def consume_python(case: dict, env) -> dict:
-    subscription = open_subscription(env, env.stream_id(0))
+    subscription = open_subscription(env, case, 0)
     await_connected(env, subscription=subscription)
     env.sync(1)
     state = [0, 0]  # messages, wrong sampled sequence numbers

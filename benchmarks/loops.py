@@ -80,6 +80,56 @@ def rdtsc(typingctx):
     return types.int64(), codegen
 
 
+# ------------------------------------------------------------------------------------------ libc calls
+# External symbols resolved in the process (libc is always loaded), so the loops that use them still cache.
+_I8P = ir.IntType(8).as_pointer()
+
+
+@intrinsic
+def sched_yield(typingctx):
+    """libc ``sched_yield()``: give this core to another runnable process (the UDP benchmarks' media driver)."""
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        return builder.call(fn, [])
+
+    return types.int32(), codegen
+
+
+def _socket_call(name: str):
+    """An intrinsic ``name(fd, buffer, offset, length, flags) -> int64`` for libc ``send``/``recv`` on a byte
+    array at ``offset`` (returns the byte count, or -1 with errno set)."""
+
+    @intrinsic
+    def call(typingctx, fd, buffer, offset, length, flags):
+        def codegen(context, builder, signature, args):
+            fd_v, buffer_v, offset_v, length_v, flags_v = args
+            data = context.make_array(signature.args[1])(context, builder, buffer_v).data
+            pointer = builder.gep(builder.bitcast(data, _I8P), [offset_v])
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.IntType(64), [i32, _I8P, ir.IntType(64), i32])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+            return builder.call(fn, [builder.trunc(fd_v, i32), pointer, length_v, builder.trunc(flags_v, i32)])
+
+        return types.int64(types.int64, buffer, types.int64, types.int64, types.int64), codegen
+
+    call.__name__ = f"c_{name}"
+    return call
+
+
+c_send = _socket_call("send")
+c_recv = _socket_call("recv")
+MSG_DONTWAIT = 0x40  # Linux
+
+
+@kernel(inline="always")
+def _idle(spins, yield_mask):
+    """Spin-wait step: with ``yield_mask`` (2**k - 1) give the core away every ``yield_mask + 1`` empty spins
+    (UDP cases: the media driver has to run on the two cores the loops are pinned to); 0 never yields."""
+    if yield_mask != 0 and (spins & yield_mask) == 0:
+        sched_yield()
+
+
 @kernel(i64())
 def read_tsc():
     """``rdtsc`` for Python callers (calibration)."""
@@ -159,7 +209,7 @@ def _offer(exclusive, log, pub_state, limit_buffer, src, src_offset, length):
 
 @kernel(inline="always")
 def _offer_until_done(exclusive, log, pub_state, limit_buffer, src, src_offset, length, timeout_ticks, counters,
-                      back_pressured_slot):
+                      back_pressured_slot, yield_mask):
     """Offer until accepted: retry on ADMIN_ACTION, BACK_PRESSURED and NOT_CONNECTED (the subscriber is
     known to be there), stop on anything else or after ``timeout_ticks``. An offer that found the log
     back-pressured counts in ``counters[back_pressured_slot]``. Returns the offer result."""
@@ -169,11 +219,14 @@ def _offer_until_done(exclusive, log, pub_state, limit_buffer, src, src_offset, 
     if result == BACK_PRESSURED:
         counters[back_pressured_slot] += 1
     t0 = rdtsc()
+    spins = 0
     while True:
         if result != ADMIN_ACTION and result != BACK_PRESSURED and result != NOT_CONNECTED:
             return result
         if rdtsc() - t0 > timeout_ticks:
             return TIMED_OUT
+        spins += 1
+        _idle(spins, yield_mask)
         result = _offer(exclusive, log, pub_state, limit_buffer, src, src_offset, length)
         if result > 0:
             return result
@@ -224,9 +277,9 @@ def on_fixed_rate_echo(ctx, buffer, offset, length):
 
 
 # ------------------------------------------------------------------------------------------ aeron loops
-@kernel(i64(boolean, u8, i64a, u8, u8, u8, i64, u8, i64, i64, i64, i64a, FragmentHandler, i64a, i64))
+@kernel(i64(boolean, u8, i64a, u8, u8, u8, i64, u8, i64, i64, i64, i64a, FragmentHandler, i64a, i64, i64))
 def aeron_rtt_ping(exclusive, log, pub_state, limit_buffer, image_log, position_buffer, position_offset, src, length,
-                   base, n, lat, handler, ctx, timeout_ticks):
+                   base, n, lat, handler, ctx, timeout_ticks, yield_mask):
     """``n`` round trips: offer ``src[:length]`` carrying sequence ``base+i``, poll the echo image until the
     echo arrives; ``lat[i]`` = ticks from before the offer to after the echo was handled.
 
@@ -239,7 +292,7 @@ def aeron_rtt_ping(exclusive, log, pub_state, limit_buffer, image_log, position_
         want = ctx[CTX_RECEIVED] + 1
         t0 = rdtsc()
         result = _offer_until_done(exclusive, log, pub_state, limit_buffer, src, 0, length, timeout_ticks, ctx,
-                                   CTX_BACK_PRESSURED)
+                                   CTX_BACK_PRESSURED, yield_mask)
         if result < 0:
             ctx[CTX_STATUS] = result
             return i
@@ -247,6 +300,7 @@ def aeron_rtt_ping(exclusive, log, pub_state, limit_buffer, image_log, position_
         while ctx[CTX_RECEIVED] < want:
             term_reader.image_poll(image_log, position_buffer, position_offset, 1, handler, ctx)
             spins += 1
+            _idle(spins, yield_mask)
             if (spins & 0xFFF) == 0 and rdtsc() - t0 > timeout_ticks:
                 ctx[CTX_STATUS] = TIMED_OUT
                 return i
@@ -256,9 +310,9 @@ def aeron_rtt_ping(exclusive, log, pub_state, limit_buffer, image_log, position_
     return n
 
 
-@kernel(i64(u8, u8, i64, FragmentHandler, i64a, boolean, u8, i64a, u8, i64, i64))
+@kernel(i64(u8, u8, i64, FragmentHandler, i64a, boolean, u8, i64a, u8, i64, i64, i64))
 def aeron_echo(image_log, position_buffer, position_offset, handler, ctx, exclusive, log, pub_state, limit_buffer, n,
-               timeout_ticks):
+               timeout_ticks, yield_mask):
     """Pong: poll one message at a time (``handler`` copies it to ctx's scratch) and offer it back, ``n``
     times. Returns the messages echoed (``ctx[CTX_STATUS]`` says why when fewer)."""
     scratch = ctx.view(np.uint8)
@@ -268,11 +322,12 @@ def aeron_echo(image_log, position_buffer, position_offset, handler, ctx, exclus
         spins = 0
         while term_reader.image_poll(image_log, position_buffer, position_offset, 1, handler, ctx) == 0:
             spins += 1
+            _idle(spins, yield_mask)
             if (spins & 0xFFF) == 0 and rdtsc() - t0 > timeout_ticks:
                 ctx[CTX_STATUS] = TIMED_OUT
                 return i
         result = _offer_until_done(exclusive, log, pub_state, limit_buffer, scratch, start, ctx[CTX_PENDING_LENGTH],
-                                   timeout_ticks, ctx, CTX_BACK_PRESSURED)
+                                   timeout_ticks, ctx, CTX_BACK_PRESSURED, yield_mask)
         if result < 0:
             ctx[CTX_STATUS] = result
             return i
@@ -299,7 +354,7 @@ def aeron_fixed_rate_ping(exclusive, log, pub_state, limit_buffer, image_log, po
                 atomics.put_int64(src, 0, base + sent)
                 ctx[sched_at + sent] = due
                 result = _offer_until_done(exclusive, log, pub_state, limit_buffer, src, 0, length, timeout_ticks, ctx,
-                                           CTX_BACK_PRESSURED)
+                                           CTX_BACK_PRESSURED, 0)
                 if result < 0:
                     ctx[CTX_STATUS] = result
                     return ctx[CTX_RECEIVED]
@@ -313,8 +368,9 @@ def aeron_fixed_rate_ping(exclusive, log, pub_state, limit_buffer, image_log, po
     return ctx[CTX_RECEIVED]
 
 
-@kernel(i64(boolean, u8, i64a, u8, u8, i64, i64, i64, i64a, i64))
-def stream_publish(exclusive, log, pub_state, limit_buffer, src, length, first_seq, end_seq, counters, timeout_ticks):
+@kernel(i64(boolean, u8, i64a, u8, u8, i64, i64, i64, i64a, i64, i64))
+def stream_publish(exclusive, log, pub_state, limit_buffer, src, length, first_seq, end_seq, counters, timeout_ticks,
+                   yield_mask):
     """Throughput producer: offer ``first_seq .. end_seq-1`` (sequence in the first 8 bytes) as fast as the
     log allows, spinning on back pressure. ``counters[PUB_BACK_PRESSURED]`` / ``[PUB_ADMIN_ACTIONS]`` count
     the offers that had to be retried. Returns the next sequence to send (``end_seq`` when done)."""
@@ -326,15 +382,16 @@ def stream_publish(exclusive, log, pub_state, limit_buffer, src, length, first_s
             if result == ADMIN_ACTION:
                 counters[PUB_ADMIN_ACTIONS] += 1
             result = _offer_until_done(exclusive, log, pub_state, limit_buffer, src, 0, length, timeout_ticks, counters,
-                                       PUB_BACK_PRESSURED)
+                                       PUB_BACK_PRESSURED, yield_mask)
             if result < 0:
                 return seq
         seq += 1
     return seq
 
 
-@kernel(i64(u8, u8, i64, i64, FragmentHandler, i64a, i64, i64))
-def stream_subscribe(image_log, position_buffer, position_offset, fragment_limit, handler, ctx, target, timeout_ticks):
+@kernel(i64(u8, u8, i64, i64, FragmentHandler, i64a, i64, i64, i64))
+def stream_subscribe(image_log, position_buffer, position_offset, fragment_limit, handler, ctx, target, timeout_ticks,
+                     yield_mask):
     """Throughput consumer: poll until ``ctx[CTX_RECEIVED] >= target``; returns the fragments received so far
     (less than ``target`` only after ``timeout_ticks`` without a fragment)."""
     idle_spins = 0
@@ -344,9 +401,95 @@ def stream_subscribe(image_log, position_buffer, position_offset, fragment_limit
             idle_spins = 0
             continue
         idle_spins += 1
+        _idle(idle_spins, yield_mask)
         if idle_spins == 1:
             idle_since = rdtsc()
         elif (idle_spins & 0xFFF) == 0 and rdtsc() - idle_since > timeout_ticks:
             ctx[CTX_STATUS] = TIMED_OUT
             return ctx[CTX_RECEIVED]
+    return ctx[CTX_RECEIVED]
+
+
+# --------------------------------------------------------------------------------------- raw UDP floor
+# Two compiled processes and two connected UDP sockets on loopback, no protocol: libc ``send`` and a spinning
+# non-blocking ``recv``. Sequence numbers travel in the first 8 bytes of every datagram.
+@kernel(i64(i64, u8, u8, i64, i64, i64, i64a, i64))
+def udp_floor_ping(fd, src, dst, length, base, n, lat, timeout_ticks):
+    """``n`` round trips: send ``src[:length]`` carrying ``base+i``, spin on ``recv`` until that sequence comes
+    back; ``lat[i]`` in ticks. Returns the round trips completed (a send error or the deadline ends early)."""
+    for i in range(n):
+        seq = base + i
+        atomics.put_int64(src, 0, seq)
+        t0 = rdtsc()
+        if c_send(fd, src, 0, length, 0) != length:
+            return i
+        spins = 0
+        while True:
+            got = c_recv(fd, dst, 0, dst.shape[0], MSG_DONTWAIT)
+            if got >= 8 and atomics.get_int64(dst, 0) == seq:
+                break
+            spins += 1
+            if (spins & 0xFFF) == 0 and rdtsc() - t0 > timeout_ticks:
+                return i
+        lat[i] = rdtsc() - t0
+    return n
+
+
+@kernel(i64(i64, u8, i64, i64))
+def udp_floor_pong(fd, buffer, n, timeout_ticks):
+    """The other end of ``udp_floor_ping``: receive each datagram and send it straight back, ``n`` times."""
+    for i in range(n):
+        t0 = rdtsc()
+        spins = 0
+        got = c_recv(fd, buffer, 0, buffer.shape[0], MSG_DONTWAIT)
+        while got <= 0:
+            spins += 1
+            if (spins & 0xFFF) == 0 and rdtsc() - t0 > timeout_ticks:
+                return i
+            got = c_recv(fd, buffer, 0, buffer.shape[0], MSG_DONTWAIT)
+        if c_send(fd, buffer, 0, got, 0) != got:
+            return i
+    return n
+
+
+@kernel(i64(i64, u8, i64, u8, i64))
+def udp_floor_send(fd, src, length, stop_line, timeout_ticks):
+    """Throughput sender: send ``length``-byte datagrams numbered from 0 as fast as ``send`` takes them until
+    the receiver sets byte 0 of ``stop_line`` (a shared page) to 1. Returns the datagrams sent."""
+    seq = 0
+    t0 = rdtsc()
+    while True:
+        if (seq & 0x3F) == 0:
+            if atomics.get_int64_acquire(stop_line, 0) != 0:
+                return seq
+            if rdtsc() - t0 > timeout_ticks:
+                return -seq - 1
+        atomics.put_int64(src, 0, seq)
+        if c_send(fd, src, 0, length, 0) == length:
+            seq += 1
+
+
+@kernel(i64(i64, u8, i64a, i64, i64))
+def udp_floor_receive(fd, buffer, ctx, target, timeout_ticks):
+    """Throughput receiver: receive until ``ctx[CTX_RECEIVED] >= target`` datagrams; ``ctx[CTX_BYTES]`` counts
+    payload bytes and ``ctx[CTX_ERRORS]`` the datagrams the kernel dropped (gaps in the sequence; a loopback
+    socket drops when its receive buffer is full). Returns the datagrams received."""
+    idle_since = rdtsc()
+    spins = 0
+    while ctx[CTX_RECEIVED] < target:
+        got = c_recv(fd, buffer, 0, buffer.shape[0], MSG_DONTWAIT)
+        if got <= 0:
+            spins += 1
+            if (spins & 0xFFF) == 0 and rdtsc() - idle_since > timeout_ticks:
+                ctx[CTX_STATUS] = TIMED_OUT
+                return ctx[CTX_RECEIVED]
+            continue
+        spins = 0
+        idle_since = rdtsc()
+        seq = atomics.get_int64(buffer, 0)
+        if seq > ctx[CTX_NEXT_SEQ]:
+            ctx[CTX_ERRORS] += seq - ctx[CTX_NEXT_SEQ]
+        ctx[CTX_NEXT_SEQ] = seq + 1
+        ctx[CTX_RECEIVED] += 1
+        ctx[CTX_BYTES] += got
     return ctx[CTX_RECEIVED]

@@ -1,7 +1,8 @@
 """What a run measures: the cases, in order, with their counts for each profile.
 
-Profiles: ``full`` (for people, about 2 minutes of measuring), ``quick`` (CI's gate, ~20 s of measuring)
-and ``tiny`` (the smoke test: every case with counts just big enough to check the results are well-formed).
+Profiles: ``full`` (for people, about 2 minutes of measuring), ``quick`` (CI's gate, ~20 s of measuring, IPC
+only) and ``tiny`` (the smoke test: every case with counts just big enough to check the results are
+well-formed). UDP cases run last, against a driver of their own (``case["driver"] == "udp"``).
 Counts are per implementation speed, so every case measures for a comparable time.
 
 Case names are the pyperf benchmark names: ``<family>.<impl>[.<publication>].<size or rate>``.
@@ -36,6 +37,8 @@ PROFILES: dict[str, dict] = {
         "fixed_seconds": 2.0,
         "memcpy": (20, 10),
         "case_timeout_s": 120.0,
+        "udp": {"rtt": (50_000, 3, 5_000), "tp_window": {32: 200_000, 288: 50_000, 1344: 20_000},
+                "floor_window": 100_000},
     },
     "quick": {
         "rtt": {"compiled": (100_000, 3, 20_000), "python": (20_000, 2, 5_000), "peer": (3_000, 2, 500)},
@@ -60,6 +63,7 @@ PROFILES: dict[str, dict] = {
         "fixed_seconds": 0.01,
         "memcpy": (2, 2),
         "case_timeout_s": 30.0,
+        "udp": {"rtt": (200, 2, 20), "tp_window": {32: 2_000, 288: 1_000, 1344: 500}, "floor_window": 500},
     },
 }
 
@@ -129,17 +133,51 @@ def _throughput_cases(p: dict) -> list[dict]:
     return cases
 
 
+def _udp_cases(p: dict) -> list[dict]:
+    """UDP loopback through a driver of its own (``"driver": "udp"``), beside raw UDP sockets. Profiles without
+    a ``udp`` entry (the CI gate's ``quick``) leave them out. The runner adds each case's ``udp_ports``."""
+    udp = p.get("udp")
+    if udp is None:
+        return []
+    from benchmarks.udp import FLOOR_DATAGRAM, YIELD_MASK
+
+    n, runs, warmup = udp["rtt"]
+    common = {"driver": "udp", "needs_pipe": False, "exclusive": True, "yield_mask": YIELD_MASK}
+    cases = [
+        {"name": f"rtt.{impl}.{RTT_SIZE}B", "family": "rtt", "impl": f"rtt-{impl}", "label": impl, "size": RTT_SIZE,
+         "n": n, "runs": runs, "warmup": warmup, "windows": p["rtt_windows"], "term_length": LATENCY_TERM_LENGTH,
+         **common}
+        for impl in ("aeron-compiled-udp", "floor-udp")
+    ]
+    term_length = p["tp_term_length"]
+    for size in MESSAGE_SIZES:
+        window = udp["tp_window"][size]
+        cases.append({
+            "name": f"tp.aeron-compiled-udp.exclusive.{size}B", "family": "tp", "impl": "tp-aeron-compiled-udp",
+            "label": "aeron-compiled-udp exclusive", "size": size, "window": window, "windows": p["tp_windows"],
+            "runs": p["tp_runs"], "warmup": window, "term_length": term_length, **common,
+        })
+    window = udp["floor_window"]
+    cases.append({
+        "name": f"tp.floor-udp.{FLOOR_DATAGRAM}B", "family": "tp", "impl": "tp-floor-udp", "label": "raw UDP (floor)",
+        "size": FLOOR_DATAGRAM, "window": window, "windows": p["tp_windows"], "runs": p["tp_runs"], "warmup": window,
+        "term_length": term_length, **common,
+    })
+    return cases
+
+
 def build_plan(profile: str, only: list[str] | None = None) -> list[dict]:
     """The cases of ``profile`` in run order, optionally only those whose name matches one of the ``only``
     patterns (shell-style, or a plain substring)."""
     if profile not in PROFILES:
         raise ValueError(f"profile={profile!r} must be one of {sorted(PROFILES)}")
     p = PROFILES[profile]
-    cases = _rtt_cases(p) + _fixed_rate_cases(p) + _throughput_cases(p)
+    cases = _rtt_cases(p) + _fixed_rate_cases(p) + _throughput_cases(p) + _udp_cases(p)
     if only:
         cases = [c for c in cases if any(fnmatch.fnmatch(c["name"], pat) or pat in c["name"] for pat in only)]
         if not cases:
             raise ValueError(f"no case matches {only}")
     for case in cases:
         case["profile"] = profile
+        case.setdefault("driver", "ipc")
     return copy.deepcopy(cases)

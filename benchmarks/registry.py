@@ -6,10 +6,10 @@ from typing import Callable
 
 
 def roles() -> dict[str, dict[str, Callable]]:
-    from benchmarks import fixed_rate, floors, ipc_rtt, ipc_throughput, peers
+    from benchmarks import fixed_rate, floors, ipc_rtt, ipc_throughput, peers, udp
 
     table: dict[str, dict[str, Callable]] = {}
-    for module in (ipc_rtt, floors, peers, ipc_throughput, fixed_rate):
+    for module in (ipc_rtt, floors, peers, ipc_throughput, fixed_rate, udp):
         overlap = table.keys() & module.ROLES.keys()
         if overlap:
             raise RuntimeError(f"{module.__name__} redefines {sorted(overlap)}")

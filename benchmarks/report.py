@@ -73,6 +73,14 @@ def _ratios() -> tuple[Ratio, ...]:
         ratios.append(Ratio(
             f"tp msgs/s aeron-python exclusive 32B / {peer}", ("tp.aeron-python.exclusive.32B", "msgs_per_s"),
             (f"tp.{peer}.32B", "msgs_per_s"), "higher"))
+    ratios.append(Ratio("rtt p50 aeron-compiled-udp / floor-udp", (_rtt("aeron-compiled-udp"), "p50"),
+                        (_rtt("floor-udp"), "p50"), "lower",
+                        note="compiled round trip through the driver over UDP vs raw loopback sockets"))
+    for size in (32, 1344):
+        ratios.append(Ratio(
+            f"tp MB/s aeron-compiled-udp exclusive {size}B / floor-udp",
+            (f"tp.aeron-compiled-udp.exclusive.{size}B", "mb_per_s"), ("tp.floor-udp.", "mb_per_s"), "higher",
+            note="payload bandwidth through the driver over UDP vs raw MTU-sized datagrams"))
     return tuple(ratios)
 
 
@@ -101,7 +109,7 @@ def _case_summary(result: dict) -> dict:
         out["error"] = result.get("error", "unknown error")
         return out
     for key in ("kind", "count", "received", "expected", "errors", "timing", "sustained", "behind_ns", "figures_ns",
-                "figures", "preempted", "driver_cpu_s", "back_pressured"):
+                "figures", "preempted", "driver_cpu_s", "back_pressured", "dropped"):
         if key in result:
             out[key] = result[key]
     partner = {k: v for k, v in (result.get("partner") or {}).items()
@@ -333,7 +341,7 @@ def format_table(summary: dict) -> str:
                      _x(compiled_p50 / f["p50"] if compiled_p50 else None),
                      _x(python_p50 / f["p50"] if python_p50 else None), _preempted(c)])
     if rows:
-        out += ["", f"IPC round trip, {RTT_SIZE}-byte messages, both ends pinned (HdrHistogram):",
+        out += ["", f"Round trip, {RTT_SIZE}-byte messages, both ends pinned (HdrHistogram; *-udp: UDP loopback):",
                 _table(["impl", "p50", "p90", "p99", "p99.9", "max", "mean", "count", "compiled p50 / this",
                         "python p50 / this", "preempted A/B"], rows)]
     rows = []
@@ -365,8 +373,14 @@ def format_table(summary: dict) -> str:
     if memcpy is not None and memcpy.get("ok"):
         rows.append([f"{memcpy['size'] // 1024 // 1024}MiB", "memcpy (floor)", "-", f"{memcpy_mb:.0f} MB/s", "1.00x", "-",
                      _preempted(memcpy), "-", "-"])
+    udp_floor = _lookup(cases, "tp.floor-udp.")
+    if udp_floor is not None and udp_floor.get("ok"):
+        f = udp_floor["figures"]
+        rows.append([f"{udp_floor['size']}B", f"{udp_floor['label']}, {udp_floor.get('dropped', 0)} dropped",
+                     _rate(f["msgs_per_s"]) + " msgs/s", f"{f['mb_per_s']:.0f} MB/s",
+                     _x(f["mb_per_s"] / memcpy_mb if memcpy_mb else None), "-", _preempted(udp_floor), "-", "-"])
     if rows:
-        out += ["", "IPC throughput, one producer and one consumer process (median of windows):",
+        out += ["", "Throughput, one producer and one consumer process (median of windows; *-udp: UDP loopback):",
                 _table(["size", "impl", "rate", "payload", "this / memcpy", "python excl / this", "preempted A/B",
                         "driver CPU", "offers back-pressured"], rows)]
     rows = []

@@ -1,6 +1,7 @@
 """Running a plan: driver, two pinned workers, a watchdog, and always killing and cleaning up everything.
 
-``run_suite`` starts this project's media driver (``python -m aeron_numba.driver``, conductor idle strategy
+``run_suite`` runs the plan's cases in groups, one per driver kind (IPC, then UDP; see ``UDP_DRIVER_ENV``). For
+the IPC group it starts this project's media driver (``python -m aeron_numba.driver``, conductor idle strategy
 ``sleep-ms``, unpinned: it is not on the IPC data path, it only moves ``pub-lmt`` and cleans terms; with
 ``backoff`` its Python duty cycles took about half a core during a round-trip run, preempting the pinned
 loops thousands of times a second, against under a tenth with ``sleep-ms``) on a
@@ -23,6 +24,7 @@ import multiprocessing as mp
 import os
 import platform
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -44,6 +46,10 @@ DRIVER_ENV = {
     "AERON_CLIENT_LIVENESS_TIMEOUT": "10s",
     "AERON_PUBLICATION_UNBLOCK_TIMEOUT": "15s",
 }
+#: The UDP cases' driver: its sender and receiver share the conductor's thread (SHARED), which has to turn
+#: round as soon as a datagram or a message is there, so it yields instead of sleeping between duty cycles.
+UDP_DRIVER_ENV = {**DRIVER_ENV, "AERON_CONDUCTOR_IDLE_STRATEGY": "yield"}
+DRIVER_ENVS = {"ipc": DRIVER_ENV, "udp": UDP_DRIVER_ENV}
 DRIVER_START_TIMEOUT_S = 180.0  # a cold Numba cache compiles the driver's kernels first
 WATCHDOG_GRACE_S = 30.0
 IDLE_STRATEGIES = (
@@ -51,7 +57,9 @@ IDLE_STRATEGIES = (
     "zmq and multiprocessing.Pipe receivers: blocking recv (their own waits); "
     "media driver conductor: sleep-ms (Agrona SleepingMillisIdleStrategy: 1 ms sleep after a cycle without work), "
     "unpinned; "
-    "Aeron client conductor threads: sleep 16 ms between duty cycles, on their worker's core"
+    "Aeron client conductor threads: sleep 16 ms between duty cycles, on their worker's core; "
+    "UDP cases: a driver of their own with conductor, sender and receiver on one thread (SHARED), idle strategy "
+    "yield, unpinned, and compiled loops that sched_yield every 256 empty spins (the driver needs their cores)"
 )
 
 
@@ -204,41 +212,30 @@ def run_suite(profile: str = "quick", out_dir: str | os.PathLike | None = None, 
     out_dir.mkdir(parents=True, exist_ok=True)
     tsc_hz = loops.calibrate_tsc()  # also compiles (or loads) every compiled loop before the workers start
     cpus = choose_cpus()
-    # The caller's environment may override the driver settings (same AERON_* names the driver reads).
-    driver_env = {**DRIVER_ENV, **{k: os.environ[k] for k in DRIVER_ENV if os.environ.get(k)}}
     meta = environment(tsc_hz, cpus, profile)
-    meta["driver_env"] = driver_env
     case_timeout_s = _case_timeout(profile)
     echo(f"aeron-numba benchmarks, profile {profile}: {len(plan)} cases; {meta['pinning']}; output in {out_dir}")
 
     for stale in remove_stale_run_dirs():
         echo(f"removed {stale} (left by a killed run)")
     run_root = new_aeron_dir(RUN_DIR_PREFIX)
-    aeron_dir = run_root / "aeron"
-    control_path = run_root / "control"
-    out_paths = [run_root / "worker-A.json", run_root / "worker-B.json"]
     processes = ProcessManager(run_root / "logs")
+    raw: dict[str, dict] = {role: {"results": []} for role in "AB"}
     cut_short = None
     started = time.monotonic()
     try:
-        driver = processes.spawn_python("driver", DRIVER_CODE, env={**driver_env, "AERON_DIR": str(aeron_dir)})
-        await_cnc_ready(aeron_dir, DRIVER_START_TIMEOUT_S, pid=driver.pid, processes=[driver]).close()
-        Control.create(control_path, len(plan))
-        pipe_ends: dict[str, dict] = {"A": {}, "B": {}}
-        for case in plan:
-            if case["needs_pipe"]:
-                pipe_ends["A"][case["name"]], pipe_ends["B"][case["name"]] = mp.get_context("spawn").Pipe()
-        args = [
-            (role, plan, str(control_path), str(path), cpu, tsc_hz, str(aeron_dir), str(run_root), pipe_ends[role],
-             case_timeout_s, driver.pid)
-            for role, path, cpu in zip("AB", out_paths, cpus)
-        ]
-        with spawned(worker_main, args) as procs:
-            cut_short = _watch(procs, out_paths, driver, case_timeout_s, echo)
-        for ends in pipe_ends.values():
-            for connection in ends.values():
-                connection.close()
-        raw = {role: _read_results(path) for role, path in zip("AB", out_paths)}
+        for kind, cases in _by_driver(plan).items():
+            env = {**DRIVER_ENVS[kind], **{k: os.environ[k] for k in DRIVER_ENVS[kind] if os.environ.get(k)}}
+            meta["driver_env" if kind == "ipc" else f"driver_env_{kind}"] = env
+            if kind == "udp":
+                for case in cases:
+                    case["udp_ports"] = reserve_udp_ports(2)
+            group_raw, group_cut_short = _run_group(kind, cases, env, run_root, processes, cpus, tsc_hz,
+                                                    case_timeout_s, echo)
+            for role in "AB":
+                raw[role]["results"] += group_raw[role].get("results", [])
+                raw[role].setdefault("pinning", group_raw[role].get("pinning", "?"))
+            cut_short = cut_short or group_cut_short
     finally:
         try:
             processes.close()
@@ -258,6 +255,54 @@ def run_suite(profile: str = "quick", out_dir: str | os.PathLike | None = None, 
     echo(report.format_table(summary))
     echo(f"pyperf JSON: {out_dir / report.PYPERF_FILE}; summary: {out_dir / report.SUMMARY_FILE}; plots: {out_dir}/*.png")
     return summary
+
+
+def _by_driver(plan: list[dict]) -> dict[str, list[dict]]:
+    """The plan's cases grouped by the driver they run against, in plan order (IPC first, then UDP)."""
+    groups: dict[str, list[dict]] = {}
+    for case in plan:
+        groups.setdefault(case["driver"], []).append(case)
+    return groups
+
+
+def reserve_udp_ports(count: int) -> list[int]:
+    """``count`` distinct loopback UDP ports that were free a moment ago (bound to port 0, then released)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _run_group(kind: str, cases: list[dict], driver_env: dict, run_root: Path, processes: ProcessManager, cpus,
+               tsc_hz: float, case_timeout_s: float, echo) -> tuple[dict, str | None]:
+    """Run ``cases`` against a driver of their own (``kind``): start it, run both workers over the cases,
+    stop it. Returns the workers' raw results and why the group was cut short (None if it was not)."""
+    aeron_dir = run_root / f"aeron-{kind}"
+    control_path = run_root / f"control-{kind}"
+    out_paths = [run_root / f"worker-A-{kind}.json", run_root / f"worker-B-{kind}.json"]
+    driver = processes.spawn_python(f"driver-{kind}", DRIVER_CODE, env={**driver_env, "AERON_DIR": str(aeron_dir)})
+    await_cnc_ready(aeron_dir, DRIVER_START_TIMEOUT_S, pid=driver.pid, processes=[driver]).close()
+    Control.create(control_path, len(cases))
+    pipe_ends: dict[str, dict] = {"A": {}, "B": {}}
+    for case in cases:
+        if case["needs_pipe"]:
+            pipe_ends["A"][case["name"]], pipe_ends["B"][case["name"]] = mp.get_context("spawn").Pipe()
+    args = [
+        (role, cases, str(control_path), str(path), cpu, tsc_hz, str(aeron_dir), str(run_root), pipe_ends[role],
+         case_timeout_s, driver.pid)
+        for role, path, cpu in zip("AB", out_paths, cpus)
+    ]
+    with spawned(worker_main, args) as procs:
+        cut_short = _watch(procs, out_paths, driver, case_timeout_s, echo)
+    for ends in pipe_ends.values():
+        for connection in ends.values():
+            connection.close()
+    driver.terminate(10)  # its idle strategy must not spin beside the next group's cases
+    return {role: _read_results(path) for role, path in zip("AB", out_paths)}, cut_short
 
 
 def _case_timeout(profile: str) -> float:

@@ -1,0 +1,124 @@
+"""UDP loopback through the media driver, beside raw UDP sockets (the floor).
+
+The Aeron cases are the IPC ones over ``aeron:udp?endpoint=127.0.0.1:<port>`` channels (``aeron_pairs.channels``
+picks them from the ports the runner reserved): the same compiled loops, so one message travels publication
+log -> driver sender -> loopback socket -> driver receiver -> image log. They run against a driver of their
+own (``runner.UDP_DRIVER_ENV``: the sender and receiver share the conductor's thread, Aeron's SHARED mode, with
+a yielding idle strategy) and their loops yield the core every ``YIELD_MASK + 1`` empty spins, because on two
+cores the driver has to run where the pinned loops spin.
+
+* ``rtt-aeron-compiled-udp`` / ``tp-aeron-compiled-udp``: ``ipc_rtt`` / ``ipc_throughput``'s compiled roles.
+* ``rtt-floor-udp``: two compiled processes ping-pong a datagram over two connected loopback sockets with
+  libc ``send`` and a spinning non-blocking ``recv`` (``loops.udp_floor_ping`` / ``udp_floor_pong``).
+* ``tp-floor-udp``: A sends MTU-payload datagrams as fast as ``send`` takes them, B receives and marks every
+  window; what the kernel drops (receive buffer full) is reported, not retried.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+
+from aeron_numba.kernels.atomics_py import put_int64_release
+from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH
+from benchmarks import ipc_rtt, ipc_throughput, loops, stats
+from benchmarks.aeron_pairs import UDP_HOST
+
+#: The loops yield every 256 empty spins (about 1 us of spinning).
+YIELD_MASK = 0xFF
+#: A raw datagram the size of the payload one Aeron datagram of the default MTU carries.
+FLOOR_DATAGRAM = DEFAULT_MTU_LENGTH - HEADER_LENGTH
+#: Floor receiver's socket buffer (the kernel caps it at net.core.rmem_max).
+FLOOR_RCVBUF = 4 * 1024 * 1024
+
+
+def _connected_socket(env, case: dict) -> socket.socket:
+    """A's socket is bound to port 0 of the case and connected to port 1, B's the other way round."""
+    ports = case["udp_ports"]
+    mine, theirs = (ports[0], ports[1]) if env.role == "A" else (ports[1], ports[0])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    env.on_case_end(sock.close)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, FLOOR_RCVBUF)
+    sock.bind((UDP_HOST, mine))
+    sock.connect((UDP_HOST, theirs))
+    return sock
+
+
+def _total(case: dict) -> int:
+    return case["warmup"] + case["runs"] * case["n"]
+
+
+def floor_ping(case: dict, env) -> dict:
+    sock = _connected_socket(env, case)
+    env.sync(1)  # both sockets bound: no datagram meets a closed port
+    src = np.zeros(max(case["size"], 8), np.uint8)
+    dst = np.zeros(2048, np.uint8)
+
+    def batch(base: int, count: int) -> np.ndarray:
+        lat = np.zeros(count, np.int64)
+        done = loops.udp_floor_ping(sock.fileno(), src, dst, case["size"], base, count, lat, env.timeout_ticks())
+        if done != count:
+            raise RuntimeError(f"{done} of {count} raw UDP round trips before the deadline or a send error")
+        return stats.ticks_to_ns(lat, env.tsc_hz)
+
+    warm = batch(0, case["warmup"])
+    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
+    return stats.latency_result(runs, warm, case["windows"], received=_total(case), expected=_total(case), errors=0,
+                                timing="rdtsc")
+
+
+def floor_pong(case: dict, env) -> dict:
+    sock = _connected_socket(env, case)
+    env.sync(1)
+    total = _total(case)
+    done = loops.udp_floor_pong(sock.fileno(), np.zeros(2048, np.uint8), total, env.timeout_ticks())
+    if done != total:
+        raise RuntimeError(f"echoed {done} of {total} datagrams before the deadline or a send error")
+    return {"echoed": int(done)}
+
+
+def _stop_line(env) -> np.ndarray:
+    line = env.page()[:64]
+    line[:] = 0  # both sides clear it before the first barrier
+    return line
+
+
+def floor_send(case: dict, env) -> dict:
+    sock = _connected_socket(env, case)
+    stop = _stop_line(env)
+    env.sync(1)
+    sent = loops.udp_floor_send(sock.fileno(), np.zeros(case["size"], np.uint8), case["size"], stop,
+                                env.timeout_ticks())
+    if sent < 0:
+        raise RuntimeError(f"sent {-sent - 1} datagrams, the receiver never said stop")
+    return {"sent": int(sent)}
+
+
+def floor_receive(case: dict, env) -> dict:
+    sock = _connected_socket(env, case)
+    stop = _stop_line(env)
+    env.sync(1)
+    ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
+    buffer = np.zeros(2048, np.uint8)
+    marks = []
+    try:
+        for target in ipc_throughput.targets(case):
+            got = loops.udp_floor_receive(sock.fileno(), buffer, ctx, target, env.timeout_ticks())
+            marks.append((int(got), time.perf_counter_ns()))
+            if got < target:
+                raise RuntimeError(f"received {got} of {target} datagrams before the deadline")
+    finally:
+        put_int64_release(stop, 0, 1)
+    received = int(ctx[loops.CTX_RECEIVED])
+    return stats.throughput_result(marks, case["size"], case["runs"], received=received, expected=received,
+                                   errors=0, dropped=int(ctx[loops.CTX_ERRORS]))
+
+
+ROLES = {
+    "rtt-aeron-compiled-udp": {"A": ipc_rtt.ping_compiled, "B": ipc_rtt.echo_compiled},
+    "tp-aeron-compiled-udp": {"A": ipc_throughput.produce_compiled, "B": ipc_throughput.consume_compiled},
+    "rtt-floor-udp": {"A": floor_ping, "B": floor_pong},
+    "tp-floor-udp": {"A": floor_send, "B": floor_receive},
+}
