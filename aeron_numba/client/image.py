@@ -4,11 +4,11 @@ The driver sends ON_AVAILABLE_IMAGE with the log file and the id of this subscri
 (``sub-pos``). Polling reads fragments from that position and release-stores the new position, which the
 driver reads for flow control (``pub-lmt``) and cleaning.
 
-Python callers: ``poll`` makes two kernel calls per poll: ``poll_descriptors`` (``term_reader.image_poll_batch``
-from the subscriber position) describes up to ``fragment_limit`` fragments in an int64 array, and
-``copy_batch`` copies those fragments (one contiguous run of the term) into the image's private buffer and
-then checks that our ``sub-pos`` counter is still allocated to this subscription. The handlers are called
-on the private copy, and the position is stored once at the end.
+Python callers: a ``poll`` that finds nothing is one kernel call; one that delivers is two. ``poll_and_copy``
+describes up to ``fragment_limit`` fragments from the subscriber position (``term_reader.image_poll_batch``),
+copies them (one contiguous run of the term) into the image's private buffer and then checks that our
+``sub-pos`` counter is still allocated to this subscription. The handlers are called on the private copy,
+and ``store_position_if_owned`` stores the position once at the end.
 
 Why the copy: a Python process can be stopped anywhere (a GC pause, SIGSTOP, a slow handler). If it is stopped
 past the client liveness timeout, the driver frees its counters and may then clean or reuse the log behind
@@ -44,6 +44,8 @@ from aeron_numba.layout.log_buffers import LogBuffers
 
 #: Most fragments one poll delivers (the descriptor array of an image grows up to this size).
 MAX_FRAGMENTS_PER_POLL = 4096
+#: The private copy's first size; a poll whose batch is larger grows it.
+INITIAL_COPY_LENGTH = 64 * 1024
 
 _HEADER_LENGTH = frame.HEADER_LENGTH
 _FRAME_ALIGNMENT = frame.FRAME_ALIGNMENT
@@ -54,31 +56,52 @@ _COUNTER_LENGTH = counters_layout.COUNTER_LENGTH
 _REGISTRATION_ID_OFFSET = counters_layout.COUNTER_REGISTRATION_ID_OFFSET
 
 
-@kernel
-def poll_descriptors(log, position_buffer, position_offset, out):
-    """Describe up to ``len(out)`` fragments from this subscriber's position, in one call from Python.
-
-    Returns ``(fragments, position, new_position)``; the caller stores the new position (also when only
-    padding was skipped) once its handlers ran.
-    """
-    position = atomics.get_int64_acquire(position_buffer, position_offset)
-    fragments, new_position = image_poll_batch(log, position, out)
-    return fragments, position, new_position
+#: ``poll_and_copy`` results that deliver nothing.
+NOT_OWNED = -1  # our sub-pos counter was freed: the driver dropped this subscriber, the copy may be stale
+COPY_TOO_SMALL = -2  # the batch does not fit the private buffer: grow it to ``result[RESULT_WANTED]`` bytes, poll again
+#: ``poll_and_copy``'s ``result`` slots.
+RESULT_END = 0  # position after the batch
+RESULT_START = 1  # position before it
+RESULT_WANTED = 2  # private buffer length the batch needs (COPY_TOO_SMALL)
 
 
 @kernel
-def copy_batch(log, start, length, scratch, metadata, values, counter_id, registration_id):
-    """Copy ``log[start:start+length]`` into ``scratch``, then report whether counter ``counter_id`` is still
-    allocated to ``registration_id`` (1) or was freed meanwhile (0: the copy may hold reclaimed data).
+def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata, counter_id, registration_id, result):
+    """One Python poll's compiled work, in one call: describe up to ``len(out)`` fragments from our ``sub-pos``,
+    copy them (one contiguous run of the term) into ``scratch``, then check that counter ``counter_id`` is still
+    allocated to ``registration_id``.
+
+    Returns the fragment count, 0 when there is none (a padding frame skipped is stored here at once),
+    ``NOT_OWNED`` or ``COPY_TOO_SMALL``. For a count > 0, ``result`` holds the positions before and after the
+    batch and the rows of ``out`` become (payload offset in ``scratch``, payload length, position after the
+    fragment).
 
     The acquire fence keeps the state loads after the copy's loads; the driver frees the counter (a release
     store) before it cleans or lets a publisher reuse anything this subscriber had not consumed.
     """
+    position = atomics.get_int64_acquire(position_buffer, position_offset)
+    count, new_position = image_poll_batch(log, position, out)
+    if count == 0:
+        if new_position > position:
+            store_position_if_owned(metadata, position_buffer, counter_id, registration_id, new_position)
+        return 0
+    start = out[0, 0]
+    length = out[count - 1, 0] + align(out[count - 1, 1], _FRAME_ALIGNMENT) - start
+    if length > scratch.shape[0]:
+        result[RESULT_WANTED] = length
+        return COPY_TOO_SMALL
     copy_bytes(scratch, 0, log, start, length)
     atomics.acquire_fence()
     state = atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET)
-    owner = atomics.get_int64_acquire(values, counter_id * _COUNTER_LENGTH + _REGISTRATION_ID_OFFSET)
-    return 1 if state == _ALLOCATED and owner == registration_id else 0
+    owner = atomics.get_int64_acquire(position_buffer, counter_id * _COUNTER_LENGTH + _REGISTRATION_ID_OFFSET)
+    if state != _ALLOCATED or owner != registration_id:
+        return NOT_OWNED
+    for i in range(count):
+        out[i, 0] += _HEADER_LENGTH - start
+        out[i, 1] -= _HEADER_LENGTH
+    result[RESULT_START] = position
+    result[RESULT_END] = new_position
+    return count
 
 
 @kernel
@@ -139,7 +162,8 @@ class Image:
         self.position_offset = subscriber_position_id * counters_layout.COUNTER_LENGTH + counters_layout.COUNTER_VALUE_OFFSET
         self.join_position = int(get_int64_acquire(position_buffer, self.position_offset))
         self._metadata = counters_metadata_buffer
-        self._scratch = np.zeros(0, dtype=np.uint8)  # the private copy handlers read (grown on demand)
+        self._scratch = np.zeros(INITIAL_COPY_LENGTH, dtype=np.uint8)  # the private copy handlers read (grows)
+        self._result = np.zeros(3, dtype=np.int64)  # poll_and_copy's RESULT_* slots
         self._header = Header(self.initial_term_id, self.position_bits_to_shift, self.log_buffer)
         self._descriptors = np.zeros((0, FRAGMENT_COLUMNS), dtype=np.int64)
         self._out = self._descriptors
@@ -158,21 +182,18 @@ class Image:
         self._out_limit = fragment_limit
         return self._out
 
-    def _copy(self, log: np.ndarray, position_buffer: np.ndarray, out: np.ndarray,
-              count: int) -> tuple[np.ndarray, int] | None:
-        """Copy the batch's frames (contiguous in one term) into the private buffer; returns it and the log
-        offset it starts at, or None if our ``sub-pos`` was freed (the driver dropped this subscriber)."""
-        start = int(out[0, 0])
-        end = int(out[count - 1, 0]) + align(int(out[count - 1, 1]), _FRAME_ALIGNMENT)
-        length = end - start
-        if not 0 <= start <= end <= log.size:
-            raise AssertionError(f"fragment batch [{start}, {end}) outside the log of {log.size} bytes")
-        if self._scratch.size < length:
-            self._scratch = np.zeros(max(length, 2 * self._scratch.size), dtype=np.uint8)
-        if not copy_batch(log, start, length, self._scratch, self._metadata, position_buffer,
-                          self.subscriber_position_id, self.subscription_registration_id):
-            return None
-        return self._scratch, start
+    def _poll_batch(self, log: np.ndarray, position_buffer: np.ndarray, fragment_limit: int) -> int:
+        """``poll_and_copy`` into this image's descriptor rows and private buffer (grown when a batch needs it).
+        (``poll`` inlines the first call: an empty poll is the loop every idle subscriber spins in.)"""
+        out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
+        count = poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
+                              self.subscriber_position_id, self.subscription_registration_id, self._result)
+        return self._poll_larger(log, position_buffer, out) if count == COPY_TOO_SMALL else count
+
+    def _poll_larger(self, log: np.ndarray, position_buffer: np.ndarray, out: np.ndarray) -> int:
+        self._scratch = np.zeros(max(int(self._result[RESULT_WANTED]), 2 * self._scratch.size), dtype=np.uint8)
+        return poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
+                             self.subscriber_position_id, self.subscription_registration_id, self._result)
 
     def _store_position(self, position_buffer: np.ndarray, position: int) -> None:
         # The caller passes the buffer it polled with: the conductor thread may close this image (and set
@@ -192,31 +213,28 @@ class Image:
         if log is None or position_buffer is None:
             return 0
         out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        count, position, new_position = poll_descriptors(log, position_buffer, self.position_offset, out)
-        if count == 0:
-            if new_position > position:
-                self._store_position(position_buffer, new_position)  # padding skipped
-            return 0
-        copied = self._copy(log, position_buffer, out, count)
-        if copied is None:
-            return 0  # dropped by the driver: nothing of this batch can be trusted
-        buffer, base = copied
+        count = poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
+                              self.subscriber_position_id, self.subscription_registration_id, self._result)
+        if count <= 0:
+            if count != COPY_TOO_SMALL:
+                return 0  # nothing, or dropped by the driver: nothing of this batch can be trusted
+            count = self._poll_larger(log, position_buffer, out)
+            if count <= 0:
+                return 0
+        start, end = int(self._result[RESULT_START]), int(self._result[RESULT_END])
         header = self._header
-        header.buffer = buffer
-        fragment_position = position
-        delivered = 0
+        header.buffer = buffer = self._scratch
+        fragment_position = start
         try:
-            for frame_offset, frame_length, fragment_position in out[:count].tolist():
-                offset = frame_offset - base
-                header.offset = offset
+            for offset, length, fragment_position in out[:count].tolist():
+                header.offset = offset - _HEADER_LENGTH
                 header.position = fragment_position
-                handler(buffer, offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
-                delivered += 1
+                handler(buffer, offset, length, header)
         except BaseException:
             self._store_position(position_buffer, fragment_position)
             raise
-        self._store_position(position_buffer, new_position)
-        return delivered
+        self._store_position(position_buffer, end)
+        return count
 
     def controlled_poll(self, handler: Callable, fragment_limit: int) -> int:
         """Like ``poll`` but ``handler`` returns an action: ABORT, BREAK, COMMIT or CONTINUE (Aeron semantics).
@@ -229,30 +247,22 @@ class Image:
         position_buffer = self.position_buffer
         if log is None or position_buffer is None:
             return 0
-        out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        count, position, new_position = poll_descriptors(log, position_buffer, self.position_offset, out)
-        if count == 0:
-            if new_position > position:
-                self._store_position(position_buffer, new_position)  # padding skipped
+        count = self._poll_batch(log, position_buffer, fragment_limit)
+        if count <= 0:
             return 0
-        copied = self._copy(log, position_buffer, out, count)
-        if copied is None:
-            return 0
-        buffer, base = copied
+        position, resulting = int(self._result[RESULT_START]), int(self._result[RESULT_END])
         committed = position
-        resulting = new_position
         fragments_read = 0
         header = self._header
-        header.buffer = buffer
+        header.buffer = buffer = self._scratch
         fragment_position = position
         try:
-            for frame_offset, frame_length, fragment_position in out[:count].tolist():
-                offset = frame_offset - base
-                header.offset = offset
+            for offset, length, fragment_position in self._out[:count].tolist():
+                header.offset = offset - _HEADER_LENGTH
                 header.position = fragment_position
-                action = handler(buffer, offset + _HEADER_LENGTH, frame_length - _HEADER_LENGTH, header)
+                action = handler(buffer, offset, length, header)
                 if action == ABORT:
-                    resulting = fragment_position - align(frame_length, _FRAME_ALIGNMENT)
+                    resulting = fragment_position - align(length + _HEADER_LENGTH, _FRAME_ALIGNMENT)
                     break
                 fragments_read += 1
                 if action == BREAK:

@@ -48,7 +48,7 @@ def warm_up_client_kernels() -> None:
     with _lock:
         if _done:
             return
-        from aeron_numba.client.image import copy_batch, poll_descriptors, store_position_if_owned
+        from aeron_numba.client.image import poll_and_copy, store_position_if_owned
 
         limit = np.zeros(counters.COUNTER_LENGTH, np.uint8)
         limit[:8].view(np.int64)[0] = 1 << 40
@@ -69,9 +69,9 @@ def warm_up_client_kernels() -> None:
             term_appender.abort_claim(log, claim)
             term_appender.producer_position(log)
             position = np.zeros(counters.COUNTER_LENGTH, np.uint8)
-            poll_descriptors(log, position, 0, np.zeros((4, 3), np.int64))
             metadata = np.zeros(counters.METADATA_LENGTH, np.uint8)
-            copy_batch(log, 0, 32, np.zeros(64, np.uint8), metadata, position, 0, 0)
+            poll_and_copy(log, position, 0, np.zeros((4, 3), np.int64), np.zeros(64, np.uint8), metadata, 0, 0,
+                          np.zeros(3, np.int64))
             store_position_if_owned(metadata, position, 0, 0, 0)
 
         to_driver = ManyToOneRingBuffer(np.zeros(1024 + ring_buffer.TRAILER_LENGTH, np.uint8))

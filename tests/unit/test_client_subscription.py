@@ -510,3 +510,19 @@ def test_image_closed_by_the_conductor_while_a_handler_runs_finishes_the_poll(cl
     assert image.is_closed
     assert int(position_buffer[position_offset : position_offset + 8].view(np.int64)[0]) == positions[-1]
     assert poll(handler, 10) == 0
+
+
+def test_a_batch_larger_than_the_private_copy_grows_it_and_is_delivered_whole(client):
+    from aeron_numba.client.image import INITIAL_COPY_LENGTH
+
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 12)
+    publication = aeron.add_exclusive_publication("aeron:ipc?term-length=512k", 12)
+    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    payloads = [bytes([i]) * 1344 for i in range(100)]  # 1376-byte frames: 137,600 bytes in one batch
+    positions = [offer(publication, payload) for payload in payloads]
+    collector = Collector()
+    assert subscription.poll(collector, 100) == 100
+    assert collector.messages == payloads and collector.positions == positions
+    assert subscription.images[0].position == positions[-1]
+    assert subscription.images[0]._scratch.size >= 100 * 1376 > INITIAL_COPY_LENGTH
