@@ -221,7 +221,7 @@ class Image:
             count = self._poll_larger(log, position_buffer, out)
             if count <= 0:
                 return 0
-        start, end = int(self._result[RESULT_START]), int(self._result[RESULT_END])
+        end, start, _ = self._result.tolist()  # RESULT_END, RESULT_START
         header = self._header
         header.buffer = buffer = self._scratch
         fragment_position = start
@@ -250,7 +250,7 @@ class Image:
         count = self._poll_batch(log, position_buffer, fragment_limit)
         if count <= 0:
             return 0
-        position, resulting = int(self._result[RESULT_START]), int(self._result[RESULT_END])
+        resulting, position, _ = self._result.tolist()  # RESULT_END, RESULT_START
         committed = position
         fragments_read = 0
         header = self._header

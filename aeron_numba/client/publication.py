@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from aeron_numba.client.client_conductor import ClientConductor
 
 
+_UINT8 = np.dtype(np.uint8)
+
+
 def as_uint8(data) -> np.ndarray:
     """A 1-D C-contiguous ``np.uint8`` view of ``data`` without copying when its memory allows.
 
@@ -134,11 +137,17 @@ class Publication:
         limit_buffer = self.limit_buffer
         if log is None or limit_buffer is None:
             return CLOSED
-        src = as_uint8(data)
-        offset = int(offset)
-        length = src.shape[0] - offset if length is None else int(length)
-        if offset < 0 or length < 0 or offset + length > src.shape[0]:
-            raise ConfigurationError(f"offset={offset} length={length} outside the message of length={src.shape[0]}")
+        # Fast path for the common call, offer(uint8 array): each check skipped here is ~50 ns of a ~0.8 us offer.
+        src = data if type(data) is np.ndarray and data.dtype is _UINT8 and data.ndim == 1 and \
+            data.flags.c_contiguous else as_uint8(data)
+        if offset == 0 and length is None:
+            length = src.shape[0]
+        else:
+            offset = int(offset)
+            length = src.shape[0] - offset if length is None else int(length)
+            if offset < 0 or length < 0 or offset + length > src.shape[0]:
+                raise ConfigurationError(
+                    f"offset={offset} length={length} outside the message of length={src.shape[0]}")
         if length > self.max_message_length and length > self.max_payload_length:
             raise MessageTooLongError(f"length={length} > max_message_length={self.max_message_length}")
         result = self._offer_kernel(log, self.pub_state, limit_buffer, src, offset, length, int(reserved_value))
