@@ -1,0 +1,232 @@
+"""SBE encoding and decoding of every message of a schema description (``layout/sbe.py``; the archive and
+cluster schemas are ``layout/archive_schema.py`` and ``layout/cluster_schema.py``).
+
+``SbeCodec(schema)`` generates one frozen dataclass per message (attributes in snake_case, as the schema
+lists them: fixed fields, then groups as tuples of entry dataclasses, then var-length fields as ``str``
+(varAsciiEncoding) or ``bytes`` (varDataEncoding)) and encodes or decodes them with the message header.
+
+Decoding never trusts the bytes: it honours the received blockLength and version (older messages get null
+values for newer fields, unknown trailing block bytes are skipped) and raises ``MalformedMessageError``
+naming the message, the field, the value and the limit when a length runs past the buffer, or
+``UnknownMessageError`` for another schema or an unknown template. Control-protocol rates (thousands of
+messages a second) are what this is for; data never goes through it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from aeron_numba.errors import AeronError
+from aeron_numba.layout import sbe as L
+
+_HEADER = struct.Struct("<HHHH")
+_GROUP_HEADER = struct.Struct("<HH")
+_VAR_LENGTH = struct.Struct("<I")
+
+
+class MalformedMessageError(AeronError, ValueError):
+    """An SBE message does not fit its buffer (truncated, a length past the end, not ASCII)."""
+
+
+class UnknownMessageError(AeronError, ValueError):
+    """An SBE message of another schema, or a template id the schema does not have."""
+
+
+class SbeMessageBase:
+    """Base of the generated message and group-entry classes."""
+
+    SPEC: ClassVar[Any]
+
+
+def _block_struct(fields: tuple[L.SbeField, ...], block_length: int) -> struct.Struct:
+    """One struct for a whole block: the fields at their offsets, gaps as pad bytes."""
+    parts, at = ["<"], 0
+    for f in sorted(fields, key=lambda f: f.offset):
+        if f.offset < at:
+            raise ValueError(f"field {f.name} at {f.offset} overlaps the previous field (ends at {at})")
+        parts.append(f"{f.offset - at}x" if f.offset > at else "")
+        parts.append(L.PRIMITIVES[f.primitive][0])
+        at = f.offset + f.size
+    if at > block_length:
+        raise ValueError(f"fields end at {at}, past blockLength={block_length}")
+    parts.append(f"{block_length - at}x" if block_length > at else "")
+    return struct.Struct("".join(parts))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A block's fields with their compiled struct (fields in offset order, as the struct reads them)."""
+
+    fields: tuple[L.SbeField, ...]
+    block_length: int
+    block: struct.Struct
+    var_fields: tuple[L.SbeVarField, ...]
+    newest: int  # the highest "since" version of a fixed field
+
+    @classmethod
+    def of(cls, fields, block_length, var_fields) -> "_Layout":
+        ordered = tuple(sorted(fields, key=lambda f: f.offset))
+        return cls(ordered, block_length, _block_struct(ordered, block_length), tuple(var_fields),
+                   max((f.since for f in ordered), default=0))
+
+
+def _generate(name: str, layout: _Layout, groups: dict[str, tuple[type, _Layout]], spec) -> type:
+    defaults: dict[str, Any] = {f.name: f.null_value for f in layout.fields}
+    for group_name in groups:
+        defaults[group_name] = ()
+    for v in layout.var_fields:
+        defaults[v.name] = "" if v.kind == L.VAR_ASCII else b""
+    namespace: dict[str, Any] = {
+        "__annotations__": {n: object for n in defaults},
+        "__doc__": f"SBE {name}: {', '.join(defaults)}.",
+        "SPEC": spec,
+    }
+    for attribute, value in defaults.items():
+        namespace[attribute] = field(default=value)
+    return dataclass(frozen=True)(type(name, (SbeMessageBase,), namespace))
+
+
+class SbeCodec:
+    """Encoder/decoder of one SBE schema; ``codec.<MessageName>`` is the generated class of that message."""
+
+    def __init__(self, schema: L.SbeSchema):
+        self.schema = schema
+        self._by_template: dict[int, tuple[type, _Layout, dict]] = {}
+        self._by_class: dict[type, tuple[L.SbeMessage, _Layout, dict]] = {}
+        for message in schema.messages:
+            groups = {}
+            for group in message.groups:
+                group_layout = _Layout.of(group.fields, group.block_length, group.var_fields)
+                entry_class = _generate(f"{message.name}_{group.name}", group_layout, {}, group)
+                groups[group.name] = (entry_class, group_layout)
+            layout = _Layout.of(message.fields, message.block_length, message.var_fields)
+            cls = _generate(message.name, layout, groups, message)
+            if message.template_id in self._by_template:
+                raise ValueError(f"template id {message.template_id} used twice in the {schema.name} schema")
+            self._by_template[message.template_id] = (cls, layout, groups)
+            self._by_class[cls] = (message, layout, groups)
+            setattr(self, message.name, cls)
+
+    def group_class(self, message_name: str, group_name: str) -> type:
+        """The generated class of one entry of ``message_name``'s group ``group_name``."""
+        spec = self.schema.message(message_name)
+        return self._by_template[spec.template_id][2][group_name][0]
+
+    # ------------------------------------------------------------------------------------------ encode
+    def encode(self, message: SbeMessageBase) -> bytes:
+        """The message with its header, at this schema's version."""
+        spec, layout, groups = self._by_class[type(message)]
+        out = bytearray(_HEADER.pack(layout.block_length, spec.template_id, self.schema.schema_id,
+                                     self.schema.version))
+        self._encode_block(out, message, layout, spec.name)
+        for group_name, (entry_class, group_layout) in groups.items():
+            entries = getattr(message, group_name)
+            if len(entries) > 0xFFFF:
+                raise MalformedMessageError(f"{spec.name}.{group_name}: {len(entries)} entries > 65535")
+            out += _GROUP_HEADER.pack(group_layout.block_length, len(entries))
+            for entry in entries:
+                if not isinstance(entry, entry_class):
+                    raise MalformedMessageError(f"{spec.name}.{group_name}: entry {entry!r} is not a {entry_class.__name__}")
+                self._encode_block(out, entry, group_layout, f"{spec.name}.{group_name}")
+        return bytes(out)
+
+    @staticmethod
+    def _encode_block(out: bytearray, value, layout: _Layout, where: str) -> None:
+        try:
+            out += layout.block.pack(*(getattr(value, f.name) for f in layout.fields))
+        except struct.error as exc:
+            raise MalformedMessageError(f"{where}: {exc} (fields {[f.name for f in layout.fields]})") from None
+        for v in layout.var_fields:
+            data = getattr(value, v.name)
+            if v.kind == L.VAR_ASCII:
+                try:
+                    data = data.encode("ascii")
+                except UnicodeEncodeError as exc:
+                    raise MalformedMessageError(f"{where}.{v.name} is not ASCII ({exc})") from None
+            out += _VAR_LENGTH.pack(len(data))
+            out += data
+
+    # ------------------------------------------------------------------------------------------ decode
+    def template_id(self, buffer, offset: int = 0) -> int:
+        """The template id of the message at ``offset`` (after checking the header is this schema's)."""
+        view = memoryview(buffer).cast("B")
+        if offset < 0 or offset + L.MESSAGE_HEADER_LENGTH > len(view):
+            raise MalformedMessageError(
+                f"SBE header at offset {offset} needs {L.MESSAGE_HEADER_LENGTH} bytes, buffer has {len(view)}")
+        _, template_id, schema_id, _ = _HEADER.unpack_from(view, offset)
+        if schema_id != self.schema.schema_id:
+            raise UnknownMessageError(
+                f"schemaId={schema_id}, expected {self.schema.schema_id} ({self.schema.name})")
+        return template_id
+
+    def decode(self, buffer, offset: int = 0, length: int | None = None) -> SbeMessageBase:
+        """Decode the message at ``buffer[offset:offset+length]`` (bytes, memoryview or a uint8 numpy view)."""
+        view = memoryview(buffer).cast("B")
+        end = len(view) if length is None else offset + length
+        if offset < 0 or end > len(view) or end < offset:
+            raise MalformedMessageError(f"offset={offset} length={length} outside a buffer of {len(view)} bytes")
+        if end - offset < L.MESSAGE_HEADER_LENGTH:
+            raise MalformedMessageError(
+                f"SBE message of {end - offset} bytes, shorter than its {L.MESSAGE_HEADER_LENGTH}-byte header")
+        block_length, template_id, schema_id, version = _HEADER.unpack_from(view, offset)
+        if schema_id != self.schema.schema_id:
+            raise UnknownMessageError(f"schemaId={schema_id}, expected {self.schema.schema_id} ({self.schema.name})")
+        entry = self._by_template.get(template_id)
+        if entry is None:
+            raise UnknownMessageError(f"templateId={template_id} is not a message of the {self.schema.name} schema")
+        cls, layout, groups = entry
+        at = offset + L.MESSAGE_HEADER_LENGTH
+        values, at = self._decode_block(view, at, end, layout, block_length, version, cls.SPEC.name)
+        for group_name, (entry_class, group_layout) in groups.items():
+            where = f"{cls.SPEC.name}.{group_name}"
+            if at + L.GROUP_HEADER_LENGTH > end:
+                raise MalformedMessageError(f"{where}: group header at {at - offset} runs past the message end "
+                                            f"({end - offset} bytes)")
+            entry_length, count = _GROUP_HEADER.unpack_from(view, at)
+            at += L.GROUP_HEADER_LENGTH
+            entries = []
+            for _ in range(count):
+                entry_values, at = self._decode_block(view, at, end, group_layout, entry_length, version, where)
+                entries.append(entry_class(**entry_values))
+            values[group_name] = tuple(entries)
+        return cls(**values)
+
+    @staticmethod
+    def _decode_block(view, at: int, end: int, layout: _Layout, block_length: int, version: int,
+                      where: str) -> tuple[dict, int]:
+        if at + block_length > end:
+            raise MalformedMessageError(
+                f"{where}: blockLength={block_length} at {at} runs past the message end ({end})")
+        if block_length == layout.block_length and layout.newest <= version:
+            values = dict(zip((f.name for f in layout.fields), layout.block.unpack_from(view, at)))
+        else:  # another version's block: what it has of ours, nulls for the rest
+            values = {}
+            for f in layout.fields:
+                if f.since > version or f.offset + f.size > block_length:
+                    values[f.name] = f.null_value
+                else:
+                    (values[f.name],) = struct.unpack_from("<" + L.PRIMITIVES[f.primitive][0], view, at + f.offset)
+        at += block_length
+        for v in layout.var_fields:
+            if v.since > version:
+                values[v.name] = "" if v.kind == L.VAR_ASCII else b""
+                continue
+            if at + L.VAR_LENGTH_PREFIX > end:
+                raise MalformedMessageError(f"{where}.{v.name}: length prefix at {at} runs past the message end ({end})")
+            (size,) = _VAR_LENGTH.unpack_from(view, at)
+            at += L.VAR_LENGTH_PREFIX
+            if at + size > end:
+                raise MalformedMessageError(
+                    f"{where}.{v.name}: length={size} runs past the message end ({end - at} bytes left)")
+            data = bytes(view[at:at + size])
+            at += size
+            if v.kind == L.VAR_ASCII:
+                try:
+                    values[v.name] = data.decode("ascii")
+                except UnicodeDecodeError as exc:
+                    raise MalformedMessageError(f"{where}.{v.name} is not ASCII ({exc})") from None
+            else:
+                values[v.name] = data
+        return values, at

@@ -1,0 +1,151 @@
+"""Regenerate ``aeron_numba/layout/archive_schema.py`` and ``cluster_schema.py`` from the spec's message tables.
+
+The spec's field tables (``spec/archive.md`` §8, ``spec/cluster.md`` §13) were themselves generated from Aeron's
+SBE schemas, so the schema description is transcribed by this script, never retyped by hand:
+
+    python scripts/generate_sbe_schemas.py [--spec ../shared/spec]
+
+Table rows understood (``|`` separated: offset, size, field, type, note):
+
+    | 0 | 8 | controlSessionId | int64 |  |                                   a fixed field
+    | 28 | 4 | version | version_t (int32) | since v4, optional |               schema type (primitive), since
+    | var | 4+n | errorMessage | varAsciiEncoding (u32 length + bytes) |  |     a var-length field
+    | (after block) | var | group **snapshots** (...; entry blockLength=44) | | |  a repeating group
+    | ↳ +0 | 8 | snapshots.recordingId | int64 |  |                          a field of the group above
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADING = re.compile(r"^#### (\w+)\s*$")
+TEMPLATE = re.compile(r"^templateId=(\d+), blockLength=(\d+)")
+TYPE = re.compile(r"^(\w+)(?: \((\w+)\))?$")
+GROUP = re.compile(r"group \*\*(\w+)\*\*.*entry blockLength=(\d+)")
+SINCE = re.compile(r"since v(\d+)")
+ENUM = re.compile(r"(\w+) \{([^}]*)\}")
+PRIMITIVES = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"}
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def parse_tables(text: str, section: str) -> list[dict]:
+    body = text[text.index(section):]
+    messages: list[dict] = []
+    current = group = None
+    for line in body.splitlines():
+        if m := HEADING.match(line):
+            current = {"name": m.group(1), "fields": [], "groups": [], "var": []}
+            messages.append(current)
+            group = None
+            continue
+        if current is None:
+            continue
+        if m := TEMPLATE.match(line):
+            current["template_id"], current["block_length"] = int(m.group(1)), int(m.group(2))
+            continue
+        if not line.startswith("| ") or line.startswith("| offset") or line.startswith("|---"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        offset, _size, name, type_text, note = (cells + [""] * 5)[:5]
+        if offset == "(after block)":
+            m = GROUP.search(name)
+            group = {"name": snake(m.group(1)), "block_length": int(m.group(2)), "fields": [], "var": []}
+            current["groups"].append(group)
+            continue
+        in_group = offset.startswith("↳")
+        target = group if in_group else current
+        if in_group:
+            offset = offset.lstrip("↳").strip().lstrip("+")
+            name = name.split(".", 1)[1]
+        since = int(m.group(1)) if (m := SINCE.search(note)) else 0
+        if offset == "var":
+            kind = "VAR_ASCII" if type_text.startswith("varAscii") else "VAR_DATA"
+            target["var"].append((snake(name), kind, since))
+            continue
+        m = TYPE.match(type_text)
+        type_name, primitive = m.group(1), m.group(2) or m.group(1)
+        if primitive not in PRIMITIVES:
+            raise SystemExit(f"{current['name']}.{name}: unknown type {type_text!r}")
+        target["fields"].append((snake(name), primitive, int(offset), type_name, since))
+    return messages
+
+
+def parse_enums(text: str, section: str) -> dict[str, dict[str, int]]:
+    """``Name {A 0, B 1}`` lists in the prose before the tables."""
+    prose = text[text.index(section):].split("#### ", 1)[0]
+    enums = {}
+    for name, values in ENUM.findall(prose.replace("\n", " ")):
+        enums[name] = {v.split()[0]: int(v.split()[1]) for v in values.split(",") if v.strip()}
+    return enums
+
+
+def render(module_doc: str, const: str, title: str, schema_id: int, version: int, messages: list[dict],
+           enums: dict) -> str:
+    def fields(items, indent):
+        out = []
+        for name, primitive, offset, type_name, since in items:
+            extra = f", since={since}" if since else ""
+            out.append(f'{indent}SbeField("{name}", "{primitive}", {offset}, "{type_name}"{extra}),')
+        return out
+
+    def var(items, indent):
+        return [f'{indent}SbeVarField("{name}", {kind}{f", since={since}" if since else ""}),'
+                for name, kind, since in items]
+
+    lines = [f'"""{module_doc}"""', "", "from __future__ import annotations", "",
+             "from aeron_numba.layout.sbe import VAR_ASCII, VAR_DATA, SbeField, SbeGroup, SbeMessage, SbeSchema, SbeVarField",
+             "", f"{const}_SCHEMA_ID = {schema_id}", f"{const}_SCHEMA_VERSION = {version}", "", "ENUMS = {"]
+    for name, values in enums.items():
+        lines.append(f'    "{name}": {values!r},')
+    lines += ["}", "", "MESSAGES = ("]
+    for m in messages:
+        lines.append(f'    SbeMessage("{m["name"]}", {m["template_id"]}, {m["block_length"]}, (')
+        lines += fields(m["fields"], " " * 8)
+        if m["groups"]:
+            lines.append("    ), groups=(")
+            for g in m["groups"]:
+                lines.append(f'        SbeGroup("{g["name"]}", {g["block_length"]}, (')
+                lines += fields(g["fields"], " " * 12)
+                lines.append("        ), var_fields=(")
+                lines += var(g["var"], " " * 12)
+                lines.append("        )),")
+        if m["var"]:
+            lines.append("    ), var_fields=(")
+            lines += var(m["var"], " " * 8)
+        lines.append("    )),")
+    lines += [")", "", f'{const}_SCHEMA = SbeSchema("{title}", {const}_SCHEMA_ID, {const}_SCHEMA_VERSION, MESSAGES, ENUMS)', ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--spec", default=str(ROOT.parent / "shared" / "spec"))
+    args = parser.parse_args(argv)
+    spec = Path(args.spec)
+    jobs = (
+        ("archive.md", "## 8. Message field layouts", "archive_schema.py", "ARCHIVE", "archive", 101, 10,
+         "### 6.4 Message catalogue"),
+        ("cluster.md", "## 13. Message field layouts", "cluster_schema.py", "CLUSTER", "cluster", 111, 12,
+         "## 13. Message field layouts"),
+    )
+    for source, section, target, const, title, schema_id, version, enum_section in jobs:
+        text = (spec / source).read_text()
+        messages = parse_tables(text, section)
+        enums = parse_enums(text, enum_section)
+        doc = (f"The Aeron {title} SBE schema (id {schema_id}, version {version}): every message's fields, groups and\n"
+               f"var-length fields, generated by scripts/generate_sbe_schemas.py from spec/{source} ({section[3:]}).\n"
+               "Do not edit by hand: fix the generator or the spec and regenerate.\n")
+        (ROOT / "aeron_numba" / "layout" / target).write_text(render(doc, const, title, schema_id, version, messages, enums))
+        print(f"{target}: {len(messages)} messages, {len(enums)} enums")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
