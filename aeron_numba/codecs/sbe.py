@@ -176,8 +176,24 @@ class SbeCodec:
         entry = self._by_template.get(template_id)
         if entry is None:
             raise UnknownMessageError(f"templateId={template_id} is not a message of the {self.schema.name} schema")
+        return self._decode_body(view, offset + L.MESSAGE_HEADER_LENGTH, end, entry, block_length, version)
+
+    def encode_body(self, message: SbeMessageBase) -> bytes:
+        """The message without its header: root block, groups and var fields (a catalog entry's body)."""
+        return self.encode(message)[L.MESSAGE_HEADER_LENGTH:]
+
+    def decode_body(self, message_name: str, buffer, offset: int = 0, length: int | None = None) -> SbeMessageBase:
+        """Decode a header-less body of ``message_name`` written at this schema's blockLength and version."""
+        view = memoryview(buffer).cast("B")
+        end = len(view) if length is None else offset + length
+        if offset < 0 or end > len(view) or end < offset:
+            raise MalformedMessageError(f"offset={offset} length={length} outside a buffer of {len(view)} bytes")
+        entry = self._by_template[self.schema.message(message_name).template_id]
+        return self._decode_body(view, offset, end, entry, entry[1].block_length, self.schema.version)
+
+    def _decode_body(self, view, at: int, end: int, entry, block_length: int, version: int) -> SbeMessageBase:
         cls, layout, groups = entry
-        at = offset + L.MESSAGE_HEADER_LENGTH
+        offset = at
         values, at = self._decode_block(view, at, end, layout, block_length, version, cls.SPEC.name)
         for group_name, (entry_class, group_layout) in groups.items():
             where = f"{cls.SPEC.name}.{group_name}"
