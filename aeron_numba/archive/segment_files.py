@@ -1,0 +1,137 @@
+"""A recording's segment files (spec/archive.md §4): writing blocks of recorded frames, and finding where an
+interrupted recording's frames end.
+
+``RecordingWriter`` writes the blocks a recorder takes from an image (whole frames of one term, from the term
+scanner) byte for byte at ``position - segment base``: a lone PAD frame as its 32-byte header only, the file
+offset still advancing by its full length. Each segment file is created at its full length (sparse) and a new
+one begins when a write reaches the end of the last; an existing file for a new segment is an error, never
+overwritten. With a record checksum the block is copied and every DATA frame's ``session_id`` gets the checksum
+of its payload (``replay_rewrite.record_checksums``); the image's log is never written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from aeron_numba.errors import AeronError
+from aeron_numba.kernels.replay_rewrite import record_checksums
+from aeron_numba.kernels.segment_scanner import recorded_frames_end
+from aeron_numba.layout import archive as A
+from aeron_numba.layout import frame
+from aeron_numba.layout.checksum import CHECKSUM_NONE, REWRITE_OUT_LENGTH, check_checksum_algorithm
+from aeron_numba.layout.mapped_file import MappedFile
+
+
+class SegmentFileError(AeronError):
+    """A segment file cannot be written as the recording requires (exists already, block misplaced)."""
+
+
+def segment_files(archive_dir: str | os.PathLike, recording_id: int) -> list[tuple[int, Path]]:
+    """``(segment base position, path)`` of the recording's segment files, lowest base first."""
+    found = []
+    for path in Path(archive_dir).iterdir():
+        parsed = A.parse_segment_file_name(path.name)
+        if parsed is not None and parsed[0] == recording_id:
+            found.append((parsed[1], path))
+    return sorted(found)
+
+
+class RecordingWriter:
+    """Appends a recording's frames to its segment files from ``position`` on."""
+
+    def __init__(self, archive_dir: str | os.PathLike, recording_id: int, start_position: int, position: int,
+                 term_length: int, segment_length: int, checksum_algorithm: int = CHECKSUM_NONE):
+        A.check_segment_file_length(segment_length)
+        if segment_length < term_length or segment_length % term_length:
+            raise SegmentFileError(f"segment length={segment_length} must be a multiple of term length={term_length}")
+        self.archive_dir = Path(archive_dir)
+        self.recording_id = recording_id
+        self.start_position = start_position
+        self.position = position
+        self.term_length = term_length
+        self.segment_length = segment_length
+        self.checksum_algorithm = check_checksum_algorithm(checksum_algorithm)
+        self._segment_base = A.segment_file_base_position(start_position, position, term_length, segment_length)
+        self._fd: int | None = None
+        self._scratch = np.zeros(0, dtype=np.uint8)
+        self._out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
+
+    @property
+    def segment_base_position(self) -> int:
+        return self._segment_base
+
+    def _open_segment(self) -> int:
+        path = self.archive_dir / A.segment_file_name(self.recording_id, self._segment_base)
+        # A recording extended (or resumed) inside a segment continues in its file; a new segment must be new.
+        resuming = self.position > self._segment_base and self.position > self.start_position
+        flags = os.O_WRONLY | os.O_CREAT | (0 if resuming else os.O_EXCL)
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileExistsError:
+            raise SegmentFileError(f"segment file {path} already exists: a new segment is never written over") from None
+        try:
+            if os.fstat(fd).st_size < self.segment_length:
+                os.ftruncate(fd, self.segment_length)  # full length, sparse
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def write(self, block: np.ndarray, offset: int, length: int) -> None:
+        """Append ``block[offset:offset+length]``: whole frames of one term, recorded at ``self.position``."""
+        segment_offset = self.position - self._segment_base
+        if segment_offset == self.segment_length:  # the last write filled the segment: roll over
+            self.close()
+            self._segment_base += self.segment_length
+            segment_offset = 0
+        if length <= 0 or length % frame.FRAME_ALIGNMENT or segment_offset + length > self.segment_length:
+            raise SegmentFileError(f"block of length={length} at position {self.position} does not fit the segment "
+                                   f"[{self._segment_base}, {self._segment_base + self.segment_length}) in whole frames")
+        if self._fd is None:
+            self._fd = self._open_segment()
+        frame_type = int(block[offset + frame.TYPE_FIELD_OFFSET:offset + frame.TYPE_FIELD_OFFSET + 2].view(np.uint16)[0])
+        if frame_type == frame.HDR_TYPE_PAD:
+            data = block[offset:offset + frame.HEADER_LENGTH]  # the rest of a padding frame stays sparse zeros
+        elif self.checksum_algorithm != CHECKSUM_NONE:
+            if self._scratch.size < length:
+                self._scratch = np.zeros(max(length, 2 * self._scratch.size), dtype=np.uint8)
+            data = self._scratch[:length]
+            data[:] = block[offset:offset + length]
+            status = record_checksums(data, 0, length, self.checksum_algorithm, self._out)
+            if status != length:
+                raise SegmentFileError(f"recording {self.recording_id}: malformed frame at position "
+                                       f"{self.position + int(self._out[0])} (status {status}, "
+                                       f"frame_length {int(self._out[1])}, type {int(self._out[2])})")
+        else:
+            data = block[offset:offset + length]
+        written = os.pwrite(self._fd, memoryview(data), segment_offset)
+        if written != data.size:
+            raise SegmentFileError(f"short write: {written} of {data.size} bytes at {segment_offset} of segment "
+                                   f"{self._segment_base} (disk full?)")
+        self.position += length
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def recover_stop_position(archive_dir: str | os.PathLike, recording_id: int, start_position: int, term_length: int,
+                          segment_length: int) -> int:
+    """Where the whole frames of an interrupted recording end: walk its highest segment file (§3.2 fix-up).
+
+    No segment file yet means nothing was written: the start position.
+    """
+    segments = segment_files(archive_dir, recording_id)
+    if not segments:
+        return start_position
+    base, path = segments[-1]
+    first_offset = max(0, start_position - base)
+    if path.stat().st_size < segment_length:
+        raise SegmentFileError(f"{path}: length {path.stat().st_size} < segment length {segment_length}")
+    with MappedFile.open(path) as mapped:
+        end = recorded_frames_end(mapped.buffer[:segment_length], first_offset, base, term_length)
+    return base + int(end)

@@ -1,0 +1,152 @@
+"""Recording blocks of a real log into segment files (spec/archive.md §4) and finding where an interrupted
+recording's frames end (§3.2)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError, recover_stop_position, segment_files
+from aeron_numba.kernels.replay_rewrite import frame_checksum
+from aeron_numba.kernels.term_scanner import scan_block
+from aeron_numba.layout.checksum import CHECKSUM_CRC32C, CHECKSUM_NONE
+from aeron_numba.layout.log_buffers import LogBuffers
+from tests.unit.log_support import LimitCounter, new_pub_state, offer_until_done
+
+TERM = 64 * 1024
+SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def publish(shm_dir, sizes, name="rec"):
+    """A log with ``sizes`` messages appended (exclusive); returns (log buffer, end position)."""
+    log = LogBuffers.create(shm_dir / f"{name}.logbuffer", term_length=TERM, initial_term_id=5, session_id=77,
+                            stream_id=1001).buffer
+    state, limit = new_pub_state(log, True), LimitCounter()
+    position = 0
+    for i, size in enumerate(sizes):
+        position = offer_until_done(log, state, limit, np.full(size, i & 0xFF, np.uint8), True)
+        assert position > 0
+    return log, position
+
+
+def record(writer, log, start, end, max_block=8 * 1024):
+    """Write [start, end) of the log in blocks as a recorder would (scan_block: a PAD frame alone)."""
+    position = start
+    while position < end:
+        term_base = ((position // TERM) % 3) * TERM
+        term_offset = position % TERM
+        limit = min(TERM, term_offset + max_block, term_offset + end - position)
+        block_end = scan_block(log, term_base, term_offset, limit)
+        assert block_end > term_offset
+        writer.write(log, term_base + term_offset, block_end - term_offset)
+        position += block_end - term_offset
+    return position
+
+
+def pad_frames(log, end):
+    """Offsets (in the log) and lengths of the PAD frames before ``end``."""
+    pads, position = [], 0
+    while position < end:
+        at = ((position // TERM) % 3) * TERM + position % TERM
+        length, _, _, frame_type = struct.unpack_from("<iBBH", log, at)
+        aligned = (length + 31) & ~31
+        if frame_type == 0:
+            pads.append((at, aligned))
+        position += aligned
+    return pads
+
+
+@SETTINGS
+@given(sizes=st.lists(st.integers(1, 1500), min_size=60, max_size=100), start_frames=st.integers(0, 3))
+def test_segments_hold_the_terms_byte_for_byte_and_padding_as_headers(tmp_path_factory, sizes, start_frames):
+    archive = tmp_path_factory.mktemp("archive")
+    log, end = publish(archive, sizes)
+    assert end <= 3 * TERM  # at most 100 frames of 1536 bytes: the three partitions are never lapped
+    pads = pad_frames(log, end)
+    for at, aligned in pads:  # a PAD frame's body is whatever the term held: never recorded
+        log[at + 32:at + aligned] = 0xEE
+    start = 0
+    for _ in range(start_frames):  # a recording that joined a few frames in
+        start += (struct.unpack_from("<i", log, start)[0] + 31) & ~31
+    writer = RecordingWriter(archive, 3, start, start, TERM, TERM)
+    assert record(writer, log, start, end) == end == writer.position
+    writer.close()
+    files = segment_files(archive, 3)
+    assert [base for base, _ in files] == [k * TERM for k in range((end - 1) // TERM + 1)]
+    for base, path in files:
+        data = np.fromfile(path, dtype=np.uint8)
+        assert data.size == TERM
+        expected = log[(base // TERM % 3) * TERM:(base // TERM % 3 + 1) * TERM].copy()
+        if base == 0:
+            expected[:start] = 0  # before the start position: never written
+        expected[max(0, end - base):] = 0
+        for at, aligned in pads:
+            if base <= at < base + TERM:
+                expected[at - base + 32:at - base + aligned] = 0
+        assert np.array_equal(data, expected), f"segment {base}"
+    assert recover_stop_position(archive, 3, start, TERM, TERM) == end
+
+
+@pytest.mark.parametrize("segment, bases", [(TERM, [0, TERM, 2 * TERM]), (4 * TERM, [0])])
+def test_a_recording_across_three_terms_rolls_over_segments_at_their_ends(shm_dir, tmp_path, segment, bases):
+    log, end = publish(shm_dir, [1500] * 120)  # 1536-byte frames: 42 per term, then padding
+    assert 2 * TERM < end <= 3 * TERM and len(pad_frames(log, end)) == 2
+    writer = RecordingWriter(tmp_path, 8, 0, 0, TERM, segment)
+    assert record(writer, log, 0, end) == end
+    writer.close()
+    assert [base for base, _ in segment_files(tmp_path, 8)] == bases
+    data = b"".join(path.read_bytes() for _, path in segment_files(tmp_path, 8))
+    assert all(data[k * TERM:k * TERM + 32] == bytes(log[k * TERM:k * TERM + 32]) for k in range(3))
+    assert recover_stop_position(tmp_path, 8, 0, TERM, segment) == end
+
+
+def test_record_checksums_go_into_the_session_id_of_the_written_copy_only(shm_dir, tmp_path):
+    log, end = publish(shm_dir, [100, 2000, 33, 1400])
+    before = log[:end].copy()
+    writer = RecordingWriter(tmp_path, 0, 0, 0, TERM, TERM, checksum_algorithm=CHECKSUM_CRC32C)
+    record(writer, log, 0, end)
+    writer.close()
+    assert np.array_equal(log[:end], before)  # the image's log is never written
+    data = np.fromfile(tmp_path / "0-0.rec", dtype=np.uint8)
+    offset = 0
+    while offset < end:
+        length, session_id = struct.unpack_from("<i8xi", data, offset)
+        aligned = (length + 31) & ~31
+        assert session_id == frame_checksum(CHECKSUM_CRC32C, data, offset + 32, aligned - 32)
+        assert struct.unpack_from("<i", before, offset + 12)[0] == 77
+        offset += aligned
+
+
+def test_recovery_stops_at_the_last_whole_frame_written(shm_dir, tmp_path):
+    log, end = publish(shm_dir, [500] * 40)
+    writer = RecordingWriter(tmp_path, 1, 0, 0, TERM, TERM)
+    record(writer, log, 0, end)
+    writer.close()
+    path = tmp_path / "1-0.rec"
+    data = bytearray(path.read_bytes())
+    last = end - 544  # 500 + 32 -> 544 aligned
+    data[last:last + 32] = bytes(32)  # the crash came before the last frame's header reached the file
+    path.write_bytes(bytes(data))
+    assert recover_stop_position(tmp_path, 1, 0, TERM, TERM) == last
+    struct.pack_into("<i", data, last - 544 + 8, 12345)  # a header whose term offset is not where it lies
+    path.write_bytes(bytes(data))
+    assert recover_stop_position(tmp_path, 1, 0, TERM, TERM) == last - 544
+    assert recover_stop_position(tmp_path, 99, 4096, TERM, TERM) == 4096  # nothing written yet
+
+
+def test_a_new_segment_is_never_written_over_and_misplaced_blocks_are_refused(shm_dir, tmp_path):
+    log, end = publish(shm_dir, [100] * 5)
+    (tmp_path / "2-0.rec").write_bytes(b"someone else's")
+    writer = RecordingWriter(tmp_path, 2, 0, 0, TERM, TERM)
+    with pytest.raises(SegmentFileError, match="2-0.rec already exists"):
+        writer.write(log, 0, 128)
+    writer = RecordingWriter(tmp_path, 4, 0, TERM - 64, TERM, TERM)
+    with pytest.raises(SegmentFileError, match="block of length=128 at position 65472 does not fit"):
+        writer.write(log, 0, 128)
+    with pytest.raises(SegmentFileError, match="segment length=65536 must be a multiple of term length=131072"):
+        RecordingWriter(tmp_path, 5, 0, 0, 2 * TERM, TERM)
+    assert RecordingWriter(tmp_path, 6, 0, 0, TERM, TERM).checksum_algorithm == CHECKSUM_NONE
