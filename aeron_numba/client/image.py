@@ -35,7 +35,10 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire
+from aeron_numba.kernels.term_appender import log_term_length
 from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
+from aeron_numba.kernels.term_scanner import scan_block
+from aeron_numba.layout.position import index_by_position, position_bits_to_shift
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer as lb
@@ -102,6 +105,34 @@ def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata,
     result[RESULT_START] = position
     result[RESULT_END] = new_position
     return count
+
+
+@kernel
+def block_poll_and_copy(log, position_buffer, position_offset, block_length_limit, scratch, metadata, counter_id,
+                        registration_id, result):
+    """``block_poll``'s compiled work: whole frames from our ``sub-pos`` up to ``block_length_limit`` bytes, not
+    past the term end (a PAD frame alone: ``term_scanner.scan_block``), copied into ``scratch`` and checked to be
+    ours as in ``poll_and_copy``. Returns the block length, 0, ``NOT_OWNED`` or ``COPY_TOO_SMALL``."""
+    position = atomics.get_int64_acquire(position_buffer, position_offset)
+    term_length = log_term_length(log)
+    term_offset = position & (term_length - 1)
+    term_base = index_by_position(position, position_bits_to_shift(term_length)) * term_length
+    limit_offset = min(term_length, term_offset + block_length_limit)
+    length = scan_block(log, term_base, term_offset, limit_offset) - term_offset
+    if length <= 0:
+        return 0
+    if length > scratch.shape[0]:
+        result[RESULT_WANTED] = length
+        return COPY_TOO_SMALL
+    copy_bytes(scratch, 0, log, term_base + term_offset, length)
+    atomics.acquire_fence()
+    state = atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET)
+    owner = atomics.get_int64_acquire(position_buffer, counter_id * _COUNTER_LENGTH + _REGISTRATION_ID_OFFSET)
+    if state != _ALLOCATED or owner != registration_id:
+        return NOT_OWNED
+    result[RESULT_START] = position
+    result[RESULT_END] = position + length
+    return length
 
 
 @kernel
@@ -282,6 +313,35 @@ class Image:
         if resulting > committed:
             self._store_position(position_buffer, resulting)
         return fragments_read
+
+    def block_poll(self, handler: Callable, block_length_limit: int) -> int:
+        """Deliver whole frames as one block: ``handler(buffer, offset, length, session_id, term_id)`` (Aeron
+        ``blockPoll``; what a recorder writes to its segment files). The block is at most
+        ``block_length_limit`` bytes, never crosses a term end, and a PAD frame comes alone; ``buffer`` is a
+        private copy as in ``poll``. Returns the bytes consumed."""
+        log = self.log_buffer
+        position_buffer = self.position_buffer
+        if log is None or position_buffer is None:
+            return 0
+        if block_length_limit < _FRAME_ALIGNMENT:
+            raise ConfigurationError(f"block_length_limit={block_length_limit} must be >= {_FRAME_ALIGNMENT}")
+        args = (log, position_buffer, self.position_offset, int(block_length_limit))
+        owner = (self._metadata, self.subscriber_position_id, self.subscription_registration_id, self._result)
+        length = block_poll_and_copy(*args, self._scratch, *owner)
+        if length == COPY_TOO_SMALL:
+            self._scratch = np.zeros(max(int(self._result[RESULT_WANTED]), 2 * self._scratch.size), dtype=np.uint8)
+            length = block_poll_and_copy(*args, self._scratch, *owner)
+        if length <= 0:
+            return 0
+        end = int(self._result[RESULT_END])
+        buffer = self._scratch
+        session_id = int(buffer[frame.SESSION_ID_FIELD_OFFSET:frame.SESSION_ID_FIELD_OFFSET + 4].view(np.int32)[0])
+        term_id = int(buffer[frame.TERM_ID_FIELD_OFFSET:frame.TERM_ID_FIELD_OFFSET + 4].view(np.int32)[0])
+        try:
+            handler(buffer, 0, length, session_id, term_id)
+        finally:
+            self._store_position(position_buffer, end)  # as Aeron: a block handed over is consumed
+        return length
 
     # ---------------------------------------------------------------------------------------- properties
     @property

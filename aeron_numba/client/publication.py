@@ -28,6 +28,7 @@ from aeron_numba.errors import ConfigurationError, MessageTooLongError
 from aeron_numba.kernels import term_appender
 from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire
 from aeron_numba.layout import counters as counters_layout
+from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer as lb
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.publication import (
@@ -279,3 +280,48 @@ class ExclusivePublication(Publication):
     @property
     def term_offset(self) -> int:
         return int(self.pub_state[PUB_STATE_TERM_OFFSET])
+
+    def offer_block(self, data, offset: int = 0, length: int | None = None) -> int:
+        """Append a block of whole frames framed for this publication (Aeron ``offerBlock``, used by replays).
+
+        The block must start with a DATA frame whose term offset, session id, stream id and term id are this
+        publication's current ones (``term_offset``, ``session_id``, ``stream_id``, ``term_id``), and fit in
+        the rest of the term; a block that does not raises ``ConfigurationError`` saying which field is wrong.
+        Returns the new position or a negative status (ADMIN_ACTION after a full term: retry).
+        """
+        log, limit_buffer = self.log_buffer, self.limit_buffer
+        if log is None or limit_buffer is None:
+            return CLOSED
+        src = as_uint8(data)
+        offset = int(offset)
+        length = src.shape[0] - offset if length is None else int(length)
+        result = term_appender.exclusive_offer_block(log, self.pub_state, limit_buffer, src, offset, length)
+        if result == ERROR:
+            raise ConfigurationError(self._block_error_text(src, offset, length))
+        return result
+
+    def append_padding(self, length: int) -> int:
+        """Append a PAD frame of ``length`` payload bytes (Aeron ``appendPadding``, a replayed padding frame)."""
+        log, limit_buffer = self.log_buffer, self.limit_buffer
+        if log is None or limit_buffer is None:
+            return CLOSED
+        result = term_appender.exclusive_append_padding(log, self.pub_state, limit_buffer, int(length))
+        if result == ERROR:
+            raise MessageTooLongError(f"padding length={length} must be in [0, {self.max_message_length}]")
+        return result
+
+    def _block_error_text(self, src: np.ndarray, offset: int, length: int) -> str:
+        code = term_appender.block_error(self.log_buffer, self.pub_state, src, offset, length)
+        if code == term_appender.BLOCK_BAD_LENGTH:
+            return (f"block length={length} at offset={offset} must be a positive multiple of 32 inside the buffer "
+                    f"({src.shape[0]} bytes) and fit the rest of the term ({self.term_buffer_length - self.term_offset})")
+        field, expected, at = {
+            term_appender.BLOCK_NOT_DATA: ("frame type", frame.HDR_TYPE_DATA, frame.TYPE_FIELD_OFFSET),
+            term_appender.BLOCK_WRONG_TERM_OFFSET: ("term offset", self.term_offset, frame.TERM_OFFSET_FIELD_OFFSET),
+            term_appender.BLOCK_WRONG_SESSION_ID: ("session id", self.session_id, frame.SESSION_ID_FIELD_OFFSET),
+            term_appender.BLOCK_WRONG_STREAM_ID: ("stream id", self.stream_id, frame.STREAM_ID_FIELD_OFFSET),
+            term_appender.BLOCK_WRONG_TERM_ID: ("term id", self.term_id, frame.TERM_ID_FIELD_OFFSET),
+        }[code]
+        size = 2 if code == term_appender.BLOCK_NOT_DATA else 4
+        actual = int.from_bytes(src[offset + at:offset + at + size].tobytes(), "little", signed=size == 4)
+        return f"improperly formatted block: first frame {field}={actual}, expected {expected}"

@@ -29,6 +29,7 @@ from aeron_numba.layout.frame import (
     RESERVED_VALUE_OFFSET,
     SESSION_ID_FIELD_OFFSET,
     STREAM_ID_FIELD_OFFSET,
+    TERM_ID_FIELD_OFFSET,
     TERM_OFFSET_FIELD_OFFSET,
     TYPE_FIELD_OFFSET,
     UNFRAGMENTED,
@@ -481,6 +482,103 @@ def exclusive_offer(log, pub_state, limit_buf, src, src_offset, length, reserved
         _write_fragmented(
             log, term_base, term_offset, term_id, session_id, stream_id, src, src_offset, length, max_payload, reserved_value
         )
+    pub_state[PUB_STATE_TERM_OFFSET] = resulting_offset
+    return term_begin_position + resulting_offset
+
+
+@kernel
+def exclusive_offer_block(log, pub_state, limit_buf, src, src_offset, length):
+    """Append a block of whole, already framed frames (a replay, §4.6 ``offer_block``) at the writer's term
+    offset. The block must start with a DATA frame carrying this term offset, session id, stream id and term
+    id, and fit in the rest of the term; otherwise ``ERROR`` and nothing is written (``block_error`` says
+    which). The block's first frame length is release-stored last, so readers see the block whole.
+
+    Returns the new position, or CLOSED, NOT_CONNECTED, BACK_PRESSURED, ADMIN_ACTION (the term was full:
+    rotated, retry), MAX_POSITION_EXCEEDED or ERROR.
+    """
+    if pub_state[PUB_STATE_CLOSED] != 0:
+        return CLOSED
+    term_length = log_term_length(log)
+    term_offset = pub_state[PUB_STATE_TERM_OFFSET]
+    term_id = pub_state[PUB_STATE_TERM_ID]
+    if term_offset >= term_length:  # the last block filled the term: rotate first
+        return _exclusive_trip(log, pub_state, pub_state[PUB_STATE_PARTITION_INDEX] * term_length, term_offset,
+                               term_length, term_id, log_session_id(log), log_stream_id(log))
+    limit = atomics.get_int64_acquire(limit_buf, pub_state[PUB_STATE_LIMIT_COUNTER_OFFSET])
+    term_begin_position = pub_state[PUB_STATE_TERM_BEGIN_POSITION]
+    position = term_begin_position + term_offset
+    if position >= limit:
+        return _back_pressure_status(log, position, length, term_length)
+    if block_error(log, pub_state, src, src_offset, length) != 0:
+        return ERROR
+    index = pub_state[PUB_STATE_PARTITION_INDEX]
+    resulting_offset = term_offset + length
+    atomics.put_int64_release(log, tail_counter_offset(log, index), pack_tail(term_id, resulting_offset))
+    frame_offset = index * term_length + term_offset
+    first_frame_length = atomics.get_int32(src, src_offset)
+    copy_bytes(log, frame_offset + 4, src, src_offset + 4, length - 4)
+    atomics.put_int32_release(log, frame_offset, first_frame_length)
+    pub_state[PUB_STATE_TERM_OFFSET] = resulting_offset
+    return term_begin_position + resulting_offset
+
+
+#: ``block_error`` results: what is wrong with a block offered with ``exclusive_offer_block``.
+BLOCK_OK = 0
+BLOCK_BAD_LENGTH = 1  # not a positive multiple of 32 fitting in the rest of the term, or outside src
+BLOCK_NOT_DATA = 2  # the first frame is not a DATA frame
+BLOCK_WRONG_TERM_OFFSET = 3
+BLOCK_WRONG_SESSION_ID = 4
+BLOCK_WRONG_STREAM_ID = 5
+BLOCK_WRONG_TERM_ID = 6
+
+
+@kernel
+def block_error(log, pub_state, src, src_offset, length):
+    """``BLOCK_OK`` if ``src[src_offset:src_offset+length]`` may be appended by ``exclusive_offer_block`` now."""
+    term_length = log_term_length(log)
+    term_offset = pub_state[PUB_STATE_TERM_OFFSET]
+    if length < HEADER_LENGTH or length % FRAME_ALIGNMENT != 0 or term_offset + length > term_length or \
+            src_offset < 0 or src_offset + length > src.shape[0]:
+        return BLOCK_BAD_LENGTH
+    if (atomics.get_int16(src, src_offset + TYPE_FIELD_OFFSET) & 0xFFFF) != HDR_TYPE_DATA:
+        return BLOCK_NOT_DATA
+    if atomics.get_int32(src, src_offset + TERM_OFFSET_FIELD_OFFSET) != term_offset:
+        return BLOCK_WRONG_TERM_OFFSET
+    if atomics.get_int32(src, src_offset + SESSION_ID_FIELD_OFFSET) != log_session_id(log):
+        return BLOCK_WRONG_SESSION_ID
+    if atomics.get_int32(src, src_offset + STREAM_ID_FIELD_OFFSET) != log_stream_id(log):
+        return BLOCK_WRONG_STREAM_ID
+    if atomics.get_int32(src, src_offset + TERM_ID_FIELD_OFFSET) != pub_state[PUB_STATE_TERM_ID]:
+        return BLOCK_WRONG_TERM_ID
+    return BLOCK_OK
+
+
+@kernel
+def exclusive_append_padding(log, pub_state, limit_buf, length):
+    """Append a PAD frame of ``length`` payload bytes (a replayed padding frame): frame length ``length + 32``,
+    aligned like any frame. Returns the new position or a status as ``exclusive_offer``."""
+    if pub_state[PUB_STATE_CLOSED] != 0:
+        return CLOSED
+    term_length = log_term_length(log)
+    if length < 0 or length > max_message_length(term_length):
+        return ERROR
+    limit = atomics.get_int64_acquire(limit_buf, pub_state[PUB_STATE_LIMIT_COUNTER_OFFSET])
+    term_offset = pub_state[PUB_STATE_TERM_OFFSET]
+    term_begin_position = pub_state[PUB_STATE_TERM_BEGIN_POSITION]
+    position = term_begin_position + term_offset
+    if position >= limit:
+        return _back_pressure_status(log, position, length, term_length)
+    term_id = pub_state[PUB_STATE_TERM_ID]
+    index = pub_state[PUB_STATE_PARTITION_INDEX]
+    session_id = log_session_id(log)
+    stream_id = log_stream_id(log)
+    frame_length = length + HEADER_LENGTH
+    resulting_offset = term_offset + align(frame_length, FRAME_ALIGNMENT)
+    atomics.put_int64_release(log, tail_counter_offset(log, index), pack_tail(term_id, resulting_offset))
+    term_base = index * term_length
+    if resulting_offset > term_length:
+        return _exclusive_trip(log, pub_state, term_base, term_offset, term_length, term_id, session_id, stream_id)
+    write_padding(log, term_base + term_offset, frame_length, term_offset, term_id, session_id, stream_id)
     pub_state[PUB_STATE_TERM_OFFSET] = resulting_offset
     return term_begin_position + resulting_offset
 

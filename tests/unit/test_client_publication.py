@@ -3,6 +3,8 @@ try_claim, message limits, input types and close (spec §4, §11)."""
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
@@ -342,3 +344,77 @@ def test_unavailable_counter_from_driver_closes_it(client, driver):
     driver.run_on_driver(lambda: driver._on_remove_counter(cp.REMOVE_COUNTER, type("M", (), {
         "registration_id": counter.registration_id, "correlation_id": 0})()))
     wait_until(lambda: counter.is_closed, 5, "counter closed by ON_UNAVAILABLE_COUNTER")
+
+
+# ------------------------------------------------------------------------------------ blocks (replays)
+def _blocks(image, limit):
+    blocks = []
+
+    def on_block(buffer, offset, length, session_id, term_id):
+        blocks.append((bytes(buffer[offset:offset + length]), session_id, term_id))
+
+    while image.block_poll(on_block, limit):
+        pass
+    return blocks
+
+
+def _reframe(block: bytes, session_id: int, stream_id: int, term_id: int) -> bytearray:
+    """What a replayer does to a recorded block: the replay publication's ids in every frame."""
+    out, offset = bytearray(block), 0
+    while offset < len(out):
+        length = struct.unpack_from("<i", out, offset)[0]
+        struct.pack_into("<ii", out, offset + 12, session_id, stream_id)
+        struct.pack_into("<i", out, offset + 20, term_id)
+        offset += (length + 31) & ~31
+    return out
+
+
+def test_block_poll_hands_over_whole_frames_and_offer_block_appends_them_to_another_publication(client, driver):
+    aeron, _ = client
+    source_sub = aeron.add_subscription("aeron:ipc", 30)
+    source = aeron.add_exclusive_publication("aeron:ipc", 30)
+    replay_sub = aeron.add_subscription("aeron:ipc", 31)
+    replay = aeron.add_exclusive_publication("aeron:ipc", 31)
+    wait_until(lambda: source_sub.image_count == 1 and replay_sub.image_count == 1 and replay.position_limit > 0,
+               5, "both connected")
+    payloads = [bytes([i]) * (10 + 37 * i) for i in range(20)]
+    for payload in payloads:
+        assert offer_retrying(source, payload) > 0
+    image = source_sub.images[0]
+    blocks = _blocks(image, 1024)
+    assert all(len(b) <= 1024 and len(b) % 32 == 0 for b, _, _ in blocks) and len(blocks) > 1
+    assert {(s, t) for _, s, t in blocks} == {(source.session_id, source.term_id)}
+    assert sum(len(b) for b, _, _ in blocks) == source.position == image.position
+    for block, _, _ in blocks:
+        framed = _reframe(block, replay.session_id, replay.stream_id, replay.term_id)
+        assert replay.offer_block(framed) == replay.position
+    got = []
+    poll_until(replay_sub, lambda buffer, offset, length, header: got.append(bytes(buffer[offset:offset + length])),
+               lambda: len(got), len(payloads))
+    assert got == payloads
+
+
+@pytest.mark.parametrize("field_offset, value, text", [
+    (6, 0, "first frame frame type=0, expected 1"),
+    (8, 64, "first frame term offset=64, expected 0"),
+    (12, 12345, "first frame session id=12345, expected"),
+    (16, 99, "first frame stream id=99, expected 32"),
+    (20, 7, "first frame term id=7, expected"),
+])
+def test_offer_block_refuses_a_block_not_framed_for_this_publication_naming_the_field(client, field_offset, value,
+                                                                                         text):
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 32)
+    publication = aeron.add_exclusive_publication("aeron:ipc", 32)
+    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    block = bytearray(64)
+    struct.pack_into("<iBBHiiiiq", block, 0, 40, 0, 0xC0, 1, 0, publication.session_id, 32, publication.term_id, 0)
+    bad = bytearray(block)
+    struct.pack_into("<H" if field_offset == 6 else "<i", bad, field_offset, value)
+    with pytest.raises(ConfigurationError, match=text):
+        publication.offer_block(bad)
+    with pytest.raises(ConfigurationError, match="block length=48 at offset=0 must be a positive multiple of 32"):
+        publication.offer_block(block, 0, 48)
+    assert publication.position == 0
+    assert publication.offer_block(block) == 64
+    assert publication.append_padding(100) == 64 + 160  # 132-byte frame, aligned to 160

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -235,3 +237,35 @@ def test_offer_after_trip_lands_in_next_term(make_log):
             assert offset + length == term_length
             break
         offset += (length + 31) & ~31
+
+
+def _frame(term_offset: int, term_id: int, payload_length: int, session_id=42, stream_id=1001) -> bytearray:
+    out = bytearray(align_up(payload_length + 32))
+    struct.pack_into("<iBBHiiiiq", out, 0, payload_length + 32, 0, 0xC0, 1, term_offset, session_id, stream_id, term_id, 9)
+    out[32:32 + payload_length] = bytes([term_offset & 0xFF]) * payload_length
+    return out
+
+
+def align_up(n: int) -> int:
+    return (n + 31) & ~31
+
+
+def test_offer_block_fills_a_term_then_rotates_and_the_reader_sees_every_frame(make_log):
+    term = 64 * 1024
+    logbuf = make_log(term_length=term)
+    log = logbuf.buffer
+    state = new_pub_state(log, True)
+    limit = LimitCounter()
+    position = 0
+    for _ in range(term // 1024):  # 1024-byte blocks of two 512-byte frames fill the term exactly
+        block = _frame(position % term, 7, 480) + _frame(position % term + 512, 7, 480)
+        position = TA.exclusive_offer_block(log, state, limit.buffer, np.frombuffer(bytes(block), np.uint8), 0, 1024)
+        assert position > 0
+    assert position == term
+    block = _frame(0, 8, 100)
+    assert TA.exclusive_offer_block(log, state, limit.buffer, np.frombuffer(bytes(block), np.uint8), 0, 160) == P.ADMIN_ACTION
+    assert TA.exclusive_offer_block(log, state, limit.buffer, np.frombuffer(bytes(block), np.uint8), 0, 160) == term + 160
+    consumer = Consumer(log, term)
+    consumer.drain()
+    assert len(consumer.messages) == 2 * term // 1024 + 1
+    assert consumer.reserved[0] == 9
