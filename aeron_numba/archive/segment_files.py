@@ -19,6 +19,7 @@ import numpy as np
 from aeron_numba.errors import AeronError
 from aeron_numba.kernels.replay_rewrite import record_checksums
 from aeron_numba.kernels.segment_scanner import recorded_frames_end
+from aeron_numba.kernels.term_scanner import scan_block
 from aeron_numba.layout import archive as A
 from aeron_numba.layout import frame
 from aeron_numba.layout.checksum import CHECKSUM_NONE, REWRITE_OUT_LENGTH, check_checksum_algorithm
@@ -135,3 +136,54 @@ def recover_stop_position(archive_dir: str | os.PathLike, recording_id: int, sta
     with MappedFile.open(path) as mapped:
         end = recorded_frames_end(mapped.buffer[:segment_length], first_offset, base, term_length)
     return base + int(end)
+
+
+class RecordingReader:
+    """Reads a recording back from its segment files in blocks of whole frames (what a replay offers).
+
+    One segment file is mapped at a time, and mapped again when a read moves into the next one. A live
+    recording is read up to where its writer got: frames not yet written read as length 0 and end a block.
+    """
+
+    def __init__(self, archive_dir: str | os.PathLike, recording_id: int, start_position: int, term_length: int,
+                 segment_length: int):
+        self.archive_dir = Path(archive_dir)
+        self.recording_id = recording_id
+        self.start_position = start_position
+        self.term_length = term_length
+        self.segment_length = segment_length
+        self._mapped: MappedFile | None = None
+        self._mapped_base = -1
+
+    def _segment(self, position: int) -> tuple[np.ndarray | None, int]:
+        base = A.segment_file_base_position(self.start_position, position, self.term_length, self.segment_length)
+        if base != self._mapped_base:
+            self.close()
+            path = self.archive_dir / A.segment_file_name(self.recording_id, base)
+            if not path.exists():
+                return None, base  # not written yet
+            self._mapped = MappedFile.open(path, min_length=self.segment_length)
+            self._mapped_base = base
+        return self._mapped.buffer, base
+
+    def read(self, position: int, limit_position: int, max_length: int) -> tuple[np.ndarray | None, int, int]:
+        """``(buffer, offset, length)``: whole frames from ``position`` up to ``max_length`` bytes, not past
+        ``limit_position`` nor the end of the term (a PAD frame comes alone); length 0 when none is there yet."""
+        if position % frame.FRAME_ALIGNMENT:
+            raise SegmentFileError(f"position={position} is not a multiple of {frame.FRAME_ALIGNMENT}")
+        if position >= limit_position:
+            return None, 0, 0
+        buffer, base = self._segment(position)
+        if buffer is None:
+            return None, 0, 0
+        term_offset = position & (self.term_length - 1)
+        term_base = position - base - term_offset  # where the term starts in the file
+        limit_offset = min(self.term_length, term_offset + max_length, term_offset + (limit_position - position))
+        end = scan_block(buffer, term_base, term_offset, limit_offset)
+        return buffer, term_base + term_offset, end - term_offset
+
+    def close(self) -> None:
+        if self._mapped is not None:
+            self._mapped.close()
+            self._mapped = None
+            self._mapped_base = -1

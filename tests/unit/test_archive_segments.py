@@ -150,3 +150,35 @@ def test_a_new_segment_is_never_written_over_and_misplaced_blocks_are_refused(sh
     with pytest.raises(SegmentFileError, match="segment length=65536 must be a multiple of term length=131072"):
         RecordingWriter(tmp_path, 5, 0, 0, 2 * TERM, TERM)
     assert RecordingWriter(tmp_path, 6, 0, 0, TERM, TERM).checksum_algorithm == CHECKSUM_NONE
+
+
+@pytest.mark.parametrize("segment", [TERM, 2 * TERM])
+def test_reading_a_recording_back_gives_its_frames_in_blocks_within_terms(shm_dir, tmp_path, segment):
+    from aeron_numba.archive.segment_files import RecordingReader
+
+    log, end = publish(shm_dir, [700] * 200)  # 736-byte frames over three terms, with padding at each term end
+    start = 736 * 3
+    writer = RecordingWriter(tmp_path, 9, start, start, TERM, segment)
+    record(writer, log, start, end)
+    writer.close()
+    reader = RecordingReader(tmp_path, 9, start, TERM, segment)
+    position, blocks = start, []
+    while True:
+        buffer, offset, length = reader.read(position, end, 4096)
+        if length == 0:
+            break
+        assert length <= 4096 and (position + length - 1) // TERM == position // TERM  # never across a term
+        blocks.append(bytes(buffer[offset:offset + 32]))
+        expected = log[(position // TERM % 3) * TERM + position % TERM:][:length]
+        frame_type = struct.unpack_from("<H", buffer, offset + 6)[0]
+        if frame_type == 0:  # padding: recorded as its header, alone
+            assert length == struct.unpack_from("<i", buffer, offset)[0] and \
+                bytes(buffer[offset:offset + 32]) == bytes(expected[:32])
+        else:
+            assert bytes(buffer[offset:offset + length]) == bytes(expected)
+        position += length
+    reader.close()
+    assert position == end
+    assert RecordingReader(tmp_path, 9, start, TERM, segment).read(end, end + 4096, 4096)[2] == 0  # nothing more
+    with pytest.raises(SegmentFileError, match="position=100 is not a multiple of 32"):
+        reader.read(100, end, 4096)
