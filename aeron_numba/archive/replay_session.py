@@ -1,0 +1,166 @@
+"""One replay: a recording's frames from its segment files into an exclusive replay publication (spec/archive.md
+§6.3), as the "Starting Replay" and "Replaying" seeds describe.
+
+States: INIT (the replay publication was added, positioned at the recording's term id and offset so replayed
+positions equal recorded ones; wait for its subscriber, up to the connect timeout) -> REPLAY -> DONE, or
+INACTIVE with ``error`` set. Each REPLAY duty cycle reads whole frames from the replay position up to the end
+of the term, the replay buffer and the limit (the stop position of a stopped recording, the live ``rec-pos``
+of an active one, a bounded replay's limit counter, the requested length), verifies record checksums if
+configured, rewrites session and stream ids (``replay_rewrite`` kernel) and offers the block; a block that ends
+inside a fragmented message is cut back to the last whole message, which comes next time. Back pressure
+leaves the position where it was: the same bytes are offered again next cycle.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+
+import numpy as np
+
+from aeron_numba.archive.segment_files import RecordingReader
+from aeron_numba.kernels.replay_rewrite import replay_rewrite
+from aeron_numba.layout import archive as A
+from aeron_numba.layout import frame
+from aeron_numba.layout.checksum import CHECKSUM_MISMATCH, CHECKSUM_NONE, REWRITE_OUT_LENGTH
+from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED, STATUS_NAMES
+
+#: The replayer's buffer, shared by its sessions (Aeron: 1 MiB, or the file IO max length).
+DEFAULT_REPLAY_BUFFER_LENGTH = A.DEFAULT_FILE_IO_MAX_LENGTH
+
+
+class ReplayState(enum.Enum):
+    INIT = "init"
+    REPLAY = "replay"
+    INACTIVE = "inactive"  # failed: see ``error``
+    DONE = "done"
+
+
+def replay_position_error(descriptor, position: int, length: int) -> str | None:
+    """Why a replay of ``descriptor`` from ``position`` (-1: its start) for ``length`` cannot start, or None."""
+    start, stop = descriptor.start_position, descriptor.stop_position
+    if position == A.NULL_POSITION:
+        position = start
+    if position % frame.FRAME_ALIGNMENT:
+        return f"requested replay start position={position} must be a multiple of {frame.FRAME_ALIGNMENT}"
+    if position < start:
+        return f"requested replay start position={position} is less than recording start position={start}"
+    if stop != A.NULL_POSITION and position >= stop and not (position == stop == start):
+        return f"requested replay start position={position} must be less than the stop position={stop}"
+    if length != A.NULL_LENGTH and length < 0:
+        return f"requested replay length={length} must be -1 (to the end) or >= 0"
+    return None
+
+
+def whole_messages_length(buffer: np.ndarray, offset: int, length: int) -> int:
+    """Length of the block's prefix ending with a whole message (a frame with the END flag); the whole block
+    when its first message does not end in it (a message longer than a read)."""
+    end, at, stop = 0, offset, offset + length
+    while at < stop:
+        frame_length = int(buffer[at:at + 4].view(np.int32)[0])
+        aligned = (frame_length + frame.FRAME_ALIGNMENT - 1) & ~(frame.FRAME_ALIGNMENT - 1)
+        if buffer[at + frame.FLAGS_FIELD_OFFSET] & frame.END_FRAG_FLAG:
+            end = at + aligned - offset
+        at += aligned
+    return end if end > 0 else length
+
+
+class ReplaySession:
+    def __init__(self, *, replay_session_id: int, descriptor, publication, archive_dir, position: int, length: int,
+                 replay_buffer: np.ndarray, stop_position, recorded_position, bound=None,
+                 checksum_algorithm: int = CHECKSUM_NONE, connect_timeout_ns: int = A.DEFAULT_CONNECT_TIMEOUT_NS,
+                 nano_clock=time.monotonic_ns):
+        """``stop_position()``: the recording's stop position now (-1 while it records); ``recorded_position()``:
+        how far an active recording has written (its ``rec-pos``); ``bound()``: a bounded replay's limit."""
+        self.replay_session_id = replay_session_id
+        self.descriptor = descriptor
+        self.publication = publication
+        self.position = descriptor.start_position if position == A.NULL_POSITION else position
+        self.end_position = None if length == A.NULL_LENGTH else self.position + length
+        self.replay_buffer = replay_buffer
+        self.stop_position = stop_position
+        self.recorded_position = recorded_position
+        self.bound = bound
+        self.checksum_algorithm = checksum_algorithm
+        self.connect_deadline_ns = nano_clock() + connect_timeout_ns
+        self.nano_clock = nano_clock
+        self.reader = RecordingReader(archive_dir, descriptor.recording_id, descriptor.start_position,
+                                      descriptor.term_buffer_length, descriptor.segment_file_length)
+        self.state = ReplayState.INIT
+        self.error: str | None = None
+        self._out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
+        self._stop_requested = False
+
+    def request_stop(self) -> None:
+        self._stop_requested = True
+
+    def _fail(self, error: str) -> int:
+        self.error = error
+        self.state = ReplayState.INACTIVE
+        return 1
+
+    def _limits(self) -> tuple[int, bool]:
+        """How far the replay may read now, and whether reaching it ends the replay."""
+        stop = self.stop_position()
+        limit = stop if stop != A.NULL_POSITION else self.recorded_position()
+        if self.bound is not None:
+            limit = min(limit, self.bound())
+        final = stop != A.NULL_POSITION and limit >= stop
+        if self.end_position is not None and limit >= self.end_position:
+            limit, final = self.end_position, True
+        return limit, final
+
+    def do_work(self) -> int:
+        if self.state in (ReplayState.DONE, ReplayState.INACTIVE):
+            return 0
+        if self._stop_requested:
+            self.state = ReplayState.DONE
+            return 1
+        if self.state is ReplayState.INIT:
+            if self.publication.is_connected:
+                self.state = ReplayState.REPLAY
+                return 1
+            if self.nano_clock() > self.connect_deadline_ns:
+                return self._fail("no connection established for replay")
+            return 0
+        return self._replay()
+
+    def _replay(self) -> int:
+        limit, final = self._limits()
+        if self.position >= limit:
+            if final:
+                self.state = ReplayState.DONE
+            return 0
+        buffer, offset, length = self.reader.read(self.position, limit, self.replay_buffer.size)
+        if length == 0:
+            return 0
+        frame_type = int(buffer[offset + frame.TYPE_FIELD_OFFSET:offset + frame.TYPE_FIELD_OFFSET + 2].view(np.uint16)[0])
+        if frame_type == frame.HDR_TYPE_PAD:
+            frame_length = int(buffer[offset:offset + 4].view(np.int32)[0])
+            result = self.publication.append_padding(frame_length - frame.HEADER_LENGTH)
+        else:
+            length = whole_messages_length(buffer, offset, length)
+            block = self.replay_buffer[:length]
+            block[:] = buffer[offset:offset + length]
+            status = replay_rewrite(block, 0, length, self.publication.session_id, self.publication.stream_id,
+                                    self.checksum_algorithm, self._out)
+            if status != length:
+                at = self.position + int(self._out[0])
+                if status == CHECKSUM_MISMATCH:
+                    return self._fail(f"replay of recording {self.descriptor.recording_id}: checksum mismatch at "
+                                      f"position {at} (computed {int(self._out[1])}, stored {int(self._out[2])})")
+                return self._fail(f"replay of recording {self.descriptor.recording_id}: malformed frame at position "
+                                  f"{at} (status {status})")
+            result = self.publication.offer_block(block)
+        if result > 0:
+            self.position = result
+            return 1
+        if result in (BACK_PRESSURED, ADMIN_ACTION):
+            return 0  # the same bytes again next cycle
+        if result == NOT_CONNECTED:
+            return self._fail("replay publication is not connected")
+        return self._fail(f"replay publication offer failed: {STATUS_NAMES.get(result, result)}")
+
+    def close(self) -> None:
+        self.reader.close()
+        self.publication.close()
