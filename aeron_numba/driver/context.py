@@ -7,126 +7,85 @@ plain = ns) and sizes ``k``/``m``/``g`` suffixes, as Aeron's system properties d
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from aeron_numba.codecs.channel_uri import parse_duration_ns, parse_size
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.layout import cnc, frame, log_buffer, udp_frames
 from aeron_numba.layout.counters import DEFAULT_FREE_TO_REUSE_TIMEOUT_MS
+from aeron_numba.settings import boolean, duration, from_env, integer, setting, size, text
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
-
-
-def _duration(value: str, name: str) -> int:
-    return parse_duration_ns(name, value.strip())
-
-
-def _size(value: str, name: str) -> int:
-    return parse_size(name, value.strip())
-
-
-def _bool(value: str, name: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise ConfigurationError(f"{name}={value!r} must be true or false")
-
-
-def _int(value: str, name: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ConfigurationError(f"{name}={value!r} is not an integer") from None
-
-
-def _text(value: str, name: str) -> str:
-    return value
-
-
-def _setting(default, env: str | None, parse=None):
-    """A context field with its default, its environment variable and how to parse it."""
-    return field(default=default, metadata={"env": env, "parse": parse})
 
 
 @dataclass
 class DriverContext:
     """``MediaDriver.Context``: every setting the IPC driver uses, with Aeron's defaults."""
 
-    aeron_dir: str | None = _setting(None, "AERON_DIR", _text)
-    dir_delete_on_start: bool = _setting(False, "AERON_DIR_DELETE_ON_START", _bool)
-    dir_delete_on_shutdown: bool = _setting(False, "AERON_DIR_DELETE_ON_SHUTDOWN", _bool)
+    aeron_dir: str | None = setting(None, "AERON_DIR", text)
+    dir_delete_on_start: bool = setting(False, "AERON_DIR_DELETE_ON_START", boolean)
+    dir_delete_on_shutdown: bool = setting(False, "AERON_DIR_DELETE_ON_SHUTDOWN", boolean)
     # §15.2: an untethered subscriber this far behind for this long is dropped, then rests before rejoining.
-    untethered_window_limit_timeout_ns: int = _setting(5 * NS_PER_S, "AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", _duration)
-    untethered_resting_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_UNTETHERED_RESTING_TIMEOUT", _duration)
+    untethered_window_limit_timeout_ns: int = setting(5 * NS_PER_S, "AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", duration)
+    untethered_resting_timeout_ns: int = setting(10 * NS_PER_S, "AERON_UNTETHERED_RESTING_TIMEOUT", duration)
     # Check usable space before creating a log buffer (tmpfs and sparse files would otherwise fail later).
-    perform_storage_checks: bool = _setting(True, "AERON_PERFORM_STORAGE_CHECKS", _bool)
-    client_liveness_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", _duration)
-    publication_unblock_timeout_ns: int = _setting(15 * NS_PER_S, "AERON_PUBLICATION_UNBLOCK_TIMEOUT", _duration)
-    publication_linger_timeout_ns: int = _setting(5 * NS_PER_S, "AERON_PUBLICATION_LINGER_TIMEOUT", _duration)
-    timer_interval_ns: int = _setting(1 * NS_PER_S, "AERON_TIMER_INTERVAL", _duration)
-    driver_timeout_ms: int = _setting(10_000, "AERON_DRIVER_TIMEOUT", _int)
-    counter_free_to_reuse_timeout_ns: int = _setting(
-        DEFAULT_FREE_TO_REUSE_TIMEOUT_MS * NS_PER_MS, "AERON_COUNTERS_FREE_TO_REUSE_TIMEOUT", _duration
+    perform_storage_checks: bool = setting(True, "AERON_PERFORM_STORAGE_CHECKS", boolean)
+    client_liveness_timeout_ns: int = setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", duration)
+    publication_unblock_timeout_ns: int = setting(15 * NS_PER_S, "AERON_PUBLICATION_UNBLOCK_TIMEOUT", duration)
+    publication_linger_timeout_ns: int = setting(5 * NS_PER_S, "AERON_PUBLICATION_LINGER_TIMEOUT", duration)
+    timer_interval_ns: int = setting(1 * NS_PER_S, "AERON_TIMER_INTERVAL", duration)
+    driver_timeout_ms: int = setting(10_000, "AERON_DRIVER_TIMEOUT", integer)
+    counter_free_to_reuse_timeout_ns: int = setting(
+        DEFAULT_FREE_TO_REUSE_TIMEOUT_MS * NS_PER_MS, "AERON_COUNTERS_FREE_TO_REUSE_TIMEOUT", duration
     )
-    ipc_term_buffer_length: int = _setting(64 * 1024 * 1024, "AERON_IPC_TERM_BUFFER_LENGTH", _size)
-    ipc_mtu_length: int = _setting(frame.DEFAULT_MTU_LENGTH, "AERON_IPC_MTU_LENGTH", _size)
-    ipc_publication_term_window_length: int = _setting(0, "AERON_IPC_PUBLICATION_TERM_WINDOW_LENGTH", _size)
+    ipc_term_buffer_length: int = setting(64 * 1024 * 1024, "AERON_IPC_TERM_BUFFER_LENGTH", size)
+    ipc_mtu_length: int = setting(frame.DEFAULT_MTU_LENGTH, "AERON_IPC_MTU_LENGTH", size)
+    ipc_publication_term_window_length: int = setting(0, "AERON_IPC_PUBLICATION_TERM_WINDOW_LENGTH", size)
     # UDP (spec/transport.md §14, §16).
-    term_buffer_length: int = _setting(16 * 1024 * 1024, "AERON_TERM_BUFFER_LENGTH", _size)
-    mtu_length: int = _setting(frame.DEFAULT_MTU_LENGTH, "AERON_MTU_LENGTH", _size)
-    publication_term_window_length: int = _setting(0, "AERON_PUBLICATION_TERM_WINDOW_LENGTH", _size)
-    initial_window_length: int = _setting(128 * 1024, "AERON_RCV_INITIAL_WINDOW_LENGTH", _size)
-    socket_rcvbuf_length: int = _setting(128 * 1024, "AERON_SOCKET_SO_RCVBUF", _size)
-    socket_sndbuf_length: int = _setting(0, "AERON_SOCKET_SO_SNDBUF", _size)
-    image_liveness_timeout_ns: int = _setting(10 * NS_PER_S, "AERON_IMAGE_LIVENESS_TIMEOUT", _duration)
-    publication_connection_timeout_ns: int = _setting(5 * NS_PER_S, "AERON_PUBLICATION_CONNECTION_TIMEOUT", _duration)
-    publication_heartbeat_timeout_ns: int = _setting(100 * NS_PER_MS, "AERON_PUBLICATION_HEARTBEAT_TIMEOUT", _duration)
-    publication_setup_timeout_ns: int = _setting(100 * NS_PER_MS, "AERON_PUBLICATION_SETUP_TIMEOUT", _duration)
-    status_message_timeout_ns: int = _setting(200 * NS_PER_MS, "AERON_RCV_STATUS_MESSAGE_TIMEOUT", _duration)
-    nak_unicast_delay_ns: int = _setting(100_000, "AERON_NAK_UNICAST_DELAY", _duration)
-    nak_unicast_retry_delay_ratio: int = _setting(100, "AERON_NAK_UNICAST_RETRY_DELAY_RATIO", _int)
+    term_buffer_length: int = setting(16 * 1024 * 1024, "AERON_TERM_BUFFER_LENGTH", size)
+    mtu_length: int = setting(frame.DEFAULT_MTU_LENGTH, "AERON_MTU_LENGTH", size)
+    publication_term_window_length: int = setting(0, "AERON_PUBLICATION_TERM_WINDOW_LENGTH", size)
+    initial_window_length: int = setting(128 * 1024, "AERON_RCV_INITIAL_WINDOW_LENGTH", size)
+    socket_rcvbuf_length: int = setting(128 * 1024, "AERON_SOCKET_SO_RCVBUF", size)
+    socket_sndbuf_length: int = setting(0, "AERON_SOCKET_SO_SNDBUF", size)
+    image_liveness_timeout_ns: int = setting(10 * NS_PER_S, "AERON_IMAGE_LIVENESS_TIMEOUT", duration)
+    publication_connection_timeout_ns: int = setting(5 * NS_PER_S, "AERON_PUBLICATION_CONNECTION_TIMEOUT", duration)
+    publication_heartbeat_timeout_ns: int = setting(100 * NS_PER_MS, "AERON_PUBLICATION_HEARTBEAT_TIMEOUT", duration)
+    publication_setup_timeout_ns: int = setting(100 * NS_PER_MS, "AERON_PUBLICATION_SETUP_TIMEOUT", duration)
+    status_message_timeout_ns: int = setting(200 * NS_PER_MS, "AERON_RCV_STATUS_MESSAGE_TIMEOUT", duration)
+    nak_unicast_delay_ns: int = setting(100_000, "AERON_NAK_UNICAST_DELAY", duration)
+    nak_unicast_retry_delay_ratio: int = setting(100, "AERON_NAK_UNICAST_RETRY_DELAY_RATIO", integer)
     # Group semantics (multicast): each NAK waits a random backoff below the max, shaped by the group size.
-    nak_multicast_max_backoff_ns: int = _setting(udp_frames.NAK_MULTICAST_MAX_BACKOFF_NS,
-                                                 "AERON_NAK_MULTICAST_MAX_BACKOFF", _duration)
-    nak_multicast_group_size: int = _setting(udp_frames.NAK_MULTICAST_GROUP_SIZE, "AERON_NAK_MULTICAST_GROUP_SIZE",
-                                             _int)
-    retransmit_unicast_delay_ns: int = _setting(0, "AERON_RETRANSMIT_UNICAST_DELAY", _duration)
-    retransmit_unicast_linger_ns: int = _setting(10 * NS_PER_MS, "AERON_RETRANSMIT_UNICAST_LINGER", _duration)
-    max_resend: int = _setting(16, "AERON_MAX_RESEND", _int)
-    send_to_status_poll_ratio: int = _setting(6, "AERON_SEND_TO_STATUS_POLL_RATIO", _int)
+    nak_multicast_max_backoff_ns: int = setting(udp_frames.NAK_MULTICAST_MAX_BACKOFF_NS,
+                                                 "AERON_NAK_MULTICAST_MAX_BACKOFF", duration)
+    nak_multicast_group_size: int = setting(udp_frames.NAK_MULTICAST_GROUP_SIZE, "AERON_NAK_MULTICAST_GROUP_SIZE",
+                                             integer)
+    retransmit_unicast_delay_ns: int = setting(0, "AERON_RETRANSMIT_UNICAST_DELAY", duration)
+    retransmit_unicast_linger_ns: int = setting(10 * NS_PER_MS, "AERON_RETRANSMIT_UNICAST_LINGER", duration)
+    max_resend: int = setting(16, "AERON_MAX_RESEND", integer)
+    send_to_status_poll_ratio: int = setting(6, "AERON_SEND_TO_STATUS_POLL_RATIO", integer)
     # Our test hook, like Aeron's debug channel endpoints: map loss-control.dat so tests can drop datagrams.
-    loss_control_enabled: bool = _setting(False, "AERON_DEBUG_LOSS_CONTROL", _bool)
-    file_page_size: int = _setting(log_buffer.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", _size)
-    conductor_buffer_length: int = _setting(cnc.DEFAULT_TO_DRIVER_BUFFER_LENGTH, "AERON_CONDUCTOR_BUFFER_LENGTH", _size)
-    clients_buffer_length: int = _setting(cnc.DEFAULT_TO_CLIENTS_BUFFER_LENGTH, "AERON_CLIENTS_BUFFER_LENGTH", _size)
-    counters_values_buffer_length: int = _setting(
-        cnc.DEFAULT_COUNTERS_VALUES_BUFFER_LENGTH, "AERON_COUNTERS_BUFFER_LENGTH", _size
+    loss_control_enabled: bool = setting(False, "AERON_DEBUG_LOSS_CONTROL", boolean)
+    file_page_size: int = setting(log_buffer.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", size)
+    conductor_buffer_length: int = setting(cnc.DEFAULT_TO_DRIVER_BUFFER_LENGTH, "AERON_CONDUCTOR_BUFFER_LENGTH", size)
+    clients_buffer_length: int = setting(cnc.DEFAULT_TO_CLIENTS_BUFFER_LENGTH, "AERON_CLIENTS_BUFFER_LENGTH", size)
+    counters_values_buffer_length: int = setting(
+        cnc.DEFAULT_COUNTERS_VALUES_BUFFER_LENGTH, "AERON_COUNTERS_BUFFER_LENGTH", size
     )
-    error_buffer_length: int = _setting(cnc.DEFAULT_ERROR_LOG_BUFFER_LENGTH, "AERON_ERROR_BUFFER_LENGTH", _size)
-    loss_report_buffer_length: int = _setting(1024 * 1024, "AERON_LOSS_REPORT_BUFFER_LENGTH", _size)
-    publication_reserved_session_id_low: int = _setting(-1, "AERON_PUBLICATION_RESERVED_SESSION_ID_LOW", _int)
-    publication_reserved_session_id_high: int = _setting(1000, "AERON_PUBLICATION_RESERVED_SESSION_ID_HIGH", _int)
-    conductor_idle_strategy: str = _setting("backoff", "AERON_CONDUCTOR_IDLE_STRATEGY", _text)
-    conductor_cycle_threshold_ns: int = _setting(1 * NS_PER_S, "AERON_CONDUCTOR_CYCLE_THRESHOLD", _duration)
-    allow_terminate_driver: bool = _setting(False, "AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW", _bool)
-    driver_name: str = _setting("", "AERON_DRIVER_NAME", _text)
+    error_buffer_length: int = setting(cnc.DEFAULT_ERROR_LOG_BUFFER_LENGTH, "AERON_ERROR_BUFFER_LENGTH", size)
+    loss_report_buffer_length: int = setting(1024 * 1024, "AERON_LOSS_REPORT_BUFFER_LENGTH", size)
+    publication_reserved_session_id_low: int = setting(-1, "AERON_PUBLICATION_RESERVED_SESSION_ID_LOW", integer)
+    publication_reserved_session_id_high: int = setting(1000, "AERON_PUBLICATION_RESERVED_SESSION_ID_HIGH", integer)
+    conductor_idle_strategy: str = setting("backoff", "AERON_CONDUCTOR_IDLE_STRATEGY", text)
+    conductor_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_CONDUCTOR_CYCLE_THRESHOLD", duration)
+    allow_terminate_driver: bool = setting(False, "AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW", boolean)
+    driver_name: str = setting("", "AERON_DRIVER_NAME", text)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "DriverContext":
         """Defaults, then environment variables, then explicit ``overrides`` (highest priority)."""
-        environ = os.environ if environ is None else environ
-        values = {}
-        for f in fields(cls):
-            env, parse = f.metadata.get("env"), f.metadata.get("parse")
-            if env and env in environ and environ[env] != "":
-                values[f.name] = parse(environ[env], env)
-        values.update(overrides)
-        return cls(**values)
+        return from_env(cls, environ, **overrides)
 
     def conclude(self) -> "DriverContext":
         """Resolve the aeron dir and validate every setting; raises ``ConfigurationError`` naming value and limit."""

@@ -1,0 +1,60 @@
+"""Settings with Aeron's names: a context field is a default, an environment variable and a parser.
+
+Durations accept Aeron's suffixes (``10s``, ``500ms``, ``100us``, plain = ns) and sizes ``k``/``m``/``g``, as
+Aeron's system properties do. Used by the driver's and the archive's contexts; only contexts read the
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import field, fields
+
+from aeron_numba.codecs.channel_uri import parse_duration_ns, parse_size
+from aeron_numba.errors import ConfigurationError
+
+
+def duration(value: str, name: str) -> int:
+    return parse_duration_ns(name, value.strip())
+
+
+def size(value: str, name: str) -> int:
+    return parse_size(name, value.strip())
+
+
+def boolean(value: str, name: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ConfigurationError(f"{name}={value!r} must be true or false")
+
+
+def integer(value: str, name: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigurationError(f"{name}={value!r} is not an integer") from None
+
+
+def text(value: str, name: str) -> str:
+    return value
+
+
+def setting(default, env: str | None, parse=None):
+    """A context field with its default, its environment variable and how to parse it."""
+    return field(default=default, metadata={"env": env, "parse": parse})
+
+
+def from_env(cls, environ: dict[str, str] | None = None, **overrides):
+    """``cls`` (a dataclass of ``setting`` fields) from its defaults, then the environment variables, then
+    explicit ``overrides`` (highest priority)."""
+    environ = os.environ if environ is None else environ
+    values = {}
+    for f in fields(cls):
+        env, parse = f.metadata.get("env"), f.metadata.get("parse")
+        if env and env in environ and environ[env] != "":
+            values[f.name] = parse(environ[env], env)
+    values.update(overrides)
+    return cls(**values)
