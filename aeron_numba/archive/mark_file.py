@@ -58,7 +58,7 @@ class ArchiveMarkFile:
         now = epoch_clock()
         if path.exists():
             age = cls.activity_age_ms(path, now)
-            if age is not None and age < liveness_timeout_ms:
+            if age is not None and age < liveness_timeout_ms and cls._owner_alive(path):
                 raise ArchiveActiveError(f"an archive is active in {archive_dir}: {path} was touched {age} ms ago "
                                          f"(< liveness timeout {liveness_timeout_ms} ms)")
             path.unlink()
@@ -94,6 +94,29 @@ class ArchiveMarkFile:
             return None
         timestamp = struct.unpack_from("<q", head, A.MARK_ACTIVITY_TIMESTAMP_OFFSET)[0]
         return None if timestamp < 0 else now_ms - timestamp
+
+    @staticmethod
+    def _owner_alive(path: Path) -> bool:
+        """Whether the pid the mark file names is a live process on this host (a SIGKILLed archive's is not, so
+        a restart need not wait out the liveness timeout); True when it cannot be told."""
+        with open(path, "rb") as f:
+            head = f.read(A.MARK_PID_OFFSET + 8)
+        if len(head) < A.MARK_PID_OFFSET + 8:
+            return True
+        pid = struct.unpack_from("<q", head, A.MARK_PID_OFFSET)[0]
+        if pid <= 0:
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:  # a zombie is dead too
+                return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except (OSError, IndexError):
+            return True
 
     @classmethod
     def open(cls, archive_dir: str | os.PathLike, epoch_clock=_epoch_ms) -> "ArchiveMarkFile":

@@ -40,9 +40,11 @@ def rec_pos_label(recording_id: int, session_id: int, stream_id: int, stripped_c
 
 class RecordingSession:
     def __init__(self, *, catalog: Catalog, recording_id: int, image, writer: RecordingWriter, position_counter,
-                 file_io_max_length: int = A.DEFAULT_FILE_IO_MAX_LENGTH, epoch_clock=None):
+                 file_io_max_length: int = A.DEFAULT_FILE_IO_MAX_LENGTH, epoch_clock=None,
+                 subscription_id: int = A.NULL_VALUE):
         self.catalog = catalog
         self.recording_id = recording_id
+        self.subscription_id = subscription_id  # the archive's recording subscription the image came on
         self.image = image
         self.writer = writer
         self.position_counter = position_counter

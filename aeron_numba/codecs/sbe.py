@@ -109,6 +109,11 @@ class SbeCodec:
             self._by_class[cls] = (message, layout, groups)
             setattr(self, message.name, cls)
 
+    def header(self, message_name: str) -> bytes:
+        """The 8-byte message header of ``message_name`` at this schema's version (to send a stored body)."""
+        spec = self.schema.message(message_name)
+        return _HEADER.pack(spec.block_length, spec.template_id, self.schema.schema_id, self.schema.version)
+
     def group_class(self, message_name: str, group_name: str) -> type:
         """The generated class of one entry of ``message_name``'s group ``group_name``."""
         spec = self.schema.message(message_name)

@@ -1,0 +1,547 @@
+"""The archive's agent (spec/archive.md §6): control requests in, control sessions, recordings and replays.
+
+One duty cycle polls the control subscriptions (the local IPC control channel, and the remote one if
+configured), turns images that appeared on recording subscriptions into recording sessions, then runs every
+control session, recording session and replay session once (Aeron's SHARED threading mode: conductor,
+recorder and replayer on one thread). Requests are SBE messages (``codecs/archive_messages.py``); every one
+gets a ControlResponse on its session (or, for listings, descriptors then a terminating response), and a bad
+one an ERROR with the archive error code, never a crash: what cannot be decoded is recorded in the mark
+file's error log and dropped.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from aeron_numba.archive.catalog import Catalog
+from aeron_numba.archive.context import ArchiveContext
+from aeron_numba.archive.control_session import (
+    OK,
+    RECORDING_UNKNOWN,
+    SUBSCRIPTION_UNKNOWN,
+    ControlSession,
+    ControlSessionState,
+)
+from aeron_numba.archive.mark_file import ArchiveMarkFile
+from aeron_numba.archive.recording_session import RecordingSession, RecordingState, rec_pos_key, rec_pos_label
+from aeron_numba.archive.replay_session import ReplaySession, ReplayState, replay_position_error
+from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError, segment_files
+from aeron_numba.client import FragmentAssembler
+from aeron_numba.codecs.archive_messages import ARCHIVE
+from aeron_numba.codecs.channel_uri import ChannelUri
+from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
+from aeron_numba.errors import AeronError
+from aeron_numba.layout import archive as A
+
+#: Channel parameters that identify a recorded stream (Aeron's stripped channel): the rest (term length, MTU,
+#: linger...) does not change which stream it is.
+STRIPPED_PARAMS = ("endpoint", "interface", "control", "control-mode", "tags", "rejoin", "group", "tether", "fc",
+                   "gtag", "cc", "so-rcvbuf", "so-sndbuf", "rcv-wnd", "session-id", "alias")
+LOCAL = A.SOURCE_LOCATIONS["LOCAL"]
+
+
+def strip_channel(channel: str) -> str:
+    uri = ChannelUri.parse(channel)
+    params = {k: v for k, v in uri.params.items() if k in STRIPPED_PARAMS}
+    return str(ChannelUri(uri.media, params, uri.prefix))
+
+
+def replay_channel(channel: str, descriptor, position: int) -> str:
+    """The replay publication's channel: the client's, positioned so that replayed positions equal recorded
+    ones (init-term-id, term-id, term-offset) with the recording's term length and MTU (§6.3)."""
+    uri = ChannelUri.parse(channel)
+    term_length = descriptor.term_buffer_length
+    params = {k: v for k, v in uri.params.items()
+              if k not in ("init-term-id", "term-id", "term-offset", "term-length", "mtu")}
+    params.update({"init-term-id": str(descriptor.initial_term_id),
+                   "term-id": str(descriptor.initial_term_id + position // term_length),
+                   "term-offset": str(position & (term_length - 1)), "term-length": str(term_length),
+                   "mtu": str(descriptor.mtu_length)})
+    return str(ChannelUri(uri.media, params, uri.prefix))
+
+
+@dataclass
+class RecordingSubscription:
+    """A subscription the archive records: every image it gets becomes a recording."""
+
+    subscription: object
+    control_session_id: int
+    correlation_id: int
+    original_channel: str
+    stripped_channel: str
+    stream_id: int
+    auto_stop: bool
+
+
+class ArchiveConductor:
+    """Agent: ``do_work`` / ``role_name`` / ``on_close``."""
+
+    def __init__(self, ctx: ArchiveContext, aeron, mark_file: ArchiveMarkFile, catalog: Catalog,
+                 nano_clock=time.monotonic_ns, epoch_clock=lambda: time.time_ns() // 1_000_000):
+        self.ctx = ctx
+        self.aeron = aeron
+        self.mark_file = mark_file
+        self.catalog = catalog
+        self.nano_clock = nano_clock
+        self.epoch_clock = epoch_clock
+        self.archive_id = ctx.archive_id if ctx.archive_id != A.NULL_VALUE else aeron.client_id
+        self.control_subscriptions = [aeron.add_subscription(ctx.local_control_channel, ctx.local_control_stream_id)]
+        if ctx.control_channel:
+            self.control_subscriptions.append(aeron.add_subscription(ctx.control_channel, ctx.control_stream_id))
+        self._assembler = FragmentAssembler(self._on_fragment)
+        self.control_sessions: dict[int, ControlSession] = {}
+        self.recording_subscriptions: dict[int, RecordingSubscription] = {}
+        self.recordings: dict[int, RecordingSession] = {}  # recording id -> active session
+        self._recording_owner: dict[int, RecordingSubscription] = {}  # recording id -> what started it
+        self.replays: dict[int, ReplaySession] = {}
+        self._replay_owner: dict[int, int] = {}  # replay session id -> control session id
+        self._next_control_session_id = 1
+        self._next_replay_id = 1
+        self._images: collections.deque = collections.deque()  # (recording subscription id, image) from the client
+        self._lock = threading.Lock()
+        self.replay_buffer = np.zeros(ctx.file_io_max_length, dtype=np.uint8)
+        self._next_mark_update_ns = 0
+        self.errors_recorded = 0
+
+    def role_name(self) -> str:
+        return "archive-conductor"
+
+    def on_start(self) -> None:
+        pass
+
+    # ---------------------------------------------------------------------------------------- duty cycle
+    def do_work(self) -> int:
+        now_ns = self.nano_clock()
+        work = 0
+        for subscription in self.control_subscriptions:
+            work += subscription.poll(self._assembler, 16)
+        while self._images:
+            subscription_id, image = self._images.popleft()
+            work += self._start_recording_session(subscription_id, image)
+        for session_id, session in list(self.control_sessions.items()):
+            work += session.do_work(now_ns)
+            if session.state is ControlSessionState.DONE:
+                self._close_control_session(session_id)
+        for recording_id, recording in list(self.recordings.items()):
+            work += recording.do_work()
+            if recording.state is RecordingState.STOPPED:
+                self._on_recording_stopped(recording_id, recording)
+        for replay_session_id, replay in list(self.replays.items()):
+            work += replay.do_work()
+            if replay.state in (ReplayState.DONE, ReplayState.INACTIVE):
+                self._end_replay(replay_session_id, replay)
+        if now_ns >= self._next_mark_update_ns:
+            self._next_mark_update_ns = now_ns + A.MARK_ACTIVITY_UPDATE_INTERVAL_MS * 1_000_000
+            self.mark_file.update_activity_timestamp(self.epoch_clock())
+        return work
+
+    def record_error(self, error: BaseException | str) -> None:
+        self.errors_recorded += 1
+        self.mark_file.error_log.record(error)
+
+    # ------------------------------------------------------------------------------------------ requests
+    def _on_fragment(self, buffer, offset, length, header) -> None:
+        try:
+            request = ARCHIVE.decode(buffer, offset, length)
+        except (MalformedMessageError, UnknownMessageError) as exc:
+            self.record_error(f"control request dropped: {exc}")
+            return
+        name = type(request).__name__
+        handler = getattr(self, f"_on_{name}", None)
+        if name == "ConnectRequest" or name == "AuthConnectRequest":
+            self._on_connect(request)
+            return
+        session = self.control_sessions.get(getattr(request, "control_session_id", None))
+        if session is None or session.state is ControlSessionState.DONE:
+            self.record_error(f"{name} for unknown control session id={getattr(request, 'control_session_id', None)}")
+            return
+        if handler is None:
+            session.error(getattr(request, "correlation_id", -1), "GENERIC",
+                          f"request {name} (templateId={request.SPEC.template_id}) is not supported by this archive")
+            return
+        try:
+            handler(session, request)
+        except (AeronError, OSError, ValueError) as exc:  # a request the archive cannot do: the client gets why
+            session.error(getattr(request, "correlation_id", -1), "GENERIC", f"{name}: {exc}")
+            self.record_error(exc)
+
+    def _on_connect(self, request) -> None:
+        major = request.version >> 16
+        now_ns = self.nano_clock()
+        control_session_id = self._next_control_session_id
+        self._next_control_session_id += 1
+        try:
+            publication = self.aeron.add_exclusive_publication(request.response_channel, request.response_stream_id)
+        except AeronError as exc:
+            self.record_error(f"connect from response channel {request.response_channel!r}: {exc}")
+            return
+        session = ControlSession(control_session_id=control_session_id, correlation_id=request.correlation_id,
+                                 publication=publication, connect_timeout_ns=self.ctx.connect_timeout_ns,
+                                 liveness_interval_ns=self.ctx.session_liveness_check_interval_ns, now_ns=now_ns)
+        self.control_sessions[control_session_id] = session
+        if major != A.ARCHIVE_PROTOCOL_VERSION >> 16:
+            session.error(request.correlation_id, "GENERIC",
+                          f"client version {major}.x is not compatible with the archive's "
+                          f"{A.ARCHIVE_PROTOCOL_VERSION >> 16}.x")
+
+    def _on_CloseSessionRequest(self, session, request) -> None:
+        session.state = ControlSessionState.DONE
+
+    def _on_KeepAliveRequest(self, session, request) -> None:
+        pass  # traffic on the session is all a keep-alive has to be
+
+    def _on_ArchiveIdRequest(self, session, request) -> None:
+        session.respond(request.correlation_id, OK, self.archive_id)
+
+    # -------------------------------------------------------------------------------------- recording
+    def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool) -> None:
+        if len(self.recordings) >= self.ctx.max_concurrent_recordings:
+            session.error(correlation_id, "MAX_RECORDINGS",
+                          f"max concurrent recordings reached: {self.ctx.max_concurrent_recordings}")
+            return
+        stripped = strip_channel(channel)
+        for existing in self.recording_subscriptions.values():
+            if existing.stripped_channel == stripped and existing.stream_id == stream_id:
+                session.error(correlation_id, "ACTIVE_SUBSCRIPTION",
+                              f"recording exists for streamId={stream_id} channel={stripped}")
+                return
+        holder: list[int] = []
+
+        def on_image(image):  # client conductor thread: hand over to the archive's
+            with self._lock:
+                self._images.append((holder[0] if holder else None, image))
+
+        subscription = self.aeron.add_subscription(channel, stream_id, available_image_handler=on_image)
+        holder.append(subscription.registration_id)
+        with self._lock:  # images that came before the id was known
+            self._images = collections.deque((subscription.registration_id if s is None else s, i)
+                                             for s, i in self._images)
+        self.recording_subscriptions[subscription.registration_id] = RecordingSubscription(
+            subscription, session.control_session_id, correlation_id, channel, stripped, stream_id, auto_stop)
+        session.respond(correlation_id, OK, subscription.registration_id)
+
+    def _on_StartRecordingRequest(self, session, request) -> None:
+        self._start_recording(session, request.correlation_id, request.channel, request.stream_id, False)
+
+    def _on_StartRecordingRequest2(self, session, request) -> None:
+        self._start_recording(session, request.correlation_id, request.channel, request.stream_id,
+                              request.auto_stop == A.BOOLEAN_TRUE)
+
+    def _start_recording_session(self, subscription_id: int, image) -> int:
+        owner = self.recording_subscriptions.get(subscription_id)
+        if owner is None:
+            return 0
+        segment_length = A.recording_segment_file_length(self.ctx.segment_file_length, image.term_buffer_length)
+        recording_id = self.catalog.add_recording(
+            start_position=image.join_position, start_timestamp=self.epoch_clock(),
+            initial_term_id=image.initial_term_id, segment_file_length=segment_length,
+            term_buffer_length=image.term_buffer_length, mtu_length=image.mtu_length, session_id=image.session_id,
+            stream_id=owner.stream_id, stripped_channel=owner.stripped_channel,
+            original_channel=owner.original_channel, source_identity=image.source_identity)
+        counter = self.aeron.add_counter(
+            A.RECORDING_POSITION_TYPE_ID, rec_pos_key(recording_id, image.session_id, image.source_identity,
+                                                      self.archive_id),
+            rec_pos_label(recording_id, image.session_id, owner.stream_id, owner.stripped_channel, self.archive_id))
+        writer = RecordingWriter(self.ctx.archive_dir, recording_id, image.join_position, image.join_position,
+                                 image.term_buffer_length, segment_length, self.ctx.record_checksum_algorithm)
+        self.recordings[recording_id] = RecordingSession(
+            catalog=self.catalog, recording_id=recording_id, image=image, writer=writer, position_counter=counter,
+            file_io_max_length=self.ctx.file_io_max_length, epoch_clock=self.epoch_clock,
+            subscription_id=subscription_id)
+        self._recording_owner[recording_id] = owner
+        session = self.control_sessions.get(owner.control_session_id)
+        if session is not None:
+            session.signal(owner.correlation_id, recording_id, subscription_id, image.join_position, "START")
+        return 1
+
+    def _on_recording_stopped(self, recording_id: int, recording: RecordingSession) -> None:
+        del self.recordings[recording_id]
+        recording.close()
+        owner = self._recording_owner.pop(recording_id, None)
+        if recording.error is not None:
+            self.record_error(f"recording {recording_id} stopped: {recording.error}")
+        if owner is not None:
+            session = self.control_sessions.get(owner.control_session_id)
+            if session is not None:
+                session.signal(owner.correlation_id, recording_id, recording.subscription_id, recording.position,
+                               "STOP")
+            if owner.auto_stop and recording.subscription_id in self.recording_subscriptions:
+                self._stop_subscription(recording.subscription_id)
+
+    def _stop_subscription(self, subscription_id: int) -> bool:
+        owner = self.recording_subscriptions.pop(subscription_id, None)
+        if owner is None:
+            return False
+        for recording in self.recordings.values():
+            if recording.subscription_id == subscription_id:
+                recording.request_stop()
+        owner.subscription.close()
+        return True
+
+    def _on_StopRecordingRequest(self, session, request) -> None:
+        stripped = strip_channel(request.channel)
+        for subscription_id, owner in list(self.recording_subscriptions.items()):
+            if owner.stripped_channel == stripped and owner.stream_id == request.stream_id:
+                self._stop_subscription(subscription_id)
+                session.respond(request.correlation_id, OK, 0)
+                return
+        session.error(request.correlation_id, "UNKNOWN_SUBSCRIPTION",
+                      f"no recording found for streamId={request.stream_id} channel={stripped}")
+
+    def _on_StopRecordingSubscriptionRequest(self, session, request) -> None:
+        if self._stop_subscription(request.subscription_id):
+            session.respond(request.correlation_id, OK, 0)
+        else:
+            session.error(request.correlation_id, "UNKNOWN_SUBSCRIPTION",
+                          f"no recording subscription id={request.subscription_id}")
+
+    def _on_StopRecordingByIdentityRequest(self, session, request) -> None:
+        if not self.catalog.has_recording(request.recording_id):
+            session.error(request.correlation_id, "UNKNOWN_RECORDING", f"unknown recording id={request.recording_id}")
+            return
+        recording = self.recordings.get(request.recording_id)
+        if recording is not None:
+            recording.request_stop()
+        session.respond(request.correlation_id, OK, 1 if recording is not None else 0)
+
+    # ----------------------------------------------------------------------------------------- queries
+    def _known(self, session, correlation_id: int, recording_id: int) -> bool:
+        if self.catalog.has_recording(recording_id) and \
+                self.catalog.state(recording_id) == A.RECORDING_STATE_VALID:
+            return True
+        session.error(correlation_id, "UNKNOWN_RECORDING", f"unknown recording id={recording_id}")
+        return False
+
+    def _send_descriptor(self, session, correlation_id: int, recording_id: int) -> None:
+        body = bytearray(self.catalog.descriptor_body(recording_id))
+        body[0:16] = session.control_session_id.to_bytes(8, "little", signed=True) + \
+            correlation_id.to_bytes(8, "little", signed=True)
+        session.send(ARCHIVE.header("RecordingDescriptor") + bytes(body))
+
+    def _on_ListRecordingsRequest(self, session, request) -> None:
+        self._list(session, request.correlation_id, request.from_recording_id, request.record_count,
+                   lambda d: True)
+
+    def _on_ListRecordingsForUriRequest(self, session, request) -> None:
+        self._list(session, request.correlation_id, request.from_recording_id, request.record_count,
+                   lambda d: d.stream_id == request.stream_id and request.channel in d.stripped_channel)
+
+    def _list(self, session, correlation_id: int, from_recording_id: int, count: int, matches) -> None:
+        sent, last = 0, from_recording_id - 1
+        for recording_id in self.catalog.recording_ids():
+            if recording_id < from_recording_id or sent >= count:
+                continue
+            last = recording_id
+            if self.catalog.state(recording_id) != A.RECORDING_STATE_VALID:
+                continue
+            if matches(self.catalog.descriptor(recording_id)):
+                self._send_descriptor(session, correlation_id, recording_id)
+                sent += 1
+        if sent < count:
+            session.respond(correlation_id, RECORDING_UNKNOWN, max(last + 1, from_recording_id))
+
+    def _on_ListRecordingRequest(self, session, request) -> None:
+        if self.catalog.has_recording(request.recording_id) and \
+                self.catalog.state(request.recording_id) == A.RECORDING_STATE_VALID:
+            self._send_descriptor(session, request.correlation_id, request.recording_id)
+        else:
+            session.respond(request.correlation_id, RECORDING_UNKNOWN, request.recording_id)
+
+    def _on_RecordingPositionRequest(self, session, request) -> None:
+        recording = self.recordings.get(request.recording_id)
+        session.respond(request.correlation_id, OK, recording.position if recording is not None else A.NULL_POSITION)
+
+    def _on_StopPositionRequest(self, session, request) -> None:
+        if self._known(session, request.correlation_id, request.recording_id):
+            session.respond(request.correlation_id, OK, self.catalog.stop_position(request.recording_id))
+
+    def _on_StartPositionRequest(self, session, request) -> None:
+        if self._known(session, request.correlation_id, request.recording_id):
+            session.respond(request.correlation_id, OK, self.catalog.descriptor(request.recording_id).start_position)
+
+    def _on_MaxRecordedPositionRequest(self, session, request) -> None:
+        if self._known(session, request.correlation_id, request.recording_id):
+            recording = self.recordings.get(request.recording_id)
+            position = recording.position if recording is not None else self.catalog.stop_position(
+                request.recording_id)
+            session.respond(request.correlation_id, OK, position)
+
+    def _on_FindLastMatchingRecordingRequest(self, session, request) -> None:
+        found = A.NULL_VALUE
+        for recording_id in reversed(self.catalog.recording_ids()):
+            if recording_id < request.min_recording_id:
+                break
+            if self.catalog.state(recording_id) != A.RECORDING_STATE_VALID:
+                continue
+            d = self.catalog.descriptor(recording_id)
+            if d.stream_id == request.stream_id and request.channel in d.stripped_channel and \
+                    (request.session_id == A.NULL_VALUE or d.session_id == request.session_id):
+                found = recording_id
+                break
+        session.respond(request.correlation_id, OK, found)
+
+    def _on_ListRecordingSubscriptionsRequest(self, session, request) -> None:
+        matching = [(sid, s) for sid, s in sorted(self.recording_subscriptions.items())
+                    if (not request.apply_stream_id or s.stream_id == request.stream_id)
+                    and request.channel in s.stripped_channel]
+        chosen = matching[request.pseudo_index:request.pseudo_index + request.subscription_count]
+        for subscription_id, s in chosen:
+            session.send(ARCHIVE.encode(ARCHIVE.RecordingSubscriptionDescriptor(
+                control_session_id=session.control_session_id, correlation_id=request.correlation_id,
+                subscription_id=subscription_id, stream_id=s.stream_id, stripped_channel=s.stripped_channel)))
+        if len(chosen) < request.subscription_count:
+            session.respond(request.correlation_id, SUBSCRIPTION_UNKNOWN, request.pseudo_index + len(chosen))
+
+    # ------------------------------------------------------------------------------- truncate / purge
+    def _on_TruncateRecordingRequest(self, session, request) -> None:
+        recording_id, position = request.recording_id, request.position
+        if not self._known(session, request.correlation_id, recording_id):
+            return
+        if recording_id in self.recordings:
+            session.error(request.correlation_id, "ACTIVE_RECORDING",
+                          f"cannot truncate recording id={recording_id}: it is being recorded")
+            return
+        d = self.catalog.descriptor(recording_id)
+        if position % 32 or not d.start_position <= position <= d.stop_position:
+            session.error(request.correlation_id, "GENERIC",
+                          f"invalid truncate position={position}: must be a multiple of 32 in "
+                          f"[start={d.start_position}, stop={d.stop_position}]")
+            return
+        if any(r.descriptor.recording_id == recording_id for r in self.replays.values()):
+            session.error(request.correlation_id, "GENERIC",
+                          f"cannot truncate recording id={recording_id}: it is being replayed")
+            return
+        self._truncate_files(d, position)
+        self.catalog.update_stop_position(recording_id, position, self.epoch_clock())
+        session.respond(request.correlation_id, OK, 0)
+
+    def _truncate_files(self, d, position: int) -> None:
+        """Delete the segments wholly after ``position`` and zero the rest of the one holding it."""
+        base_at = A.segment_file_base_position(d.start_position, position, d.term_buffer_length,
+                                               d.segment_file_length)
+        for base, path in segment_files(self.ctx.archive_dir, d.recording_id):
+            if base > base_at or (base == base_at and position == base and position > d.start_position):
+                path.unlink()
+            elif base == base_at:
+                with open(path, "r+b") as f:
+                    f.seek(position - base)
+                    f.write(bytes(d.segment_file_length - (position - base)))
+
+    def _on_PurgeRecordingRequest(self, session, request) -> None:
+        recording_id = request.recording_id
+        if not self._known(session, request.correlation_id, recording_id):
+            return
+        if recording_id in self.recordings or any(
+                r.descriptor.recording_id == recording_id for r in self.replays.values()):
+            session.error(request.correlation_id, "ACTIVE_RECORDING",
+                          f"cannot purge recording id={recording_id}: it is being recorded or replayed")
+            return
+        self.catalog.change_state(recording_id, A.RECORDING_STATE_DELETED)
+        for _, path in segment_files(self.ctx.archive_dir, recording_id):
+            path.unlink()
+        session.respond(request.correlation_id, OK, 0)
+        session.signal(request.correlation_id, recording_id, A.NULL_VALUE, A.NULL_POSITION, "DELETE")
+
+    # ---------------------------------------------------------------------------------------- replay
+    def _on_ReplayRequest(self, session, request) -> None:
+        self._start_replay(session, request, bound=None)
+
+    def _on_BoundedReplayRequest(self, session, request) -> None:
+        counters = self.aeron.counters_reader
+        counter_id = request.limit_counter_id
+        try:
+            counters.get_counter_value(counter_id)
+        except (AeronError, ValueError):
+            session.error(request.correlation_id, "GENERIC", f"limit counter id={counter_id} is not a counter")
+            return
+        self._start_replay(session, request, bound=lambda: counters.get_counter_value(counter_id))
+
+    def _start_replay(self, session, request, bound) -> None:
+        recording_id = request.recording_id
+        if not self._known(session, request.correlation_id, recording_id):
+            return
+        if len(self.replays) >= self.ctx.max_concurrent_replays:
+            session.error(request.correlation_id, "MAX_REPLAYS",
+                          f"max concurrent replays reached: {self.ctx.max_concurrent_replays}")
+            return
+        d = self.catalog.descriptor(recording_id)
+        error = replay_position_error(d, request.position, request.length)
+        if error is not None:
+            session.error(request.correlation_id, "GENERIC", error)
+            return
+        file_io = request.file_io_max_length
+        if 0 < file_io < d.mtu_length:
+            session.error(request.correlation_id, "GENERIC",
+                          f"fileIoMaxLength={file_io} must be >= the recording's mtu={d.mtu_length}")
+            return
+        position = d.start_position if request.position == A.NULL_POSITION else request.position
+        publication = self.aeron.add_exclusive_publication(replay_channel(request.replay_channel, d, position),
+                                                           request.replay_stream_id)
+        replay_id = self._next_replay_id
+        self._next_replay_id += 1
+        replay_session_id = (replay_id << 32) | (publication.session_id & 0xFFFFFFFF)
+        buffer = self.replay_buffer if file_io <= 0 else self.replay_buffer[:min(file_io, self.replay_buffer.size)]
+        self.replays[replay_session_id] = ReplaySession(
+            replay_session_id=replay_session_id, descriptor=d, publication=publication,
+            archive_dir=self.ctx.archive_dir, position=request.position, length=request.length,
+            replay_buffer=buffer, stop_position=lambda: self.catalog.stop_position(recording_id),
+            recorded_position=lambda: self._recorded_position(recording_id), bound=bound,
+            checksum_algorithm=self.ctx.replay_checksum_algorithm, connect_timeout_ns=self.ctx.connect_timeout_ns,
+            nano_clock=self.nano_clock)
+        self._replay_owner[replay_session_id] = session.control_session_id
+        session.respond(request.correlation_id, OK, replay_session_id)
+
+    def _recorded_position(self, recording_id: int) -> int:
+        recording = self.recordings.get(recording_id)
+        return recording.position if recording is not None else self.catalog.stop_position(recording_id)
+
+    def _on_StopReplayRequest(self, session, request) -> None:
+        replay = self.replays.get(request.replay_session_id)
+        if replay is None:
+            session.error(request.correlation_id, "UNKNOWN_REPLAY",
+                          f"unknown replay session id={request.replay_session_id}")
+            return
+        replay.request_stop()
+        session.respond(request.correlation_id, OK, 0)
+
+    def _on_StopAllReplaysRequest(self, session, request) -> None:
+        for replay in self.replays.values():
+            if request.recording_id == A.NULL_VALUE or replay.descriptor.recording_id == request.recording_id:
+                replay.request_stop()
+        session.respond(request.correlation_id, OK, 0)
+
+    def _end_replay(self, replay_session_id: int, replay: ReplaySession) -> None:
+        del self.replays[replay_session_id]
+        owner = self._replay_owner.pop(replay_session_id, None)
+        if replay.state is ReplayState.INACTIVE:
+            self.record_error(f"replay session {replay_session_id}: {replay.error}")
+            session = self.control_sessions.get(owner)
+            if session is not None:
+                session.error(-1, "GENERIC", f"replay session {replay_session_id}: {replay.error}")
+        replay.close()
+
+    # ------------------------------------------------------------------------------------------ closing
+    def _close_control_session(self, control_session_id: int) -> None:
+        session = self.control_sessions.pop(control_session_id)
+        for replay_session_id, owner in list(self._replay_owner.items()):
+            if owner == control_session_id:
+                self.replays[replay_session_id].request_stop()
+        session.close()
+
+    def on_close(self) -> None:
+        for replay in self.replays.values():
+            replay.close()
+        for recording in self.recordings.values():
+            recording.close()
+        for owner in self.recording_subscriptions.values():
+            owner.subscription.close()
+        for session in self.control_sessions.values():
+            session.close()
+        for subscription in self.control_subscriptions:
+            subscription.close()

@@ -1,0 +1,67 @@
+"""Archive settings: Aeron's defaults (spec/archive.md §7) under Aeron's environment variable names, validated by
+``conclude()`` before a file is touched."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aeron_numba.errors import ConfigurationError
+from aeron_numba.layout import archive as A
+from aeron_numba.layout.checksum import checksum_algorithm
+from aeron_numba.settings import duration, from_env, integer, setting, size, text
+
+
+@dataclass
+class ArchiveContext:
+    archive_dir: str = setting(A.DEFAULT_ARCHIVE_DIR, "AERON_ARCHIVE_DIR", text)
+    aeron_dir: str | None = setting(None, "AERON_DIR", text)
+    archive_id: int = setting(A.NULL_VALUE, "AERON_ARCHIVE_ID", integer)
+    control_channel: str = setting("", "AERON_ARCHIVE_CONTROL_CHANNEL", text)
+    control_stream_id: int = setting(A.DEFAULT_CONTROL_STREAM_ID, "AERON_ARCHIVE_CONTROL_STREAM_ID", integer)
+    local_control_channel: str = setting(A.DEFAULT_LOCAL_CONTROL_CHANNEL, "AERON_ARCHIVE_LOCAL_CONTROL_CHANNEL", text)
+    local_control_stream_id: int = setting(A.DEFAULT_LOCAL_CONTROL_STREAM_ID, "AERON_ARCHIVE_LOCAL_CONTROL_STREAM_ID",
+                                           integer)
+    segment_file_length: int = setting(A.DEFAULT_SEGMENT_FILE_LENGTH, "AERON_ARCHIVE_SEGMENT_FILE_LENGTH", size)
+    file_io_max_length: int = setting(A.DEFAULT_FILE_IO_MAX_LENGTH, "AERON_ARCHIVE_FILE_IO_MAX_LENGTH", size)
+    catalog_capacity: int = setting(A.DEFAULT_CATALOG_CAPACITY, "AERON_ARCHIVE_CATALOG_CAPACITY", size)
+    max_concurrent_recordings: int = setting(A.DEFAULT_MAX_CONCURRENT_RECORDINGS,
+                                             "AERON_ARCHIVE_MAX_CONCURRENT_RECORDINGS", integer)
+    max_concurrent_replays: int = setting(A.DEFAULT_MAX_CONCURRENT_REPLAYS, "AERON_ARCHIVE_MAX_CONCURRENT_REPLAYS",
+                                          integer)
+    connect_timeout_ns: int = setting(A.DEFAULT_CONNECT_TIMEOUT_NS, "AERON_ARCHIVE_CONNECT_TIMEOUT", duration)
+    session_liveness_check_interval_ns: int = setting(A.DEFAULT_SESSION_LIVENESS_CHECK_INTERVAL_NS,
+                                                      "AERON_ARCHIVE_SESSION_LIVENESS_CHECK_INTERVAL", duration)
+    record_checksum: str = setting("", "AERON_ARCHIVE_RECORD_CHECKSUM", text)
+    replay_checksum: str = setting("", "AERON_ARCHIVE_REPLAY_CHECKSUM", text)
+    error_buffer_length: int = setting(A.DEFAULT_ERROR_BUFFER_LENGTH, "AERON_ARCHIVE_ERROR_BUFFER_LENGTH", size)
+    idle_strategy: str = setting("backoff", "AERON_ARCHIVE_IDLE_STRATEGY", text)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "ArchiveContext":
+        """Defaults, then environment variables, then explicit ``overrides`` (highest priority)."""
+        return from_env(cls, environ, **overrides)
+
+    def conclude(self) -> "ArchiveContext":
+        """Validate every setting; raises ``ConfigurationError`` naming the value and the limit."""
+        from aeron_numba.agent import idle_strategy_from_name
+
+        self.archive_dir = str(Path(self.archive_dir).resolve())
+        try:
+            A.check_segment_file_length(self.segment_file_length)
+            A.check_catalog_capacity(self.catalog_capacity)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        if not 4096 <= self.file_io_max_length <= self.segment_file_length:
+            raise ConfigurationError(f"file_io_max_length={self.file_io_max_length} must be in "
+                                     f"[4096, segment_file_length={self.segment_file_length}]")
+        for name in ("max_concurrent_recordings", "max_concurrent_replays", "connect_timeout_ns",
+                     "session_liveness_check_interval_ns", "error_buffer_length"):
+            if getattr(self, name) <= 0:
+                raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")
+        self.record_checksum_algorithm = checksum_algorithm(self.record_checksum)
+        self.replay_checksum_algorithm = checksum_algorithm(self.replay_checksum)
+        if not self.local_control_channel:
+            raise ConfigurationError("local_control_channel must not be empty")
+        idle_strategy_from_name(self.idle_strategy)
+        return self

@@ -1,0 +1,162 @@
+"""The archive as a process (``python -m aeron_numba.archive``) driven through ``AeronArchive`` over its control
+protocol, beside a media driver process: record, list, position queries, replay, errors, truncate, purge,
+and recovery of a recording whose archive was SIGKILLed."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from aeron_numba.archive.client import AeronArchive, ArchiveError
+from aeron_numba.client import Aeron, Context, FragmentAssembler
+from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
+from harness.awaiting import await_condition
+from tests.integration.driver_processes import start_driver
+
+RECORDED = "aeron:ipc?term-length=64k"
+STREAM, REPLAY_STREAM = 1001, 2002
+ARCHIVE_ENV = {
+    "AERON_ARCHIVE_SEGMENT_FILE_LENGTH": "128k",
+    "AERON_ARCHIVE_FILE_IO_MAX_LENGTH": "64k",
+    "AERON_ARCHIVE_IDLE_STRATEGY": "backoff",
+    "AERON_ARCHIVE_CONNECT_TIMEOUT": "5s",
+}
+
+
+class Stack:
+    def __init__(self, process_manager, aeron_dir, archive_dir):
+        self.process_manager, self.aeron_dir, self.archive_dir = process_manager, aeron_dir, archive_dir
+        _, cnc = start_driver(process_manager, aeron_dir)
+        cnc.close()
+        self.archive_process = self.start_archive()
+        self.aeron = Aeron.connect(Context(aeron_dir=str(aeron_dir)))
+        self.archive = AeronArchive.connect(self.aeron)
+
+    def start_archive(self):
+        process = self.process_manager.spawn_module(
+            "archive", "aeron_numba.archive", "--archive-dir", str(self.archive_dir),
+            env={**ARCHIVE_ENV, "AERON_DIR": str(self.aeron_dir)})
+        process.await_output("aeron-numba archive", 120)
+        return process
+
+    def close(self):
+        self.archive.close()
+        self.aeron.close()
+
+
+@pytest.fixture
+def stack(process_manager, aeron_dir, tmp_path):
+    s = Stack(process_manager, aeron_dir, tmp_path / "archive")
+    yield s
+    s.close()
+
+
+def publish(publication, count, rng, wait=lambda: None):
+    sent = []
+    for _ in range(count):
+        payload = rng.randbytes(rng.choice([rng.randint(1, 100), rng.randint(100, 4000)]))
+        while True:
+            result = publication.offer(payload)
+            if result > 0:
+                break
+            assert result in (BACK_PRESSURED, ADMIN_ACTION), result
+            wait()
+            time.sleep(0.0001)
+        sent.append((payload, result))
+    return sent
+
+
+def signals(archive, wanted: str, timeout_s=10):
+    got = []
+
+    def arrived():
+        archive.poll_for_recording_signals(got.append)
+        return [s for s in got if s.signal == wanted]
+
+    return await_condition(arrived, timeout_s, f"recording signal {wanted}")
+
+
+def replayed(archive, aeron, recording_id, position, length, count):
+    subscription = archive.replay(recording_id, position, length, "aeron:ipc", REPLAY_STREAM)
+    got = []
+    assembler = FragmentAssembler(lambda b, o, n, h: got.append((bytes(b[o:o + n]), h.position)))
+
+    def done():
+        subscription.poll(assembler, 64)
+        return len(got) >= count
+
+    await_condition(done, 30, f"{count} replayed messages")
+    subscription.close()
+    return got
+
+
+def test_record_list_replay_and_the_errors_of_bad_requests(stack):
+    archive, aeron = stack.archive, stack.aeron
+    assert archive.get_archive_id() == archive.get_archive_id() != -1
+    subscription_id = archive.start_recording(RECORDED, STREAM)
+    publication = aeron.add_exclusive_publication(RECORDED, STREAM)
+    (start,) = signals(archive, "START")
+    recording_id = start.recording_id
+    assert (start.subscription_id, start.position) == (subscription_id, 0)
+    sent = publish(publication, 3000, random.Random(3))
+    end = publication.position
+    await_condition(lambda: archive.get_recording_position(recording_id) == end, 30, "everything recorded")
+    assert archive.get_stop_position(recording_id) == -1  # still recording
+    listed = []
+    assert archive.list_recordings(0, 10, listed.append) == 1
+    (descriptor,) = listed
+    assert (descriptor.recording_id, descriptor.start_position, descriptor.stop_position, descriptor.stream_id,
+            descriptor.stripped_channel, descriptor.original_channel) == (recording_id, 0, -1, STREAM, "aeron:ipc",
+                                                                          RECORDED)
+    assert archive.find_last_matching_recording(0, "aeron:ipc", STREAM) == recording_id
+    assert archive.find_last_matching_recording(0, "aeron:ipc", STREAM + 1) == -1
+
+    archive.stop_recording(RECORDED, STREAM)
+    signals(archive, "STOP")
+    assert archive.get_stop_position(recording_id) == end == archive.get_max_recorded_position(recording_id)
+    assert archive.get_recording_position(recording_id) == -1
+    with pytest.raises(ArchiveError, match="no recording found for streamId=1001") as error:
+        archive.stop_recording(RECORDED, STREAM)
+    assert error.value.error_code_name == "UNKNOWN_SUBSCRIPTION"
+
+    assert replayed(archive, aeron, recording_id, -1, -1, len(sent)) == sent
+    middle = sent[1499][1]  # where message 1500 begins
+    assert replayed(archive, aeron, recording_id, middle, sent[1999][1] - middle, 500) == sent[1500:2000]
+
+    with pytest.raises(ArchiveError, match="unknown recording id=99") as error:
+        archive.start_replay(99, 0, -1, "aeron:ipc", REPLAY_STREAM)
+    assert error.value.error_code_name == "UNKNOWN_RECORDING"
+    with pytest.raises(ArchiveError, match="position=33 must be a multiple of 32"):
+        archive.start_replay(recording_id, 33, -1, "aeron:ipc", REPLAY_STREAM)
+    with pytest.raises(ArchiveError, match=f"position={end} must be less than the stop position={end}"):
+        archive.start_replay(recording_id, end, -1, "aeron:ipc", REPLAY_STREAM)
+
+    archive.truncate_recording(recording_id, middle)
+    assert archive.get_stop_position(recording_id) == middle
+    assert replayed(archive, aeron, recording_id, -1, -1, 1500) == sent[:1500]
+    with pytest.raises(ArchiveError, match="invalid truncate position=40"):
+        archive.truncate_recording(recording_id, 40)
+    archive.purge_recording(recording_id)
+    assert archive.list_recording(recording_id) == 0
+    assert archive.list_recordings(0, 10) == 0
+    with pytest.raises(ArchiveError, match=f"unknown recording id={recording_id}"):
+        archive.get_stop_position(recording_id)
+
+
+def test_a_recording_whose_archive_was_killed_is_recovered_to_its_last_whole_frame(stack):
+    archive, aeron = stack.archive, stack.aeron
+    archive.start_recording(RECORDED, STREAM)
+    publication = aeron.add_exclusive_publication(RECORDED, STREAM)
+    (start,) = signals(archive, "START")
+    sent = publish(publication, 1000, random.Random(5))
+    end = publication.position
+    await_condition(lambda: archive.get_recording_position(start.recording_id) == end, 30, "everything recorded")
+    stack.archive_process.kill()
+    publication.close()
+    archive.close()
+    stack.archive_process = stack.start_archive()  # over the dead archive's mark file, catalog and segments
+    stack.archive = archive = AeronArchive.connect(aeron)
+    assert archive.get_stop_position(start.recording_id) == end
+    assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent
