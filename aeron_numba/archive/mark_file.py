@@ -32,8 +32,9 @@ def _epoch_ms() -> int:
 
 
 class ArchiveMarkFile:
-    def __init__(self, mapped: MappedFile, epoch_clock=_epoch_ms):
+    def __init__(self, mapped: MappedFile, epoch_clock=_epoch_ms, *, owner: bool = False):
         self._mapped = mapped
+        self._owner = owner  # the archive that created it; a tool that opened it never writes it
         self.path = mapped.path
         self.epoch_clock = epoch_clock
         buffer = mapped.buffer
@@ -78,7 +79,7 @@ class ArchiveMarkFile:
             struct.pack_into(f"<I{len(data)}s", buffer, at, len(data), data)
             at += 4 + len(data)
         atomics_py.put_int32_release(buffer, A.MARK_VERSION_OFFSET, A.MARK_VERSION)
-        return cls(mapped, epoch_clock)
+        return cls(mapped, epoch_clock, owner=True)
 
     @staticmethod
     def activity_age_ms(path: str | os.PathLike, now_ms: int) -> int | None:
@@ -175,8 +176,9 @@ class ArchiveMarkFile:
         return self._mapped.view(A.MARK_HEADER_LENGTH, self.error_buffer_length)
 
     def close(self, *, clean_shutdown: bool = True) -> None:
-        """Unmap; a clean shutdown first sets the activity timestamp to -1 (no archive here any more)."""
-        if self._mapped.buffer is not None and clean_shutdown:
+        """Unmap; the owning archive's clean shutdown first sets the activity timestamp to -1 (no archive here
+        any more). A tool that only opened the file leaves it as it was."""
+        if self._mapped.buffer is not None and clean_shutdown and self._owner:
             self.update_activity_timestamp(-1)
         self.error_log = None
         self._mapped.close()
