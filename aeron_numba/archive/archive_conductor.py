@@ -77,6 +77,7 @@ class RecordingSubscription:
     stripped_channel: str
     stream_id: int
     auto_stop: bool
+    extend_recording_id: int = A.NULL_VALUE  # an ExtendRecording: the image continues this recording
 
 
 class ArchiveConductor:
@@ -200,7 +201,8 @@ class ArchiveConductor:
         session.respond(request.correlation_id, OK, self.archive_id)
 
     # -------------------------------------------------------------------------------------- recording
-    def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool) -> None:
+    def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool,
+                         extend_recording_id: int = A.NULL_VALUE) -> None:
         if len(self.recordings) >= self.ctx.max_concurrent_recordings:
             session.error(correlation_id, "MAX_RECORDINGS",
                           f"max concurrent recordings reached: {self.ctx.max_concurrent_recordings}")
@@ -223,7 +225,8 @@ class ArchiveConductor:
             self._images = collections.deque((subscription.registration_id if s is None else s, i)
                                              for s, i in self._images)
         self.recording_subscriptions[subscription.registration_id] = RecordingSubscription(
-            subscription, session.control_session_id, correlation_id, channel, stripped, stream_id, auto_stop)
+            subscription, session.control_session_id, correlation_id, channel, stripped, stream_id, auto_stop,
+            extend_recording_id)
         session.respond(correlation_id, OK, subscription.registration_id)
 
     def _on_StartRecordingRequest(self, session, request) -> None:
@@ -233,31 +236,60 @@ class ArchiveConductor:
         self._start_recording(session, request.correlation_id, request.channel, request.stream_id,
                               request.auto_stop == A.BOOLEAN_TRUE)
 
+    def _extension_error(self, recording_id: int, image) -> str | None:
+        """Why ``image`` cannot continue recording ``recording_id``, or None."""
+        d = self.catalog.descriptor(recording_id)
+        for name, wanted, got in (("join position", d.stop_position, image.join_position),
+                                  ("initial term id", d.initial_term_id, image.initial_term_id),
+                                  ("term length", d.term_buffer_length, image.term_buffer_length),
+                                  ("mtu", d.mtu_length, image.mtu_length)):
+            if wanted != got:
+                return f"cannot extend recording {recording_id}: image {name}={got}, the recording's is {wanted}"
+        if recording_id in self.recordings:
+            return f"cannot extend recording {recording_id}: it is being recorded"
+        return None
+
     def _start_recording_session(self, subscription_id: int, image) -> int:
         owner = self.recording_subscriptions.get(subscription_id)
         if owner is None:
             return 0
-        segment_length = A.recording_segment_file_length(self.ctx.segment_file_length, image.term_buffer_length)
-        recording_id = self.catalog.add_recording(
-            start_position=image.join_position, start_timestamp=self.epoch_clock(),
-            initial_term_id=image.initial_term_id, segment_file_length=segment_length,
-            term_buffer_length=image.term_buffer_length, mtu_length=image.mtu_length, session_id=image.session_id,
-            stream_id=owner.stream_id, stripped_channel=owner.stripped_channel,
-            original_channel=owner.original_channel, source_identity=image.source_identity)
+        session = self.control_sessions.get(owner.control_session_id)
+        recording_id = owner.extend_recording_id
+        if recording_id != A.NULL_VALUE:
+            error = self._extension_error(recording_id, image)
+            if error is not None:
+                if session is not None:
+                    session.error(owner.correlation_id, "INVALID_EXTENSION", error)
+                self.record_error(error)
+                self._stop_subscription(subscription_id)
+                return 1
+            d = self.catalog.descriptor(recording_id)
+            segment_length, start_position = d.segment_file_length, d.start_position
+            self.catalog.update_stop_position(recording_id, A.NULL_POSITION, A.NULL_TIMESTAMP)  # active again
+            signal = "EXTEND"
+        else:
+            segment_length = A.recording_segment_file_length(self.ctx.segment_file_length, image.term_buffer_length)
+            start_position = image.join_position
+            recording_id = self.catalog.add_recording(
+                start_position=image.join_position, start_timestamp=self.epoch_clock(),
+                initial_term_id=image.initial_term_id, segment_file_length=segment_length,
+                term_buffer_length=image.term_buffer_length, mtu_length=image.mtu_length,
+                session_id=image.session_id, stream_id=owner.stream_id, stripped_channel=owner.stripped_channel,
+                original_channel=owner.original_channel, source_identity=image.source_identity)
+            signal = "START"
         counter = self.aeron.add_counter(
             A.RECORDING_POSITION_TYPE_ID, rec_pos_key(recording_id, image.session_id, image.source_identity,
                                                       self.archive_id),
             rec_pos_label(recording_id, image.session_id, owner.stream_id, owner.stripped_channel, self.archive_id))
-        writer = RecordingWriter(self.ctx.archive_dir, recording_id, image.join_position, image.join_position,
+        writer = RecordingWriter(self.ctx.archive_dir, recording_id, start_position, image.join_position,
                                  image.term_buffer_length, segment_length, self.ctx.record_checksum_algorithm)
         self.recordings[recording_id] = RecordingSession(
             catalog=self.catalog, recording_id=recording_id, image=image, writer=writer, position_counter=counter,
             file_io_max_length=self.ctx.file_io_max_length, epoch_clock=self.epoch_clock,
             subscription_id=subscription_id)
         self._recording_owner[recording_id] = owner
-        session = self.control_sessions.get(owner.control_session_id)
         if session is not None:
-            session.signal(owner.correlation_id, recording_id, subscription_id, image.join_position, "START")
+            session.signal(owner.correlation_id, recording_id, subscription_id, image.join_position, signal)
         return 1
 
     def _on_recording_stopped(self, recording_id: int, recording: RecordingSession) -> None:
@@ -283,6 +315,29 @@ class ArchiveConductor:
                 recording.request_stop()
         owner.subscription.close()
         return True
+
+    def _on_ExtendRecordingRequest(self, session, request) -> None:
+        self._extend(session, request, False)
+
+    def _on_ExtendRecordingRequest2(self, session, request) -> None:
+        self._extend(session, request, request.auto_stop == A.BOOLEAN_TRUE)
+
+    def _extend(self, session, request, auto_stop: bool) -> None:
+        recording_id = request.recording_id
+        if not self._known(session, request.correlation_id, recording_id):
+            return
+        d = self.catalog.descriptor(recording_id)
+        if recording_id in self.recordings or d.stop_position == A.NULL_POSITION:
+            session.error(request.correlation_id, "ACTIVE_RECORDING",
+                          f"cannot extend recording {recording_id}: it is being recorded")
+            return
+        if d.stream_id != request.stream_id:
+            session.error(request.correlation_id, "INVALID_EXTENSION",
+                          f"cannot extend recording {recording_id}: streamId={request.stream_id}, the recording's "
+                          f"is {d.stream_id}")
+            return
+        self._start_recording(session, request.correlation_id, request.channel, request.stream_id, auto_stop,
+                              recording_id)
 
     def _on_StopRecordingRequest(self, session, request) -> None:
         stripped = strip_channel(request.channel)

@@ -183,6 +183,17 @@ class AeronArchive:
         return self._relevant("StartRecordingRequest", stream_id=stream_id, source_location=location,
                               channel=channel)
 
+    def extend_recording(self, recording_id: int, channel: str, stream_id: int, source_location: str = "LOCAL",
+                         auto_stop: bool = False) -> int:
+        """Continue a stopped recording with the image that comes on ``channel``/``stream_id`` (it must join at the
+        recording's stop position with its initial term id, term length and MTU); returns the subscription id."""
+        location = A.SOURCE_LOCATIONS[source_location]
+        if auto_stop:
+            return self._relevant("ExtendRecordingRequest2", recording_id=recording_id, stream_id=stream_id,
+                                  source_location=location, auto_stop=A.BOOLEAN_TRUE, channel=channel)
+        return self._relevant("ExtendRecordingRequest", recording_id=recording_id, stream_id=stream_id,
+                              source_location=location, channel=channel)
+
     def stop_recording(self, channel: str, stream_id: int) -> None:
         self._call("StopRecordingRequest", stream_id=stream_id, channel=channel)
 
@@ -287,6 +298,19 @@ class AeronArchive:
                 consumer(signal)
             count += 1
         return count
+
+    def poll_for_error_response(self) -> str | None:
+        """An ERROR the archive sent that no call was waiting for (an extension refused when its image came, a
+        replay that failed after it started), as its message; None if there is none."""
+        self._subscription.poll(self._assembler, 16)
+        for correlation_id, response in list(self._responses.items()):
+            if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
+                del self._responses[correlation_id]
+                return (f"archive error {_ERROR_NAMES.get(response.relevant_id, response.relevant_id)}: "
+                        f"{response.error_message}")
+            if correlation_id == -1:
+                del self._responses[correlation_id]  # the archive's liveness probe
+        return None
 
     # -------------------------------------------------------------------------------------------- closing
     def close(self) -> None:

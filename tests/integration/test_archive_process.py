@@ -160,3 +160,42 @@ def test_a_recording_whose_archive_was_killed_is_recovered_to_its_last_whole_fra
     stack.archive = archive = AeronArchive.connect(aeron)
     assert archive.get_stop_position(start.recording_id) == end
     assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent
+
+
+def test_a_stopped_recording_is_extended_by_an_image_that_joins_at_its_stop_position(stack):
+    archive, aeron = stack.archive, stack.aeron
+    archive.start_recording(RECORDED, STREAM)
+    first = aeron.add_exclusive_publication(RECORDED, STREAM)
+    (start,) = signals(archive, "START")
+    rid = start.recording_id
+    sent = publish(first, 500, random.Random(8))
+    await_condition(lambda: archive.get_recording_position(rid) == first.position, 30, "first part recorded")
+    archive.stop_recording(RECORDED, STREAM)
+    signals(archive, "STOP")
+    first.close()
+    stop = archive.get_stop_position(rid)
+    # A fresh publication joins at 0: refused when its image arrives.
+    archive.extend_recording(rid, RECORDED, STREAM)
+    wrong = aeron.add_exclusive_publication(RECORDED, STREAM)
+    error = await_condition(archive.poll_for_error_response, 10, "the extension to be refused")
+    assert "INVALID_EXTENSION" in error and f"image join position=0, the recording's is {stop}" in error
+    wrong.close()
+    assert archive.get_stop_position(rid) == stop
+    # One that continues the stream where the recording stopped.
+    listed = []
+    archive.list_recording(rid, listed.append)
+    (d,) = listed
+    term = d.term_buffer_length
+    channel = (f"{RECORDED}|init-term-id={d.initial_term_id}|term-id={d.initial_term_id + stop // term}"
+               f"|term-offset={stop % term}")
+    archive.extend_recording(rid, RECORDED, STREAM)
+    second = aeron.add_exclusive_publication(channel, STREAM)
+    (extend,) = signals(archive, "EXTEND")
+    assert (extend.recording_id, extend.position) == (rid, stop)
+    sent += publish(second, 500, random.Random(9))
+    await_condition(lambda: archive.get_recording_position(rid) == second.position, 30, "second part recorded")
+    archive.stop_recording(RECORDED, STREAM)
+    assert replayed(archive, aeron, rid, -1, -1, len(sent)) == sent
+    with pytest.raises(ArchiveError, match="streamId=7, the recording's is 1001") as refused:
+        archive.extend_recording(rid, RECORDED, 7)
+    assert refused.value.error_code_name == "INVALID_EXTENSION"
