@@ -199,3 +199,27 @@ def test_a_stopped_recording_is_extended_by_an_image_that_joins_at_its_stop_posi
     with pytest.raises(ArchiveError, match="streamId=7, the recording's is 1001") as refused:
         archive.extend_recording(rid, RECORDED, 7)
     assert refused.value.error_code_name == "INVALID_EXTENSION"
+
+
+def test_a_udp_stream_is_recorded_and_replayed_over_ipc(stack):
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    archive, aeron = stack.archive, stack.aeron
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
+    archive.start_recording(channel, STREAM, "REMOTE")
+    publication = aeron.add_exclusive_publication(f"{channel}|term-length=64k", STREAM)
+    (start,) = signals(archive, "START")
+    sent = publish(publication, 800, random.Random(11))
+    await_condition(lambda: archive.get_recording_position(start.recording_id) == publication.position, 30,
+                    "the UDP stream recorded")
+    listed = []
+    archive.list_recordings_for_uri(0, 10, "127.0.0.1", STREAM, listed.append)
+    (d,) = listed
+    assert d.stripped_channel == channel and d.original_channel == channel
+    assert d.source_identity.startswith("127.0.0.1:")
+    archive.stop_recording(channel, STREAM)
+    signals(archive, "STOP")
+    assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent
