@@ -26,8 +26,9 @@ ARCHIVE_ENV = {
 
 
 class Stack:
-    def __init__(self, process_manager, aeron_dir, archive_dir):
+    def __init__(self, process_manager, aeron_dir, archive_dir, **archive_env):
         self.process_manager, self.aeron_dir, self.archive_dir = process_manager, aeron_dir, archive_dir
+        self.archive_env = {**ARCHIVE_ENV, **archive_env}
         _, cnc = start_driver(process_manager, aeron_dir)
         cnc.close()
         self.archive_process = self.start_archive()
@@ -37,7 +38,7 @@ class Stack:
     def start_archive(self):
         process = self.process_manager.spawn_module(
             "archive", "aeron_numba.archive", "--archive-dir", str(self.archive_dir),
-            env={**ARCHIVE_ENV, "AERON_DIR": str(self.aeron_dir)})
+            env={**self.archive_env, "AERON_DIR": str(self.aeron_dir)})
         process.await_output("aeron-numba archive", 120)
         return process
 
@@ -87,7 +88,7 @@ def replayed(archive, aeron, recording_id, position, length, count):
         subscription.poll(assembler, 64)
         return len(got) >= count
 
-    await_condition(done, 30, f"{count} replayed messages")
+    await_condition(done, max(30, count // 10_000), f"{count} replayed messages")
     subscription.close()
     return got
 
@@ -223,3 +224,33 @@ def test_a_udp_stream_is_recorded_and_replayed_over_ipc(stack):
     archive.stop_recording(channel, STREAM)
     signals(archive, "STOP")
     assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent
+
+
+@pytest.mark.slow
+def test_a_million_random_size_messages_recorded_and_replayed_whole_and_from_the_middle(process_manager, aeron_dir,
+                                                                                       tmp_path):
+    stack = Stack(process_manager, aeron_dir, tmp_path / "archive", AERON_ARCHIVE_SEGMENT_FILE_LENGTH="16m",
+                  AERON_ARCHIVE_FILE_IO_MAX_LENGTH="1m")
+    try:
+        archive, aeron = stack.archive, stack.aeron
+        channel = "aeron:ipc?term-length=1m"
+        archive.start_recording(channel, STREAM)
+        publication = aeron.add_exclusive_publication(channel, STREAM)
+        (start,) = signals(archive, "START")
+        rng = random.Random(1_000_000)
+        sent = []
+        for _ in range(1_000_000):
+            payload = rng.randbytes(rng.randint(1, 500))
+            while (result := publication.offer(payload)) < 0:
+                assert result in (BACK_PRESSURED, ADMIN_ACTION), result
+            sent.append((payload, result))
+        await_condition(lambda: archive.get_recording_position(start.recording_id) == publication.position, 120,
+                        "a million messages recorded")
+        archive.stop_recording(channel, STREAM)
+        signals(archive, "STOP")
+        assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent
+        middle = sent[499_999][1]
+        assert replayed(archive, aeron, start.recording_id, middle, sent[599_999][1] - middle, 100_000) == \
+            sent[500_000:600_000]
+    finally:
+        stack.close()
