@@ -20,6 +20,7 @@ import numpy as np
 
 from aeron_numba.archive.segment_files import RecordingReader
 from aeron_numba.kernels.replay_rewrite import replay_rewrite
+from aeron_numba.kernels.segment_scanner import whole_messages_length
 from aeron_numba.layout import archive as A
 from aeron_numba.layout import frame
 from aeron_numba.layout.checksum import CHECKSUM_MISMATCH, CHECKSUM_NONE, REWRITE_OUT_LENGTH
@@ -50,19 +51,6 @@ def replay_position_error(descriptor, position: int, length: int) -> str | None:
     if length != A.NULL_LENGTH and length < 0:
         return f"requested replay length={length} must be -1 (to the end) or >= 0"
     return None
-
-
-def whole_messages_length(buffer: np.ndarray, offset: int, length: int) -> int:
-    """Length of the block's prefix ending with a whole message (a frame with the END flag); the whole block
-    when its first message does not end in it (a message longer than a read)."""
-    end, at, stop = 0, offset, offset + length
-    while at < stop:
-        frame_length = int(buffer[at:at + 4].view(np.int32)[0])
-        aligned = (frame_length + frame.FRAME_ALIGNMENT - 1) & ~(frame.FRAME_ALIGNMENT - 1)
-        if buffer[at + frame.FLAGS_FIELD_OFFSET] & frame.END_FRAG_FLAG:
-            end = at + aligned - offset
-        at += aligned
-    return end if end > 0 else length
 
 
 class ReplaySession:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from aeron_numba.kernels.replay_rewrite import frame_checksum, record_checksums, replay_rewrite
-from aeron_numba.kernels.segment_scanner import recorded_frames_end
+from aeron_numba.kernels.segment_scanner import recorded_frames_end, verify_frames, whole_messages_length
 from aeron_numba.kernels.term_scanner import scan_block
 from aeron_numba.layout.checksum import CHECKSUM_CRC32, CHECKSUM_CRC32C, REWRITE_OUT_LENGTH
 
@@ -22,4 +22,6 @@ def warm_up_archive_kernels() -> None:
         replay_rewrite(block, 0, 64, 1, 2, algorithm, out)
         frame_checksum(algorithm, block, 32, 32)
     recorded_frames_end(block, 0, 0, 65536)
+    whole_messages_length(block, 0, 64)
+    verify_frames(block, 0, 64, 0, 65536, CHECKSUM_CRC32C, out)
     scan_block(block, 0, 0, 4096)

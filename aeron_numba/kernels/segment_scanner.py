@@ -7,6 +7,8 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.layout.bits import align
 from aeron_numba.layout.frame import (
+    END_FRAG_FLAG,
+    FLAGS_FIELD_OFFSET,
     FRAME_ALIGNMENT,
     HDR_TYPE_DATA,
     HDR_TYPE_PAD,
@@ -78,3 +80,20 @@ def verify_frames(segment, offset, end, segment_base_position, term_length, algo
                 return VERIFY_CHECKSUM_MISMATCH
         offset += aligned
     return offset
+
+
+@kernel
+def whole_messages_length(buffer, offset, length):
+    """Length of the block's prefix that ends with a whole message (its last frame carries the END flag), or
+    the whole block when its first message does not end in it (a message longer than one read)."""
+    end = 0
+    at = offset
+    stop = offset + length
+    while at < stop:
+        aligned = align(np.int64(atomics.get_int32(buffer, at)), FRAME_ALIGNMENT)
+        if aligned <= 0:
+            break
+        if (buffer[at + FLAGS_FIELD_OFFSET] & END_FRAG_FLAG) != 0:
+            end = at + aligned - offset
+        at += aligned
+    return end if end > 0 else length

@@ -1,0 +1,153 @@
+"""Archive record and replay throughput beside the floor: a raw sequential write and read of the same bytes, in
+the same run (``python -m benchmarks.archive [--messages N] [--dir DIR]``).
+
+For each message size (32 B and 1344 B) a media driver and an archive process (both ``backoff`` idle) run on
+a fresh aeron dir and archive dir. This process publishes ``N`` messages as fast as the log takes them
+(``loops.stream_publish``, compiled) while the archive records them; the record figure runs from the first
+offer to the archive's recorded position reaching the end (the archive keeps up or the publisher is held by
+it). Then the recording is replayed into a compiled consumer (``loops.stream_subscribe``). The floors write
+the same number of log bytes to a file in ``file_io_max_length`` blocks (``os.pwrite``), then read them back
+(``os.preadv`` into one buffer), both through the page cache as the archive does (no fsync: Aeron's default
+file sync level 0). Figures: messages/s and MB/s of log bytes (headers and padding included), and each
+archive figure as a fraction of its floor (issue target: at least 0.8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from aeron_numba.archive.client import AeronArchive
+from aeron_numba.client import Aeron, Context
+from benchmarks import loops
+from harness.aeron_dirs import await_cnc_ready, new_aeron_dir, remove_aeron_dir
+from harness.awaiting import await_condition
+from harness.process_manager import ProcessManager
+
+TERM_LENGTH = 16 * 1024 * 1024
+FILE_IO_MAX_LENGTH = 1024 * 1024
+STREAM, REPLAY_STREAM = 1001, 2002
+DRIVER_ENV = {"AERON_CONDUCTOR_IDLE_STRATEGY": "backoff", "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
+              "AERON_CLIENT_LIVENESS_TIMEOUT": "10s"}
+
+
+def frame_length(size: int) -> int:
+    return (size + 32 + 31) // 32 * 32
+
+
+def floor_write_read(directory: Path, total_bytes: int) -> tuple[float, float]:
+    """Seconds to write ``total_bytes`` sequentially in 1 MiB blocks, and to read them back."""
+    block = np.full(FILE_IO_MAX_LENGTH, 7, dtype=np.uint8)
+    path = directory / "floor.dat"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, total_bytes)
+        t0 = time.perf_counter()
+        for offset in range(0, total_bytes, FILE_IO_MAX_LENGTH):
+            os.pwrite(fd, memoryview(block)[:min(FILE_IO_MAX_LENGTH, total_bytes - offset)], offset)
+        t1 = time.perf_counter()
+        sink = np.zeros(FILE_IO_MAX_LENGTH, dtype=np.uint8)
+        for offset in range(0, total_bytes, FILE_IO_MAX_LENGTH):
+            os.preadv(fd, [memoryview(sink)[:min(FILE_IO_MAX_LENGTH, total_bytes - offset)]], offset)
+        t2 = time.perf_counter()
+    finally:
+        os.close(fd)
+        path.unlink()
+    return t1 - t0, t2 - t1
+
+
+def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
+    aeron_dir = new_aeron_dir("aeron-numba-bench-archive")
+    archive_dir = root / f"archive-{size}"
+    processes = ProcessManager(root / f"logs-{size}")
+    channel = f"aeron:ipc?term-length={TERM_LENGTH}"
+    try:
+        driver = processes.spawn_module("driver", "aeron_numba.driver", env={**DRIVER_ENV, "AERON_DIR": str(aeron_dir)})
+        await_cnc_ready(aeron_dir, 120, pid=driver.pid, processes=[driver]).close()
+        archive_process = processes.spawn_module(
+            "archive", "aeron_numba.archive", "--archive-dir", str(archive_dir),
+            env={"AERON_DIR": str(aeron_dir), "AERON_ARCHIVE_IDLE_STRATEGY": "backoff",
+                 "AERON_ARCHIVE_FILE_IO_MAX_LENGTH": str(FILE_IO_MAX_LENGTH)})
+        archive_process.await_output("aeron-numba archive", 120)
+        with Aeron.connect(Context(aeron_dir=str(aeron_dir))) as aeron, AeronArchive.connect(aeron) as archive:
+            archive.start_recording(channel, STREAM)
+            publication = aeron.add_exclusive_publication(channel, STREAM)
+            signals = []
+            await_condition(lambda: archive.poll_for_recording_signals(signals.append) or signals, 30, "START")
+            recording_id = signals[0].recording_id
+            message = np.zeros(size, dtype=np.uint8)
+            counters = np.zeros(loops.PUB_COUNTERS, dtype=np.int64)
+            t0 = time.perf_counter()
+            sent = loops.stream_publish(True, publication.log_buffer, publication.pub_state, publication.limit_buffer,
+                                        message, size, 0, messages, counters, int(120 * tsc_hz), 0)
+            end = publication.position
+            if sent != messages:
+                raise RuntimeError(f"published {sent} of {messages}")
+            await_condition(lambda: archive.get_recording_position(recording_id) == end, 300, "recorded to the end",
+                            poll_interval_s=0.0005)
+            record_s = time.perf_counter() - t0
+            archive.stop_recording(channel, STREAM)
+            subscription = archive.replay(recording_id, 0, end, "aeron:ipc", REPLAY_STREAM)
+            await_condition(lambda: subscription.image_count > 0, 30, "the replay image")
+            image = subscription.images[0]
+            ctx = np.zeros(loops.ECHO_CTX_WORDS, dtype=np.int64)
+            t0 = time.perf_counter()
+            got = loops.stream_subscribe(image.log_buffer, image.position_buffer, image.position_offset, 256,
+                                         loops.on_stream_fragment, ctx, messages, int(120 * tsc_hz), 0)
+            replay_s = time.perf_counter() - t0
+            if got != messages or ctx[loops.CTX_ERRORS]:
+                raise RuntimeError(f"replayed {got} of {messages}, {int(ctx[loops.CTX_ERRORS])} out of order")
+            publication.close()
+            subscription.close()
+        write_s, read_s = floor_write_read(root, end)
+        return {"size": size, "messages": messages, "bytes": end, "record_s": record_s, "replay_s": replay_s,
+                "floor_write_s": write_s, "floor_read_s": read_s}
+    finally:
+        processes.close()
+        remove_aeron_dir(aeron_dir)
+        shutil.rmtree(archive_dir, ignore_errors=True)
+
+
+def table(results: list[dict]) -> str:
+    lines = [f"{'size':>6}  {'figure':<8}  {'msgs/s':>12}  {'MB/s':>9}  {'floor MB/s':>10}  {'/ floor':>7}"]
+    for r in results:
+        for name, seconds, floor in (("record", r["record_s"], r["floor_write_s"]),
+                                     ("replay", r["replay_s"], r["floor_read_s"])):
+            mb, floor_mb = r["bytes"] / seconds / 1e6, r["bytes"] / floor / 1e6
+            lines.append(f"{r['size']:>5}B  {name:<8}  {r['messages'] / seconds:>12,.0f}  {mb:>9,.0f}  "
+                         f"{floor_mb:>10,.0f}  {mb / floor_mb:>7.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.archive", description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=2_000_000,
+                        help="32-byte messages (default 2,000,000); an eighth as many 1344-byte ones")
+    parser.add_argument("--dir", help="where the archive dirs and the floor file go (default: a temp dir in /tmp)")
+    args = parser.parse_args(argv)
+    if args.messages < 1:
+        parser.error(f"--messages={args.messages} must be >= 1")
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="aeron-numba-bench-archive-"))
+    root.mkdir(parents=True, exist_ok=True)
+    tsc_hz = loops.calibrate_tsc()
+    try:
+        # 1344-byte messages: an eighth as many, so both sizes write a comparable number of bytes.
+        results = [measure(32, args.messages, root, tsc_hz), measure(1344, max(1, args.messages // 8), root, tsc_hz)]
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"archive record/replay throughput, term {TERM_LENGTH >> 20} MiB, "
+          f"file IO {FILE_IO_MAX_LENGTH >> 20} MiB blocks, archive dir on {root}")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
