@@ -314,11 +314,10 @@ class AeronArchive:
 
     # -------------------------------------------------------------------------------------------- closing
     def close(self) -> None:
-        if self.control_session_id != A.NULL_VALUE and not self._publication.is_closed:
-            try:
-                self._send(ARCHIVE.CloseSessionRequest(control_session_id=self.control_session_id))
-            except ArchiveError:
-                pass  # the archive is gone: nothing to tell it
+        """Tell the archive the session is over (one try: a gone archive has nobody to tell) and close."""
+        if self.control_session_id != A.NULL_VALUE and self._publication.is_connected:
+            self._publication.offer(ARCHIVE.encode(ARCHIVE.CloseSessionRequest(
+                control_session_id=self.control_session_id)))
         self._close_resources()
 
     def _close_resources(self) -> None:

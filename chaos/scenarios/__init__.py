@@ -14,6 +14,7 @@ from chaos.scenarios.huge_messages import HugeMessages
 from chaos.scenarios.disk_full import DiskFull
 from chaos.scenarios.driver_killed import DriverStopped
 from chaos.scenarios.untethered_subscriber import UntetheredSubscriber
+from chaos.scenarios.archive import ArchiveKilledMidRecording
 from chaos.scenarios.udp import (UdpFixedGap, UdpPartition, UdpRandomLoss, UdpReceiverDriverKilled,
                                  UdpSenderDriverKilled)
 
@@ -21,4 +22,5 @@ SCENARIOS = {s.name: s for s in (SubscriberKilled(), SharedPublisherKilled(), Pu
                                  ClientPaused(), DriverKilled(), SlowConsumer(), GarbageWriter(),
                                  ExitWithoutClose(), SubscriberStalled(), DriverStopped(), HugeMessages(),
                                  LogByteCorrupted(), DiskFull(), UntetheredSubscriber(), UdpRandomLoss(),
-                                 UdpFixedGap(), UdpPartition(), UdpReceiverDriverKilled(), UdpSenderDriverKilled())}
+                                 UdpFixedGap(), UdpPartition(), UdpReceiverDriverKilled(), UdpSenderDriverKilled(),
+                                 ArchiveKilledMidRecording())}

@@ -1,0 +1,169 @@
+"""Archive scenarios (issue 7): an archive process beside the driver, recording the publisher's stream.
+
+* archive-killed-mid-recording: SIGKILL the archive while it records; a new archive over the same dir recovers
+  the recording's stop position to the end of the last whole frame in its segment files (checked here by
+  walking the files with the spec's frame layout, not the archive's code), and a replay returns every message
+  up to it intact and in order, the publisher's stream going on meanwhile to its subscriber.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from aeron_numba.archive.client import AeronArchive
+from aeron_numba.archive.mark_file import ArchiveMarkFile
+from aeron_numba.kernels.error_log import ErrorLogReader
+from aeron_numba.client import Aeron, Context, FragmentAssembler
+from chaos import faults
+from chaos.scenario import CLIENT_TIMEOUTS, LIVENESS_TIMEOUT_S, PROCESS_START_TIMEOUT_S, STREAM, Scenario
+from chaos.workload import CHANNEL, HEADER_BYTES, message_bytes
+from harness.awaiting import await_condition
+
+ARCHIVE_ENV = {
+    "AERON_ARCHIVE_SEGMENT_FILE_LENGTH": "256k",
+    "AERON_ARCHIVE_FILE_IO_MAX_LENGTH": "64k",
+    "AERON_ARCHIVE_IDLE_STRATEGY": "backoff",
+}
+REPLAY_STREAM = 2001
+
+
+class _Process:
+    """What ``faults.kill`` needs of a worker: a name and a process."""
+
+    def __init__(self, name, process):
+        self.name, self.process = name, process
+
+
+def start_archive(ctx, name: str, archive_dir: Path):
+    process = ctx.pm.spawn_module(name, "aeron_numba.archive", "--archive-dir", str(archive_dir),
+                                  env={**ARCHIVE_ENV, "AERON_DIR": str(ctx.aeron_dir)})
+    process.await_output("aeron-numba archive", PROCESS_START_TIMEOUT_S)
+    ctx.timeline.event("process_start", name=name, role="archive", pid=process.pid, archive_dir=str(archive_dir))
+    return process
+
+
+def last_whole_frame_end(archive_dir: Path, recording_id: int, start: int, term_length: int) -> int:
+    """Walk the recording's segment files with the frame layout of spec/transport.md §1 (length i32 at 0,
+    type u16 at 6, term offset i32 at 8): the position after the last whole frame."""
+    segments = sorted((int(p.name.split("-")[1][:-4]), p) for p in archive_dir.glob(f"{recording_id}-*.rec"))
+    position = start
+    for base, path in segments:
+        data = path.read_bytes()
+        if base > position:
+            break
+        offset = position - base
+        while offset + 32 <= len(data):
+            length, frame_type, term_offset = struct.unpack_from("<i2xHi", data, offset)
+            aligned = (length + 31) & ~31
+            if length < 32 or offset + aligned > len(data) or frame_type not in (0, 1) or \
+                    term_offset != (base + offset) % term_length:
+                return base + offset
+            offset += aligned
+        position = base + offset
+    return position
+
+
+class ArchiveKilledMidRecording(Scenario):
+    name = "archive-killed-mid-recording"
+    summary = ("SIGKILL the archive mid-recording; restarted, it recovers the stop position to the last whole frame "
+               "and replays every message up to it")
+    counter_deltas = {CLIENT_TIMEOUTS: 1}  # the dead archive's Aeron client
+
+    def run(self, ctx):
+        count = 3000 if ctx.quick else 30000
+        archive_dir = ctx.run_dir / "archive"
+        archive = start_archive(ctx, "archive", archive_dir)
+        subscriber = ctx.start_subscriber("subA")
+        subscriber.await_ready()
+        aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
+        try:
+            client = AeronArchive.connect(aeron)
+            client.start_recording(CHANNEL, STREAM)
+            publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]),
+                                            exclusive=ctx.rng.random() < 0.5)
+            signals = []
+            await_condition(lambda: client.poll_for_recording_signals(signals.append) or signals, 30,
+                            "the recording to start")
+            recording_id = signals[0].recording_id
+            kill_at = ctx.rng.randint(count // 10, count // 2)
+            ctx.timeline.event("schedule", kill_archive_after_acked=kill_at, recording_id=recording_id)
+            faults.await_acked(ctx, publisher, kill_at)
+            reported = client.get_recording_position(recording_id)
+            killed_ts = faults.kill(ctx, _Process("archive", archive))
+            client.close()
+            ctx.await_counter(CLIENT_TIMEOUTS, lambda v: v >= 1, LIVENESS_TIMEOUT_S + 10,
+                              "the killed archive's client timed out")
+            archive2 = start_archive(ctx, "archive2", archive_dir)
+            client = AeronArchive.connect(aeron)
+            stop = client.get_stop_position(recording_id)
+            recovered_ts = ctx.timeline.event("observed", what="recovered stop position", stop_position=stop,
+                                              reported_before_kill=reported)["ts_ns"]
+            ctx.record_recovery(killed_ts, recovered_ts, "restart to the recovered stop position")
+            listed = []
+            client.list_recording(recording_id, listed.append)
+            (descriptor,) = listed
+            ctx.metrics.update(recording_id=recording_id, stop_position=stop, reported_before_kill=reported,
+                               start_position=descriptor.start_position,
+                               term_length=descriptor.term_buffer_length)
+            ctx.metrics["replayed"] = self._replay(client, aeron, recording_id, descriptor.start_position, stop)
+            client.close()
+        finally:
+            aeron.close()
+        ctx.await_publishers_done()
+        code = archive2.terminate(10)
+        ctx.timeline.event("process_exit", name="archive2", pid=archive2.pid, exit_code=code)
+        if code != 0:
+            ctx.failures.append(f"archive2 exit code {code} on SIGTERM, expected 0")
+        with ArchiveMarkFile.open(archive_dir) as mark:
+            ctx.metrics["archive_errors"] = [e.encoded_exception.splitlines()[0]
+                                             for e in ErrorLogReader.read(mark.error_log_buffer)]
+        ctx.metrics["archive_dir"] = str(archive_dir)
+
+    @staticmethod
+    def _replay(client, aeron, recording_id: int, start: int, stop: int) -> list:
+        """(seq, length, intact, end position) of every message replayed from ``start`` to ``stop``."""
+        got = []
+
+        def on_message(buffer, offset, length, header):
+            pub, seq = struct.unpack_from("<qq", bytes(buffer[offset:offset + HEADER_BYTES]))
+            intact = bytes(buffer[offset:offset + length]) == message_bytes(pub, seq, length).tobytes()
+            got.append((seq, length, intact, header.position))
+
+        if stop == start:
+            return got
+        subscription = client.replay(recording_id, start, stop - start, "aeron:ipc", REPLAY_STREAM)
+        assembler = FragmentAssembler(on_message)
+
+        def reached_stop():
+            subscription.poll(assembler, 256)
+            return bool(subscription.images) and subscription.images[0].position >= stop
+
+        await_condition(reached_stop, 60, "the replay to reach the stop position")
+        subscription.close()
+        return got
+
+    def check(self, ctx, before, after):
+        m = ctx.metrics
+        failures = [f"archive error log: {error}" for error in m["archive_errors"]]
+        stop, start, reported = m["stop_position"], m["start_position"], m["reported_before_kill"]
+        walked = last_whole_frame_end(Path(m["archive_dir"]), m["recording_id"], start, m["term_length"])
+        if stop != walked:
+            failures.append(f"recovered stop position {stop} != end of the last whole frame written {walked}")
+        if stop < reported:
+            failures.append(f"recovered stop position {stop} < the position the archive reported before the kill "
+                            f"{reported}")
+        replayed = m.pop("replayed")
+        m["messages_replayed"] = len(replayed)
+        sent = {e["seq"]: e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent"}
+        owed = sorted(seq for seq, position in sent.items() if start < position <= stop)
+        got = [seq for seq, _, _, _ in replayed]
+        if got != owed:
+            failures.append(f"replay of [{start}, {stop}) gave {len(got)} messages, owed {len(owed)} "
+                            f"(first difference at index "
+                            f"{next((i for i, (a, b) in enumerate(zip(got, owed)) if a != b), min(len(got), len(owed)))})")
+        bad = [(seq, position) for seq, _, intact, position in replayed if not intact or sent.get(seq) != position]
+        if bad:
+            failures.append(f"{len(bad)} replayed messages corrupt or at another position than recorded, "
+                            f"first (seq, position) {bad[0]}")
+        return failures
