@@ -254,3 +254,50 @@ def test_a_million_random_size_messages_recorded_and_replayed_whole_and_from_the
             sent[500_000:600_000]
     finally:
         stack.close()
+
+
+def test_a_replay_of_a_live_recording_follows_it_to_the_live_end_and_a_bounded_one_stops_at_its_counter(stack):
+    from aeron_numba.layout.archive import RECORDING_POSITION_TYPE_ID
+
+    archive, aeron = stack.archive, stack.aeron
+    archive.start_recording(RECORDED, STREAM)
+    publication = aeron.add_exclusive_publication(RECORDED, STREAM)
+    (start,) = signals(archive, "START")
+    rid = start.recording_id
+    sent = publish(publication, 300, random.Random(12))
+    live = archive.replay(rid, 0, -1, "aeron:ipc", REPLAY_STREAM)
+    limit = aeron.add_counter(RECORDING_POSITION_TYPE_ID + 1000, b"", "replay limit")
+    limit.set(sent[99][1])
+    bounded_id = archive.start_bounded_replay(rid, 0, -1, limit.id, "aeron:ipc", REPLAY_STREAM + 1)
+    bounded = aeron.add_subscription(f"aeron:ipc?session-id={_session(bounded_id)}", REPLAY_STREAM + 1)
+    got, got_bounded = [], []
+    live_assembler = FragmentAssembler(lambda b, o, n, h: got.append((bytes(b[o:o + n]), h.position)))
+    bounded_assembler = FragmentAssembler(lambda b, o, n, h: got_bounded.append((bytes(b[o:o + n]), h.position)))
+
+    def poll_until(count, bounded_count=0):
+        def done():
+            live.poll(live_assembler, 64)
+            bounded.poll(bounded_assembler, 64)
+            return len(got) >= count and len(got_bounded) >= bounded_count
+        await_condition(done, 30, f"{count} messages through the live replay")
+
+    poll_until(300, 100)
+    sent += publish(publication, 300, random.Random(13), wait=lambda: live.poll(live_assembler, 64))
+    poll_until(600)
+    assert got == sent
+    assert got_bounded == sent[:100]  # never past its limit counter
+    limit.set(sent[199][1])
+
+    def bounded_reached_200():
+        bounded.poll(bounded_assembler, 64)
+        return len(got_bounded) >= 200
+
+    await_condition(bounded_reached_200, 30, "the bounded replay to follow its limit")
+    assert got_bounded == sent[:200]
+    archive.stop_recording(RECORDED, STREAM)
+    limit.close()
+
+
+def _session(replay_session_id: int) -> int:
+    session_id = replay_session_id & 0xFFFFFFFF
+    return session_id - (1 << 32) if session_id >= 1 << 31 else session_id
