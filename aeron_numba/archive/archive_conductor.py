@@ -101,7 +101,7 @@ class ArchiveConductor:
         self.recordings: dict[int, RecordingSession] = {}  # recording id -> active session
         self._recording_owner: dict[int, RecordingSubscription] = {}  # recording id -> what started it
         self.replays: dict[int, ReplaySession] = {}
-        self._replay_owner: dict[int, int] = {}  # replay session id -> control session id
+        self._replay_owner: dict[int, tuple[int, int]] = {}  # replay session id -> (control session, correlation)
         self._next_control_session_id = 1
         self._next_replay_id = 1
         self._images: collections.deque = collections.deque()  # (recording subscription id, image) from the client
@@ -549,7 +549,7 @@ class ArchiveConductor:
             recorded_position=lambda: self._recorded_position(recording_id), bound=bound,
             checksum_algorithm=self.ctx.replay_checksum_algorithm, connect_timeout_ns=self.ctx.connect_timeout_ns,
             nano_clock=self.nano_clock)
-        self._replay_owner[replay_session_id] = session.control_session_id
+        self._replay_owner[replay_session_id] = (session.control_session_id, request.correlation_id)
         session.respond(request.correlation_id, OK, replay_session_id)
 
     def _recorded_position(self, recording_id: int) -> int:
@@ -573,18 +573,18 @@ class ArchiveConductor:
 
     def _end_replay(self, replay_session_id: int, replay: ReplaySession) -> None:
         del self.replays[replay_session_id]
-        owner = self._replay_owner.pop(replay_session_id, None)
+        control_session_id, correlation_id = self._replay_owner.pop(replay_session_id, (None, -1))
         if replay.state is ReplayState.INACTIVE:
             self.record_error(f"replay session {replay_session_id}: {replay.error}")
-            session = self.control_sessions.get(owner)
-            if session is not None:
-                session.error(-1, "GENERIC", f"replay session {replay_session_id}: {replay.error}")
+            session = self.control_sessions.get(control_session_id)
+            if session is not None:  # answers the replay request's correlation id a second time, as an ERROR
+                session.error(correlation_id, "GENERIC", f"replay session {replay_session_id}: {replay.error}")
         replay.close()
 
     # ------------------------------------------------------------------------------------------ closing
     def _close_control_session(self, control_session_id: int) -> None:
         session = self.control_sessions.pop(control_session_id)
-        for replay_session_id, owner in list(self._replay_owner.items()):
+        for replay_session_id, (owner, _) in list(self._replay_owner.items()):
             if owner == control_session_id:
                 self.replays[replay_session_id].request_stop()
         session.close()

@@ -301,3 +301,46 @@ def test_a_replay_of_a_live_recording_follows_it_to_the_live_end_and_a_bounded_o
 def _session(replay_session_id: int) -> int:
     session_id = replay_session_id & 0xFFFFFFFF
     return session_id - (1 << 32) if session_id >= 1 << 31 else session_id
+
+
+def test_a_flipped_byte_in_a_segment_is_caught_by_checksum_verified_replay_and_by_archive_tool(process_manager,
+                                                                                               aeron_dir, tmp_path,
+                                                                                               capsys):
+    from aeron_numba.tools.archive_tool import main as archive_tool
+
+    stack = Stack(process_manager, aeron_dir, tmp_path / "archive", AERON_ARCHIVE_RECORD_CHECKSUM="CRC-32C",
+                  AERON_ARCHIVE_REPLAY_CHECKSUM="CRC-32C")
+    try:
+        archive, aeron = stack.archive, stack.aeron
+        archive.start_recording(RECORDED, STREAM)
+        publication = aeron.add_exclusive_publication(RECORDED, STREAM)
+        (start,) = signals(archive, "START")
+        sent = publish(publication, 400, random.Random(21))
+        await_condition(lambda: archive.get_recording_position(start.recording_id) == publication.position, 30,
+                        "recorded")
+        archive.stop_recording(RECORDED, STREAM)
+        signals(archive, "STOP")
+        assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent  # intact: checksums agree
+        at = sent[200][1] - 8  # among the last payload bytes of message 200
+        base = at // (128 * 1024) * (128 * 1024)  # AERON_ARCHIVE_SEGMENT_FILE_LENGTH
+        segment = stack.archive_dir / f"{start.recording_id}-{base}.rec"
+        data = bytearray(segment.read_bytes())
+        data[at - base] ^= 0x01
+        segment.write_bytes(bytes(data))
+        subscription = archive.replay(start.recording_id, -1, -1, "aeron:ipc", REPLAY_STREAM)
+        got = []
+        assembler = FragmentAssembler(lambda b, o, n, h: got.append((bytes(b[o:o + n]), h.position)))
+
+        def replay_failed():
+            subscription.poll(assembler, 64)  # consumed, so the replay gets as far as the flipped byte
+            return archive.poll_for_error_response()
+
+        error = await_condition(replay_failed, 30, "the replay to fail on the checksum")
+        assert "checksum mismatch at position" in error
+        assert got == sent[:len(got)] and len(got) <= 200  # nothing from the bad block on
+        subscription.close()
+    finally:
+        stack.close()
+    stack.archive_process.terminate(10)
+    assert archive_tool([str(stack.archive_dir), "verify", "-a", "CRC-32C"]) == 1
+    assert f"recording {start.recording_id}: INVALID: checksum mismatch" in capsys.readouterr().out
