@@ -12,7 +12,7 @@ file's error log and dropped.
 from __future__ import annotations
 
 import collections
-import os
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -92,10 +92,17 @@ class ArchiveConductor:
         self.nano_clock = nano_clock
         self.epoch_clock = epoch_clock
         self.archive_id = ctx.archive_id if ctx.archive_id != A.NULL_VALUE else aeron.client_id
-        self.control_subscriptions = [aeron.add_subscription(ctx.local_control_channel, ctx.local_control_stream_id)]
+        # A client's request publication going away (closed, or its client timed out by the driver) ends the control
+        # sessions that came on it, even when another client's subscription keeps their response stream connected.
+        self._gone_request_images: collections.deque = collections.deque()
+        gone = self._gone_request_images.append
+        self.control_subscriptions = [aeron.add_subscription(ctx.local_control_channel, ctx.local_control_stream_id,
+                                                             unavailable_image_handler=gone)]
         if ctx.control_channel:
-            self.control_subscriptions.append(aeron.add_subscription(ctx.control_channel, ctx.control_stream_id))
-        self._assembler = FragmentAssembler(self._on_fragment)
+            self.control_subscriptions.append(aeron.add_subscription(ctx.control_channel, ctx.control_stream_id,
+                                                                     unavailable_image_handler=gone))
+        self._assemblers = [FragmentAssembler(functools.partial(self._on_fragment, subscription.registration_id))
+                            for subscription in self.control_subscriptions]
         self.control_sessions: dict[int, ControlSession] = {}
         self.recording_subscriptions: dict[int, RecordingSubscription] = {}
         self.recordings: dict[int, RecordingSession] = {}  # recording id -> active session
@@ -109,6 +116,16 @@ class ArchiveConductor:
         self.replay_buffer = np.zeros(ctx.file_io_max_length, dtype=np.uint8)
         self._next_mark_update_ns = 0
         self.errors_recorded = 0
+        # The archive counters of §4.4 (key: the archive id), read by aeron-stat and tests.
+        key = self.archive_id.to_bytes(8, "little", signed=True)
+        suffix = f" - archiveId={self.archive_id}"
+        self.error_counter = aeron.add_counter(A.ARCHIVE_ERROR_COUNT_TYPE_ID, key, f"Archive Errors{suffix}")
+        self.control_sessions_counter = aeron.add_counter(A.ARCHIVE_CONTROL_SESSIONS_TYPE_ID, key,
+                                                          f"Archive Control Sessions{suffix}")
+        self.recording_sessions_counter = aeron.add_counter(A.ARCHIVE_RECORDING_SESSIONS_TYPE_ID, key,
+                                                            f"Archive Recording Sessions{suffix}")
+        self.replay_sessions_counter = aeron.add_counter(A.ARCHIVE_REPLAY_SESSIONS_TYPE_ID, key,
+                                                         f"Archive Replay Sessions{suffix}")
 
     def role_name(self) -> str:
         return "archive-conductor"
@@ -120,11 +137,16 @@ class ArchiveConductor:
     def do_work(self) -> int:
         now_ns = self.nano_clock()
         work = 0
-        for subscription in self.control_subscriptions:
-            work += subscription.poll(self._assembler, 16)
+        for subscription, assembler in zip(self.control_subscriptions, self._assemblers):
+            work += subscription.poll(assembler, 16)
         while self._images:
             subscription_id, image = self._images.popleft()
             work += self._start_recording_session(subscription_id, image)
+        while self._gone_request_images:
+            image = self._gone_request_images.popleft()
+            for session in self.control_sessions.values():
+                if session.request_image == (image.subscription_registration_id, image.session_id):
+                    work += session.abort("its client's request publication is gone")
         for session_id, session in list(self.control_sessions.items()):
             work += session.do_work(now_ns)
             if session.state is ControlSessionState.DONE:
@@ -137,6 +159,9 @@ class ArchiveConductor:
             work += replay.do_work()
             if replay.state in (ReplayState.DONE, ReplayState.INACTIVE):
                 self._end_replay(replay_session_id, replay)
+        self.control_sessions_counter.set(len(self.control_sessions))
+        self.recording_sessions_counter.set(len(self.recordings))
+        self.replay_sessions_counter.set(len(self.replays))
         if now_ns >= self._next_mark_update_ns:
             self._next_mark_update_ns = now_ns + A.MARK_ACTIVITY_UPDATE_INTERVAL_MS * 1_000_000
             self.mark_file.update_activity_timestamp(self.epoch_clock())
@@ -144,10 +169,11 @@ class ArchiveConductor:
 
     def record_error(self, error: BaseException | str) -> None:
         self.errors_recorded += 1
+        self.error_counter.increment()
         self.mark_file.error_log.record(error)
 
     # ------------------------------------------------------------------------------------------ requests
-    def _on_fragment(self, buffer, offset, length, header) -> None:
+    def _on_fragment(self, subscription_id: int, buffer, offset, length, header) -> None:
         try:
             request = ARCHIVE.decode(buffer, offset, length)
         except (MalformedMessageError, UnknownMessageError) as exc:
@@ -156,7 +182,7 @@ class ArchiveConductor:
         name = type(request).__name__
         handler = getattr(self, f"_on_{name}", None)
         if name == "ConnectRequest" or name == "AuthConnectRequest":
-            self._on_connect(request)
+            self._on_connect(request, (subscription_id, header.session_id))
             return
         session = self.control_sessions.get(getattr(request, "control_session_id", None))
         if session is None or session.state is ControlSessionState.DONE:
@@ -172,7 +198,7 @@ class ArchiveConductor:
             session.error(getattr(request, "correlation_id", -1), "GENERIC", f"{name}: {exc}")
             self.record_error(exc)
 
-    def _on_connect(self, request) -> None:
+    def _on_connect(self, request, request_image: tuple[int, int]) -> None:
         major = request.version >> 16
         now_ns = self.nano_clock()
         control_session_id = self._next_control_session_id
@@ -185,6 +211,7 @@ class ArchiveConductor:
         session = ControlSession(control_session_id=control_session_id, correlation_id=request.correlation_id,
                                  publication=publication, connect_timeout_ns=self.ctx.connect_timeout_ns,
                                  liveness_interval_ns=self.ctx.session_liveness_check_interval_ns, now_ns=now_ns)
+        session.request_image = request_image
         self.control_sessions[control_session_id] = session
         if major != A.ARCHIVE_PROTOCOL_VERSION >> 16:
             session.error(request.correlation_id, "GENERIC",
@@ -600,3 +627,6 @@ class ArchiveConductor:
             session.close()
         for subscription in self.control_subscriptions:
             subscription.close()
+        for counter in (self.error_counter, self.control_sessions_counter, self.recording_sessions_counter,
+                        self.replay_sessions_counter):
+            counter.close()

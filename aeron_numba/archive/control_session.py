@@ -40,6 +40,7 @@ class ControlSession:
         self.deadline_ns = now_ns + connect_timeout_ns
         self.next_liveness_ns = now_ns + liveness_interval_ns
         self.reason = ""
+        self.request_image: tuple[int, int] | None = None  # (control subscription id, session id) of its requests
         self._queue: collections.deque[bytes] = collections.deque()
         self._blocked_since_ns: int | None = None
 

@@ -344,3 +344,22 @@ def test_a_flipped_byte_in_a_segment_is_caught_by_checksum_verified_replay_and_b
     stack.archive_process.terminate(10)
     assert archive_tool([str(stack.archive_dir), "verify", "-a", "CRC-32C"]) == 1
     assert f"recording {start.recording_id}: INVALID: checksum mismatch" in capsys.readouterr().out
+
+
+def test_an_abandoned_control_client_is_closed_after_the_liveness_timeout_and_the_archive_goes_on(stack):
+    from aeron_numba.layout.archive import ARCHIVE_CONTROL_SESSIONS_TYPE_ID
+    from harness.aeron_dirs import AeronCounters
+
+    code = ("import sys, time; from aeron_numba.client import Aeron, Context; "
+            "from aeron_numba.archive.client import AeronArchive; "
+            "aeron = Aeron.connect(Context(aeron_dir=sys.argv[1])); archive = AeronArchive.connect(aeron); "
+            "print('connected', archive.control_session_id, flush=True); time.sleep(600)")
+    with AeronCounters.open(stack.aeron_dir) as counters:
+        sessions = counters.await_counter(10, type_id=ARCHIVE_CONTROL_SESSIONS_TYPE_ID)
+        await_condition(lambda: counters.value(sessions.counter_id) == 1, 10, "the test's own control session")
+        client = stack.process_manager.spawn_python("abandoned", code, str(stack.aeron_dir))
+        client.await_output("connected", 60)
+        await_condition(lambda: counters.value(sessions.counter_id) == 2, 10, "the second control session")
+        client.kill()  # no CloseSession: the driver times its client out, the response publication disconnects
+        await_condition(lambda: counters.value(sessions.counter_id) == 1, 15, "the abandoned session closed")
+    assert stack.archive.get_archive_id() != -1  # the archive answers as before
