@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -233,6 +234,12 @@ class ArchiveConductor:
         if len(self.recordings) >= self.ctx.max_concurrent_recordings:
             session.error(correlation_id, "MAX_RECORDINGS",
                           f"max concurrent recordings reached: {self.ctx.max_concurrent_recordings}")
+            return
+        free = shutil.disk_usage(self.ctx.archive_dir).free
+        if free < self.ctx.low_storage_space_threshold:
+            session.error(correlation_id, "STORAGE_SPACE",
+                          f"insufficient usable storage for new recording: {free} bytes free < threshold "
+                          f"{self.ctx.low_storage_space_threshold}")
             return
         stripped = strip_channel(channel)
         for existing in self.recording_subscriptions.values():

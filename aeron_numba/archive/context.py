@@ -35,6 +35,9 @@ class ArchiveContext:
     record_checksum: str = setting("", "AERON_ARCHIVE_RECORD_CHECKSUM", text)
     replay_checksum: str = setting("", "AERON_ARCHIVE_REPLAY_CHECKSUM", text)
     error_buffer_length: int = setting(A.DEFAULT_ERROR_BUFFER_LENGTH, "AERON_ARCHIVE_ERROR_BUFFER_LENGTH", size)
+    #: A recording is refused (STORAGE_SPACE) when the archive dir's file system has less free space than this;
+    #: 0 means one segment file length (Aeron's default).
+    low_storage_space_threshold: int = setting(0, "AERON_ARCHIVE_LOW_STORAGE_SPACE_THRESHOLD", size)
     idle_strategy: str = setting("backoff", "AERON_ARCHIVE_IDLE_STRATEGY", text)
 
     @classmethod
@@ -61,6 +64,10 @@ class ArchiveContext:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")
         self.record_checksum_algorithm = checksum_algorithm(self.record_checksum)
         self.replay_checksum_algorithm = checksum_algorithm(self.replay_checksum)
+        if self.low_storage_space_threshold < 0:
+            raise ConfigurationError(f"low_storage_space_threshold={self.low_storage_space_threshold} must be >= 0")
+        if self.low_storage_space_threshold == 0:
+            self.low_storage_space_threshold = self.segment_file_length
         if not self.local_control_channel:
             raise ConfigurationError("local_control_channel must not be empty")
         idle_strategy_from_name(self.idle_strategy)

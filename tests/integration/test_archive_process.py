@@ -363,3 +363,14 @@ def test_an_abandoned_control_client_is_closed_after_the_liveness_timeout_and_th
         client.kill()  # no CloseSession: the driver times its client out, the response publication disconnects
         await_condition(lambda: counters.value(sessions.counter_id) == 1, 15, "the abandoned session closed")
     assert stack.archive.get_archive_id() != -1  # the archive answers as before
+
+
+def test_a_recording_is_refused_with_storage_space_below_the_threshold(process_manager, aeron_dir, tmp_path):
+    stack = Stack(process_manager, aeron_dir, tmp_path / "archive", AERON_ARCHIVE_LOW_STORAGE_SPACE_THRESHOLD="1000000g")
+    try:
+        with pytest.raises(ArchiveError, match="insufficient usable storage for new recording") as refused:
+            stack.archive.start_recording(RECORDED, STREAM)
+        assert refused.value.error_code_name == "STORAGE_SPACE"
+        assert stack.archive.list_recordings(0, 10) == 0
+    finally:
+        stack.close()
