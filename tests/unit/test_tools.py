@@ -451,6 +451,8 @@ def test_console_scripts_are_declared():
         "aeron-error-stat": "aeron_numba.tools.error_stat:main",
         "aeron-loss-stat": "aeron_numba.tools.loss_stat:main",
         "aeron-numba-driver": "aeron_numba.driver.media_driver:main",
+        "aeron-numba-archive": "aeron_numba.archive.archiving:main",
+        "archive-tool": "aeron_numba.tools.archive_tool:main",
     }
     for target in scripts.values():
         module, function = target.split(":")
