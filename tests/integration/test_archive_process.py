@@ -227,6 +227,7 @@ def test_a_udp_stream_is_recorded_and_replayed_over_ipc(stack):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_a_million_random_size_messages_recorded_and_replayed_whole_and_from_the_middle(process_manager, aeron_dir,
                                                                                        tmp_path):
     stack = Stack(process_manager, aeron_dir, tmp_path / "archive", AERON_ARCHIVE_SEGMENT_FILE_LENGTH="16m",

@@ -126,6 +126,7 @@ def gap_in_a_term_not_yet_sent(drivers, length: int = 16 * 1024):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("loss", ["none", "random 5%", "random 20%", "fixed gap"])
 def test_a_million_messages_with_loss(drivers, process_manager, tmp_path, loss):
     """Done-when of the UDP issue: a million random-size messages intact and in order, and the NAK and
