@@ -12,7 +12,7 @@ import pytest
 from aeron_numba.archive.client import AeronArchive, ArchiveError
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
-from harness.awaiting import await_condition
+from harness.awaiting import NotYet, await_condition
 from tests.integration.driver_processes import start_driver
 
 RECORDED = "aeron:ipc?term-length=64k"
@@ -85,8 +85,11 @@ def replayed(archive, aeron, recording_id, position, length, count):
     assembler = FragmentAssembler(lambda b, o, n, h: got.append((bytes(b[o:o + n]), h.position)))
 
     def done():
-        subscription.poll(assembler, 64)
-        return len(got) >= count
+        while subscription.poll(assembler, 256) > 0 and len(got) < count:
+            pass  # drain what is there: await_condition sleeps between calls
+        position = subscription.images[0].position if subscription.images else None
+        return len(got) >= count or NotYet(f"{len(got)} of {count} messages, image position {position}, "
+                                           f"archive says {archive.poll_for_error_response()}")
 
     await_condition(done, max(30, count // 10_000), f"{count} replayed messages")
     subscription.close()
