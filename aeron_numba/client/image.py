@@ -68,6 +68,14 @@ RESULT_START = 1  # position before it
 RESULT_WANTED = 2  # private buffer length the batch needs (COPY_TOO_SMALL)
 
 
+@kernel(inline="always")
+def _owned(metadata, values, counter_id, registration_id):
+    """Counter ``counter_id`` is still allocated to ``registration_id`` (the driver has not dropped us)."""
+    return (atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET) == _ALLOCATED
+            and atomics.get_int64_acquire(values, counter_id * _COUNTER_LENGTH + _REGISTRATION_ID_OFFSET)
+            == registration_id)
+
+
 @kernel
 def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata, counter_id, registration_id, result):
     """One Python poll's compiled work, in one call: describe up to ``len(out)`` fragments from our ``sub-pos``,
@@ -94,10 +102,8 @@ def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata,
         result[RESULT_WANTED] = length
         return COPY_TOO_SMALL
     copy_bytes(scratch, 0, log, start, length)
-    atomics.acquire_fence()
-    state = atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET)
-    owner = atomics.get_int64_acquire(position_buffer, counter_id * _COUNTER_LENGTH + _REGISTRATION_ID_OFFSET)
-    if state != _ALLOCATED or owner != registration_id:
+    atomics.acquire_fence()  # the ownership loads after the copy's loads
+    if not _owned(metadata, position_buffer, counter_id, registration_id):
         return NOT_OWNED
     for i in range(count):
         out[i, 0] += _HEADER_LENGTH - start
@@ -125,10 +131,8 @@ def block_poll_and_copy(log, position_buffer, position_offset, block_length_limi
         result[RESULT_WANTED] = length
         return COPY_TOO_SMALL
     copy_bytes(scratch, 0, log, term_base + term_offset, length)
-    atomics.acquire_fence()
-    state = atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET)
-    owner = atomics.get_int64_acquire(position_buffer, counter_id * _COUNTER_LENGTH + _REGISTRATION_ID_OFFSET)
-    if state != _ALLOCATED or owner != registration_id:
+    atomics.acquire_fence()  # the ownership loads after the copy's loads
+    if not _owned(metadata, position_buffer, counter_id, registration_id):
         return NOT_OWNED
     result[RESULT_START] = position
     result[RESULT_END] = position + length
@@ -138,10 +142,8 @@ def block_poll_and_copy(log, position_buffer, position_offset, block_length_limi
 @kernel
 def store_position_if_owned(metadata, values, counter_id, registration_id, position):
     """Release-store the subscriber position unless the driver freed (and maybe re-used) the counter."""
-    offset = counter_id * _COUNTER_LENGTH
-    if (atomics.get_int32_acquire(metadata, counter_id * _METADATA_LENGTH + _STATE_OFFSET) == _ALLOCATED
-            and atomics.get_int64_acquire(values, offset + _REGISTRATION_ID_OFFSET) == registration_id):
-        atomics.put_int64_release(values, offset, position)
+    if _owned(metadata, values, counter_id, registration_id):
+        atomics.put_int64_release(values, counter_id * _COUNTER_LENGTH, position)
 
 
 def _check_fragment_limit(fragment_limit: int) -> int:
