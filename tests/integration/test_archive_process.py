@@ -378,3 +378,79 @@ def test_a_recording_is_refused_with_storage_space_below_the_threshold(process_m
         assert stack.archive.list_recordings(0, 10) == 0
     finally:
         stack.close()
+
+
+def test_the_archive_files_of_a_real_run_read_back_with_a_parser_written_from_the_spec(stack):
+    """archive.catalog (§3), archive-mark.dat (§5) and the segment files (§4) of a real archive run, read with
+    struct formats typed here from the spec's tables, not with aeron_numba.layout."""
+    import os
+    import struct as s
+
+    archive, aeron = stack.archive, stack.aeron
+    archive_id = archive.get_archive_id()
+    archive.start_recording(RECORDED, STREAM)
+    publication = aeron.add_exclusive_publication(RECORDED, STREAM)
+    (start,) = signals(archive, "START")
+    sent = publish(publication, 300, random.Random(31))
+    end = publication.position
+    await_condition(lambda: archive.get_recording_position(start.recording_id) == end, 30, "recorded")
+    archive.stop_recording(RECORDED, STREAM)
+    signals(archive, "STOP")
+    directory = stack.archive_dir
+
+    catalog = (directory / "archive.catalog").read_bytes()
+    version, header_length, next_recording_id, alignment = s.unpack_from("<iiqi", catalog, 0)
+    assert (version, header_length, next_recording_id, alignment) == ((3 << 16) | (1 << 8), 32, 1, 64)
+    body_length, state, checksum = s.unpack_from("<iii", catalog, 32)
+    assert state == 1 and checksum == 0 and (32 + body_length) % 64 == 0
+    body = 64
+    (control_session_id, correlation_id, recording_id, start_timestamp, stop_timestamp, start_position, stop_position,
+     initial_term_id, segment_file_length, term_buffer_length, mtu_length, session_id, stream_id) = s.unpack_from(
+        "<qqqqqqqiiiiii", catalog, body)
+    assert (recording_id, start_position, stop_position, stream_id) == (start.recording_id, 0, end, STREAM)
+    assert stop_timestamp >= start_timestamp > 1_700_000_000_000
+    assert (segment_file_length, term_buffer_length, mtu_length) == (128 * 1024, 64 * 1024, 1408)
+    at, strings = body + 80, []
+    for _ in range(3):
+        (length,) = s.unpack_from("<I", catalog, at)
+        strings.append(catalog[at + 4:at + 4 + length].decode("ascii"))
+        at += 4 + length
+    assert strings == ["aeron:ipc", RECORDED, "aeron:ipc"]
+    assert at <= 32 + 32 + body_length and s.unpack_from("<i", catalog, 32 + 32 + body_length)[0] == 0
+
+    mark = (directory / "archive-mark.dat").read_bytes()
+    assert s.unpack_from("<HHHH", mark, 0) == (128, 200, 100, 2)
+    mark_version, _, activity, started, pid = s.unpack_from("<iiqqq", mark, 8)
+    assert mark_version == (3 << 16) | (1 << 8) and activity >= started > 0
+    assert pid == stack.archive_process.pid
+    control_stream, local_stream, events_stream, mark_header_length, error_length = s.unpack_from("<iiiii", mark, 40)
+    assert (control_stream, local_stream, events_stream, mark_header_length) == (10, 10, 30, 8192)
+    assert len(mark) == 8192 + error_length and s.unpack_from("<q", mark, 64)[0] == archive_id
+    at, mark_strings = 136, []
+    for _ in range(4):
+        (length,) = s.unpack_from("<I", mark, at)
+        mark_strings.append(mark[at + 4:at + 4 + length].decode("ascii"))
+        at += 4 + length
+    assert mark_strings[1] == "aeron:ipc?term-length=64k" and mark_strings[3] == str(stack.aeron_dir)
+
+    frames, position = [], 0
+    while position < end:
+        base = position // segment_file_length * segment_file_length
+        path = directory / f"{recording_id}-{base}.rec"
+        assert os.path.getsize(path) == segment_file_length
+        data = path.read_bytes()
+        while position < min(end, base + segment_file_length):
+            length, frame_version, flags, frame_type, term_offset, frame_session, frame_stream, term_id = \
+                s.unpack_from("<iBBHiiii", data, position - base)
+            assert frame_version == 0 and frame_type in (0, 1) and term_offset == position % term_buffer_length
+            assert (frame_session, frame_stream) == (session_id, stream_id)
+            assert term_id == initial_term_id + position // term_buffer_length
+            if frame_type == 1:
+                frames.append((flags, data[position - base + 32:position - base + length]))
+            position += (length + 31) & ~31
+    messages, partial = [], b""
+    for flags, payload in frames:  # reassemble: BEGIN 0x80, END 0x40
+        partial = payload if flags & 0x80 else partial + payload
+        if flags & 0x40:
+            messages.append(partial)
+    assert messages == [payload for payload, _ in sent]
