@@ -492,8 +492,9 @@ def test_image_closed_by_the_conductor_while_a_handler_runs_finishes_the_poll(cl
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 11)
     publication = aeron.add_publication("aeron:ipc", 11)
-    wait_until(lambda: subscription.image_count == 1, 5, "image")
+    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     positions = [offer(publication, bytes([i + 1]) * 40) for i in range(3)]
+    assert all(position > 0 for position in positions)
     image = subscription.images[0]
     position_buffer, position_offset = image.position_buffer, image.position_offset
     seen = []
