@@ -375,8 +375,8 @@ def test_block_poll_hands_over_whole_frames_and_offer_block_appends_them_to_anot
     source = aeron.add_exclusive_publication("aeron:ipc", 30)
     replay_sub = aeron.add_subscription("aeron:ipc", 31)
     replay = aeron.add_exclusive_publication("aeron:ipc", 31)
-    wait_until(lambda: source_sub.image_count == 1 and replay_sub.image_count == 1 and replay.position_limit > 0,
-               5, "both connected")
+    wait_until(lambda: source_sub.image_count == 1 and replay_sub.image_count == 1 and replay.position_limit > 0
+               and source.position_limit > 0, 5, "both connected")
     payloads = [bytes([i]) * (10 + 37 * i) for i in range(20)]
     for payload in payloads:
         assert offer_retrying(source, payload) > 0
