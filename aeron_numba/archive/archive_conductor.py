@@ -12,6 +12,7 @@ file's error log and dropped.
 from __future__ import annotations
 
 import collections
+import errno
 import functools
 import shutil
 import threading
@@ -330,14 +331,20 @@ class ArchiveConductor:
         del self.recordings[recording_id]
         recording.close()
         owner = self._recording_owner.pop(recording_id, None)
+        session = self.control_sessions.get(owner.control_session_id) if owner is not None else None
         if recording.error is not None:
-            self.record_error(f"recording {recording_id} stopped: {recording.error}")
+            message = f"recording {recording_id} stopped at position {recording.position}: {recording.error}"
+            self.record_error(message)
+            if session is not None:  # the client that started it learns why (disk full, file size limit: STORAGE_SPACE)
+                no_space = getattr(recording.error, "errno", None) in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+                session.error(owner.correlation_id, "STORAGE_SPACE" if no_space else "GENERIC", message)
         if owner is not None:
-            session = self.control_sessions.get(owner.control_session_id)
             if session is not None:
                 session.signal(owner.correlation_id, recording_id, recording.subscription_id, recording.position,
                                "STOP")
-            if owner.auto_stop and recording.subscription_id in self.recording_subscriptions:
+            # A failed recording lets go of its image too: unpolled, it would hold the publisher back for good.
+            if (owner.auto_stop or recording.error is not None) and \
+                    recording.subscription_id in self.recording_subscriptions:
                 self._stop_subscription(recording.subscription_id)
 
     def _stop_subscription(self, subscription_id: int) -> bool:

@@ -15,7 +15,7 @@ import enum
 import time
 
 from aeron_numba.archive.catalog import Catalog
-from aeron_numba.archive.segment_files import RecordingWriter
+from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError
 from aeron_numba.layout import archive as A
 
 
@@ -70,7 +70,9 @@ class RecordingSession:
         if not self._stop_requested:
             try:
                 work = self.image.block_poll(self._on_block, self.file_io_max_length)
-            except OSError as exc:  # disk full, file size limit: stop at the last whole block written
+            except (OSError, SegmentFileError) as exc:
+                # Disk full, a file size limit, a segment that cannot be made: the image has moved past the block
+                # (block_poll consumed it), so no later block may be written: stop at the last whole one.
                 self.error = exc
                 self._stop_requested = True
             if work:

@@ -11,6 +11,7 @@ of its payload (``replay_rewrite.record_checksums``); the image's log is never w
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -38,6 +39,17 @@ def segment_files(archive_dir: str | os.PathLike, recording_id: int) -> list[tup
         if parsed is not None and parsed[0] == recording_id:
             found.append((parsed[1], path))
     return sorted(found)
+
+
+def _whole_frames_length(block: np.ndarray, written: int) -> int:
+    """Bytes of whole frames at the start of ``block`` within its first ``written`` bytes."""
+    at = 0
+    while at + frame.HEADER_LENGTH <= written:
+        aligned = (int(block[at:at + 4].view(np.int32)[0]) + frame.FRAME_ALIGNMENT - 1) & ~(frame.FRAME_ALIGNMENT - 1)
+        if aligned <= 0 or at + aligned > written:
+            break
+        at += aligned
+    return at
 
 
 class RecordingWriter:
@@ -109,9 +121,13 @@ class RecordingWriter:
         else:
             data = block[offset:offset + length]
         written = os.pwrite(self._fd, memoryview(data), segment_offset)
-        if written != data.size:
-            raise SegmentFileError(f"short write: {written} of {data.size} bytes at {segment_offset} of segment "
-                                   f"{self._segment_base} (disk full?)")
+        if written != data.size:  # the file system took part of it: out of space, or at a file size limit
+            whole = _whole_frames_length(data, written) if frame_type != frame.HDR_TYPE_PAD else 0
+            if written > whole:  # no torn frame may stay behind the last whole one (recovery would count it)
+                os.pwrite(self._fd, bytes(written - whole), segment_offset + whole)
+            self.position += whole
+            raise OSError(errno.ENOSPC, f"short write: {written} of {data.size} bytes at {segment_offset} of segment "
+                                        f"{self._segment_base} (disk full?); recorded up to {self.position}")
         self.position += length
 
     def close(self) -> None:

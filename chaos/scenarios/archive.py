@@ -4,6 +4,8 @@
   the recording's stop position to the end of the last whole frame in its segment files (checked here by
   walking the files with the spec's frame layout, not the archive's code), and a replay returns every message
   up to it intact and in order, the publisher's stream going on meanwhile to its subscriber.
+* archive-storage-exhausted: a file size limit (as a full disk) stops a recording: STORAGE_SPACE to its client,
+  the stop position is the end of the whole frames written, the stream goes on, the replay has all up to it.
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ class ArchiveKilledMidRecording(Scenario):
     def check(self, ctx, before, after):
         m = ctx.metrics
         failures = [f"archive error log: {error}" for error in m["archive_errors"]]
-        stop, start, reported = m["stop_position"], m["start_position"], m["reported_before_kill"]
+        stop, start = m["stop_position"], m["start_position"]
+        reported = m.get("reported_before_kill", m.get("recorded_before_limit"))
         walked = last_whole_frame_end(Path(m["archive_dir"]), m["recording_id"], start, m["term_length"])
         if stop != walked:
             failures.append(f"recovered stop position {stop} != end of the last whole frame written {walked}")
@@ -167,3 +170,77 @@ class ArchiveKilledMidRecording(Scenario):
             failures.append(f"{len(bad)} replayed messages corrupt or at another position than recorded, "
                             f"first (seq, position) {bad[0]}")
         return failures
+
+
+class ArchiveStorageExhausted(Scenario):
+    """The archive's file size limit (RLIMIT_FSIZE, as a full disk) is reached mid-recording: the recording stops
+    cleanly at its last whole block (stop position = end of the frames in its files), the client that started it
+    gets STORAGE_SPACE, the archive lets go of the image so the publisher's stream goes on, and a replay returns
+    every message up to the stop position."""
+
+    name = "archive-storage-exhausted"
+    summary = ("the archive hits a file size limit mid-recording: STORAGE_SPACE to its client, the recording stops "
+               "at its last whole block, the stream goes on, the replay has everything up to the stop")
+    counter_deltas = {}
+
+    def run(self, ctx):
+        count = 3000 if ctx.quick else 30000
+        archive_dir = ctx.run_dir / "archive"
+        archive = start_archive(ctx, "archive", archive_dir)
+        subscriber = ctx.start_subscriber("subA")
+        subscriber.await_ready()
+        aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
+        try:
+            client = AeronArchive.connect(aeron)
+            client.start_recording(CHANNEL, STREAM)
+            publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]))
+            signals = []
+            await_condition(lambda: client.poll_for_recording_signals(signals.append) or signals, 30,
+                            "the recording to start")
+            recording_id = signals[0].recording_id
+            limit_at = ctx.rng.randint(count // 10, count // 2)
+            faults.await_acked(ctx, publisher, limit_at)
+            recorded = client.get_recording_position(recording_id)
+            segment = 256 * 1024  # ARCHIVE_ENV's segment file length
+            limit = recorded % segment + ctx.rng.randrange(0, 64 * 1024, 32)
+            fault_ts = faults.limit_file_size(ctx, archive, limit)
+            error = await_condition(client.poll_for_error_response, 60, "STORAGE_SPACE for the recording")
+            observed = ctx.timeline.event("observed", what="recording stopped", error=error)["ts_ns"]
+            ctx.record_recovery(fault_ts, observed, "file size limit to the client's STORAGE_SPACE")
+            await_condition(lambda: client.poll_for_recording_signals(signals.append) or
+                            any(s.signal == "STOP" for s in signals), 30, "the STOP signal")
+            stop = client.get_stop_position(recording_id)
+            listed = []
+            client.list_recording(recording_id, listed.append)
+            (descriptor,) = listed
+            ctx.metrics.update(recording_id=recording_id, stop_position=stop, storage_error=error,
+                               start_position=descriptor.start_position, term_length=descriptor.term_buffer_length,
+                               file_size_limit=limit, recorded_before_limit=recorded)
+            ctx.metrics["replayed"] = ArchiveKilledMidRecording._replay(client, aeron, recording_id,
+                                                                         descriptor.start_position, stop)
+            client.close()
+        finally:
+            aeron.close()
+        ctx.await_publishers_done()  # the archive let go of the image: the stream was not held back
+        faults.lift_file_size_limit(ctx, archive)
+        code = archive.terminate(10)
+        ctx.timeline.event("process_exit", name="archive", pid=archive.pid, exit_code=code)
+        if code != 0:
+            ctx.failures.append(f"archive exit code {code} on SIGTERM, expected 0")
+        with ArchiveMarkFile.open(archive_dir) as mark:
+            ctx.metrics["archive_errors"] = [e.encoded_exception.splitlines()[0]
+                                             for e in ErrorLogReader.read(mark.error_log_buffer)]
+        ctx.metrics["archive_dir"] = str(archive_dir)
+
+    def check(self, ctx, before, after):
+        m = ctx.metrics
+        failures = []
+        if "STORAGE_SPACE" not in m["storage_error"]:
+            failures.append(f"the client got {m['storage_error']!r}, expected STORAGE_SPACE")
+        expected = [e for e in m["archive_errors"] if f"recording {m['recording_id']} stopped" in e
+                    and ("File too large" in e or "short write" in e)]  # EFBIG, or a write the limit cut short
+        unexpected = [e for e in m["archive_errors"] if e not in expected]
+        if len(expected) != 1 or unexpected:
+            failures.append(f"archive error log {m['archive_errors']}: expected exactly the recording's write error")
+        m["archive_errors"] = []  # checked here; the shared check below would flag the expected one
+        return failures + ArchiveKilledMidRecording.check(self, ctx, before, after)

@@ -182,3 +182,29 @@ def test_reading_a_recording_back_gives_its_frames_in_blocks_within_terms(shm_di
     assert RecordingReader(tmp_path, 9, start, TERM, segment).read(end, end + 4096, 4096)[2] == 0  # nothing more
     with pytest.raises(SegmentFileError, match="position=100 is not a multiple of 32"):
         reader.read(100, end, 4096)
+
+
+def test_a_short_write_records_the_whole_frames_it_wrote_and_leaves_no_torn_frame(shm_dir, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from aeron_numba.archive import segment_files as sf
+
+    log, end = publish(shm_dir, [500] * 40)  # 544-byte frames
+    writer = RecordingWriter(tmp_path, 1, 0, 0, TERM, TERM)
+    record(writer, log, 0, 544 * 10)
+    real_pwrite = os.pwrite
+
+    def full_disk(fd, data, offset):  # the file system takes 3.5 frames of the block, then is full
+        return real_pwrite(fd, bytes(data)[:544 * 3 + 272], offset)
+
+    monkeypatch.setattr(sf.os, "pwrite", full_disk)
+    with pytest.raises(OSError) as error:
+        writer.write(log, 544 * 10, 544 * 8)
+    monkeypatch.setattr(sf.os, "pwrite", real_pwrite)
+    writer.close()
+    assert error.value.errno == errno.ENOSPC and "recorded up to 7072" in str(error.value)
+    assert writer.position == 544 * 13  # the three whole frames count as recorded
+    data = (tmp_path / "1-0.rec").read_bytes()
+    assert data[:544 * 13] == bytes(log[:544 * 13]) and data[544 * 13:] == bytes(TERM - 544 * 13)
+    assert recover_stop_position(tmp_path, 1, 0, TERM, TERM) == writer.position
