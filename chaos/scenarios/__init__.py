@@ -14,7 +14,8 @@ from chaos.scenarios.huge_messages import HugeMessages
 from chaos.scenarios.disk_full import DiskFull
 from chaos.scenarios.driver_killed import DriverStopped
 from chaos.scenarios.untethered_subscriber import UntetheredSubscriber
-from chaos.scenarios.archive import ArchiveKilledMidRecording, ArchiveStorageExhausted
+from chaos.scenarios.archive import (ArchiveControlClientAbandoned, ArchiveKilledMidRecording,
+                                    ArchiveStorageExhausted)
 from chaos.scenarios.udp import (UdpFixedGap, UdpPartition, UdpRandomLoss, UdpReceiverDriverKilled,
                                  UdpSenderDriverKilled)
 
@@ -23,4 +24,5 @@ SCENARIOS = {s.name: s for s in (SubscriberKilled(), SharedPublisherKilled(), Pu
                                  ExitWithoutClose(), SubscriberStalled(), DriverStopped(), HugeMessages(),
                                  LogByteCorrupted(), DiskFull(), UntetheredSubscriber(), UdpRandomLoss(),
                                  UdpFixedGap(), UdpPartition(), UdpReceiverDriverKilled(), UdpSenderDriverKilled(),
-                                 ArchiveKilledMidRecording(), ArchiveStorageExhausted())}
+                                 ArchiveKilledMidRecording(), ArchiveStorageExhausted(),
+                                 ArchiveControlClientAbandoned())}

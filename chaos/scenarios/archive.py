@@ -6,6 +6,8 @@
   up to it intact and in order, the publisher's stream going on meanwhile to its subscriber.
 * archive-storage-exhausted: a file size limit (as a full disk) stops a recording: STORAGE_SPACE to its client,
   the stop position is the end of the whole frames written, the stream goes on, the replay has all up to it.
+* archive-control-client-abandoned: a control client that started a recording is SIGKILLed: its session closes
+  after the liveness timeout, the recording goes on to the publisher's end, the replay has every message.
 """
 
 from __future__ import annotations
@@ -244,3 +246,83 @@ class ArchiveStorageExhausted(Scenario):
             failures.append(f"archive error log {m['archive_errors']}: expected exactly the recording's write error")
         m["archive_errors"] = []  # checked here; the shared check below would flag the expected one
         return failures + ArchiveKilledMidRecording.check(self, ctx, before, after)
+
+
+ABANDONED_CLIENT_CODE = (
+    "import sys, time; from aeron_numba.client import Aeron, Context; "
+    "from aeron_numba.archive.client import AeronArchive; "
+    "aeron = Aeron.connect(Context(aeron_dir=sys.argv[1])); archive = AeronArchive.connect(aeron); "
+    "archive.start_recording(sys.argv[2], int(sys.argv[3])); print('recording', flush=True); "
+    "time.sleep(3600)")
+
+
+class ArchiveControlClientAbandoned(Scenario):
+    """A control client starts a recording and is SIGKILLed without closing its session: the archive closes the
+    session once the driver has timed the client out, and goes on recording the stream it started; another
+    client's session is untouched and the replay has every message."""
+
+    name = "archive-control-client-abandoned"
+    summary = ("SIGKILL an archive control client that started a recording: its session closes after the liveness "
+               "timeout, the recording and other sessions go on")
+    counter_deltas = {CLIENT_TIMEOUTS: 1}  # the killed control client
+
+    def run(self, ctx):
+        from aeron_numba.layout.archive import ARCHIVE_CONTROL_SESSIONS_TYPE_ID
+
+        count = 3000 if ctx.quick else 30000
+        archive_dir = ctx.run_dir / "archive"
+        archive = start_archive(ctx, "archive", archive_dir)
+        subscriber = ctx.start_subscriber("subA")
+        subscriber.await_ready()
+        aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
+        try:
+            client = AeronArchive.connect(aeron)
+            sessions = ctx.counters.await_counter(30, type_id=ARCHIVE_CONTROL_SESSIONS_TYPE_ID)
+            abandoned = ctx.pm.spawn_python("control-client", ABANDONED_CLIENT_CODE, str(ctx.aeron_dir), CHANNEL,
+                                            str(STREAM))
+            ctx.timeline.event("process_start", name="control-client", role="archive-client", pid=abandoned.pid)
+            abandoned.await_output("recording", PROCESS_START_TIMEOUT_S)
+            await_condition(lambda: ctx.counters.value(sessions.counter_id) == 2, 10, "two control sessions")
+            publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]))
+            kill_at = ctx.rng.randint(count // 10, count // 2)
+            faults.await_acked(ctx, publisher, kill_at)
+            killed_ts = faults.kill(ctx, _Process("control-client", abandoned))
+            closed_ts = ctx.await_counter(CLIENT_TIMEOUTS, lambda v: v >= 1, LIVENESS_TIMEOUT_S + 10,
+                                          "the abandoned client timed out")
+            await_condition(lambda: ctx.counters.value(sessions.counter_id) == 1, 10,
+                            "the abandoned control session closed")
+            closed_ts = ctx.timeline.event("observed", what="abandoned control session closed")["ts_ns"]
+            ctx.record_recovery(killed_ts, closed_ts, "SIGKILL to the archive closing the session")
+            ctx.await_publishers_done()
+            final = max(e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent")
+            listed = []
+            client.list_recordings(0, 10, listed.append)
+            (descriptor,) = listed
+            # The publisher closed its publication: the recording ends with its image (end of stream).
+            await_condition(lambda: client.get_stop_position(descriptor.recording_id) != -1, 30,
+                            "the recording to stop at the end of the stream")
+            client.stop_recording(CHANNEL, STREAM)  # the recording subscription the abandoned client asked for
+            stop = client.get_stop_position(descriptor.recording_id)
+            ctx.metrics.update(recording_id=descriptor.recording_id, stop_position=stop,
+                               start_position=descriptor.start_position, term_length=descriptor.term_buffer_length,
+                               recorded_before_limit=final)
+            ctx.metrics["replayed"] = ArchiveKilledMidRecording._replay(client, aeron, descriptor.recording_id,
+                                                                         descriptor.start_position, stop)
+            client.close()
+        finally:
+            aeron.close()
+        code = archive.terminate(10)
+        ctx.timeline.event("process_exit", name="archive", pid=archive.pid, exit_code=code)
+        if code != 0:
+            ctx.failures.append(f"archive exit code {code} on SIGTERM, expected 0")
+        with ArchiveMarkFile.open(archive_dir) as mark:
+            ctx.metrics["archive_errors"] = [e.encoded_exception.splitlines()[0]
+                                             for e in ErrorLogReader.read(mark.error_log_buffer)]
+        ctx.metrics["archive_dir"] = str(archive_dir)
+
+    def check(self, ctx, before, after):
+        failures = ArchiveKilledMidRecording.check(self, ctx, before, after)
+        if ctx.metrics["stop_position"] != ctx.metrics["recorded_before_limit"]:
+            failures.append(f"the recording stopped at {ctx.metrics['stop_position']}, the publisher ended at "
+                            f"{ctx.metrics['recorded_before_limit']}: the abandoned session took the recording down")
+        return failures
