@@ -68,6 +68,59 @@ def last_whole_frame_end(archive_dir: Path, recording_id: int, start: int, term_
     return position
 
 
+def replay_messages(client, aeron, recording_id: int, start: int, stop: int) -> list:
+    """(seq, length, intact, end position) of every message replayed from ``start`` to ``stop``."""
+    got = []
+
+    def on_message(buffer, offset, length, header):
+        pub, seq = struct.unpack_from("<qq", bytes(buffer[offset:offset + HEADER_BYTES]))
+        intact = bytes(buffer[offset:offset + length]) == message_bytes(pub, seq, length).tobytes()
+        got.append((seq, length, intact, header.position))
+
+    if stop == start:
+        return got
+    subscription = client.replay(recording_id, start, stop - start, "aeron:ipc", REPLAY_STREAM)
+    assembler = FragmentAssembler(on_message)
+
+    def reached_stop():
+        while subscription.poll(assembler, 256) > 0:
+            pass  # drain what is there: await_condition sleeps between calls
+        return bool(subscription.images) and subscription.images[0].position >= stop
+
+    await_condition(reached_stop, 60, "the replay to reach the stop position")
+    subscription.close()
+    return got
+
+
+def check_recording(ctx) -> list[str]:
+    """The recording of an archive scenario: stop position at the end of the whole frames in its files, not
+    below what was recorded before the fault, every message up to it replayed intact at its position, and no
+    archive error."""
+    m = ctx.metrics
+    failures = [f"archive error log: {error}" for error in m["archive_errors"]]
+    stop, start = m["stop_position"], m["start_position"]
+    reported = m["recorded_before_fault"]
+    walked = last_whole_frame_end(Path(m["archive_dir"]), m["recording_id"], start, m["term_length"])
+    if stop != walked:
+        failures.append(f"recovered stop position {stop} != end of the last whole frame written {walked}")
+    if stop < reported:
+        failures.append(f"stop position {stop} < the position the archive reported before the fault {reported}")
+    replayed = m.pop("replayed")
+    m["messages_replayed"] = len(replayed)
+    sent = {e["seq"]: e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent"}
+    owed = sorted(seq for seq, position in sent.items() if start < position <= stop)
+    got = [seq for seq, _, _, _ in replayed]
+    if got != owed:
+        failures.append(f"replay of [{start}, {stop}) gave {len(got)} messages, owed {len(owed)} "
+                        f"(first difference at index "
+                        f"{next((i for i, (a, b) in enumerate(zip(got, owed)) if a != b), min(len(got), len(owed)))})")
+    bad = [(seq, position) for seq, _, intact, position in replayed if not intact or sent.get(seq) != position]
+    if bad:
+        failures.append(f"{len(bad)} replayed messages corrupt or at another position than recorded, "
+                        f"first (seq, position) {bad[0]}")
+    return failures
+
+
 class ArchiveKilledMidRecording(Scenario):
     name = "archive-killed-mid-recording"
     summary = ("SIGKILL the archive mid-recording; restarted, it recovers the stop position to the last whole frame "
@@ -107,10 +160,10 @@ class ArchiveKilledMidRecording(Scenario):
             listed = []
             client.list_recording(recording_id, listed.append)
             (descriptor,) = listed
-            ctx.metrics.update(recording_id=recording_id, stop_position=stop, reported_before_kill=reported,
+            ctx.metrics.update(recording_id=recording_id, stop_position=stop, recorded_before_fault=reported,
                                start_position=descriptor.start_position,
                                term_length=descriptor.term_buffer_length)
-            ctx.metrics["replayed"] = self._replay(client, aeron, recording_id, descriptor.start_position, stop)
+            ctx.metrics["replayed"] = replay_messages(client, aeron, recording_id, descriptor.start_position, stop)
             client.close()
         finally:
             aeron.close()
@@ -124,54 +177,8 @@ class ArchiveKilledMidRecording(Scenario):
                                              for e in ErrorLogReader.read(mark.error_log_buffer)]
         ctx.metrics["archive_dir"] = str(archive_dir)
 
-    @staticmethod
-    def _replay(client, aeron, recording_id: int, start: int, stop: int) -> list:
-        """(seq, length, intact, end position) of every message replayed from ``start`` to ``stop``."""
-        got = []
-
-        def on_message(buffer, offset, length, header):
-            pub, seq = struct.unpack_from("<qq", bytes(buffer[offset:offset + HEADER_BYTES]))
-            intact = bytes(buffer[offset:offset + length]) == message_bytes(pub, seq, length).tobytes()
-            got.append((seq, length, intact, header.position))
-
-        if stop == start:
-            return got
-        subscription = client.replay(recording_id, start, stop - start, "aeron:ipc", REPLAY_STREAM)
-        assembler = FragmentAssembler(on_message)
-
-        def reached_stop():
-            subscription.poll(assembler, 256)
-            return bool(subscription.images) and subscription.images[0].position >= stop
-
-        await_condition(reached_stop, 60, "the replay to reach the stop position")
-        subscription.close()
-        return got
-
     def check(self, ctx, before, after):
-        m = ctx.metrics
-        failures = [f"archive error log: {error}" for error in m["archive_errors"]]
-        stop, start = m["stop_position"], m["start_position"]
-        reported = m.get("reported_before_kill", m.get("recorded_before_limit"))
-        walked = last_whole_frame_end(Path(m["archive_dir"]), m["recording_id"], start, m["term_length"])
-        if stop != walked:
-            failures.append(f"recovered stop position {stop} != end of the last whole frame written {walked}")
-        if stop < reported:
-            failures.append(f"recovered stop position {stop} < the position the archive reported before the kill "
-                            f"{reported}")
-        replayed = m.pop("replayed")
-        m["messages_replayed"] = len(replayed)
-        sent = {e["seq"]: e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent"}
-        owed = sorted(seq for seq, position in sent.items() if start < position <= stop)
-        got = [seq for seq, _, _, _ in replayed]
-        if got != owed:
-            failures.append(f"replay of [{start}, {stop}) gave {len(got)} messages, owed {len(owed)} "
-                            f"(first difference at index "
-                            f"{next((i for i, (a, b) in enumerate(zip(got, owed)) if a != b), min(len(got), len(owed)))})")
-        bad = [(seq, position) for seq, _, intact, position in replayed if not intact or sent.get(seq) != position]
-        if bad:
-            failures.append(f"{len(bad)} replayed messages corrupt or at another position than recorded, "
-                            f"first (seq, position) {bad[0]}")
-        return failures
+        return check_recording(ctx)
 
 
 class ArchiveStorageExhausted(Scenario):
@@ -217,8 +224,8 @@ class ArchiveStorageExhausted(Scenario):
             (descriptor,) = listed
             ctx.metrics.update(recording_id=recording_id, stop_position=stop, storage_error=error,
                                start_position=descriptor.start_position, term_length=descriptor.term_buffer_length,
-                               file_size_limit=limit, recorded_before_limit=recorded)
-            ctx.metrics["replayed"] = ArchiveKilledMidRecording._replay(client, aeron, recording_id,
+                               file_size_limit=limit, recorded_before_fault=recorded)
+            ctx.metrics["replayed"] = replay_messages(client, aeron, recording_id,
                                                                          descriptor.start_position, stop)
             client.close()
         finally:
@@ -245,7 +252,7 @@ class ArchiveStorageExhausted(Scenario):
         if len(expected) != 1 or unexpected:
             failures.append(f"archive error log {m['archive_errors']}: expected exactly the recording's write error")
         m["archive_errors"] = []  # checked here; the shared check below would flag the expected one
-        return failures + ArchiveKilledMidRecording.check(self, ctx, before, after)
+        return failures + check_recording(ctx)
 
 
 ABANDONED_CLIENT_CODE = (
@@ -305,8 +312,8 @@ class ArchiveControlClientAbandoned(Scenario):
             stop = client.get_stop_position(descriptor.recording_id)
             ctx.metrics.update(recording_id=descriptor.recording_id, stop_position=stop,
                                start_position=descriptor.start_position, term_length=descriptor.term_buffer_length,
-                               recorded_before_limit=final)
-            ctx.metrics["replayed"] = ArchiveKilledMidRecording._replay(client, aeron, descriptor.recording_id,
+                               recorded_before_fault=final)
+            ctx.metrics["replayed"] = replay_messages(client, aeron, descriptor.recording_id,
                                                                          descriptor.start_position, stop)
             client.close()
         finally:
@@ -321,8 +328,8 @@ class ArchiveControlClientAbandoned(Scenario):
         ctx.metrics["archive_dir"] = str(archive_dir)
 
     def check(self, ctx, before, after):
-        failures = ArchiveKilledMidRecording.check(self, ctx, before, after)
-        if ctx.metrics["stop_position"] != ctx.metrics["recorded_before_limit"]:
+        failures = check_recording(ctx)
+        if ctx.metrics["stop_position"] != ctx.metrics["recorded_before_fault"]:
             failures.append(f"the recording stopped at {ctx.metrics['stop_position']}, the publisher ended at "
-                            f"{ctx.metrics['recorded_before_limit']}: the abandoned session took the recording down")
+                            f"{ctx.metrics['recorded_before_fault']}: the abandoned session took the recording down")
         return failures
