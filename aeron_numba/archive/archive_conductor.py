@@ -128,6 +128,13 @@ class ArchiveConductor:
                                                             f"Archive Recording Sessions{suffix}")
         self.replay_sessions_counter = aeron.add_counter(A.ARCHIVE_REPLAY_SESSIONS_TYPE_ID, key,
                                                          f"Archive Replay Sessions{suffix}")
+        self.io_counters = {name: aeron.add_counter(type_id, key, f"{label}{suffix}") for name, type_id, label in (
+            ("max_write_ns", A.ARCHIVE_RECORDER_MAX_WRITE_TIME_TYPE_ID, "archive-recorder max write time in ns"),
+            ("write_bytes", A.ARCHIVE_RECORDER_TOTAL_WRITE_BYTES_TYPE_ID, "archive-recorder total write bytes"),
+            ("write_ns", A.ARCHIVE_RECORDER_TOTAL_WRITE_TIME_TYPE_ID, "archive-recorder total write time in ns"),
+            ("max_read_ns", A.ARCHIVE_REPLAYER_MAX_READ_TIME_TYPE_ID, "archive-replayer max read time in ns"),
+            ("read_bytes", A.ARCHIVE_REPLAYER_TOTAL_READ_BYTES_TYPE_ID, "archive-replayer total read bytes"),
+            ("read_ns", A.ARCHIVE_REPLAYER_TOTAL_READ_TIME_TYPE_ID, "archive-replayer total read time in ns"))}
 
     def role_name(self) -> str:
         return "archive-conductor"
@@ -168,6 +175,20 @@ class ArchiveConductor:
             self._next_mark_update_ns = now_ns + A.MARK_ACTIVITY_UPDATE_INTERVAL_MS * 1_000_000
             self.mark_file.update_activity_timestamp(self.epoch_clock())
         return work
+
+    def _on_write(self, length: int, ns: int) -> None:
+        counters = self.io_counters
+        counters["write_bytes"].get_and_add(length)
+        counters["write_ns"].get_and_add(ns)
+        if ns > counters["max_write_ns"].get():
+            counters["max_write_ns"].set(ns)
+
+    def _on_read(self, length: int, ns: int) -> None:
+        counters = self.io_counters
+        counters["read_bytes"].get_and_add(length)
+        counters["read_ns"].get_and_add(ns)
+        if ns > counters["max_read_ns"].get():
+            counters["max_read_ns"].set(ns)
 
     def record_error(self, error: BaseException | str) -> None:
         self.errors_recorded += 1
@@ -321,7 +342,7 @@ class ArchiveConductor:
         self.recordings[recording_id] = RecordingSession(
             catalog=self.catalog, recording_id=recording_id, image=image, writer=writer, position_counter=counter,
             file_io_max_length=self.ctx.file_io_max_length, epoch_clock=self.epoch_clock,
-            subscription_id=subscription_id)
+            subscription_id=subscription_id, on_write=self._on_write)
         self._recording_owner[recording_id] = owner
         if session is not None:
             session.signal(owner.correlation_id, recording_id, subscription_id, image.join_position, signal)
@@ -589,7 +610,7 @@ class ArchiveConductor:
             replay_buffer=buffer, stop_position=lambda: self.catalog.stop_position(recording_id),
             recorded_position=lambda: self._recorded_position(recording_id), bound=bound,
             checksum_algorithm=self.ctx.replay_checksum_algorithm, connect_timeout_ns=self.ctx.connect_timeout_ns,
-            nano_clock=self.nano_clock)
+            nano_clock=self.nano_clock, on_read=self._on_read)
         self._replay_owner[replay_session_id] = (session.control_session_id, request.correlation_id)
         session.respond(request.correlation_id, OK, replay_session_id)
 
@@ -642,5 +663,5 @@ class ArchiveConductor:
         for subscription in self.control_subscriptions:
             subscription.close()
         for counter in (self.error_counter, self.control_sessions_counter, self.recording_sessions_counter,
-                        self.replay_sessions_counter):
+                        self.replay_sessions_counter, *self.io_counters.values()):
             counter.close()

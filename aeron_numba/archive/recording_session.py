@@ -41,7 +41,8 @@ def rec_pos_label(recording_id: int, session_id: int, stream_id: int, stripped_c
 class RecordingSession:
     def __init__(self, *, catalog: Catalog, recording_id: int, image, writer: RecordingWriter, position_counter,
                  file_io_max_length: int = A.DEFAULT_FILE_IO_MAX_LENGTH, epoch_clock=None,
-                 subscription_id: int = A.NULL_VALUE):
+                 subscription_id: int = A.NULL_VALUE, on_write=None):
+        """``on_write(bytes, ns)``: told of every block written and how long the write took (recorder counters)."""
         self.catalog = catalog
         self.recording_id = recording_id
         self.subscription_id = subscription_id  # the archive's recording subscription the image came on
@@ -51,6 +52,7 @@ class RecordingSession:
         self.file_io_max_length = file_io_max_length
         self.epoch_clock = epoch_clock or (lambda: time.time_ns() // 1_000_000)
         self.state = RecordingState.RECORDING
+        self.on_write = on_write
         self.error: BaseException | None = None
         self._stop_requested = False
         position_counter.set(writer.position)
@@ -85,7 +87,10 @@ class RecordingSession:
         return work
 
     def _on_block(self, buffer, offset: int, length: int, session_id: int, term_id: int) -> None:
+        started = time.perf_counter_ns()
         self.writer.write(buffer, offset, length)
+        if self.on_write is not None:
+            self.on_write(length, time.perf_counter_ns() - started)
 
     def _stop(self) -> None:
         self.writer.close()

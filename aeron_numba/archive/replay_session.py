@@ -57,9 +57,10 @@ class ReplaySession:
     def __init__(self, *, replay_session_id: int, descriptor, publication, archive_dir, position: int, length: int,
                  replay_buffer: np.ndarray, stop_position, recorded_position, bound=None,
                  checksum_algorithm: int = CHECKSUM_NONE, connect_timeout_ns: int = A.DEFAULT_CONNECT_TIMEOUT_NS,
-                 nano_clock=time.monotonic_ns):
+                 nano_clock=time.monotonic_ns, on_read=None):
         """``stop_position()``: the recording's stop position now (-1 while it records); ``recorded_position()``:
-        how far an active recording has written (its ``rec-pos``); ``bound()``: a bounded replay's limit."""
+        how far an active recording has written (its ``rec-pos``); ``bound()``: a bounded replay's limit;
+        ``on_read(bytes, ns)``: told of every block read and how long it took (replayer counters)."""
         self.replay_session_id = replay_session_id
         self.descriptor = descriptor
         self.publication = publication
@@ -70,6 +71,7 @@ class ReplaySession:
         self.recorded_position = recorded_position
         self.bound = bound
         self.checksum_algorithm = checksum_algorithm
+        self.on_read = on_read
         self.connect_deadline_ns = nano_clock() + connect_timeout_ns
         self.nano_clock = nano_clock
         self.reader = RecordingReader(archive_dir, descriptor.recording_id, descriptor.start_position,
@@ -119,9 +121,11 @@ class ReplaySession:
             if final:
                 self.state = ReplayState.DONE
             return 0
+        started = time.perf_counter_ns()
         buffer, offset, length = self.reader.read(self.position, limit, self.replay_buffer.size)
         if length == 0:
             return 0
+        read_ns = time.perf_counter_ns() - started
         frame_type = int(buffer[offset + frame.TYPE_FIELD_OFFSET:offset + frame.TYPE_FIELD_OFFSET + 2].view(np.uint16)[0])
         if frame_type == frame.HDR_TYPE_PAD:
             frame_length = int(buffer[offset:offset + 4].view(np.int32)[0])
@@ -141,6 +145,8 @@ class ReplaySession:
                                   f"{at} (status {status})")
             result = self.publication.offer_block(block)
         if result > 0:
+            if self.on_read is not None:  # counted once, when the block went out (a back-pressured one is read again)
+                self.on_read(result - self.position, read_ns)
             self.position = result
             return 1
         if result in (BACK_PRESSURED, ADMIN_ACTION):

@@ -69,6 +69,14 @@ def publish(publication, count, rng, wait=lambda: None):
     return sent
 
 
+def io_counters(aeron_dir) -> dict[str, int]:
+    """The archive's recorder and replayer counters (§4.4, types 105-110) by label, as aeron-stat shows them."""
+    from harness.aeron_dirs import AeronCounters
+
+    with AeronCounters.open(aeron_dir) as counters:
+        return {c.label.split(" - ")[0]: c.value for c in counters.counters() if 105 <= c.type_id <= 110}
+
+
 def signals(archive, wanted: str, timeout_s=10):
     got = []
 
@@ -128,6 +136,11 @@ def test_record_list_replay_and_the_errors_of_bad_requests(stack):
     assert replayed(archive, aeron, recording_id, -1, -1, len(sent)) == sent
     middle = sent[1499][1]  # where message 1500 begins
     assert replayed(archive, aeron, recording_id, middle, sent[1999][1] - middle, 500) == sent[1500:2000]
+    io = io_counters(stack.aeron_dir)
+    assert io["archive-recorder total write bytes"] == end  # every block of the recording, padding included
+    assert io["archive-replayer total read bytes"] == end + sent[1999][1] - middle  # both replays
+    assert 0 < io["archive-recorder max write time in ns"] <= io["archive-recorder total write time in ns"]
+    assert 0 < io["archive-replayer max read time in ns"] <= io["archive-replayer total read time in ns"]
 
     with pytest.raises(ArchiveError, match="unknown recording id=99") as error:
         archive.start_replay(99, 0, -1, "aeron:ipc", REPLAY_STREAM)
