@@ -177,18 +177,17 @@ class ArchiveConductor:
         return work
 
     def _on_write(self, length: int, ns: int) -> None:
-        counters = self.io_counters
-        counters["write_bytes"].get_and_add(length)
-        counters["write_ns"].get_and_add(ns)
-        if ns > counters["max_write_ns"].get():
-            counters["max_write_ns"].set(ns)
+        self._count_io("write", length, ns)
 
     def _on_read(self, length: int, ns: int) -> None:
+        self._count_io("read", length, ns)
+
+    def _count_io(self, kind: str, length: int, ns: int) -> None:
         counters = self.io_counters
-        counters["read_bytes"].get_and_add(length)
-        counters["read_ns"].get_and_add(ns)
-        if ns > counters["max_read_ns"].get():
-            counters["max_read_ns"].set(ns)
+        counters[f"{kind}_bytes"].get_and_add(length)
+        counters[f"{kind}_ns"].get_and_add(ns)
+        if ns > counters[f"max_{kind}_ns"].get():
+            counters[f"max_{kind}_ns"].set(ns)
 
     def record_error(self, error: BaseException | str) -> None:
         self.errors_recorded += 1

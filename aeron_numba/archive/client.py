@@ -25,6 +25,11 @@ _ERROR_NAMES = {code: name for name, code in A.ARCHIVE_ERROR_CODES.items()}
 _SIGNAL_NAMES = {code: name for name, code in A.RECORDING_SIGNALS.items()}
 
 
+def _error_text(response) -> str:
+    """An ERROR ControlResponse as text: its archive error code name and message."""
+    return f"archive error {_ERROR_NAMES.get(response.relevant_id, response.relevant_id)}: {response.error_message}"
+
+
 class ArchiveError(AeronError):
     """The archive refused a request: ``error_code`` is its archive error code (§6.2, e.g. UNKNOWN_RECORDING)."""
 
@@ -135,8 +140,7 @@ class AeronArchive:
                 time.sleep(0.0001)
         response = self._responses.pop(correlation_id)
         if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
-            raise ArchiveError(f"archive error {_ERROR_NAMES.get(response.relevant_id, response.relevant_id)}: "
-                               f"{response.error_message}", response.relevant_id, correlation_id)
+            raise ArchiveError(_error_text(response), response.relevant_id, correlation_id)
         return response
 
     def _call(self, message_name: str, **fields) -> object:
@@ -164,8 +168,7 @@ class AeronArchive:
                 time.sleep(0.0001)
         response = self._responses.pop(correlation_id, None)
         if response is not None and response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
-            raise ArchiveError(f"archive error {_ERROR_NAMES.get(response.relevant_id, response.relevant_id)}: "
-                               f"{response.error_message}", response.relevant_id, correlation_id)
+            raise ArchiveError(_error_text(response), response.relevant_id, correlation_id)
         descriptors = self._descriptors.pop(correlation_id, [])
         if consumer is not None:
             for descriptor in descriptors:
@@ -306,8 +309,7 @@ class AeronArchive:
         for correlation_id, response in list(self._responses.items()):
             if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
                 del self._responses[correlation_id]
-                return (f"archive error {_ERROR_NAMES.get(response.relevant_id, response.relevant_id)}: "
-                        f"{response.error_message}")
+                return _error_text(response)
             if correlation_id == -1:
                 del self._responses[correlation_id]  # the archive's liveness probe
         return None

@@ -58,8 +58,8 @@ class ArchiveMarkFile:
         path = Path(archive_dir) / A.MARK_FILE
         now = epoch_clock()
         if path.exists():
-            age = cls.activity_age_ms(path, now)
-            if age is not None and age < liveness_timeout_ms and cls._owner_alive(path):
+            age = cls.live_owner_age_ms(path, now, liveness_timeout_ms)
+            if age is not None:
                 raise ArchiveActiveError(f"an archive is active in {archive_dir}: {path} was touched {age} ms ago "
                                          f"(< liveness timeout {liveness_timeout_ms} ms)")
             path.unlink()
@@ -95,6 +95,14 @@ class ArchiveMarkFile:
             return None
         timestamp = struct.unpack_from("<q", head, A.MARK_ACTIVITY_TIMESTAMP_OFFSET)[0]
         return None if timestamp < 0 else now_ms - timestamp
+
+    @classmethod
+    def live_owner_age_ms(cls, path: str | os.PathLike, now_ms: int,
+                          liveness_timeout_ms: int = A.MARK_LIVENESS_TIMEOUT_MS) -> int | None:
+        """How long ago a live archive touched the mark file at ``path``; None if no live archive holds it (never
+        ready, cleanly closed, stale, or its owner's pid is gone)."""
+        age = cls.activity_age_ms(path, now_ms)
+        return age if age is not None and age < liveness_timeout_ms and cls._owner_alive(Path(path)) else None
 
     @staticmethod
     def _owner_alive(path: Path) -> bool:

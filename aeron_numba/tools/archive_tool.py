@@ -119,8 +119,8 @@ def _archive_is_live(archive_dir: Path) -> str | None:
     path = archive_dir / A.MARK_FILE
     if not path.exists():
         return None
-    age = ArchiveMarkFile.activity_age_ms(path, time.time_ns() // 1_000_000)
-    if age is not None and age < A.MARK_LIVENESS_TIMEOUT_MS and ArchiveMarkFile._owner_alive(path):
+    age = ArchiveMarkFile.live_owner_age_ms(path, time.time_ns() // 1_000_000)
+    if age is not None:
         return f"an archive is running in {archive_dir} (mark file touched {age} ms ago): stop it first"
     return None
 

@@ -47,6 +47,26 @@ def start_archive(ctx, name: str, archive_dir: Path):
     return process
 
 
+def stop_archive(ctx, process, archive_dir: Path) -> None:
+    """SIGTERM the archive (it must exit 0) and keep the first line of each error in its mark file's log."""
+    code = process.terminate(10)
+    ctx.timeline.event("process_exit", name=process.name, pid=process.pid, exit_code=code)
+    if code != 0:
+        ctx.failures.append(f"{process.name} exit code {code} on SIGTERM, expected 0")
+    with ArchiveMarkFile.open(archive_dir) as mark:
+        ctx.metrics["archive_errors"] = [e.encoded_exception.splitlines()[0]
+                                         for e in ErrorLogReader.read(mark.error_log_buffer)]
+    ctx.metrics["archive_dir"] = str(archive_dir)
+
+
+def await_recording_start(client) -> int:
+    """The id of the recording whose START signal comes to ``client``."""
+    signals = []
+    await_condition(lambda: client.poll_for_recording_signals(signals.append) or signals, 30,
+                    "the recording to start")
+    return signals[0].recording_id
+
+
 def last_whole_frame_end(archive_dir: Path, recording_id: int, start: int, term_length: int) -> int:
     """Walk the recording's segment files with the frame layout of spec/transport.md §1 (length i32 at 0,
     type u16 at 6, term offset i32 at 8): the position after the last whole frame."""
@@ -139,10 +159,7 @@ class ArchiveKilledMidRecording(Scenario):
             client.start_recording(CHANNEL, STREAM)
             publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]),
                                             exclusive=ctx.rng.random() < 0.5)
-            signals = []
-            await_condition(lambda: client.poll_for_recording_signals(signals.append) or signals, 30,
-                            "the recording to start")
-            recording_id = signals[0].recording_id
+            recording_id = await_recording_start(client)
             kill_at = ctx.rng.randint(count // 10, count // 2)
             ctx.timeline.event("schedule", kill_archive_after_acked=kill_at, recording_id=recording_id)
             faults.await_acked(ctx, publisher, kill_at)
@@ -168,14 +185,7 @@ class ArchiveKilledMidRecording(Scenario):
         finally:
             aeron.close()
         ctx.await_publishers_done()
-        code = archive2.terminate(10)
-        ctx.timeline.event("process_exit", name="archive2", pid=archive2.pid, exit_code=code)
-        if code != 0:
-            ctx.failures.append(f"archive2 exit code {code} on SIGTERM, expected 0")
-        with ArchiveMarkFile.open(archive_dir) as mark:
-            ctx.metrics["archive_errors"] = [e.encoded_exception.splitlines()[0]
-                                             for e in ErrorLogReader.read(mark.error_log_buffer)]
-        ctx.metrics["archive_dir"] = str(archive_dir)
+        stop_archive(ctx, archive2, archive_dir)
 
     def check(self, ctx, before, after):
         return check_recording(ctx)
@@ -203,10 +213,7 @@ class ArchiveStorageExhausted(Scenario):
             client = AeronArchive.connect(aeron)
             client.start_recording(CHANNEL, STREAM)
             publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]))
-            signals = []
-            await_condition(lambda: client.poll_for_recording_signals(signals.append) or signals, 30,
-                            "the recording to start")
-            recording_id = signals[0].recording_id
+            recording_id = await_recording_start(client)
             limit_at = ctx.rng.randint(count // 10, count // 2)
             faults.await_acked(ctx, publisher, limit_at)
             recorded = client.get_recording_position(recording_id)
@@ -216,6 +223,7 @@ class ArchiveStorageExhausted(Scenario):
             error = await_condition(client.poll_for_error_response, 60, "STORAGE_SPACE for the recording")
             observed = ctx.timeline.event("observed", what="recording stopped", error=error)["ts_ns"]
             ctx.record_recovery(fault_ts, observed, "file size limit to the client's STORAGE_SPACE")
+            signals = []
             await_condition(lambda: client.poll_for_recording_signals(signals.append) or
                             any(s.signal == "STOP" for s in signals), 30, "the STOP signal")
             stop = client.get_stop_position(recording_id)
@@ -232,14 +240,7 @@ class ArchiveStorageExhausted(Scenario):
             aeron.close()
         ctx.await_publishers_done()  # the archive let go of the image: the stream was not held back
         faults.lift_file_size_limit(ctx, archive)
-        code = archive.terminate(10)
-        ctx.timeline.event("process_exit", name="archive", pid=archive.pid, exit_code=code)
-        if code != 0:
-            ctx.failures.append(f"archive exit code {code} on SIGTERM, expected 0")
-        with ArchiveMarkFile.open(archive_dir) as mark:
-            ctx.metrics["archive_errors"] = [e.encoded_exception.splitlines()[0]
-                                             for e in ErrorLogReader.read(mark.error_log_buffer)]
-        ctx.metrics["archive_dir"] = str(archive_dir)
+        stop_archive(ctx, archive, archive_dir)
 
     def check(self, ctx, before, after):
         m = ctx.metrics
@@ -318,14 +319,7 @@ class ArchiveControlClientAbandoned(Scenario):
             client.close()
         finally:
             aeron.close()
-        code = archive.terminate(10)
-        ctx.timeline.event("process_exit", name="archive", pid=archive.pid, exit_code=code)
-        if code != 0:
-            ctx.failures.append(f"archive exit code {code} on SIGTERM, expected 0")
-        with ArchiveMarkFile.open(archive_dir) as mark:
-            ctx.metrics["archive_errors"] = [e.encoded_exception.splitlines()[0]
-                                             for e in ErrorLogReader.read(mark.error_log_buffer)]
-        ctx.metrics["archive_dir"] = str(archive_dir)
+        stop_archive(ctx, archive, archive_dir)
 
     def check(self, ctx, before, after):
         failures = check_recording(ctx)
