@@ -40,6 +40,7 @@ from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
+from aeron_numba.layout.archive_schema import ARCHIVE_SCHEMA_ID
 
 #: Channel parameters that identify a recorded stream (Aeron's stripped channel): the rest (term length, MTU,
 #: linger...) does not change which stream it is.
@@ -68,6 +69,10 @@ def replay_channel(channel: str, descriptor, position: int) -> str:
     return str(ChannelUri(uri.media, params, uri.prefix))
 
 
+#: Requests an authenticated session may always make: ending or keeping alive its own session.
+_ALWAYS_AUTHORISED = frozenset({"CloseSessionRequest", "KeepAliveRequest"})
+
+
 @dataclass
 class RecordingSubscription:
     """A subscription the archive records: every image it gets becomes a recording."""
@@ -88,6 +93,8 @@ class ArchiveConductor:
     def __init__(self, ctx: ArchiveContext, aeron, mark_file: ArchiveMarkFile, catalog: Catalog,
                  nano_clock=time.monotonic_ns, epoch_clock=lambda: time.time_ns() // 1_000_000):
         self.ctx = ctx
+        self.authenticator = ctx.authenticator_factory()
+        self.authorisation_service = ctx.authorisation_service_factory()
         self.aeron = aeron
         self.mark_file = mark_file
         self.catalog = catalog
@@ -210,6 +217,21 @@ class ArchiveConductor:
         if session is None or session.state is ControlSessionState.DONE:
             self.record_error(f"{name} for unknown control session id={getattr(request, 'control_session_id', None)}")
             return
+        if name == "ChallengeResponse":
+            if not session.on_challenge_response(request.encoded_credentials):
+                self.record_error(f"ChallengeResponse for control session id={session.control_session_id}, which "
+                                  f"is {session.state.value}, not challenged")
+            return
+        if session.state is not ControlSessionState.ACTIVE:
+            self.record_error(f"{name} for control session id={session.control_session_id} before it was "
+                              f"authenticated (state {session.state.value}): ignored")
+            return
+        if name not in _ALWAYS_AUTHORISED and not self.authorisation_service.is_authorised(
+                ARCHIVE_SCHEMA_ID, request.SPEC.template_id, None, session.encoded_principal):
+            session.error(getattr(request, "correlation_id", -1), "UNAUTHORISED_ACTION",
+                          f"{name} (templateId={request.SPEC.template_id}) is not authorised for control session "
+                          f"id={session.control_session_id}")
+            return
         if handler is None:
             session.error(getattr(request, "correlation_id", -1), "GENERIC",
                           f"request {name} (templateId={request.SPEC.template_id}) is not supported by this archive")
@@ -232,13 +254,17 @@ class ArchiveConductor:
             return
         session = ControlSession(control_session_id=control_session_id, correlation_id=request.correlation_id,
                                  publication=publication, connect_timeout_ns=self.ctx.connect_timeout_ns,
-                                 liveness_interval_ns=self.ctx.session_liveness_check_interval_ns, now_ns=now_ns)
+                                 liveness_interval_ns=self.ctx.session_liveness_check_interval_ns, now_ns=now_ns,
+                                 authenticator=self.authenticator, epoch_clock_ms=self.epoch_clock,
+                                 on_error=self.record_error)
         session.request_image = request_image
         self.control_sessions[control_session_id] = session
         if major != A.ARCHIVE_PROTOCOL_VERSION >> 16:
-            session.error(request.correlation_id, "GENERIC",
-                          f"client version {major}.x is not compatible with the archive's "
-                          f"{A.ARCHIVE_PROTOCOL_VERSION >> 16}.x")
+            session.reject(f"client version {major}.x is not compatible with the archive's "
+                           f"{A.ARCHIVE_PROTOCOL_VERSION >> 16}.x", "GENERIC")
+            return
+        credentials = getattr(request, "encoded_credentials", b"")  # a plain ConnectRequest has none
+        session.on_connect_request(bytes(credentials))
 
     def _on_CloseSessionRequest(self, session, request) -> None:
         session.state = ControlSessionState.DONE

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import collections
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
+from aeron_numba.archive.authentication import CredentialsSupplier, NullCredentialsSupplier
 from aeron_numba.client import FragmentAssembler
 from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
@@ -47,6 +48,8 @@ class AeronArchiveContext:
     control_response_channel: str = A.DEFAULT_LOCAL_CONTROL_CHANNEL
     control_response_stream_id: int = A.DEFAULT_RESPONSE_STREAM_ID
     message_timeout_ns: int = A.DEFAULT_MESSAGE_TIMEOUT_NS
+    #: Credentials sent with the connect (AuthConnectRequest) and the answers to the archive's challenges.
+    credentials_supplier: CredentialsSupplier = field(default_factory=NullCredentialsSupplier)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class AeronArchive:
         self._responses: dict[int, object] = {}  # correlation id -> ControlResponse
         self._descriptors: dict[int, list] = collections.defaultdict(list)
         self._signals: collections.deque[RecordingSignal] = collections.deque()
+        self._challenges: dict[int, object] = {}  # connect correlation id -> Challenge
         self.archive_version = 0
 
     # ------------------------------------------------------------------------------------------ connect
@@ -87,10 +91,10 @@ class AeronArchive:
                                        f"{ctx.control_request_stream_id} within the message timeout")
                 time.sleep(0.001)
             correlation_id = aeron.next_correlation_id()
-            archive._send(ARCHIVE.ConnectRequest(correlation_id=correlation_id,
-                                                 response_stream_id=ctx.control_response_stream_id,
-                                                 version=A.ARCHIVE_PROTOCOL_VERSION,
-                                                 response_channel=ctx.control_response_channel))
+            archive._send(ARCHIVE.AuthConnectRequest(
+                correlation_id=correlation_id, response_stream_id=ctx.control_response_stream_id,
+                version=A.ARCHIVE_PROTOCOL_VERSION, response_channel=ctx.control_response_channel,
+                encoded_credentials=bytes(ctx.credentials_supplier.encoded_credentials())))
             response = archive._await(correlation_id, any_session=True)
             archive.control_session_id = response.control_session_id
             archive.archive_version = response.version
@@ -120,6 +124,8 @@ class AeronArchive:
         if name == "ControlResponse":
             if self.control_session_id in (A.NULL_VALUE, message.control_session_id):
                 self._responses[message.correlation_id] = message
+        elif name == "Challenge" and self.control_session_id == A.NULL_VALUE:
+            self._challenges[message.correlation_id] = message
         elif name == "RecordingDescriptor" and message.control_session_id == self.control_session_id:
             self._descriptors[message.correlation_id].append(message)
         elif name == "RecordingSubscriptionDescriptor" and message.control_session_id == self.control_session_id:
@@ -133,6 +139,13 @@ class AeronArchive:
         """The ControlResponse to ``correlation_id``; raises ``ArchiveError`` on ERROR or at the timeout."""
         deadline = time.monotonic_ns() + self.context.message_timeout_ns
         while correlation_id not in self._responses:
+            challenge = self._challenges.pop(correlation_id, None)
+            if challenge is not None:  # the archive wants more than the connect's credentials
+                answer = self.context.credentials_supplier.on_challenge(bytes(challenge.encoded_challenge))
+                self._send(ARCHIVE.ChallengeResponse(control_session_id=challenge.control_session_id,
+                                                     correlation_id=correlation_id, encoded_credentials=bytes(answer)))
+                deadline = time.monotonic_ns() + self.context.message_timeout_ns
+                continue
             if self._subscription.poll(self._assembler, 16) == 0:
                 if time.monotonic_ns() > deadline:
                     raise ArchiveError(f"no response from the archive to correlation id {correlation_id} within "

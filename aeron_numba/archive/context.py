@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from aeron_numba.archive.authentication import AllowAllAuthorisationService, NullAuthenticator, load_supplier
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.checksum import checksum_algorithm
@@ -39,6 +40,10 @@ class ArchiveContext:
     #: 0 means one segment file length (Aeron's default).
     low_storage_space_threshold: int = setting(0, "AERON_ARCHIVE_LOW_STORAGE_SPACE_THRESHOLD", size)
     idle_strategy: str = setting("backoff", "AERON_ARCHIVE_IDLE_STRATEGY", text)
+    #: ``"package.module:factory"`` of the control sessions' Authenticator / AuthorisationService
+    #: (``authentication.py``); empty: authenticate everyone, allow everything (Aeron's defaults).
+    authenticator_supplier: str = setting("", "AERON_AUTHENTICATOR_SUPPLIER", text)
+    authorisation_service_supplier: str = setting("", "AERON_ARCHIVE_AUTHORISATION_SERVICE_SUPPLIER", text)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "ArchiveContext":
@@ -71,4 +76,8 @@ class ArchiveContext:
         if not self.local_control_channel:
             raise ConfigurationError("local_control_channel must not be empty")
         idle_strategy_from_name(self.idle_strategy)
+        self.authenticator_factory = load_supplier(self.authenticator_supplier, "authenticator_supplier",
+                                                   NullAuthenticator)
+        self.authorisation_service_factory = load_supplier(
+            self.authorisation_service_supplier, "authorisation_service_supplier", AllowAllAuthorisationService)
         return self

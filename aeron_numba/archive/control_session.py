@@ -1,17 +1,23 @@
 """One archive client's control session (spec/archive.md §6.1): its response publication, the responses waiting
 to be sent, and its liveness.
 
-CONNECTING: the response publication was added; once it has a subscriber the connect OK goes out (with the
-archive's protocol version) and the session is ACTIVE. It is DONE when closed by the client, when the response
-publication does not connect within the connect timeout, when a response stays unsendable (back-pressured)
-longer than the connect timeout, or when the response publication loses its subscriber (the client is gone).
+CONNECTING: the response publication was added. Once it has a subscriber the session is CONNECTED and the
+archive's authenticator decides (``authentication.py``; the session is its ``SessionProxy``): authenticated, the
+connect OK goes out (with the archive's protocol version) and the session is ACTIVE; challenged, a ``Challenge``
+goes out and the session is CHALLENGED until the authenticator decides on the client's answer; rejected, or
+undecided at the connect timeout, an AUTHENTICATION_REJECTED error goes out and the session is DONE. It is DONE
+too when closed by the client, when the response publication does not connect within the connect timeout, when
+a response stays unsendable (back-pressured) longer than the connect timeout, or when the response publication
+loses its subscriber (the client is gone).
 """
 
 from __future__ import annotations
 
 import collections
 import enum
+import time
 
+from aeron_numba.archive.authentication import Authenticator, NullAuthenticator
 from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
@@ -23,14 +29,25 @@ SUBSCRIPTION_UNKNOWN = A.CONTROL_RESPONSE_CODES["SUBSCRIPTION_UNKNOWN"]
 
 
 class ControlSessionState(enum.Enum):
-    CONNECTING = "connecting"
+    CONNECTING = "connecting"  # the response publication has no subscriber yet
+    CONNECTED = "connected"  # the authenticator has not decided yet
+    CHALLENGED = "challenged"  # a Challenge went out; the authenticator decides on the answer
+    AUTHENTICATED = "authenticated"  # the connect OK goes out next
+    REJECTED = "rejected"  # AUTHENTICATION_REJECTED goes out, then DONE
     ACTIVE = "active"
     DONE = "done"
 
 
+#: States in which the authenticator may still decide.
+_DECIDING = (ControlSessionState.CONNECTED, ControlSessionState.CHALLENGED)
+
+
 class ControlSession:
     def __init__(self, *, control_session_id: int, correlation_id: int, publication, connect_timeout_ns: int,
-                 liveness_interval_ns: int, now_ns: int):
+                 liveness_interval_ns: int, now_ns: int, authenticator: Authenticator | None = None,
+                 epoch_clock_ms=None, on_error=None):
+        """``authenticator`` decides the session (default: everyone); ``epoch_clock_ms()`` is the time it is given;
+        ``on_error(exc)`` records a hook that raised (the session is then rejected)."""
         self.control_session_id = control_session_id
         self.connect_correlation_id = correlation_id
         self.publication = publication
@@ -43,6 +60,64 @@ class ControlSession:
         self.request_image: tuple[int, int] | None = None  # (control subscription id, session id) of its requests
         self._queue: collections.deque[bytes] = collections.deque()
         self._blocked_since_ns: int | None = None
+        self.authenticator = authenticator if authenticator is not None else NullAuthenticator()
+        self.epoch_clock_ms = epoch_clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self.on_error = on_error or (lambda exc: None)
+        self.encoded_principal = b""
+        self._rejection: tuple[str, str] | None = None  # (reason, error code) before the response stream was there
+
+    # ------------------------------------------------------------------------------ SessionProxy (auth)
+    @property
+    def session_id(self) -> int:
+        return self.control_session_id
+
+    def challenge(self, encoded_challenge: bytes) -> bool:
+        """Send the client a Challenge; its ChallengeResponse goes to the authenticator."""
+        if self.state not in _DECIDING:
+            return False
+        self.send(ARCHIVE.encode(ARCHIVE.Challenge(
+            control_session_id=self.control_session_id, correlation_id=self.connect_correlation_id,
+            version=A.ARCHIVE_PROTOCOL_VERSION, encoded_challenge=bytes(encoded_challenge))))
+        self.state = ControlSessionState.CHALLENGED
+        return True
+
+    def authenticate(self, encoded_principal: bytes) -> bool:
+        if self.state not in _DECIDING:
+            return False
+        self.encoded_principal = bytes(encoded_principal)
+        self.state = ControlSessionState.AUTHENTICATED
+        return True
+
+    def reject(self, reason: str = "authentication rejected", error_code: str = "AUTHENTICATION_REJECTED") -> None:
+        """Refuse the connect: the client gets an ERROR with ``error_code``, then the session ends."""
+        if self.state is ControlSessionState.CONNECTING:
+            self._rejection = (reason, error_code)  # sent once the client's response subscription is there
+        elif self.state in _DECIDING:
+            self.error(self.connect_correlation_id, error_code, reason)
+            self.reason = reason
+            self.state = ControlSessionState.REJECTED
+
+    def on_connect_request(self, encoded_credentials: bytes) -> None:
+        """The connect's credentials (empty for a plain ConnectRequest) go to the authenticator."""
+        self._call_authenticator(self.authenticator.on_connect_request, self.control_session_id,
+                                 bytes(encoded_credentials))
+
+    def on_challenge_response(self, encoded_credentials: bytes) -> bool:
+        """The client answered the Challenge: hand the credentials to the authenticator. False if the session
+        was not challenged (the answer is ignored)."""
+        if self.state is not ControlSessionState.CHALLENGED:
+            return False
+        self._call_authenticator(self.authenticator.on_challenge_response, self.control_session_id,
+                                 bytes(encoded_credentials))
+        return True
+
+    def _call_authenticator(self, hook, *args) -> None:
+        """A hook that raises rejects the session (and is recorded): another party's bug must not stop the archive."""
+        try:
+            hook(*args, self.epoch_clock_ms())
+        except Exception as exc:  # noqa: BLE001 - any failure of user code
+            self.on_error(exc)
+            self.reject(f"authentication failed: {type(exc).__name__}: {exc}")
 
     # ---------------------------------------------------------------------------------------- responses
     def respond(self, correlation_id: int, code: int = OK, relevant_id: int = 0, error_message: str = "") -> None:
@@ -70,17 +145,27 @@ class ControlSession:
             return 0
         if self.state is ControlSessionState.CONNECTING:
             if self.publication.is_connected:
-                self.state = ControlSessionState.ACTIVE
-                self._queue.appendleft(ARCHIVE.encode(ARCHIVE.ControlResponse(
-                    control_session_id=self.control_session_id, correlation_id=self.connect_correlation_id,
-                    relevant_id=self.control_session_id, code=OK, version=A.ARCHIVE_PROTOCOL_VERSION)))
+                self.state = ControlSessionState.CONNECTED
+                if self._rejection is not None:
+                    self.reject(*self._rejection)
             elif now_ns > self.deadline_ns:
                 return self.abort("response publication not connected within the connect timeout")
             else:
                 return 0
         if not self.publication.is_connected:
             return self.abort("response publication disconnected (client gone)")
-        if now_ns >= self.next_liveness_ns:
+        if self.state is ControlSessionState.CONNECTED:
+            self._call_authenticator(self.authenticator.on_connected_session, self)
+        elif self.state is ControlSessionState.CHALLENGED:
+            self._call_authenticator(self.authenticator.on_challenged_session, self)
+        if self.state is ControlSessionState.AUTHENTICATED:
+            self.state = ControlSessionState.ACTIVE
+            self._queue.appendleft(ARCHIVE.encode(ARCHIVE.ControlResponse(
+                control_session_id=self.control_session_id, correlation_id=self.connect_correlation_id,
+                relevant_id=self.control_session_id, code=OK, version=A.ARCHIVE_PROTOCOL_VERSION)))
+        elif self.state in _DECIDING and now_ns > self.deadline_ns:
+            self.reject("authentication not decided within the connect timeout")
+        if self.state is ControlSessionState.ACTIVE and now_ns >= self.next_liveness_ns:
             self.next_liveness_ns = now_ns + self.liveness_interval_ns
             if not self._queue:  # an OK with correlation -1 finds out a dead response publication
                 self.respond(-1, OK, -1)
@@ -99,6 +184,9 @@ class ControlSession:
                     return self.abort("responses back-pressured for longer than the connect timeout")
                 break
             return self.abort(f"response publication offer failed ({result})")
+        if self.state is ControlSessionState.REJECTED and not self._queue:
+            self.state = ControlSessionState.DONE  # the rejection went out
+            work += 1
         return work
 
     def abort(self, reason: str) -> int:
