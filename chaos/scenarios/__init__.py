@@ -15,7 +15,7 @@ from chaos.scenarios.disk_full import DiskFull
 from chaos.scenarios.driver_killed import DriverStopped
 from chaos.scenarios.untethered_subscriber import UntetheredSubscriber
 from chaos.scenarios.archive import (ArchiveControlClientAbandoned, ArchiveKilledMidRecording,
-                                    ArchiveStorageExhausted)
+                                    ArchiveLiveTailReplay, ArchiveSegmentByteFlipped, ArchiveStorageExhausted)
 from chaos.scenarios.udp import (UdpFixedGap, UdpPartition, UdpRandomLoss, UdpReceiverDriverKilled,
                                  UdpSenderDriverKilled)
 
@@ -25,4 +25,5 @@ SCENARIOS = {s.name: s for s in (SubscriberKilled(), SharedPublisherKilled(), Pu
                                  LogByteCorrupted(), DiskFull(), UntetheredSubscriber(), UdpRandomLoss(),
                                  UdpFixedGap(), UdpPartition(), UdpReceiverDriverKilled(), UdpSenderDriverKilled(),
                                  ArchiveKilledMidRecording(), ArchiveStorageExhausted(),
-                                 ArchiveControlClientAbandoned())}
+                                 ArchiveControlClientAbandoned(), ArchiveLiveTailReplay(),
+                                 ArchiveSegmentByteFlipped())}

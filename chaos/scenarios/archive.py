@@ -8,11 +8,22 @@
   the stop position is the end of the whole frames written, the stream goes on, the replay has all up to it.
 * archive-control-client-abandoned: a control client that started a recording is SIGKILLed: its session closes
   after the liveness timeout, the recording goes on to the publisher's end, the replay has every message.
+* archive-live-tail-replay: an open-ended replay (length -1) of the recording being written follows it to the
+  live end while the stream goes on. The fault: the publisher is SIGSTOPped (shorter than the liveness timeout),
+  so the live end stops moving; the replay must catch up to exactly that position and stay open (an active
+  recording's end is not the replay's end), then follow again after SIGCONT. The recording is then stopped
+  mid-stream: the replay ends at the stop position with every message from its start, in order, intact.
+* archive-segment-byte-flipped: a recording made with CRC-32C record checksums; one payload byte of a frame in a
+  segment file is flipped after it stopped. A checksum-verified replay fails at that frame (an error to the
+  client, nothing from the bad block delivered), replays on either side of it are intact, the archive goes on
+  answering, and ``archive-tool verify`` finds the mismatch at that frame and marks the recording INVALID.
 """
 
 from __future__ import annotations
 
 import struct
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from aeron_numba.archive.client import AeronArchive
@@ -22,7 +33,7 @@ from aeron_numba.client import Aeron, Context, FragmentAssembler
 from chaos import faults
 from chaos.scenario import CLIENT_TIMEOUTS, LIVENESS_TIMEOUT_S, PROCESS_START_TIMEOUT_S, STREAM, Scenario
 from chaos.workload import CHANNEL, HEADER_BYTES, message_bytes
-from harness.awaiting import await_condition
+from harness.awaiting import NotYet, await_condition
 
 ARCHIVE_ENV = {
     "AERON_ARCHIVE_SEGMENT_FILE_LENGTH": "256k",
@@ -30,6 +41,7 @@ ARCHIVE_ENV = {
     "AERON_ARCHIVE_IDLE_STRATEGY": "backoff",
 }
 REPLAY_STREAM = 2001
+ARCHIVE_BLOCK_LENGTH = 64 * 1024  # AERON_ARCHIVE_FILE_IO_MAX_LENGTH: the most one replay read may hand out
 
 
 class _Process:
@@ -39,9 +51,9 @@ class _Process:
         self.name, self.process = name, process
 
 
-def start_archive(ctx, name: str, archive_dir: Path):
+def start_archive(ctx, name: str, archive_dir: Path, env: dict[str, str] | None = None):
     process = ctx.pm.spawn_module(name, "aeron_numba.archive", "--archive-dir", str(archive_dir),
-                                  env={**ARCHIVE_ENV, "AERON_DIR": str(ctx.aeron_dir)})
+                                  env={**ARCHIVE_ENV, **(env or {}), "AERON_DIR": str(ctx.aeron_dir)})
     process.await_output("aeron-numba archive", PROCESS_START_TIMEOUT_S)
     ctx.timeline.event("process_start", name=name, role="archive", pid=process.pid, archive_dir=str(archive_dir))
     return process
@@ -59,20 +71,88 @@ def stop_archive(ctx, process, archive_dir: Path) -> None:
     ctx.metrics["archive_dir"] = str(archive_dir)
 
 
+def await_signal(client, kind: str):
+    """The first recording signal ``kind`` (START, STOP, ...) to come to ``client``."""
+    signals = []
+
+    def arrived():
+        client.poll_for_recording_signals(signals.append)
+        return next((s for s in signals if s.signal == kind), None)
+
+    return await_condition(arrived, 30, f"the {kind} signal")
+
+
 def await_recording_start(client) -> int:
     """The id of the recording whose START signal comes to ``client``."""
-    signals = []
-    await_condition(lambda: client.poll_for_recording_signals(signals.append) or signals, 30,
-                    "the recording to start")
-    return signals[0].recording_id
+    return await_signal(client, "START").recording_id
+
+
+@dataclass
+class RecordedStream:
+    """What ``start_recorded_stream`` started: close ``aeron`` when done (its archive client goes with it)."""
+
+    archive: object
+    archive_dir: Path
+    aeron: Aeron
+    client: AeronArchive
+    publisher: object
+    recording_id: int
+
+
+def start_recorded_stream(ctx, count: int, *, interval_us: float, exclusive: bool = False,
+                          archive_env: dict[str, str] | None = None) -> RecordedStream:
+    """An archive, subscriber subA, a control client recording the stream and publisher pub0 sending ``count``
+    messages on it, once the recording has started."""
+    archive_dir = ctx.run_dir / "archive"
+    archive = start_archive(ctx, "archive", archive_dir, archive_env)
+    ctx.start_subscriber("subA").await_ready()
+    aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
+    try:
+        client = AeronArchive.connect(aeron)
+        client.start_recording(CHANNEL, STREAM)
+        publisher = ctx.start_publisher("pub0", 0, count, interval_us=interval_us, exclusive=exclusive)
+        return RecordedStream(archive, archive_dir, aeron, client, publisher, await_recording_start(client))
+    except BaseException:
+        aeron.close()
+        raise
+
+
+def describe(client, recording_id: int):
+    """The recording's descriptor, as the archive lists it."""
+    listed = []
+    client.list_recording(recording_id, listed.append)
+    (descriptor,) = listed
+    return descriptor
+
+
+def note_recording(ctx, descriptor, stop: int, recorded_before_fault: int, **extra) -> None:
+    """The metrics ``check_recording`` reads."""
+    ctx.metrics.update(recording_id=descriptor.recording_id, stop_position=stop,
+                       start_position=descriptor.start_position, term_length=descriptor.term_buffer_length,
+                       recorded_before_fault=recorded_before_fault, **extra)
+
+
+def await_stream_end(ctx, client, recording_id: int) -> tuple[int, int]:
+    """The publisher finishes and closes its publication: the recording ends with its image. Returns the
+    publisher's last acknowledged position and the recording's stop position."""
+    ctx.await_publishers_done()
+    final = max(e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent")
+    await_condition(lambda: client.get_stop_position(recording_id) != -1, 30,
+                    "the recording to stop at the end of the stream")
+    client.stop_recording(CHANNEL, STREAM)  # the recording subscription
+    return final, client.get_stop_position(recording_id)
+
+
+def segment_files(archive_dir: Path, recording_id: int) -> list[tuple[int, Path]]:
+    """(base position, path) of the recording's segment files ``<id>-<base>.rec`` (spec/archive.md §4.1)."""
+    return sorted((int(p.name.split("-")[1][:-4]), p) for p in archive_dir.glob(f"{recording_id}-*.rec"))
 
 
 def last_whole_frame_end(archive_dir: Path, recording_id: int, start: int, term_length: int) -> int:
     """Walk the recording's segment files with the frame layout of spec/transport.md §1 (length i32 at 0,
     type u16 at 6, term offset i32 at 8): the position after the last whole frame."""
-    segments = sorted((int(p.name.split("-")[1][:-4]), p) for p in archive_dir.glob(f"{recording_id}-*.rec"))
     position = start
-    for base, path in segments:
+    for base, path in segment_files(archive_dir, recording_id):
         data = path.read_bytes()
         if base > position:
             break
@@ -88,28 +168,50 @@ def last_whole_frame_end(archive_dir: Path, recording_id: int, start: int, term_
     return position
 
 
-def replay_messages(client, aeron, recording_id: int, start: int, stop: int) -> list:
-    """(seq, length, intact, end position) of every message replayed from ``start`` to ``stop``."""
-    got = []
+class Replay:
+    """A replay subscription and what it delivered: (seq, length, intact, end position) of each message."""
 
-    def on_message(buffer, offset, length, header):
+    def __init__(self, client, recording_id: int, position: int, length: int):
+        self.subscription = client.replay(recording_id, position, length, "aeron:ipc", REPLAY_STREAM)
+        self.messages: list[tuple[int, int, bool, int]] = []
+        self.position: int | None = None  # the image's position, kept once the image has gone
+        self._assembler = FragmentAssembler(self._on_message)
+
+    def _on_message(self, buffer, offset, length, header):
         pub, seq = struct.unpack_from("<qq", bytes(buffer[offset:offset + HEADER_BYTES]))
         intact = bytes(buffer[offset:offset + length]) == message_bytes(pub, seq, length).tobytes()
-        got.append((seq, length, intact, header.position))
+        self.messages.append((seq, length, intact, header.position))
 
+    def drain(self) -> int | None:
+        """Poll until nothing is left (await_condition sleeps between calls); the replay's position so far."""
+        while self.subscription.poll(self._assembler, 256) > 0:
+            pass
+        if self.subscription.images:
+            self.position = self.subscription.images[0].position
+        return self.position
+
+    def reached(self, position: int) -> bool:
+        at = self.drain()
+        return at is not None and at >= position
+
+    def ended(self) -> bool:
+        """The replay publication closed and everything it sent was consumed."""
+        self.drain()
+        images = self.subscription.images
+        return self.position is not None and (not images or images[0].is_end_of_stream)
+
+    def close(self) -> None:
+        self.subscription.close()
+
+
+def replay_messages(client, recording_id: int, start: int, stop: int) -> list:
+    """(seq, length, intact, end position) of every message replayed from ``start`` to ``stop``."""
     if stop == start:
-        return got
-    subscription = client.replay(recording_id, start, stop - start, "aeron:ipc", REPLAY_STREAM)
-    assembler = FragmentAssembler(on_message)
-
-    def reached_stop():
-        while subscription.poll(assembler, 256) > 0:
-            pass  # drain what is there: await_condition sleeps between calls
-        return bool(subscription.images) and subscription.images[0].position >= stop
-
-    await_condition(reached_stop, 60, "the replay to reach the stop position")
-    subscription.close()
-    return got
+        return []
+    replay = Replay(client, recording_id, start, stop - start)
+    await_condition(lambda: replay.reached(stop), 60, "the replay to reach the stop position")
+    replay.close()
+    return replay.messages
 
 
 def check_recording(ctx) -> list[str]:
@@ -128,10 +230,11 @@ def check_recording(ctx) -> list[str]:
     replayed = m.pop("replayed")
     m["messages_replayed"] = len(replayed)
     sent = {e["seq"]: e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent"}
-    owed = sorted(seq for seq, position in sent.items() if start < position <= stop)
+    replay_from, skipped = m.get("replay_from", start), set(m.get("replay_skipped", ()))
+    owed = sorted(seq for seq, position in sent.items() if replay_from < position <= stop and seq not in skipped)
     got = [seq for seq, _, _, _ in replayed]
     if got != owed:
-        failures.append(f"replay of [{start}, {stop}) gave {len(got)} messages, owed {len(owed)} "
+        failures.append(f"replay of [{replay_from}, {stop}) gave {len(got)} messages, owed {len(owed)} "
                         f"(first difference at index "
                         f"{next((i for i, (a, b) in enumerate(zip(got, owed)) if a != b), min(len(got), len(owed)))})")
     bad = [(seq, position) for seq, _, intact, position in replayed if not intact or sent.get(seq) != position]
@@ -149,22 +252,16 @@ class ArchiveKilledMidRecording(Scenario):
 
     def run(self, ctx):
         count = 3000 if ctx.quick else 30000
-        archive_dir = ctx.run_dir / "archive"
-        archive = start_archive(ctx, "archive", archive_dir)
-        subscriber = ctx.start_subscriber("subA")
-        subscriber.await_ready()
-        aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
+        interval_us = ctx.rng.choice([0, 100, 200])
+        stream = start_recorded_stream(ctx, count, interval_us=interval_us, exclusive=ctx.rng.random() < 0.5)
+        archive_dir, aeron, client, recording_id = (stream.archive_dir, stream.aeron, stream.client,
+                                                    stream.recording_id)
         try:
-            client = AeronArchive.connect(aeron)
-            client.start_recording(CHANNEL, STREAM)
-            publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]),
-                                            exclusive=ctx.rng.random() < 0.5)
-            recording_id = await_recording_start(client)
             kill_at = ctx.rng.randint(count // 10, count // 2)
             ctx.timeline.event("schedule", kill_archive_after_acked=kill_at, recording_id=recording_id)
-            faults.await_acked(ctx, publisher, kill_at)
+            faults.await_acked(ctx, stream.publisher, kill_at)
             reported = client.get_recording_position(recording_id)
-            killed_ts = faults.kill(ctx, _Process("archive", archive))
+            killed_ts = faults.kill(ctx, _Process("archive", stream.archive))
             client.close()
             ctx.await_counter(CLIENT_TIMEOUTS, lambda v: v >= 1, LIVENESS_TIMEOUT_S + 10,
                               "the killed archive's client timed out")
@@ -174,13 +271,9 @@ class ArchiveKilledMidRecording(Scenario):
             recovered_ts = ctx.timeline.event("observed", what="recovered stop position", stop_position=stop,
                                               reported_before_kill=reported)["ts_ns"]
             ctx.record_recovery(killed_ts, recovered_ts, "restart to the recovered stop position")
-            listed = []
-            client.list_recording(recording_id, listed.append)
-            (descriptor,) = listed
-            ctx.metrics.update(recording_id=recording_id, stop_position=stop, recorded_before_fault=reported,
-                               start_position=descriptor.start_position,
-                               term_length=descriptor.term_buffer_length)
-            ctx.metrics["replayed"] = replay_messages(client, aeron, recording_id, descriptor.start_position, stop)
+            descriptor = describe(client, recording_id)
+            note_recording(ctx, descriptor, stop, reported)
+            ctx.metrics["replayed"] = replay_messages(client, recording_id, descriptor.start_position, stop)
             client.close()
         finally:
             aeron.close()
@@ -204,18 +297,11 @@ class ArchiveStorageExhausted(Scenario):
 
     def run(self, ctx):
         count = 3000 if ctx.quick else 30000
-        archive_dir = ctx.run_dir / "archive"
-        archive = start_archive(ctx, "archive", archive_dir)
-        subscriber = ctx.start_subscriber("subA")
-        subscriber.await_ready()
-        aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
+        stream = start_recorded_stream(ctx, count, interval_us=ctx.rng.choice([0, 100, 200]))
+        archive, aeron, client, recording_id = stream.archive, stream.aeron, stream.client, stream.recording_id
         try:
-            client = AeronArchive.connect(aeron)
-            client.start_recording(CHANNEL, STREAM)
-            publisher = ctx.start_publisher("pub0", 0, count, interval_us=ctx.rng.choice([0, 100, 200]))
-            recording_id = await_recording_start(client)
             limit_at = ctx.rng.randint(count // 10, count // 2)
-            faults.await_acked(ctx, publisher, limit_at)
+            faults.await_acked(ctx, stream.publisher, limit_at)
             recorded = client.get_recording_position(recording_id)
             segment = 256 * 1024  # ARCHIVE_ENV's segment file length
             limit = recorded % segment + ctx.rng.randrange(0, 64 * 1024, 32)
@@ -223,24 +309,17 @@ class ArchiveStorageExhausted(Scenario):
             error = await_condition(client.poll_for_error_response, 60, "STORAGE_SPACE for the recording")
             observed = ctx.timeline.event("observed", what="recording stopped", error=error)["ts_ns"]
             ctx.record_recovery(fault_ts, observed, "file size limit to the client's STORAGE_SPACE")
-            signals = []
-            await_condition(lambda: client.poll_for_recording_signals(signals.append) or
-                            any(s.signal == "STOP" for s in signals), 30, "the STOP signal")
+            await_signal(client, "STOP")
             stop = client.get_stop_position(recording_id)
-            listed = []
-            client.list_recording(recording_id, listed.append)
-            (descriptor,) = listed
-            ctx.metrics.update(recording_id=recording_id, stop_position=stop, storage_error=error,
-                               start_position=descriptor.start_position, term_length=descriptor.term_buffer_length,
-                               file_size_limit=limit, recorded_before_fault=recorded)
-            ctx.metrics["replayed"] = replay_messages(client, aeron, recording_id,
-                                                                         descriptor.start_position, stop)
+            descriptor = describe(client, recording_id)
+            note_recording(ctx, descriptor, stop, recorded, storage_error=error, file_size_limit=limit)
+            ctx.metrics["replayed"] = replay_messages(client, recording_id, descriptor.start_position, stop)
             client.close()
         finally:
             aeron.close()
         ctx.await_publishers_done()  # the archive let go of the image: the stream was not held back
         faults.lift_file_size_limit(ctx, archive)
-        stop_archive(ctx, archive, archive_dir)
+        stop_archive(ctx, archive, stream.archive_dir)
 
     def check(self, ctx, before, after):
         m = ctx.metrics
@@ -301,21 +380,14 @@ class ArchiveControlClientAbandoned(Scenario):
                             "the abandoned control session closed")
             closed_ts = ctx.timeline.event("observed", what="abandoned control session closed")["ts_ns"]
             ctx.record_recovery(killed_ts, closed_ts, "SIGKILL to the archive closing the session")
-            ctx.await_publishers_done()
-            final = max(e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent")
             listed = []
             client.list_recordings(0, 10, listed.append)
             (descriptor,) = listed
-            # The publisher closed its publication: the recording ends with its image (end of stream).
-            await_condition(lambda: client.get_stop_position(descriptor.recording_id) != -1, 30,
-                            "the recording to stop at the end of the stream")
-            client.stop_recording(CHANNEL, STREAM)  # the recording subscription the abandoned client asked for
-            stop = client.get_stop_position(descriptor.recording_id)
-            ctx.metrics.update(recording_id=descriptor.recording_id, stop_position=stop,
-                               start_position=descriptor.start_position, term_length=descriptor.term_buffer_length,
-                               recorded_before_fault=final)
-            ctx.metrics["replayed"] = replay_messages(client, aeron, descriptor.recording_id,
-                                                                         descriptor.start_position, stop)
+            # stop_recording there ends the recording subscription the abandoned client asked for
+            final, stop = await_stream_end(ctx, client, descriptor.recording_id)
+            note_recording(ctx, descriptor, stop, final)
+            ctx.metrics["replayed"] = replay_messages(client, descriptor.recording_id, descriptor.start_position,
+                                                      stop)
             client.close()
         finally:
             aeron.close()
@@ -327,3 +399,218 @@ class ArchiveControlClientAbandoned(Scenario):
             failures.append(f"the recording stopped at {ctx.metrics['stop_position']}, the publisher ended at "
                             f"{ctx.metrics['recorded_before_fault']}: the abandoned session took the recording down")
         return failures
+
+
+FRAME_HEADER = 32  # spec/transport.md §1
+PAUSE_MAX_S = 1.0  # a paused client's last keepalive (every 0.5 s) stays within the 2 s liveness timeout
+
+
+def frame_start(sent_event: dict) -> int:
+    """Where the (unfragmented) message of a ``sent`` event begins: its frame ends at the acknowledged position."""
+    return sent_event["position"] - ((sent_event["length"] + FRAME_HEADER + 31) & ~31)
+
+
+class ArchiveLiveTailReplay(Scenario):
+    """A replay with length -1 of a recording still being written follows it to the live end. The fault: the
+    publisher is SIGSTOPped (within the liveness timeout), so the live end stops moving; the replay must reach
+    exactly that position and stay open, then follow again on SIGCONT. The recording is then stopped mid-stream
+    and the replay ends at its stop position with every message from where it began, intact, at its position."""
+
+    name = "archive-live-tail-replay"
+    summary = ("an open-ended replay tails a live recording; the publisher is SIGSTOPped: the replay waits at the "
+               "still live end, follows on SIGCONT, and ends at the stop position with every message")
+    counter_deltas = {}
+
+    def run(self, ctx):
+        count = 3000 if ctx.quick else 30000
+        interval_us = ctx.rng.choice([100, 200])  # not flat out: the stream must outlast the replay's catch-up
+        stream = start_recorded_stream(ctx, count, interval_us=interval_us, exclusive=ctx.rng.random() < 0.5)
+        aeron, client, publisher, recording_id = stream.aeron, stream.client, stream.publisher, stream.recording_id
+        replay_at = ctx.rng.randint(count // 20, count // 10)
+        from_seq = ctx.rng.randint(0, replay_at)  # the replay starts where message from_seq begins
+        pause_at = ctx.rng.randint(count // 5, count * 2 // 5)
+        pause_s = ctx.rng.uniform(0.3, 0.8)
+        stop_at = ctx.rng.randint(count // 2, count * 7 // 10)
+        ctx.timeline.event("schedule", replay_after_acked=replay_at, replay_from_seq=from_seq,
+                           pause_after_acked=pause_at, pause_s=pause_s, stop_recording_after_acked=stop_at)
+        try:
+            faults.await_acked(ctx, publisher, replay_at)
+            sent = [e for e in publisher.events() if e["event"] == "sent"]
+            replay_from = client.get_start_position(recording_id) if from_seq == 0 else sent[from_seq - 1]["position"]
+            await_condition(lambda: client.get_recording_position(recording_id) >= replay_from, 30,
+                            f"the recording to pass the replay's start {replay_from}")
+            replay = Replay(client, recording_id, replay_from, -1)
+            self._await_acked(ctx, publisher, replay, pause_at)
+            live = client.get_recording_position(recording_id)
+            await_condition(lambda: replay.reached(live), 30, f"the replay to reach the live position {live}")
+            if publisher.process.exit_code is not None or client.get_stop_position(recording_id) != -1:
+                ctx.failures.append("the stream ended before the replay caught up with it: nothing was tailed")
+            paused_end, resumed_ts = self._pause_publisher(ctx, publisher, client, recording_id, replay, pause_s)
+            await_condition(lambda: replay.reached(paused_end + 1), 30,
+                            "the replay to follow the recording past where the paused publisher stopped",
+                            processes=[publisher.process])
+            ctx.record_recovery(resumed_ts, ctx.timeline.event("observed", what="replay moving again")["ts_ns"],
+                                "SIGCONT to the replay following the live end again")
+            self._await_acked(ctx, publisher, replay, stop_at)
+            client.stop_recording(CHANNEL, STREAM)
+            await_signal(client, "STOP")
+            stop = client.get_stop_position(recording_id)
+            await_condition(replay.ended, 30, f"the replay to end at the stop position {stop}")
+            ctx.timeline.event("observed", what="replay ended", position=replay.position, stop_position=stop)
+            replay.close()
+            note_recording(ctx, describe(client, recording_id), stop, paused_end, replay_from=replay_from,
+                           replay_end=replay.position)
+            ctx.metrics["replayed"] = replay.messages
+            client.close()
+        finally:
+            aeron.close()
+        ctx.await_publishers_done()
+        ctx.expected_exits[publisher.name] = 0  # paused, not killed: it must finish cleanly
+        stop_archive(ctx, stream.archive, stream.archive_dir)
+
+    @staticmethod
+    def _await_acked(ctx, publisher, replay, count: int) -> None:
+        """``faults.await_acked``, draining the replay meanwhile."""
+        await_condition(lambda: (replay.drain(), publisher.count("sent") >= count)[1], 60,
+                        f"{publisher.name} to acknowledge {count} messages", processes=[publisher.process])
+
+    @staticmethod
+    def _pause_publisher(ctx, publisher, client, recording_id: int, replay, pause_s: float) -> tuple[int, int]:
+        """SIGSTOP the publisher for ``pause_s`` (longer if the replay needs it, never past PAUSE_MAX_S): the
+        replay must reach the recording's still end and stay open there. Returns that end and the SIGCONT ts_ns."""
+        stopped = ctx.timeline.event("fault", kind="sigstop", target=publisher.name, pid=publisher.process.pid,
+                                     duration_s=pause_s)["ts_ns"]
+        publisher.process.pause()
+        ctx.faulted.add(publisher.name)
+        paused_at = time.monotonic()
+
+        def at_live_end():
+            # The recorder may still be one message short of what the stopped publisher acknowledged.
+            acked = max(e["position"] for e in publisher.events() if e["event"] == "sent")
+            position, recorded = replay.drain(), client.get_recording_position(recording_id)
+            if replay.ended():
+                return "ended"
+            if position == recorded >= acked:
+                return recorded
+            return NotYet(f"replay at {position}, recorded {recorded}, acknowledged {acked}")
+
+        try:
+            end = await_condition(at_live_end, PAUSE_MAX_S, "the replay to reach the paused recording's end")
+            if end != "ended":
+                ctx.record_recovery(stopped, ctx.timeline.event("observed", what="replay at the live end",
+                                                                position=end)["ts_ns"],
+                                    "SIGSTOP to the replay at the still live end")
+                faults.hold(pause_s - (time.monotonic() - paused_at))
+                end = await_condition(at_live_end, max(0.0, paused_at + PAUSE_MAX_S - time.monotonic()),
+                                      "the replay to stay at the paused recording's end")
+        finally:
+            publisher.process.resume()
+            resumed = ctx.timeline.event("fault_end", kind="sigcont", target=publisher.name,
+                                         pid=publisher.process.pid)["ts_ns"]
+        if end == "ended":
+            raise AssertionError("the replay ended at the end of the paused (still active) recording: "
+                                 "an open-ended replay must wait there for more")
+        return end, resumed
+
+    def check(self, ctx, before, after):
+        failures = check_recording(ctx)
+        m = ctx.metrics
+        if m["replay_end"] != m["stop_position"]:
+            failures.append(f"the replay ended at {m['replay_end']}, not at the stop position {m['stop_position']}")
+        return failures
+
+
+CHECKSUM_ENV = {"AERON_ARCHIVE_RECORD_CHECKSUM": "CRC-32C", "AERON_ARCHIVE_REPLAY_CHECKSUM": "CRC-32C"}
+
+
+class ArchiveSegmentByteFlipped(Scenario):
+    """A recording made with CRC-32C record checksums has one payload byte flipped in a segment file after it
+    stopped. A checksum-verified replay must fail at that frame instead of delivering it (the client gets the
+    error; only whole blocks before it arrive), the frames on either side still replay intact, the archive keeps
+    answering, and archive-tool verify reports the mismatch at that frame and marks the recording INVALID."""
+
+    name = "archive-segment-byte-flipped"
+    summary = ("flip a payload byte in a checksummed recording's segment file: the verified replay fails at that "
+               "frame, the rest replays intact, the archive goes on, archive-tool verify marks it INVALID")
+    counter_deltas = {}
+
+    def run(self, ctx):
+        count = 3000 if ctx.quick else 30000
+        stream = start_recorded_stream(ctx, count, interval_us=ctx.rng.choice([0, 100, 200]),
+                                       exclusive=ctx.rng.random() < 0.5, archive_env=CHECKSUM_ENV)
+        aeron, client, recording_id = stream.aeron, stream.client, stream.recording_id
+        flip_seq = ctx.rng.randrange(count // 10, count * 9 // 10)
+        try:
+            final, stop = await_stream_end(ctx, client, recording_id)
+            descriptor = describe(client, recording_id)
+            message = next(e for e in stream.publisher.events() if e["event"] == "sent" and e["seq"] == flip_seq)
+            flipped_start, flipped_end = frame_start(message), message["position"]
+            fault_ts = self._flip_payload_byte(ctx, stream.archive_dir, descriptor, message)
+            failed = Replay(client, recording_id, descriptor.start_position, stop - descriptor.start_position)
+
+            def replay_failed():
+                failed.drain()
+                return client.poll_for_error_response()
+
+            error = await_condition(replay_failed, 30, "the verified replay to fail on the flipped byte")
+            await_condition(failed.ended, 30, "the failed replay's image to end")
+            failed.close()
+            ctx.record_recovery(fault_ts, ctx.timeline.event("observed", what="replay failed", error=error,
+                                                             delivered_to=failed.position)["ts_ns"],
+                                "the flip to the replay's checksum error")
+            # The archive goes on: both sides of the flipped frame replay, verified, in full.
+            replayed = (replay_messages(client, recording_id, descriptor.start_position, flipped_start) +
+                        replay_messages(client, recording_id, flipped_end, stop))
+            note_recording(ctx, descriptor, stop, final, replay_skipped=[flip_seq], replay_error=error,
+                           flipped_frame=flipped_start, flipped_frame_end=flipped_end,
+                           failed_replay_end=failed.position,
+                           failed_replay_messages=failed.messages, replay_block=ARCHIVE_BLOCK_LENGTH)
+            ctx.metrics["replayed"] = replayed
+            client.close()
+        finally:
+            aeron.close()
+        stop_archive(ctx, stream.archive, stream.archive_dir)
+        tool = ctx.pm.spawn_module("archive-tool", "aeron_numba.tools.archive_tool", str(stream.archive_dir),
+                                   "verify", str(recording_id), "-a", "CRC-32C")
+        ctx.metrics.update(verify_exit_code=tool.wait(60), verify_output=tool.stdout().strip())
+
+    @staticmethod
+    def _flip_payload_byte(ctx, archive_dir: Path, descriptor, message: dict) -> int:
+        """XOR a seeded byte of the message's payload in its segment file (found by name and checked against
+        the frame header of spec/transport.md §1 first); returns the fault's ts_ns."""
+        start = frame_start(message)
+        at = start + FRAME_HEADER + ctx.rng.randrange(message["length"])
+        base, path = [(base, path) for base, path in segment_files(archive_dir, descriptor.recording_id)
+                      if base <= start][-1]
+        length, term_offset = struct.unpack_from("<i4xi", path.read_bytes()[start - base:start - base + 12])
+        if length != message["length"] + FRAME_HEADER or term_offset != start % descriptor.term_buffer_length:
+            raise AssertionError(f"no frame of message {message['seq']} at {start} in {path.name}: "
+                                 f"length {length}, term offset {term_offset}")
+        return faults.corrupt_byte(ctx, path, at - base, ctx.rng.randint(1, 255))
+
+    def check(self, ctx, before, after):
+        m = ctx.metrics
+        failures = []
+        flipped, end = m["flipped_frame"], m["failed_replay_end"]
+        if f"checksum mismatch at position {flipped}" not in m["replay_error"]:
+            failures.append(f"the verified replay failed with {m['replay_error']!r}, expected a checksum mismatch "
+                            f"at the flipped frame {flipped}")
+        sent = {e["seq"]: e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent"}
+        got = m.pop("failed_replay_messages")
+        m["failed_replay_delivered"] = len(got)
+        owed = sorted(seq for seq, position in sent.items() if m["start_position"] < position <= end)
+        if [seq for seq, _, _, _ in got] != owed or any(not ok or sent[seq] != p for seq, _, ok, p in got):
+            failures.append(f"the failed replay delivered {len(got)} messages up to {end}: not exactly the "
+                            f"{len(owed)} recorded there, intact and at their positions")
+        # Nothing of the block holding the flipped frame goes out, and that block is at most one buffer long.
+        if not (m["flipped_frame_end"] - m["replay_block"] <= end <= flipped):
+            failures.append(f"the failed replay reached {end}: not within one {m['replay_block']}-byte block before "
+                            f"the flipped frame at {flipped}")
+        expected = f"recording {m['recording_id']}: INVALID: checksum mismatch in the frame at position {flipped}"
+        if m["verify_exit_code"] != 1 or expected not in m["verify_output"]:
+            failures.append(f"archive-tool verify exited {m['verify_exit_code']} with {m['verify_output']!r}, "
+                            f"expected 1 and {expected!r}")
+        if [f"checksum mismatch at position {flipped}" in e for e in m["archive_errors"]] != [True]:
+            failures.append(f"archive error log {m['archive_errors']}: expected exactly the failed replay's error")
+        m["archive_errors"] = []  # checked here; check_recording would flag the expected one
+        return failures + check_recording(ctx)
