@@ -1,8 +1,10 @@
 """One recording in progress: an image's frames into segment files (spec/archive.md §4), its ``rec-pos`` counter
 and its catalog entry.
 
-Each ``do_work`` takes one block of up to ``file_io_max_length`` bytes from the image (``Image.block_poll``:
-whole frames, never across a term end), writes it through the ``RecordingWriter`` and then sets ``rec-pos``
+Each ``do_work`` takes one block of up to ``file_io_max_length`` bytes from the image (as ``Image.block_poll``:
+whole frames, never across a term end), writes it through the ``RecordingWriter`` straight from the image's log
+(no private copy; the image's ownership of its log is checked after the write, and a write made when it was gone
+is undone, as ``block_poll`` drops its copy then), and then sets ``rec-pos``
 (a replay that tails the recording reads up to it). The recording ends when asked to stop, when the image
 goes (closed or end of stream, once everything up to its end was written), or when a write fails (disk full:
 the error is kept for the conductor to report, the recording stopped cleanly at the last whole block). The
@@ -14,8 +16,16 @@ from __future__ import annotations
 import enum
 import time
 
+import numpy as np
+
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError
+from aeron_numba.kernels.segment_scanner import (
+    EXTENT_END_POSITION,
+    EXTENT_LOG_OFFSET,
+    commit_record_block,
+    record_block_extent,
+)
 from aeron_numba.layout import archive as A
 
 
@@ -55,6 +65,7 @@ class RecordingSession:
         self.on_write = on_write
         self.error: BaseException | None = None
         self._stop_requested = False
+        self._extent = np.zeros(2, dtype=np.int64)  # record_block_extent's answer
         position_counter.set(writer.position)
 
     @property
@@ -71,7 +82,7 @@ class RecordingSession:
         work = 0
         if not self._stop_requested:
             try:
-                work = self.image.block_poll(self._on_block, self.file_io_max_length)
+                work = self._record_block()
             except (OSError, SegmentFileError) as exc:
                 # Disk full, a file size limit, a segment that cannot be made: the image has moved past the block
                 # (block_poll consumed it), so no later block may be written: stop at the last whole one.
@@ -86,11 +97,31 @@ class RecordingSession:
             work += 1
         return work
 
-    def _on_block(self, buffer, offset: int, length: int, session_id: int, term_id: int) -> None:
+    def _record_block(self) -> int:
+        """One block from the image's log straight into the segment file (Aeron's ``blockPoll`` with the
+        writer as handler; ``Image.block_poll`` would copy it first). Returns the bytes recorded."""
+        image = self.image
+        log, position_buffer = image.log_buffer, image.position_buffer
+        if log is None or position_buffer is None:
+            return 0
+        extent = self._extent
+        length = record_block_extent(log, position_buffer, image.position_offset, self.file_io_max_length, extent)
+        if length <= 0:
+            return 0
+        position = self.writer.position
         started = time.perf_counter_ns()
-        self.writer.write(buffer, offset, length)
+        try:
+            self.writer.write(log, int(extent[EXTENT_LOG_OFFSET]), length)
+        finally:  # as Aeron: a block handed to the writer is consumed, written or not
+            owned = commit_record_block(image._metadata, position_buffer, image.subscriber_position_id,
+                                        image.subscription_registration_id, image.position_offset,
+                                        int(extent[EXTENT_END_POSITION]))
+        if not owned:  # the driver dropped the image while the write read its log: no torn frames kept
+            self.writer.undo(position)
+            return 0
         if self.on_write is not None:
             self.on_write(length, time.perf_counter_ns() - started)
+        return length
 
     def _stop(self) -> None:
         self.writer.close()

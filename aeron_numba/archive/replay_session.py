@@ -3,12 +3,13 @@
 
 States: INIT (the replay publication was added, positioned at the recording's term id and offset so replayed
 positions equal recorded ones; wait for its subscriber, up to the connect timeout) -> REPLAY -> DONE, or
-INACTIVE with ``error`` set. Each REPLAY duty cycle reads whole frames from the replay position up to the end
-of the term, the replay buffer and the limit (the stop position of a stopped recording, the live ``rec-pos``
-of an active one, a bounded replay's limit counter, the requested length), verifies record checksums if
-configured, rewrites session and stream ids (``replay_rewrite`` kernel) and offers the block; a block that ends
-inside a fragmented message is cut back to the last whole message, which comes next time. Back pressure
-leaves the position where it was: the same bytes are offered again next cycle.
+INACTIVE with ``error`` set. Each REPLAY duty cycle is one ``replay_block`` call: whole frames from the replay
+position up to the end of the term, the replay buffer length and the limit (the stop position of a stopped
+recording, the live ``rec-pos`` of an active one, a bounded replay's limit counter, the requested length), record
+checksums verified if configured, copied from the mapped segment file straight into the replay publication's log
+with session and stream ids rewritten there (one copy: Aeron reads into the replay buffer, then offers it); a
+block that ends inside a fragmented message is cut back to the last whole message, which comes next time. Back
+pressure leaves the position where it was (nothing is read): the same bytes are tried again next cycle.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ import time
 import numpy as np
 
 from aeron_numba.archive.segment_files import RecordingReader
-from aeron_numba.kernels.replay_rewrite import replay_rewrite
-from aeron_numba.kernels.segment_scanner import whole_messages_length
+from aeron_numba.kernels.replay_rewrite import (
+    REPLAY_CHECKSUM_MISMATCH,
+    REPLAY_MALFORMED_FRAME,
+    REPLAY_MISPLACED_BLOCK,
+    replay_block,
+)
 from aeron_numba.layout import archive as A
 from aeron_numba.layout import frame
-from aeron_numba.layout.checksum import CHECKSUM_MISMATCH, CHECKSUM_NONE, REWRITE_OUT_LENGTH
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED, STATUS_NAMES
+from aeron_numba.layout.checksum import CHECKSUM_NONE, REWRITE_OUT_LENGTH
+from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, CLOSED, NOT_CONNECTED, STATUS_NAMES
 
 #: The replayer's buffer, shared by its sessions (Aeron: 1 MiB, or the file IO max length).
 DEFAULT_REPLAY_BUFFER_LENGTH = A.DEFAULT_FILE_IO_MAX_LENGTH
@@ -79,6 +84,8 @@ class ReplaySession:
         self.state = ReplayState.INIT
         self.error: str | None = None
         self._out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
+        self._term_mask = descriptor.term_buffer_length - 1
+        self._max_block_length = replay_buffer.size  # Aeron's bound: a block fits the replay buffer
         self._stop_requested = False
 
     def request_stop(self) -> None:
@@ -117,40 +124,45 @@ class ReplaySession:
 
     def _replay(self) -> int:
         limit, final = self._limits()
-        if self.position >= limit:
+        position = self.position
+        if position >= limit:
             if final:
                 self.state = ReplayState.DONE
             return 0
+        segment, term_base = self.reader.term_at(position)
+        if segment is None:
+            return 0  # its segment file is not written yet
+        publication = self.publication
+        log = publication.log_buffer
+        if log is None:
+            return self._on_replay_error(CLOSED, position)
+        term_offset = position & self._term_mask
+        limit_offset = term_offset + min(self._max_block_length, limit - position)
         started = time.perf_counter_ns()
-        buffer, offset, length = self.reader.read(self.position, limit, self.replay_buffer.size)
-        if length == 0:
-            return 0
-        read_ns = time.perf_counter_ns() - started
-        frame_type = int(buffer[offset + frame.TYPE_FIELD_OFFSET:offset + frame.TYPE_FIELD_OFFSET + 2].view(np.uint16)[0])
-        if frame_type == frame.HDR_TYPE_PAD:
-            frame_length = int(buffer[offset:offset + 4].view(np.int32)[0])
-            result = self.publication.append_padding(frame_length - frame.HEADER_LENGTH)
-        else:
-            length = whole_messages_length(buffer, offset, length)
-            block = self.replay_buffer[:length]
-            block[:] = buffer[offset:offset + length]
-            status = replay_rewrite(block, 0, length, self.publication.session_id, self.publication.stream_id,
-                                    self.checksum_algorithm, self._out)
-            if status != length:
-                at = self.position + int(self._out[0])
-                if status == CHECKSUM_MISMATCH:
-                    return self._fail(f"replay of recording {self.descriptor.recording_id}: checksum mismatch at "
-                                      f"position {at} (computed {int(self._out[1])}, stored {int(self._out[2])})")
-                return self._fail(f"replay of recording {self.descriptor.recording_id}: malformed frame at position "
-                                  f"{at} (status {status})")
-            result = self.publication.offer_block(block)
+        result = replay_block(segment, term_base, term_offset, limit_offset, log, publication.pub_state,
+                              publication.limit_buffer, self.checksum_algorithm, self._out)
         if result > 0:
-            if self.on_read is not None:  # counted once, when the block went out (a back-pressured one is read again)
-                self.on_read(result - self.position, read_ns)
+            if self.on_read is not None:  # counted once, when the block went out (a back-pressured one is not read)
+                self.on_read(result - position, time.perf_counter_ns() - started)
             self.position = result
             return 1
-        if result in (BACK_PRESSURED, ADMIN_ACTION):
-            return 0  # the same bytes again next cycle
+        if result == 0 or result == BACK_PRESSURED or result == ADMIN_ACTION:
+            return 0  # nothing recorded there yet, or the same position again next cycle
+        return self._on_replay_error(result, position)
+
+    def _on_replay_error(self, result: int, position: int) -> int:
+        at = position + int(self._out[0]) - (self.reader.term_at(position)[1] + (position & self._term_mask))
+        recording_id = self.descriptor.recording_id
+        if result == REPLAY_CHECKSUM_MISMATCH:
+            return self._fail(f"replay of recording {recording_id}: checksum mismatch at position {at} "
+                              f"(computed {int(self._out[1])}, stored {int(self._out[2])})")
+        if result == REPLAY_MALFORMED_FRAME:
+            return self._fail(f"replay of recording {recording_id}: malformed frame at position {at} "
+                              f"(frame length {int(self._out[1])}, type {int(self._out[2])})")
+        if result == REPLAY_MISPLACED_BLOCK:
+            return self._fail(f"replay of recording {recording_id}: the frame at position {position} has term offset "
+                              f"{int(self._out[1])} and term id {int(self._out[2])}, the replay publication is at "
+                              f"{self.publication.position}")
         if result == NOT_CONNECTED:
             return self._fail("replay publication is not connected")
         return self._fail(f"replay publication offer failed: {STATUS_NAMES.get(result, result)}")

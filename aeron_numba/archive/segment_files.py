@@ -130,6 +130,13 @@ class RecordingWriter:
                                         f"{self._segment_base} (disk full?); recorded up to {self.position}")
         self.position += length
 
+    def undo(self, position: int) -> None:
+        """Zero what the last write put after ``position`` (in the current segment) and go back to it: a block
+        written from an image's log that the image no longer owned may hold torn frames."""
+        if self._fd is not None and self._segment_base <= position < self.position:
+            os.pwrite(self._fd, bytes(self.position - position), position - self._segment_base)
+        self.position = min(self.position, position)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
@@ -172,6 +179,9 @@ class RecordingReader:
         self._mapped_base = -1
 
     def _segment(self, position: int) -> tuple[np.ndarray | None, int]:
+        base = self._mapped_base
+        if base <= position < base + self.segment_length and base >= 0:  # the usual case: the mapped one
+            return self._mapped.buffer, base
         base = A.segment_file_base_position(self.start_position, position, self.term_length, self.segment_length)
         if base != self._mapped_base:
             self.close()
@@ -181,6 +191,14 @@ class RecordingReader:
             self._mapped = MappedFile.open(path, min_length=self.segment_length)
             self._mapped_base = base
         return self._mapped.buffer, base
+
+    def term_at(self, position: int) -> tuple[np.ndarray | None, int]:
+        """``(segment buffer, where the term holding position starts in it)``, or ``(None, 0)`` while its segment
+        file is not written yet (what ``replay_rewrite.replay_block`` reads from)."""
+        buffer, base = self._segment(position)
+        if buffer is None:
+            return None, 0
+        return buffer, position - base - (position & (self.term_length - 1))
 
     def read(self, position: int, limit_position: int, max_length: int) -> tuple[np.ndarray | None, int, int]:
         """``(buffer, offset, length)``: whole frames from ``position`` up to ``max_length`` bytes, not past

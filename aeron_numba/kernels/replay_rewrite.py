@@ -8,6 +8,9 @@ replayer reads them back from a segment file (``buf[offset:offset+length]``, bot
 * :func:`replay_rewrite`: for each DATA frame, the stored checksum is verified (if an algorithm is given),
   then ``session_id`` and ``stream_id`` are overwritten with the replay publication's (§6.3); flags,
   reserved value and every other byte are preserved.
+* :func:`replay_block`: a replay's whole duty cycle in one call: find the block in a mapped segment file,
+  check it, and append it straight into the replay publication's log (one copy), rewriting the ids there
+  before the block is published (Aeron reads into a replay buffer and offers it: two copies).
 
 PAD frames are skipped by both (not checksummed, not rewritten). Frames are validated before use, so garbage
 in the block yields a negative status (``layout/checksum.py``) and the offset of the offending frame in
@@ -29,6 +32,16 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.crc32 import Crc32, as_byte_buffer, crc32_register, crc_to_int32
 from aeron_numba.kernels.crc32c import Crc32c, crc32c_register
+from aeron_numba.kernels.memory import copy_bytes, fill_bytes
+from aeron_numba.kernels.term_appender import (
+    _back_pressure_status,
+    _exclusive_trip,
+    exclusive_append_padding,
+    log_session_id,
+    log_stream_id,
+    log_term_length,
+    tail_counter_offset,
+)
 from aeron_numba.layout.bits import INT32_MAX, align
 from aeron_numba.layout.checksum import (
     CHECKSUM_CRC32,
@@ -48,6 +61,8 @@ from aeron_numba.layout.checksum import (
     check_checksum_algorithm,
 )
 from aeron_numba.layout.frame import (
+    END_FRAG_FLAG,
+    FLAGS_FIELD_OFFSET,
     FRAME_ALIGNMENT,
     FRAME_LENGTH_FIELD_OFFSET,
     HDR_TYPE_DATA,
@@ -55,7 +70,19 @@ from aeron_numba.layout.frame import (
     HEADER_LENGTH,
     SESSION_ID_FIELD_OFFSET,
     STREAM_ID_FIELD_OFFSET,
+    TERM_ID_FIELD_OFFSET,
+    TERM_OFFSET_FIELD_OFFSET,
     TYPE_FIELD_OFFSET,
+)
+from aeron_numba.layout.position import pack_tail
+from aeron_numba.layout.publication import (
+    CLOSED,
+    PUB_STATE_CLOSED,
+    PUB_STATE_LIMIT_COUNTER_OFFSET,
+    PUB_STATE_PARTITION_INDEX,
+    PUB_STATE_TERM_BEGIN_POSITION,
+    PUB_STATE_TERM_ID,
+    PUB_STATE_TERM_OFFSET,
 )
 
 # --- header field access: relaxed atomics when compiled, plain bytes in Python ----------------------------
@@ -244,6 +271,143 @@ def record_checksums(buf, offset, length, algorithm, out):
         frame_offset += aligned_length
     out[REWRITE_OUT_OFFSET_INDEX] = end
     return length
+
+
+#: ``replay_block`` results besides a position and the publication's statuses (NOT_CONNECTED .. ERROR, -1..-6);
+#: details in ``out`` as for ``replay_rewrite``.
+REPLAY_CHECKSUM_MISMATCH = -11
+REPLAY_MALFORMED_FRAME = -12  # a frame other than DATA after the first (PAD frames end a block)
+REPLAY_MISPLACED_BLOCK = -13  # the recorded frame is not where the publication is: [term offset, term id] in out
+#: ``replay_block`` walks, copies and rewrites this much at a time (it stays in L1 between the three).
+REPLAY_CHUNK_LENGTH = 16 * 1024
+
+
+@kernel
+def replay_block(segment, term_base, term_offset, limit_offset, log, pub_state, limit_buf, algorithm, out):
+    """One replay duty cycle (§6.3): append the recorded frames at ``segment[term_base + term_offset:]`` straight
+    into an exclusive replay publication's log, positioned where they were recorded.
+
+    The block is the whole frames up to ``limit_offset`` (at most the term length: the caller's bound of
+    replay buffer, limit position and term end), cut back to the end of its last whole message unless its
+    first message does not end in it; a PAD frame comes alone and is appended as padding. In chunks of
+    ``REPLAY_CHUNK_LENGTH``, DATA frames are checked (with ``algorithm``, their record checksum too), copied
+    into the log after the publication's term offset (all but the first frame's length) and given the
+    publication's session and stream ids there; then, as ``term_appender.exclusive_offer_block`` ends, the
+    tail and at last the first frame's length are release-stored, so a subscriber sees the block whole and
+    rewritten. Bytes copied but not published (an error, a cut) are zeroed again: the term stays clean.
+
+    Parameters
+    ----------
+    segment : uint8[::1]
+        A mapped segment file; ``term_base`` is where the term starts in it.
+    term_offset, limit_offset : int64
+        The replay position's offset in its term, and how far the block may reach in that term.
+    log, pub_state, limit_buf :
+        The replay publication's (``Publication.log_buffer``, ``pub_state``, ``limit_buffer``).
+    algorithm : int64
+        ``CHECKSUM_NONE``, ``CHECKSUM_CRC32`` or ``CHECKSUM_CRC32C`` (verify before the ids are overwritten).
+    out : int64[REWRITE_OUT_LENGTH]
+        On an error: [segment offset of the frame, computed checksum | frame length | term offset,
+        stored checksum | frame type | term id].
+
+    Returns
+    -------
+    int64
+        The publication's new position; 0 when no whole frame is recorded there yet; the publication's
+        statuses (BACK_PRESSURED, ADMIN_ACTION after a full term: retry, NOT_CONNECTED, CLOSED,
+        MAX_POSITION_EXCEEDED); ``REPLAY_CHECKSUM_MISMATCH``, ``REPLAY_MALFORMED_FRAME`` or
+        ``REPLAY_MISPLACED_BLOCK`` (nothing published).
+    """
+    if pub_state[PUB_STATE_CLOSED] != 0:
+        return CLOSED
+    term_length = log_term_length(log)
+    pub_term_offset = pub_state[PUB_STATE_TERM_OFFSET]
+    term_id = pub_state[PUB_STATE_TERM_ID]
+    index = pub_state[PUB_STATE_PARTITION_INDEX]
+    if pub_term_offset >= term_length:  # the last block filled the term: rotate first
+        return _exclusive_trip(log, pub_state, index * term_length, pub_term_offset, term_length, term_id,
+                               log_session_id(log), log_stream_id(log))
+    term_begin_position = pub_state[PUB_STATE_TERM_BEGIN_POSITION]
+    position = term_begin_position + pub_term_offset
+    if position >= atomics.get_int64_acquire(limit_buf, pub_state[PUB_STATE_LIMIT_COUNTER_OFFSET]):
+        return _back_pressure_status(log, position, 0, term_length)
+    src = term_base + term_offset
+    end_limit = term_base + min(limit_offset, term_length)
+    if src + HEADER_LENGTH > end_limit:
+        return 0
+    first_frame_length = np.int64(_get_int32(segment, src))
+    if first_frame_length < HEADER_LENGTH or src + align(first_frame_length, FRAME_ALIGNMENT) > end_limit:
+        return 0  # not recorded yet (or not whole below the limit)
+    out[REWRITE_OUT_OFFSET_INDEX] = src
+    if pub_term_offset != term_offset or _get_int32(segment, src + TERM_OFFSET_FIELD_OFFSET) != term_offset \
+            or _get_int32(segment, src + TERM_ID_FIELD_OFFSET) != term_id:
+        out[REWRITE_OUT_FRAME_LENGTH_INDEX] = _get_int32(segment, src + TERM_OFFSET_FIELD_OFFSET)
+        out[REWRITE_OUT_FRAME_TYPE_INDEX] = _get_int32(segment, src + TERM_ID_FIELD_OFFSET)
+        return REPLAY_MISPLACED_BLOCK
+    if _get_uint16(segment, src + TYPE_FIELD_OFFSET) == HDR_TYPE_PAD:
+        return exclusive_append_padding(log, pub_state, limit_buf, first_frame_length - HEADER_LENGTH)
+    # One pass, a chunk at a time so the chunk is still in L1 when it is copied and rewritten: walk whole DATA
+    # frames (checked, checksums verified), copy them into the log after the term offset (all but the first
+    # frame's length), put the publication's ids into the copies. Nothing is visible until the release below.
+    session_id = log_session_id(log)
+    stream_id = log_stream_id(log)
+    delta = index * term_length + term_offset - src  # log offset = segment offset + delta
+    at = src
+    whole_end = np.int64(0)
+    done = False
+    while not done:
+        chunk_start = at
+        chunk_limit = min(end_limit, at + REPLAY_CHUNK_LENGTH)
+        while at < chunk_limit:
+            frame_length = np.int64(_get_int32(segment, at))
+            aligned_length = align(frame_length, FRAME_ALIGNMENT)
+            if frame_length < HEADER_LENGTH or at + aligned_length > end_limit:
+                done = True  # not written yet, or past the limit
+                break
+            frame_type = _get_uint16(segment, at + TYPE_FIELD_OFFSET)
+            if frame_type != HDR_TYPE_DATA:
+                if frame_type == HDR_TYPE_PAD or whole_end > 0:
+                    done = True  # a PAD frame comes in a block of its own; a bad frame is refused when it is next
+                    break
+                fill_bytes(log, src + 4 + delta, chunk_start - src - 4 if chunk_start > src else 0, 0)
+                out[REWRITE_OUT_OFFSET_INDEX] = at
+                out[REWRITE_OUT_FRAME_LENGTH_INDEX] = frame_length
+                out[REWRITE_OUT_FRAME_TYPE_INDEX] = frame_type
+                return REPLAY_MALFORMED_FRAME
+            if algorithm != CHECKSUM_NONE:
+                computed = frame_checksum(algorithm, segment, at + HEADER_LENGTH, aligned_length - HEADER_LENGTH)
+                stored = np.int64(_get_int32(segment, at + SESSION_ID_FIELD_OFFSET))
+                if computed != stored:
+                    if whole_end > 0:
+                        done = True  # the whole messages before it go out first
+                        break
+                    fill_bytes(log, src + 4 + delta, chunk_start - src - 4 if chunk_start > src else 0, 0)
+                    out[REWRITE_OUT_OFFSET_INDEX] = at
+                    out[REWRITE_OUT_COMPUTED_INDEX] = computed
+                    out[REWRITE_OUT_STORED_INDEX] = stored
+                    return REPLAY_CHECKSUM_MISMATCH
+            if (segment[at + FLAGS_FIELD_OFFSET] & END_FRAG_FLAG) != 0:
+                whole_end = at + aligned_length
+            at += aligned_length
+        if at >= end_limit:
+            done = True
+        if at > chunk_start:
+            skip = 4 if chunk_start == src else 0  # the first frame's length goes in last
+            copy_bytes(log, chunk_start + skip + delta, segment, chunk_start + skip, at - chunk_start - skip)
+            frame_at = chunk_start
+            while frame_at < at:
+                _put_int32(log, frame_at + delta + SESSION_ID_FIELD_OFFSET, session_id)
+                _put_int32(log, frame_at + delta + STREAM_ID_FIELD_OFFSET, stream_id)
+                frame_at += align(np.int64(_get_int32(segment, frame_at)), FRAME_ALIGNMENT)
+    end = at
+    if whole_end > 0 and whole_end < end:  # cut back to the last whole message: the rest must not be reachable
+        fill_bytes(log, whole_end + delta, end - whole_end, 0)
+        end = whole_end
+    resulting_offset = term_offset + (end - src)
+    atomics.put_int64_release(log, tail_counter_offset(log, index), pack_tail(term_id, resulting_offset))
+    atomics.put_int32_release(log, src + delta, first_frame_length)
+    pub_state[PUB_STATE_TERM_OFFSET] = resulting_offset
+    return term_begin_position + resulting_offset
 
 
 # --- Python callers ------------------------------------------------------------------------------------------

@@ -208,3 +208,53 @@ def test_a_short_write_records_the_whole_frames_it_wrote_and_leaves_no_torn_fram
     data = (tmp_path / "1-0.rec").read_bytes()
     assert data[:544 * 13] == bytes(log[:544 * 13]) and data[544 * 13:] == bytes(TERM - 544 * 13)
     assert recover_stop_position(tmp_path, 1, 0, TERM, TERM) == writer.position
+
+
+def test_undo_zeroes_a_block_written_from_a_log_the_image_lost(shm_dir, tmp_path):
+    log, end = publish(shm_dir, [500] * 20)  # 544-byte frames
+    writer = RecordingWriter(tmp_path, 1, 0, 0, TERM, TERM)
+    record(writer, log, 0, 544 * 4)
+    writer.write(log, 544 * 4, 544 * 6)  # written, then found no longer owned
+    writer.undo(544 * 4)
+    assert writer.position == 544 * 4
+    record(writer, log, 544 * 4, 544 * 5)  # the next block goes where the undone one was
+    writer.close()
+    data = (tmp_path / "1-0.rec").read_bytes()
+    assert data[:544 * 5] == bytes(log[:544 * 5]) and data[544 * 5:] == bytes(TERM - 544 * 5)
+    assert recover_stop_position(tmp_path, 1, 0, TERM, TERM) == 544 * 5
+
+
+def test_record_block_extent_and_commit_as_block_poll(shm_dir):
+    from aeron_numba.kernels.segment_scanner import (
+        EXTENT_END_POSITION,
+        EXTENT_LOG_OFFSET,
+        commit_record_block,
+        record_block_extent,
+    )
+    from aeron_numba.layout import counters as C
+
+    log, end = publish(shm_dir, [500] * 150)  # 544-byte frames over two terms (a PAD frame ends the first)
+    metadata = np.zeros(4 * C.METADATA_LENGTH, dtype=np.uint8)
+    values = np.zeros(4 * C.COUNTER_LENGTH, dtype=np.uint8)
+    counter_id, registration_id = 2, 99
+    metadata[counter_id * C.METADATA_LENGTH + C.METADATA_STATE_OFFSET] = C.RECORD_ALLOCATED
+    values[counter_id * C.COUNTER_LENGTH + C.COUNTER_REGISTRATION_ID_OFFSET] = registration_id
+    position_offset = counter_id * C.COUNTER_LENGTH + C.COUNTER_VALUE_OFFSET
+    extent = np.zeros(2, dtype=np.int64)
+    blocks = []
+    while True:
+        length = record_block_extent(log, values, position_offset, 16 * 1024, extent)
+        if length == 0:
+            break
+        position = int(values[position_offset:position_offset + 8].view(np.int64)[0])
+        term_base = (position // TERM % 3) * TERM
+        assert extent[EXTENT_LOG_OFFSET] == term_base + position % TERM
+        assert position % TERM + length == scan_block(log, term_base, position % TERM,
+                                                       min(TERM, position % TERM + 16 * 1024))
+        blocks.append(length)
+        assert commit_record_block(metadata, values, counter_id, registration_id, position_offset,
+                                   int(extent[EXTENT_END_POSITION]))
+    assert sum(blocks) == end and max(blocks) <= 16 * 1024
+    values[counter_id * C.COUNTER_LENGTH + C.COUNTER_REGISTRATION_ID_OFFSET] = registration_id + 1  # reused
+    assert not commit_record_block(metadata, values, counter_id, registration_id, position_offset, 0)
+    assert int(values[position_offset:position_offset + 8].view(np.int64)[0]) == end  # not stored
