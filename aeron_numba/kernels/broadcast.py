@@ -187,7 +187,8 @@ def receiver_init(buf, capacity, state):
     if state.shape[0] < RECEIVER_STATE_LENGTH:
         return INVALID_LENGTH
     latest = get_int64_acquire(buf, capacity + LATEST_COUNTER_OFFSET)
-    state[:] = 0
+    for i in range(RECEIVER_STATE_LENGTH):
+        state[i] = 0
     state[RECEIVER_CURSOR] = latest
     state[RECEIVER_NEXT_RECORD] = latest
     state[RECEIVER_RECORD_OFFSET] = latest & (capacity - 1)

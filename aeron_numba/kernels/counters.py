@@ -37,6 +37,7 @@ import numpy as np
 from aeron_numba.errors import ConfigurationError, CounterStateError, CountersFullError, LayoutError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.memory import copy_bytes, fill_bytes
 from aeron_numba.layout.bits import INT32_MAX
 from aeron_numba.layout.counters import (
     CHANNEL_KEY_MAX_CHANNEL_LENGTH,
@@ -174,12 +175,12 @@ def allocate(metadata, values, type_id, key, key_length, label, label_length, no
     atomics.put_int64(metadata, record + METADATA_FREE_FOR_REUSE_DEADLINE_OFFSET, NOT_FREE_TO_REUSE)
     key_start = record + METADATA_KEY_OFFSET
     n = _clamp(key_length, min(MAX_KEY_LENGTH, key.size))
-    metadata[key_start : key_start + n] = key[:n]
-    metadata[key_start + n : key_start + MAX_KEY_LENGTH] = 0
+    copy_bytes(metadata, key_start, key, 0, n)
+    fill_bytes(metadata, key_start + n, MAX_KEY_LENGTH - n, 0)
     label_start = record + METADATA_LABEL_OFFSET
     n = _clamp(label_length, min(MAX_LABEL_LENGTH, label.size))
-    metadata[label_start : label_start + n] = label[:n]
-    metadata[label_start + n : label_start + MAX_LABEL_LENGTH] = 0
+    copy_bytes(metadata, label_start, label, 0, n)
+    fill_bytes(metadata, label_start + n, MAX_LABEL_LENGTH - n, 0)
     atomics.put_int32(metadata, record + METADATA_LABEL_LENGTH_OFFSET, n)
     # Last: a reader that acquire-loads ALLOCATED sees every field above.
     atomics.put_int32_release(metadata, record + METADATA_STATE_OFFSET, RECORD_ALLOCATED)
@@ -207,7 +208,7 @@ def free(metadata, values, counter_id, now_ms, free_to_reuse_timeout_ms):
     atomics.put_int32_release(metadata, record + METADATA_STATE_OFFSET, RECORD_RECLAIMED)
     atomics.release_fence()
     key_start = record + METADATA_KEY_OFFSET
-    metadata[key_start : key_start + MAX_KEY_LENGTH] = 0
+    fill_bytes(metadata, key_start, MAX_KEY_LENGTH, 0)
     timeout = max(free_to_reuse_timeout_ms, 0)
     deadline = NOT_FREE_TO_REUSE if now_ms > NOT_FREE_TO_REUSE - timeout else now_ms + timeout
     atomics.put_int64(metadata, record + METADATA_FREE_FOR_REUSE_DEADLINE_OFFSET, deadline)
@@ -412,7 +413,7 @@ def get_counter_label(metadata, counter_id, dst):
     length = _clamp(atomics.get_int32(metadata, record + METADATA_LABEL_LENGTH_OFFSET), MAX_LABEL_LENGTH)
     length = min(length, dst.size)
     start = record + METADATA_LABEL_OFFSET
-    dst[:length] = metadata[start : start + length]
+    copy_bytes(dst, 0, metadata, start, length)
     return length
 
 
@@ -424,7 +425,7 @@ def get_counter_key(metadata, counter_id, dst):
         return COUNTER_ID_INVALID
     length = min(MAX_KEY_LENGTH, dst.size)
     start = record + METADATA_KEY_OFFSET
-    dst[:length] = metadata[start : start + length]
+    copy_bytes(dst, 0, metadata, start, length)
     return length
 
 
@@ -528,9 +529,9 @@ def collect_counters(metadata, values, start_id, out_desc, out_keys, out_labels)
             type_id = atomics.get_int32(metadata, record + METADATA_TYPE_ID_OFFSET)
             label_length = _clamp(atomics.get_int32(metadata, record + METADATA_LABEL_LENGTH_OFFSET), label_width)
             start = record + METADATA_KEY_OFFSET
-            out_keys[count, :key_width] = metadata[start : start + key_width]
+            copy_bytes(out_keys[count], 0, metadata, start, key_width)
             start = record + METADATA_LABEL_OFFSET
-            out_labels[count, :label_length] = metadata[start : start + label_length]
+            copy_bytes(out_labels[count], 0, metadata, start, label_length)
             # Seqlock-style re-check: the copies above must not be reordered after this load.
             atomics.acquire_fence()
             if atomics.get_int32_acquire(metadata, record + METADATA_STATE_OFFSET) == RECORD_ALLOCATED:

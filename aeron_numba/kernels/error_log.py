@@ -29,6 +29,7 @@ import numpy as np
 from aeron_numba.errors import ConfigurationError, LayoutError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.layout.bits import align
 from aeron_numba.layout.error_log import (
     ENCODED_ERROR_OFFSET,
@@ -148,7 +149,7 @@ def record_observation(buffer, encoded_text, text_length, now_ms):
     atomics.put_int64(buffer, offset + LAST_OBSERVATION_TIMESTAMP_OFFSET, now_ms)
     atomics.put_int32(buffer, offset + OBSERVATION_COUNT_OFFSET, 0)
     text_start = offset + ENCODED_ERROR_OFFSET
-    buffer[text_start : text_start + text_length] = encoded_text[:text_length]
+    copy_bytes(buffer, text_start, encoded_text, 0, text_length)
     # Publish: everything above is visible to a reader that acquire-loads this length.
     atomics.put_int32_release(buffer, offset + LENGTH_OFFSET, record_length)
     atomics.get_and_add_int32(buffer, offset + OBSERVATION_COUNT_OFFSET, 1)

@@ -27,6 +27,7 @@ import numpy as np
 from aeron_numba.errors import ConfigurationError, LayoutError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.memory import copy_bytes, fill_bytes
 from aeron_numba.layout.bits import INT32_MAX, INT64_MAX
 from aeron_numba.layout.loss_report import (
     CHANNEL_LENGTH_OFFSET,
@@ -119,12 +120,12 @@ def create_entry(
     atomics.put_int32(buffer, offset + STREAM_ID_OFFSET, stream_id)
     atomics.put_int32(buffer, offset + CHANNEL_LENGTH_OFFSET, channel_length)
     start = offset + CHANNEL_OFFSET
-    buffer[start : start + channel_length] = channel[:channel_length]
+    copy_bytes(buffer, start, channel, 0, channel_length)
     source_field = offset + source_length_offset(channel_length)
-    buffer[start + channel_length : source_field] = 0
+    fill_bytes(buffer, start + channel_length, source_field - (start + channel_length), 0)
     atomics.put_int32(buffer, source_field, source_length)
     start = source_field + STRING_LENGTH_FIELD_LENGTH
-    buffer[start : start + source_length] = source[:source_length]
+    copy_bytes(buffer, start, source, 0, source_length)
     # Publish last: a reader that acquire-loads a positive count sees every field above.
     atomics.put_int64_release(buffer, offset + OBSERVATION_COUNT_OFFSET, 1)
     state[STATE_NEXT_ENTRY_OFFSET] = offset + aligned_entry_length(channel_length, source_length)

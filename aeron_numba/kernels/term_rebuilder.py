@@ -14,6 +14,7 @@ zeroed before it is reused for a new term id (Aeron's image cleans behind its su
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.layout.bits import align
 from aeron_numba.layout.frame import (
     FRAME_ALIGNMENT,
@@ -90,9 +91,8 @@ def insert(term, term_offset, packet, packet_offset, length):
         return status
     if atomics.get_int32(term, term_offset + FRAME_LENGTH_FIELD_OFFSET) != 0:
         return ALREADY_PRESENT
-    term[term_offset + COMMON_HEADER_LENGTH : term_offset + length] = packet[
-        packet_offset + COMMON_HEADER_LENGTH : packet_offset + length
-    ]
+    copy_bytes(term, term_offset + COMMON_HEADER_LENGTH, packet, packet_offset + COMMON_HEADER_LENGTH,
+               length - COMMON_HEADER_LENGTH)
     # Frame length, version, flags and type last and together: a reader acquiring a positive length sees the rest.
     atomics.put_int64_release(term, term_offset, atomics.get_int64(packet, packet_offset))
     return length

@@ -20,6 +20,7 @@ import numpy as np
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.layout.bits import align
 from aeron_numba.layout.frame import (
     CURRENT_VERSION,
@@ -263,7 +264,7 @@ def encode_err(
     atomics.put_int32(buf, offset + ERR_ERROR_CODE_OFFSET, error_code)
     atomics.put_int32(buf, offset + ERR_ERROR_LENGTH_OFFSET, text_length)
     start = offset + ERR_ERROR_TEXT_OFFSET
-    buf[start : start + text_length] = text[:text_length]
+    copy_bytes(buf, start, text, 0, text_length)
     return frame_length
 
 
