@@ -15,8 +15,6 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from aeron_numba.agent import AgentRunner, idle_strategy_from_name
 from aeron_numba.agent.agent_runner import close_on_signals
 from aeron_numba.archive.archive_conductor import ArchiveConductor
@@ -26,12 +24,7 @@ from aeron_numba.archive.mark_file import ArchiveMarkFile
 from aeron_numba.archive.segment_files import recover_stop_position
 from aeron_numba.archive.warmup import warm_up_archive_kernels
 from aeron_numba.errors import AeronError
-from aeron_numba.kernels.replay_rewrite import replay_block
-from aeron_numba.kernels.segment_scanner import commit_record_block, record_block_extent
 from aeron_numba.layout import archive as A
-from aeron_numba.layout.checksum import CHECKSUM_NONE, REWRITE_OUT_LENGTH
-from aeron_numba.layout.log_buffer import LOG_META_DATA_LENGTH, LOG_TERM_LENGTH_OFFSET
-from aeron_numba.layout.publication import PUB_STATE_CLOSED, PUB_STATE_LENGTH
 
 ARCHIVE_VERSION = "0.1.0"
 
@@ -52,30 +45,12 @@ def recover_catalog(catalog: Catalog, archive_dir: str, now_ms: int) -> list[tup
     return recovered
 
 
-def warm_up_block_kernels() -> None:
-    """Compile (or load) the recorder's and replayer's block kernels before the first duty cycle, as
-    ``warm_up_archive_kernels`` does for the others: a fake log whose publication is closed and an image with
-    nothing to poll exercise no path but still compile every one."""
-    term_length = 64 * 1024
-    log = np.zeros(3 * term_length + LOG_META_DATA_LENGTH, dtype=np.uint8)
-    log[3 * term_length + LOG_TERM_LENGTH_OFFSET:3 * term_length + LOG_TERM_LENGTH_OFFSET + 4] = \
-        np.frombuffer(np.int32(term_length).tobytes(), np.uint8)
-    values = np.zeros(4096, dtype=np.uint8)
-    pub_state = np.zeros(PUB_STATE_LENGTH, dtype=np.int64)
-    pub_state[PUB_STATE_CLOSED] = 1
-    out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
-    replay_block(log, 0, 0, 64, log, pub_state, values, CHECKSUM_NONE, out)
-    record_block_extent(log, values, 0, 4096, out)
-    commit_record_block(values, values, 0, 1, 0, 0)
-
-
 class ArchiveProcess:
     def __init__(self, ctx: ArchiveContext, aeron=None):
         from aeron_numba.client import Aeron, Context
 
         self.ctx = ctx.conclude()
         warm_up_archive_kernels()
-        warm_up_block_kernels()
         Path(self.ctx.archive_dir).mkdir(parents=True, exist_ok=True)
         self.aeron = aeron if aeron is not None else Aeron.connect(Context(aeron_dir=ctx.aeron_dir))
         self._owns_aeron = aeron is None

@@ -113,7 +113,7 @@ class RecordingSession:
         try:
             self.writer.write(log, int(extent[EXTENT_LOG_OFFSET]), length)
         finally:  # as Aeron: a block handed to the writer is consumed, written or not
-            owned = commit_record_block(image._metadata, position_buffer, image.subscriber_position_id,
+            owned = commit_record_block(image.counters_metadata_buffer, position_buffer, image.subscriber_position_id,
                                         image.subscription_registration_id, image.position_offset,
                                         int(extent[EXTENT_END_POSITION]))
         if not owned:  # the driver dropped the image while the write read its log: no torn frames kept

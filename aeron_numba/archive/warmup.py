@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from aeron_numba.kernels.replay_rewrite import frame_checksum, record_checksums, replay_rewrite
-from aeron_numba.kernels.segment_scanner import recorded_frames_end, verify_frames, whole_messages_length
+from aeron_numba.kernels.replay_rewrite import frame_checksum, record_checksums, replay_block, replay_rewrite
+from aeron_numba.kernels.segment_scanner import (
+    commit_record_block,
+    record_block_extent,
+    recorded_frames_end,
+    verify_frames,
+    whole_messages_length,
+)
 from aeron_numba.kernels.term_scanner import scan_block
-from aeron_numba.layout.checksum import CHECKSUM_CRC32, CHECKSUM_CRC32C, REWRITE_OUT_LENGTH
+from aeron_numba.layout.checksum import CHECKSUM_CRC32, CHECKSUM_CRC32C, CHECKSUM_NONE, REWRITE_OUT_LENGTH
+from aeron_numba.layout.log_buffer import LOG_META_DATA_LENGTH, LOG_TERM_LENGTH_OFFSET
+from aeron_numba.layout.publication import PUB_STATE_CLOSED, PUB_STATE_LENGTH
 
 
 def warm_up_archive_kernels() -> None:
@@ -25,3 +33,16 @@ def warm_up_archive_kernels() -> None:
     whole_messages_length(block, 0, 64)
     verify_frames(block, 0, 64, 0, 65536, CHECKSUM_CRC32C, out)
     scan_block(block, 0, 0, 4096)
+    # The recorder's and replayer's block kernels: a log whose publication is closed and an image with nothing
+    # to poll exercise no path but still compile every one.
+    term_length = 64 * 1024
+    log = np.zeros(3 * term_length + LOG_META_DATA_LENGTH, dtype=np.uint8)
+    log[3 * term_length + LOG_TERM_LENGTH_OFFSET:3 * term_length + LOG_TERM_LENGTH_OFFSET + 4] = \
+        np.frombuffer(np.int32(term_length).tobytes(), np.uint8)
+    values = np.zeros(4096, dtype=np.uint8)
+    pub_state = np.zeros(PUB_STATE_LENGTH, dtype=np.int64)
+    pub_state[PUB_STATE_CLOSED] = 1
+    out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
+    replay_block(log, 0, 0, 64, log, pub_state, values, CHECKSUM_NONE, out)
+    record_block_extent(log, values, 0, 4096, out)
+    commit_record_block(values, values, 0, 1, 0, 0)

@@ -359,6 +359,12 @@ class Image:
         return self._is_closed
 
     @property
+    def counters_metadata_buffer(self) -> np.ndarray:
+        """The counters metadata the ownership checks read (is ``sub-pos`` still this image's?), for compiled
+        callers that consume the log themselves, as the archive's recorder does."""
+        return self._metadata
+
+    @property
     def end_of_stream_position(self) -> int:
         """Position where the publication ended (``INT64_MAX`` while it is open)."""
         log = self.log_buffer

@@ -526,7 +526,7 @@ CHECKSUM_ENV = {"AERON_ARCHIVE_RECORD_CHECKSUM": "CRC-32C", "AERON_ARCHIVE_REPLA
 class ArchiveSegmentByteFlipped(Scenario):
     """A recording made with CRC-32C record checksums has one payload byte flipped in a segment file after it
     stopped. A checksum-verified replay must fail at that frame instead of delivering it (the client gets the
-    error; only whole blocks before it arrive), the frames on either side still replay intact, the archive keeps
+    error; only whole messages before it arrive), the frames on either side still replay intact, the archive keeps
     answering, and archive-tool verify reports the mismatch at that frame and marks the recording INVALID."""
 
     name = "archive-segment-byte-flipped"
@@ -602,7 +602,8 @@ class ArchiveSegmentByteFlipped(Scenario):
         if [seq for seq, _, _, _ in got] != owed or any(not ok or sent[seq] != p for seq, _, ok, p in got):
             failures.append(f"the failed replay delivered {len(got)} messages up to {end}: not exactly the "
                             f"{len(owed)} recorded there, intact and at their positions")
-        # Nothing of the block holding the flipped frame goes out, and that block is at most one buffer long.
+        # Nothing from the flipped frame on goes out (the whole messages before it in its block may), and the
+        # replay got to within one replay block of it.
         if not (m["flipped_frame_end"] - m["replay_block"] <= end <= flipped):
             failures.append(f"the failed replay reached {end}: not within one {m['replay_block']}-byte block before "
                             f"the flipped frame at {flipped}")
