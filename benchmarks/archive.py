@@ -115,11 +115,13 @@ def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
                 time.sleep(RECORDED_POLL_S)
             record_s = time.perf_counter() - t0
             archive.stop_recording(channel, STREAM)
-            subscription = archive.replay(recording_id, 0, end, "aeron:ipc", REPLAY_STREAM)
-            await_condition(lambda: subscription.image_count > 0, 30, "the replay image")
-            image = subscription.images[0]
             ctx = np.zeros(loops.ECHO_CTX_WORDS, dtype=np.int64)
+            # The clock starts with the replay request: the archive replays as soon as the image connects, so a
+            # clock started after that would not count what went into the log meanwhile (up to a window).
             t0 = time.perf_counter()
+            subscription = archive.replay(recording_id, 0, end, "aeron:ipc", REPLAY_STREAM)
+            await_condition(lambda: subscription.image_count > 0, 30, "the replay image", poll_interval_s=0.0001)
+            image = subscription.images[0]
             got = loops.stream_subscribe(image.log_buffer, image.position_buffer, image.position_offset, 256,
                                          loops.on_stream_fragment, ctx, messages, int(120 * tsc_hz), 0)
             replay_s = time.perf_counter() - t0
