@@ -79,3 +79,15 @@ def kernel(*args, **kwargs):
     if args and callable(args[0]) and len(args) == 1:
         return numba.njit(**flags)(args[0])
     return numba.njit(*args, **flags)
+
+
+def compiled_entry(dispatcher, *example_args):
+    """``dispatcher``'s compiled function for the types of ``example_args``, to call from Python without Numba's
+    per-call type dispatch (measured here: 168 instead of 295 ns for a call with four arrays). Every later call
+    must pass arguments of exactly those types (arrays are not checked again): for the client's hot kernels,
+    whose arrays it owns. Under ``NUMBA_DISABLE_JIT`` the plain function."""
+    if numba.config.DISABLE_JIT:
+        return dispatcher
+    signature = tuple(numba.typeof(arg) for arg in example_args)
+    existing = dispatcher.overloads.get(signature)
+    return existing.entry_point if existing is not None else dispatcher.compile(signature)

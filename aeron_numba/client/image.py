@@ -31,7 +31,7 @@ import numpy as np
 from aeron_numba.client.fragment_assembler import ABORT, ACTIONS, BREAK, COMMIT
 from aeron_numba.client.header import Header
 from aeron_numba.errors import ConfigurationError
-from aeron_numba.jit import kernel
+from aeron_numba.jit import compiled_entry, kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire
@@ -204,6 +204,11 @@ class Image:
         self._is_closed = False
         self._final_position = self.join_position
         self._is_eos = False
+        # poll's kernel without per-call dispatch (the idle subscriber's loop): its arguments are always these
+        # arrays (the descriptor rows and the scratch buffer keep their types when they grow) and ints.
+        self._poll_and_copy = compiled_entry(poll_and_copy, self.log_buffer, position_buffer, self.position_offset,
+                                             self._out, self._scratch, self._metadata, self.subscriber_position_id,
+                                             self.subscription_registration_id, self._result)
 
     # ------------------------------------------------------------------------------------------- polling
     def _descriptors_for(self, fragment_limit: int) -> np.ndarray:
@@ -219,14 +224,14 @@ class Image:
         """``poll_and_copy`` into this image's descriptor rows and private buffer (grown when a batch needs it).
         (``poll`` inlines the first call: an empty poll is the loop every idle subscriber spins in.)"""
         out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        count = poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
-                              self.subscriber_position_id, self.subscription_registration_id, self._result)
+        count = self._poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
+                                    self.subscriber_position_id, self.subscription_registration_id, self._result)
         return self._poll_larger(log, position_buffer, out) if count == COPY_TOO_SMALL else count
 
     def _poll_larger(self, log: np.ndarray, position_buffer: np.ndarray, out: np.ndarray) -> int:
         self._scratch = np.zeros(max(int(self._result[RESULT_WANTED]), 2 * self._scratch.size), dtype=np.uint8)
-        return poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
-                             self.subscriber_position_id, self.subscription_registration_id, self._result)
+        return self._poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
+                                   self.subscriber_position_id, self.subscription_registration_id, self._result)
 
     def _store_position(self, position_buffer: np.ndarray, position: int) -> None:
         # The caller passes the buffer it polled with: the conductor thread may close this image (and set
@@ -246,8 +251,8 @@ class Image:
         if log is None or position_buffer is None:
             return 0
         out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        count = poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
-                              self.subscriber_position_id, self.subscription_registration_id, self._result)
+        count = self._poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
+                                    self.subscriber_position_id, self.subscription_registration_id, self._result)
         if count <= 0:
             if count != COPY_TOO_SMALL:
                 return 0  # nothing, or dropped by the driver: nothing of this batch can be trusted

@@ -25,6 +25,7 @@ import numpy as np
 
 from aeron_numba.client.buffer_claim import BufferClaim
 from aeron_numba.errors import ConfigurationError, MessageTooLongError
+from aeron_numba.jit import compiled_entry
 from aeron_numba.kernels import term_appender
 from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire
 from aeron_numba.layout import counters as counters_layout
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 
 _UINT8 = np.dtype(np.uint8)
+_NO_BYTES = np.zeros(0, dtype=np.uint8)  # a message's type, to bind offer's kernel
 
 
 def as_uint8(data) -> np.ndarray:
@@ -125,6 +127,9 @@ class Publication:
             position_limit_counter_id * counters_layout.COUNTER_LENGTH + counters_layout.COUNTER_VALUE_OFFSET
         )
         self._is_closed = False
+        # offer's kernel without per-call dispatch: offer passes these arrays and a 1-D C uint8 message only.
+        self._offer_entry = compiled_entry(self._offer_kernel, self.log_buffer, self.pub_state, limit_buffer,
+                                           _NO_BYTES, 0, 0, 0)
 
     # -------------------------------------------------------------------------------------------- hot path
     def offer(self, data, offset: int = 0, length: int | None = None, reserved_value: int = 0) -> int:
@@ -151,7 +156,7 @@ class Publication:
                     f"offset={offset} length={length} outside the message of length={src.shape[0]}")
         if length > self.max_message_length and length > self.max_payload_length:
             raise MessageTooLongError(f"length={length} > max_message_length={self.max_message_length}")
-        result = self._offer_kernel(log, self.pub_state, limit_buffer, src, offset, length, int(reserved_value))
+        result = self._offer_entry(log, self.pub_state, limit_buffer, src, offset, length, int(reserved_value))
         if result == ERROR:
             raise MessageTooLongError(f"length={length} > max_message_length={self.max_message_length}")
         return result
