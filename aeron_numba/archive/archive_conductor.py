@@ -613,7 +613,9 @@ class ArchiveConductor:
                           f"max concurrent replays reached: {self.ctx.max_concurrent_replays}")
             return
         d = self.catalog.descriptor(recording_id)
-        error = replay_position_error(d, request.position, request.length)
+        active = self.recordings.get(recording_id)
+        error = replay_position_error(d, request.position, request.length,
+                                      active.position if active is not None else None)
         if error is not None:
             session.error(request.correlation_id, "GENERIC", error)
             return

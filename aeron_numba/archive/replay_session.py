@@ -42,8 +42,9 @@ class ReplayState(enum.Enum):
     DONE = "done"
 
 
-def replay_position_error(descriptor, position: int, length: int) -> str | None:
-    """Why a replay of ``descriptor`` from ``position`` (-1: its start) for ``length`` cannot start, or None."""
+def replay_position_error(descriptor, position: int, length: int, recorded_position: int | None = None) -> str | None:
+    """Why a replay of ``descriptor`` from ``position`` (-1: its start) for ``length`` cannot start, or None.
+    ``recorded_position``: how far an active recording has written (a replay may not start past it, as in Aeron)."""
     start, stop = descriptor.start_position, descriptor.stop_position
     if position == A.NULL_POSITION:
         position = start
@@ -53,6 +54,9 @@ def replay_position_error(descriptor, position: int, length: int) -> str | None:
         return f"requested replay start position={position} is less than recording start position={start}"
     if stop != A.NULL_POSITION and position >= stop and not (position == stop == start):
         return f"requested replay start position={position} must be less than the stop position={stop}"
+    if stop == A.NULL_POSITION and recorded_position is not None and position > recorded_position:
+        return (f"requested replay start position={position} must be less than the highest recorded "
+                f"position={recorded_position}")
     if length != A.NULL_LENGTH and length < 0:
         return f"requested replay length={length} must be -1 (to the end) or >= 0"
     return None

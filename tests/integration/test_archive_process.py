@@ -282,6 +282,11 @@ def test_a_replay_of_a_live_recording_follows_it_to_the_live_end_and_a_bounded_o
     (start,) = signals(archive, "START")
     rid = start.recording_id
     sent = publish(publication, 300, random.Random(12))
+    await_condition(lambda: archive.get_recording_position(rid) == sent[-1][1], 10, "all 300 recorded")
+    beyond = sent[-1][1] + 1024  # aligned, but past what the active recording has written
+    with pytest.raises(ArchiveError, match=f"start position={beyond} must be less than the highest recorded "
+                                           f"position={sent[-1][1]}"):
+        archive.start_replay(rid, beyond, -1, "aeron:ipc", REPLAY_STREAM)
     live = archive.replay(rid, 0, -1, "aeron:ipc", REPLAY_STREAM)
     limit = aeron.add_counter(RECORDING_POSITION_TYPE_ID + 1000, b"", "replay limit")
     limit.set(sent[99][1])

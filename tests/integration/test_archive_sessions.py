@@ -5,6 +5,7 @@ the test here; the archive conductor will drive them the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 
@@ -150,3 +151,7 @@ def test_replay_requests_outside_the_recording_are_refused_with_the_reason(tmp_p
     assert replay_position_error(descriptor, 4096, -5) == \
         "requested replay length=-5 must be -1 (to the end) or >= 0"
     assert replay_position_error(descriptor, -1, -1) is None and replay_position_error(descriptor, 8160, 32) is None
+    active = dataclasses.replace(descriptor, stop_position=-1)  # still recording, written up to 8192 so far
+    assert replay_position_error(active, 8224, -1, recorded_position=8192) == \
+        "requested replay start position=8224 must be less than the highest recorded position=8192"
+    assert replay_position_error(active, 8192, -1, recorded_position=8192) is None  # waits at the live end
