@@ -282,6 +282,13 @@ REPLAY_MISPLACED_BLOCK = -13  # the recorded frame is not where the publication 
 REPLAY_CHUNK_LENGTH = 16 * 1024
 
 
+@kernel(inline="always")
+def _erase_earlier_chunks(log, src, delta, chunk_start):
+    """A refused frame in a later chunk: zero what the earlier chunks copied into the log (all of the block but
+    the first frame's length, which was never written), so the term is left as it was."""
+    fill_bytes(log, src + 4 + delta, chunk_start - src - 4 if chunk_start > src else 0, 0)
+
+
 @kernel
 def replay_block(segment, term_base, term_offset, limit_offset, log, pub_state, limit_buf, algorithm, out):
     """One replay duty cycle (§6.3): append the recorded frames at ``segment[term_base + term_offset:]`` straight
@@ -369,7 +376,7 @@ def replay_block(segment, term_base, term_offset, limit_offset, log, pub_state, 
                 if frame_type == HDR_TYPE_PAD or whole_end > 0:
                     done = True  # a PAD frame comes in a block of its own; a bad frame is refused when it is next
                     break
-                fill_bytes(log, src + 4 + delta, chunk_start - src - 4 if chunk_start > src else 0, 0)
+                _erase_earlier_chunks(log, src, delta, chunk_start)
                 out[REWRITE_OUT_OFFSET_INDEX] = at
                 out[REWRITE_OUT_FRAME_LENGTH_INDEX] = frame_length
                 out[REWRITE_OUT_FRAME_TYPE_INDEX] = frame_type
@@ -381,7 +388,7 @@ def replay_block(segment, term_base, term_offset, limit_offset, log, pub_state, 
                     if whole_end > 0:
                         done = True  # the whole messages before it go out first
                         break
-                    fill_bytes(log, src + 4 + delta, chunk_start - src - 4 if chunk_start > src else 0, 0)
+                    _erase_earlier_chunks(log, src, delta, chunk_start)
                     out[REWRITE_OUT_OFFSET_INDEX] = at
                     out[REWRITE_OUT_COMPUTED_INDEX] = computed
                     out[REWRITE_OUT_STORED_INDEX] = stored
