@@ -12,6 +12,7 @@ of its payload (``replay_rewrite.record_checksums``); the image's log is never w
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from aeron_numba.layout import archive as A
 from aeron_numba.layout import frame
 from aeron_numba.layout.checksum import CHECKSUM_NONE, REWRITE_OUT_LENGTH, check_checksum_algorithm
 from aeron_numba.layout.mapped_file import MappedFile
+
+
+PAGE_SIZE = mmap.PAGESIZE
 
 
 class SegmentFileError(AeronError):
@@ -120,7 +124,7 @@ class RecordingWriter:
                                        f"frame_length {int(self._out[1])}, type {int(self._out[2])})")
         else:
             data = block[offset:offset + length]
-        written = os.pwrite(self._fd, memoryview(data), segment_offset)
+        written = self._write_frames_first_header_last(data, segment_offset)
         if written != data.size:  # the file system took part of it: out of space, or at a file size limit
             whole = _whole_frames_length(data, written) if frame_type != frame.HDR_TYPE_PAD else 0
             if written > whole:  # no torn frame may stay behind the last whole one (recovery would count it)
@@ -129,6 +133,26 @@ class RecordingWriter:
             raise OSError(errno.ENOSPC, f"short write: {written} of {data.size} bytes at {segment_offset} of segment "
                                         f"{self._segment_base} (disk full?); recorded up to {self.position}")
         self.position += length
+
+    def _write_frames_first_header_last(self, data: np.ndarray, segment_offset: int) -> int:
+        """Write ``data`` at ``segment_offset``; returns the bytes written from its start.
+
+        A process killed inside ``pwrite`` leaves a prefix of it in the file, cut at a page boundary (the kernel
+        checks for a fatal signal before each page it copies). Had that prefix held a frame's header but not the
+        frame's end, recovery would count the frame as whole. So a block crossing a page boundary is written as
+        the recorder's log is published: its frames after the first header, then that header, which lies within
+        one page and lands whole or not at all. A cut before it leaves the block's first length 0, where
+        recovery stops.
+        """
+        fd, head = self._fd, frame.HEADER_LENGTH
+        if data.size <= head or segment_offset // PAGE_SIZE == (segment_offset + data.size - 1) // PAGE_SIZE:
+            return os.pwrite(fd, memoryview(data), segment_offset)
+        body = os.pwrite(fd, memoryview(data[head:]), segment_offset + head)
+        if body == 0:
+            return 0
+        if os.pwrite(fd, memoryview(data[:head]), segment_offset) != head:  # no space for the header's page
+            return 0
+        return head + body
 
     def undo(self, position: int) -> None:
         """Zero what the last write put after ``position`` (in the current segment) and go back to it: a block
@@ -147,7 +171,9 @@ def recover_stop_position(archive_dir: str | os.PathLike, recording_id: int, sta
                           segment_length: int) -> int:
     """Where the whole frames of an interrupted recording end: walk its highest segment file (§3.2 fix-up).
 
-    No segment file yet means nothing was written: the start position.
+    What lies after them in that file (a block cut short by the crash) is zeroed, so that frames written when
+    the recording is extended can never run into stale ones. No segment file yet means nothing was written:
+    the start position.
     """
     segments = segment_files(archive_dir, recording_id)
     if not segments:
@@ -157,8 +183,11 @@ def recover_stop_position(archive_dir: str | os.PathLike, recording_id: int, sta
     if path.stat().st_size < segment_length:
         raise SegmentFileError(f"{path}: length {path.stat().st_size} < segment length {segment_length}")
     with MappedFile.open(path) as mapped:
-        end = recorded_frames_end(mapped.buffer[:segment_length], first_offset, base, term_length)
-    return base + int(end)
+        end = int(recorded_frames_end(mapped.buffer[:segment_length], first_offset, base, term_length))
+    if end < segment_length:
+        os.truncate(path, end)  # drops the tail; the file grows back to its length as sparse zeros
+        os.truncate(path, segment_length)
+    return base + end
 
 
 class RecordingReader:

@@ -210,6 +210,59 @@ def test_a_short_write_records_the_whole_frames_it_wrote_and_leaves_no_torn_fram
     assert recover_stop_position(tmp_path, 1, 0, TERM, TERM) == writer.position
 
 
+@SETTINGS
+@given(sizes=st.lists(st.integers(1, 6000), min_size=10, max_size=40), max_block=st.sampled_from([4096, 8192, TERM]))
+def test_a_recorder_killed_inside_any_write_recovers_only_frames_written_whole(tmp_path_factory, sizes, max_block):
+    """SIGKILL inside ``pwrite`` leaves a page-granular prefix of it in the file. Cut the recording at every such
+    point of every write: recovery must stop at an end of whole frames, no earlier than the blocks written
+    before the cut, and zero what the cut write left after it."""
+    import mmap
+    import os
+
+    from aeron_numba.archive import segment_files as sf
+
+    shm_dir = tmp_path_factory.mktemp("log")
+    log, end = publish(shm_dir, sizes)
+    end = min(end, TERM)
+    calls, blocks_done = [], []  # (offset, bytes) of each pwrite; (pwrites so far, position) after each block
+    real_pwrite = os.pwrite
+
+    def logged_pwrite(fd, data, offset):
+        calls.append((offset, bytes(data)))
+        return real_pwrite(fd, data, offset)
+
+    writer = RecordingWriter(tmp_path_factory.mktemp("rec"), 1, 0, 0, TERM, TERM)
+    real_write = writer.write
+
+    def write(block, offset, length):
+        real_write(block, offset, length)
+        blocks_done.append((len(calls), writer.position))
+
+    writer.write = write
+    sf.os.pwrite = logged_pwrite
+    try:
+        record(writer, log, 0, end, max_block)
+    finally:
+        sf.os.pwrite = real_pwrite
+    writer.close()
+    whole = (writer.archive_dir / "1-0.rec").read_bytes()
+    cut_dir = tmp_path_factory.mktemp("cut")
+    for i, (offset, data) in enumerate(calls):
+        done = max((position for n, position in blocks_done if n <= i), default=0)
+        first_page = (offset // mmap.PAGESIZE + 1) * mmap.PAGESIZE
+        for cut in [offset, *range(first_page, offset + len(data), mmap.PAGESIZE)]:
+            file = bytearray(TERM)
+            for at, earlier in calls[:i]:
+                file[at:at + len(earlier)] = earlier
+            file[offset:cut] = data[:cut - offset]
+            (cut_dir / "1-0.rec").write_bytes(bytes(file))
+            stop = recover_stop_position(cut_dir, 1, 0, TERM, TERM)
+            assert done <= stop <= end, (i, cut, done, stop)
+            after = (cut_dir / "1-0.rec").read_bytes()
+            assert after[:stop] == whole[:stop], f"torn frame before the recovered stop {stop} (write {i}, cut {cut})"
+            assert after[stop:] == bytes(TERM - stop)
+
+
 def test_undo_zeroes_a_block_written_from_a_log_the_image_lost(shm_dir, tmp_path):
     log, end = publish(shm_dir, [500] * 20)  # 544-byte frames
     writer = RecordingWriter(tmp_path, 1, 0, 0, TERM, TERM)
