@@ -4,11 +4,13 @@ The driver sends ON_AVAILABLE_IMAGE with the log file and the id of this subscri
 (``sub-pos``). Polling reads fragments from that position and release-stores the new position, which the
 driver reads for flow control (``pub-lmt``) and cleaning.
 
-Python callers: a ``poll`` that finds nothing is one kernel call; one that delivers is two. ``poll_and_copy``
+Python callers: a ``poll`` first peeks at the length of the frame at its position (a plain read of the log;
+zero means nothing yet, with no kernel call: what an idle subscriber spins on). Otherwise ``poll_and_copy``
 describes up to ``fragment_limit`` fragments from the subscriber position (``term_reader.image_poll_batch``),
 copies them (one contiguous run of the term) into the image's private buffer and then checks that our
-``sub-pos`` counter is still allocated to this subscription. The handlers are called on the private copy,
-and ``store_position_if_owned`` stores the position once at the end.
+``sub-pos`` counter is still allocated to this subscription. The handlers are called on the private copy. A
+lone fragment is consumed by that same call (its position stored, so a poll that delivers one fragment is one
+kernel call); a batch's position is stored once at its end (``store_position_if_owned``).
 
 Why the copy: a Python process can be stopped anywhere (a GC pause, SIGSTOP, a slow handler). If it is stopped
 past the client liveness timeout, the driver frees its counters and may then clean or reuse the log behind
@@ -59,6 +61,8 @@ _COUNTER_LENGTH = counters_layout.COUNTER_LENGTH
 _REGISTRATION_ID_OFFSET = counters_layout.COUNTER_REGISTRATION_ID_OFFSET
 
 
+_NO_FRAME = memoryview(np.zeros(1, dtype=np.int32))  # a closed image's peek
+
 #: ``poll_and_copy`` results that deliver nothing.
 NOT_OWNED = -1  # our sub-pos counter was freed: the driver dropped this subscriber, the copy may be stale
 COPY_TOO_SMALL = -2  # the batch does not fit the private buffer: grow it to ``result[RESULT_WANTED]`` bytes, poll again
@@ -66,6 +70,8 @@ COPY_TOO_SMALL = -2  # the batch does not fit the private buffer: grow it to ``r
 RESULT_END = 0  # position after the batch
 RESULT_START = 1  # position before it
 RESULT_WANTED = 2  # private buffer length the batch needs (COPY_TOO_SMALL)
+RESULT_NEXT_FRAME = 3  # the int32 slot of the log where the next frame's length will be
+RESULT_LENGTH = 4
 
 
 @kernel(inline="always")
@@ -76,22 +82,33 @@ def _owned(metadata, values, counter_id, registration_id):
             == registration_id)
 
 
+@kernel(inline="always")
+def _frame_slot(log, position):
+    """Index, in the log as int32s, of the length field of the frame at ``position`` (``Image.poll``'s peek)."""
+    term_length = log_term_length(log)
+    term_base = index_by_position(position, position_bits_to_shift(term_length)) * term_length
+    return (term_base + (position & (term_length - 1))) >> 2
+
+
 @kernel
-def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata, counter_id, registration_id, result):
+def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata, counter_id, registration_id, result,
+                  consume_single):
     """One Python poll's compiled work, in one call: describe up to ``len(out)`` fragments from our ``sub-pos``,
     copy them (one contiguous run of the term) into ``scratch``, then check that counter ``counter_id`` is still
-    allocated to ``registration_id``.
+    allocated to ``registration_id``. With ``consume_single`` a batch of one fragment is consumed here too (its
+    position stored): the handler reads the copy, and a fragment whose handler raises counts as consumed anyway.
 
     Returns the fragment count, 0 when there is none (a padding frame skipped is stored here at once),
     ``NOT_OWNED`` or ``COPY_TOO_SMALL``. For a count > 0, ``result`` holds the positions before and after the
     batch and the rows of ``out`` become (payload offset in ``scratch``, payload length, position after the
-    fragment).
+    fragment). ``result[RESULT_NEXT_FRAME]`` is where the frame after the batch will be (``_frame_slot``).
 
     The acquire fence keeps the state loads after the copy's loads; the driver frees the counter (a release
     store) before it cleans or lets a publisher reuse anything this subscriber had not consumed.
     """
     position = atomics.get_int64_acquire(position_buffer, position_offset)
     count, new_position = image_poll_batch(log, position, out)
+    result[RESULT_NEXT_FRAME] = _frame_slot(log, new_position)
     if count == 0:
         if new_position > position:
             store_position_if_owned(metadata, position_buffer, counter_id, registration_id, new_position)
@@ -110,6 +127,8 @@ def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata,
         out[i, 1] -= _HEADER_LENGTH
     result[RESULT_START] = position
     result[RESULT_END] = new_position
+    if consume_single and count == 1:
+        atomics.put_int64_release(position_buffer, position_offset, new_position)
     return count
 
 
@@ -151,6 +170,30 @@ def _check_fragment_limit(fragment_limit: int) -> int:
     if fragment_limit < 1:
         raise ConfigurationError(f"fragment_limit={fragment_limit} must be >= 1")
     return min(fragment_limit, MAX_FRAGMENTS_PER_POLL)
+
+
+class _LoneFragmentHeader(Header):
+    """The header handed with a poll's only fragment: nothing is set per poll. Its frame is the first of the
+    image's copy and its position is read from the image's descriptors when asked for."""
+
+    __slots__ = ("_image",)
+
+    def __init__(self, image: "Image"):
+        self._image = image
+        self.initial_term_id = image.initial_term_id
+        self.position_bits_to_shift = image.position_bits_to_shift
+
+    @property
+    def buffer(self) -> np.ndarray:
+        return self._image._scratch
+
+    @property
+    def offset(self) -> int:
+        return 0
+
+    @property
+    def position(self) -> int:
+        return self._image._rows[2]
 
 
 class Image:
@@ -196,19 +239,30 @@ class Image:
         self.join_position = int(get_int64_acquire(position_buffer, self.position_offset))
         self._metadata = counters_metadata_buffer
         self._scratch = np.zeros(INITIAL_COPY_LENGTH, dtype=np.uint8)  # the private copy handlers read (grows)
-        self._result = np.zeros(3, dtype=np.int64)  # poll_and_copy's RESULT_* slots
+        self._result = np.zeros(RESULT_LENGTH, dtype=np.int64)  # poll_and_copy's RESULT_* slots
+        self._result_slots = memoryview(self._result)  # read from Python without numpy's per-item cost
         self._header = Header(self.initial_term_id, self.position_bits_to_shift, self.log_buffer)
-        self._descriptors = np.zeros((0, FRAGMENT_COLUMNS), dtype=np.int64)
+        self._single_header = _LoneFragmentHeader(self)
+        self._descriptors = np.zeros((1, FRAGMENT_COLUMNS), dtype=np.int64)
+        self._rows = memoryview(self._descriptors).cast("B").cast("q")  # the descriptors, flat
         self._out = self._descriptors
         self._out_limit = None  # the fragment_limit self._out was made for
+        # poll's peek: the log as int32s and the slot of the next frame's length. Zero there means nothing to
+        # read yet, found without a kernel call (the loop every idle subscriber spins in).
+        self._log_ints = memoryview(self.log_buffer).cast("i")
+        self._next_frame_slot = self._frame_slot(self.join_position)
         self._is_closed = False
         self._final_position = self.join_position
         self._is_eos = False
-        # poll's kernel without per-call dispatch (the idle subscriber's loop): its arguments are always these
-        # arrays (the descriptor rows and the scratch buffer keep their types when they grow) and ints.
+        self._poll_args = None  # poll_and_copy's arguments for poll (None once closed)
+        # poll's kernel without per-call dispatch: its arguments are always these arrays (the descriptor rows
+        # and the scratch buffer keep their types when they grow) and ints.
         self._poll_and_copy = compiled_entry(poll_and_copy, self.log_buffer, position_buffer, self.position_offset,
                                              self._out, self._scratch, self._metadata, self.subscriber_position_id,
-                                             self.subscription_registration_id, self._result)
+                                             self.subscription_registration_id, self._result, True)
+        self._store_if_owned = compiled_entry(store_position_if_owned, self._metadata, position_buffer,
+                                              self.subscriber_position_id, self.subscription_registration_id,
+                                              self.join_position)
 
     # ------------------------------------------------------------------------------------------- polling
     def _descriptors_for(self, fragment_limit: int) -> np.ndarray:
@@ -216,28 +270,47 @@ class Image:
         limit = _check_fragment_limit(fragment_limit)
         if self._descriptors.shape[0] < limit:
             self._descriptors = np.zeros((limit, FRAGMENT_COLUMNS), dtype=np.int64)
+            self._rows = memoryview(self._descriptors).cast("B").cast("q")
         self._out = self._descriptors[:limit]
         self._out_limit = fragment_limit
+        self._bind_poll()
         return self._out
 
-    def _poll_batch(self, log: np.ndarray, position_buffer: np.ndarray, fragment_limit: int) -> int:
-        """``poll_and_copy`` into this image's descriptor rows and private buffer (grown when a batch needs it).
-        (``poll`` inlines the first call: an empty poll is the loop every idle subscriber spins in.)"""
-        out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        count = self._poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
-                                    self.subscriber_position_id, self.subscription_registration_id, self._result)
-        return self._poll_larger(log, position_buffer, out) if count == COPY_TOO_SMALL else count
+    def _bind_poll(self) -> None:
+        log, position_buffer = self.log_buffer, self.position_buffer
+        self._poll_args = None if log is None or position_buffer is None else (
+            log, position_buffer, self.position_offset, self._out, self._scratch, self._metadata,
+            self.subscriber_position_id, self.subscription_registration_id, self._result, True)
 
-    def _poll_larger(self, log: np.ndarray, position_buffer: np.ndarray, out: np.ndarray) -> int:
-        self._scratch = np.zeros(max(int(self._result[RESULT_WANTED]), 2 * self._scratch.size), dtype=np.uint8)
-        return self._poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
-                                   self.subscriber_position_id, self.subscription_registration_id, self._result)
+    def _frame_slot(self, position: int) -> int:
+        """``_frame_slot`` of the kernel: the int32 slot of the log holding the length of the frame at
+        ``position``."""
+        term_length = self.term_buffer_length
+        term_base = ((position >> self.position_bits_to_shift) % lb.PARTITION_COUNT) * term_length
+        return (term_base + (position & (term_length - 1))) >> 2
+
+    def _poll_batch(self, log: np.ndarray, position_buffer: np.ndarray, fragment_limit: int) -> int:
+        """``poll_and_copy`` into this image's descriptor rows and private buffer (grown when a batch needs it),
+        consuming nothing: the caller stores the position."""
+        out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
+        args = (log, position_buffer, self.position_offset, out)
+        owner = (self._metadata, self.subscriber_position_id, self.subscription_registration_id, self._result, False)
+        count = self._poll_and_copy(*args, self._scratch, *owner)
+        if count == COPY_TOO_SMALL:
+            self._grow_scratch()
+            count = self._poll_and_copy(*args, self._scratch, *owner)
+        return count
+
+    def _grow_scratch(self) -> None:
+        self._scratch = np.zeros(max(self._result_slots[RESULT_WANTED], 2 * self._scratch.size), dtype=np.uint8)
+        self._bind_poll()
 
     def _store_position(self, position_buffer: np.ndarray, position: int) -> None:
         # The caller passes the buffer it polled with: the conductor thread may close this image (and set
         # self.position_buffer to None) while a handler runs, e.g. after a client timeout.
-        store_position_if_owned(self._metadata, position_buffer, self.subscriber_position_id,
-                                self.subscription_registration_id, position)
+        self._store_if_owned(self._metadata, position_buffer, self.subscriber_position_id,
+                             self.subscription_registration_id, position)
+        self._next_frame_slot = self._frame_slot(position)
 
     def poll(self, handler: Callable, fragment_limit: int) -> int:
         """Deliver up to ``fragment_limit`` fragments to ``handler(buffer, offset, length, header)``.
@@ -246,32 +319,57 @@ class Image:
         is ``buffer[offset:offset+length]``. Returns the number of fragments delivered. If the handler raises,
         the fragment it was given counts as consumed (as in Aeron) and the exception propagates.
         """
-        log = self.log_buffer
-        position_buffer = self.position_buffer
-        if log is None or position_buffer is None:
+        if fragment_limit != self._out_limit:
+            self._descriptors_for(fragment_limit)
+        try:
+            if self._log_ints[self._next_frame_slot] == 0:
+                return 0  # a hint (a plain load): only the kernel's acquire load decides there is a frame
+        except IndexError:  # closed by the conductor thread between the two loads
             return 0
-        out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        count = self._poll_and_copy(log, position_buffer, self.position_offset, out, self._scratch, self._metadata,
-                                    self.subscriber_position_id, self.subscription_registration_id, self._result)
+        args = self._poll_args
+        if args is None:
+            return 0
+        count = self._poll_and_copy(*args)
+        if count == 1:  # the kernel consumed it; its frame is the copy's first
+            self._next_frame_slot = self._result_slots[RESULT_NEXT_FRAME]
+            handler(args[4], _HEADER_LENGTH, self._rows[1], self._single_header)
+            return 1
+        return self._deliver_batch(handler, args, count)
+
+    def _deliver_batch(self, handler: Callable, args: tuple, count: int) -> int:
+        """The rest of ``poll``: a batch of several fragments (consumed once delivered), a padding frame skipped,
+        a copy buffer to grow, or nothing."""
         if count <= 0:
+            if count == 0:
+                self._next_frame_slot = self._result_slots[RESULT_NEXT_FRAME]  # past a padding frame
             if count != COPY_TOO_SMALL:
                 return 0  # nothing, or dropped by the driver: nothing of this batch can be trusted
-            count = self._poll_larger(log, position_buffer, out)
+            self._grow_scratch()
+            args = self._poll_args
+            if args is None:
+                return 0
+            count = self._poll_and_copy(*args)
             if count <= 0:
                 return 0
-        end, start, _ = self._result.tolist()  # RESULT_END, RESULT_START
+        slots = self._result_slots
+        self._next_frame_slot = slots[RESULT_NEXT_FRAME]
+        buffer = args[4]
+        if count == 1:
+            handler(buffer, _HEADER_LENGTH, self._rows[1], self._single_header)
+            return 1
         header = self._header
-        header.buffer = buffer = self._scratch
-        fragment_position = start
+        header.buffer = buffer
+        position_buffer = args[1]
+        fragment_position = slots[RESULT_START]
         try:
-            for offset, length, fragment_position in out[:count].tolist():
+            for offset, length, fragment_position in self._out[:count].tolist():
                 header.offset = offset - _HEADER_LENGTH
                 header.position = fragment_position
                 handler(buffer, offset, length, header)
         except BaseException:
             self._store_position(position_buffer, fragment_position)
             raise
-        self._store_position(position_buffer, end)
+        self._store_position(position_buffer, slots[RESULT_END])
         return count
 
     def controlled_poll(self, handler: Callable, fragment_limit: int) -> int:
@@ -288,7 +386,7 @@ class Image:
         count = self._poll_batch(log, position_buffer, fragment_limit)
         if count <= 0:
             return 0
-        resulting, position, _ = self._result.tolist()  # RESULT_END, RESULT_START
+        resulting, position = self._result_slots[RESULT_END], self._result_slots[RESULT_START]
         committed = position
         fragments_read = 0
         header = self._header
@@ -336,7 +434,7 @@ class Image:
         owner = (self._metadata, self.subscriber_position_id, self.subscription_registration_id, self._result)
         length = block_poll_and_copy(*args, self._scratch, *owner)
         if length == COPY_TOO_SMALL:
-            self._scratch = np.zeros(max(int(self._result[RESULT_WANTED]), 2 * self._scratch.size), dtype=np.uint8)
+            self._grow_scratch()
             length = block_poll_and_copy(*args, self._scratch, *owner)
         if length <= 0:
             return 0
@@ -400,6 +498,8 @@ class Image:
         self._is_closed = True
         self.log_buffer = None
         self.position_buffer = None
+        self._poll_args = None
+        self._log_ints = _NO_FRAME  # drops our view of the log (poll's peek reads zero from here on)
         self._header.buffer = None
 
     def __repr__(self) -> str:

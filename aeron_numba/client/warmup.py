@@ -48,7 +48,7 @@ def warm_up_client_kernels() -> None:
     with _lock:
         if _done:
             return
-        from aeron_numba.client.image import block_poll_and_copy, poll_and_copy, store_position_if_owned
+        from aeron_numba.client.image import RESULT_LENGTH, block_poll_and_copy, poll_and_copy, store_position_if_owned
 
         limit = np.zeros(counters.COUNTER_LENGTH, np.uint8)
         limit[:8].view(np.int64)[0] = 1 << 40
@@ -71,9 +71,10 @@ def warm_up_client_kernels() -> None:
             position = np.zeros(counters.COUNTER_LENGTH, np.uint8)
             metadata = np.zeros(counters.METADATA_LENGTH, np.uint8)
             poll_and_copy(log, position, 0, np.zeros((4, 3), np.int64), np.zeros(64, np.uint8), metadata, 0, 0,
-                          np.zeros(3, np.int64))
+                          np.zeros(RESULT_LENGTH, np.int64), True)
             store_position_if_owned(metadata, position, 0, 0, 0)
-            block_poll_and_copy(log, position, 0, 64, np.zeros(64, np.uint8), metadata, 0, 0, np.zeros(3, np.int64))
+            block_poll_and_copy(log, position, 0, 64, np.zeros(64, np.uint8), metadata, 0, 0,
+                                np.zeros(RESULT_LENGTH, np.int64))
             if exclusive:
                 term_appender.exclusive_offer_block(log, state, limit, message, 0, 32)  # refused: not framed
                 term_appender.exclusive_append_padding(log, state, limit, 0)

@@ -166,6 +166,46 @@ def test_handler_exception_consumes_that_fragment_and_propagates(client, driver)
     assert seen == [0, 1, 2]
 
 
+def test_polling_one_fragment_at_a_time_crosses_term_ends_with_every_header_field(client, driver):
+    """A poll of one fragment is consumed by its kernel call and answered by a header that is read lazily; its
+    peek at the next frame must follow the stream over padding and into the next term."""
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 12)
+    publication = aeron.add_exclusive_publication("aeron:ipc?term-length=64k", 12)
+    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    rng = np.random.default_rng(12)
+    sent, delivered = [], []
+
+    def handler(buffer, offset, length, header):
+        delivered.append((bytes(buffer[offset:offset + length]), header.position, header.term_offset,
+                          header.term_id, header.frame_length, header.offset))
+        if length == 13:
+            raise ValueError("thirteen")  # consumed all the same
+
+    image = subscription.images[0]
+    for i in range(400):  # about three terms of 64 KiB
+        size = 13 if i % 97 == 5 else int(rng.integers(0, 1000))
+        message = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        results = []
+        wait_until(lambda: results.append(offer(publication, message)) or results[-1] > 0, 5, "the fake driver's limit")
+        position = results[-1]
+        sent.append((message, position))
+        try:
+            poll_until(subscription, handler, lambda: len(delivered), len(sent), fragment_limit=1)
+        except ValueError:
+            assert len(message) == 13
+        assert image.position == position
+    assert subscription.poll(handler, 1) == 0
+    assert [d[0] for d in delivered] == [m for m, _ in sent]
+    assert [d[1] for d in delivered] == [p for _, p in sent]
+    term_length = 64 * 1024
+    for (message, position), (_, _, term_offset, term_id, frame_length, offset) in zip(sent, delivered):
+        start = position - ((len(message) + frame.HEADER_LENGTH + 31) & ~31)
+        assert (term_offset, term_id) == (start % term_length, publication.initial_term_id + start // term_length)
+        assert (frame_length, offset) == (frame.HEADER_LENGTH + len(message), 0)
+    assert sent[-1][1] > 2 * term_length
+
+
 def test_round_robin_across_images(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 8)
