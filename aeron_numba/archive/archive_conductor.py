@@ -135,6 +135,7 @@ class ArchiveConductor:
                                                             f"Archive Recording Sessions{suffix}")
         self.replay_sessions_counter = aeron.add_counter(A.ARCHIVE_REPLAY_SESSIONS_TYPE_ID, key,
                                                          f"Archive Replay Sessions{suffix}")
+        self._session_counts = (0, 0, 0)  # what the three counters above hold
         self.io_counters = {name: aeron.add_counter(type_id, key, f"{label}{suffix}") for name, type_id, label in (
             ("max_write_ns", A.ARCHIVE_RECORDER_MAX_WRITE_TIME_TYPE_ID, "archive-recorder max write time in ns"),
             ("write_bytes", A.ARCHIVE_RECORDER_TOTAL_WRITE_BYTES_TYPE_ID, "archive-recorder total write bytes"),
@@ -175,9 +176,12 @@ class ArchiveConductor:
             work += replay.do_work()
             if replay.state in (ReplayState.DONE, ReplayState.INACTIVE):
                 self._end_replay(replay_session_id, replay)
-        self.control_sessions_counter.set(len(self.control_sessions))
-        self.recording_sessions_counter.set(len(self.recordings))
-        self.replay_sessions_counter.set(len(self.replays))
+        counts = (len(self.control_sessions), len(self.recordings), len(self.replays))
+        if counts != self._session_counts:  # three counter stores only when a session came or went
+            self._session_counts = counts
+            self.control_sessions_counter.set(counts[0])
+            self.recording_sessions_counter.set(counts[1])
+            self.replay_sessions_counter.set(counts[2])
         if now_ns >= self._next_mark_update_ns:
             self._next_mark_update_ns = now_ns + A.MARK_ACTIVITY_UPDATE_INTERVAL_MS * 1_000_000
             self.mark_file.update_activity_timestamp(self.epoch_clock())

@@ -11,6 +11,7 @@ import pytest
 
 from aeron_numba.archive.client import AeronArchive, ArchiveError
 from aeron_numba.client import Aeron, Context, FragmentAssembler
+from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
 from harness.awaiting import NotYet, await_condition
 from tests.integration.driver_processes import start_driver
@@ -104,6 +105,16 @@ def replayed(archive, aeron, recording_id, position, length, count):
     return got
 
 
+def session_counts(aeron) -> tuple[int, int, int]:
+    """The archive's control, recording and replay session counters."""
+    reader, values = aeron.counters_reader, {}
+    for info in reader.for_each():
+        values[info.type_id] = reader.get_counter_value(info.counter_id)
+    return tuple(values.get(type_id) for type_id in (A.ARCHIVE_CONTROL_SESSIONS_TYPE_ID,
+                                                      A.ARCHIVE_RECORDING_SESSIONS_TYPE_ID,
+                                                      A.ARCHIVE_REPLAY_SESSIONS_TYPE_ID))
+
+
 def test_record_list_replay_and_the_errors_of_bad_requests(stack):
     archive, aeron = stack.archive, stack.aeron
     assert archive.get_archive_id() == archive.get_archive_id() != -1
@@ -116,6 +127,7 @@ def test_record_list_replay_and_the_errors_of_bad_requests(stack):
     end = publication.position
     await_condition(lambda: archive.get_recording_position(recording_id) == end, 30, "everything recorded")
     assert archive.get_stop_position(recording_id) == -1  # still recording
+    assert session_counts(aeron) == (1, 1, 0)  # this client's control session, the recording
     listed = []
     assert archive.list_recordings(0, 10, listed.append) == 1
     (descriptor,) = listed
@@ -127,6 +139,7 @@ def test_record_list_replay_and_the_errors_of_bad_requests(stack):
 
     archive.stop_recording(RECORDED, STREAM)
     signals(archive, "STOP")
+    await_condition(lambda: session_counts(aeron) == (1, 0, 0), 10, "the recording sessions counter back to 0")
     assert archive.get_stop_position(recording_id) == end == archive.get_max_recorded_position(recording_id)
     assert archive.get_recording_position(recording_id) == -1
     with pytest.raises(ArchiveError, match="no recording found for streamId=1001") as error:
