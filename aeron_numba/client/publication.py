@@ -89,6 +89,7 @@ class Publication:
     """
 
     _offer_kernel = staticmethod(term_appender.concurrent_offer)
+    _offer_message_kernel = staticmethod(term_appender.concurrent_offer_message)
     _try_claim_kernel = staticmethod(term_appender.concurrent_try_claim)
 
     def __init__(
@@ -131,6 +132,8 @@ class Publication:
         # offer's kernel without per-call dispatch: offer passes these arrays and a 1-D C uint8 message only.
         self._offer_entry = compiled_entry(self._offer_kernel, self.log_buffer, self.pub_state, limit_buffer,
                                            _NO_BYTES, 0, 0, 0)
+        self._offer_message_entry = compiled_entry(self._offer_message_kernel, self.log_buffer, self.pub_state,
+                                                   limit_buffer, _NO_BYTES)
         self._offer_head = (self.log_buffer, self.pub_state, limit_buffer)  # offer's first arguments; None once closed
 
     # -------------------------------------------------------------------------------------------- hot path
@@ -145,11 +148,18 @@ class Publication:
         if head is None:
             return CLOSED
         log, state, limit_buffer = head
-        # Fast paths for the common calls: a 1-D C-contiguous uint8 array (its strides are (1,)), whole or with
-        # int bounds inside it. reserved_value goes to the kernel as is: its int64 argument converts it as int()
-        # would.
-        src = data if type(data) is np.ndarray and data.strides == _UNIT_STRIDE and data.dtype is _UINT8 else \
-            as_uint8(data)
+        # Fast paths for the common calls with a 1-D C-contiguous uint8 array (its strides are (1,)): the whole
+        # of it (a kernel of four arguments), or int bounds inside it. reserved_value goes to the kernel as is:
+        # its int64 argument converts it as int() would.
+        if type(data) is np.ndarray and data.strides == _UNIT_STRIDE and data.dtype is _UINT8:
+            if length is None and offset == 0 and reserved_value == 0:
+                result = self._offer_message_entry(log, state, limit_buffer, data)
+                if result == ERROR:  # the kernel refuses a message over the max message length
+                    raise MessageTooLongError(f"length={len(data)} > max_message_length={self.max_message_length}")
+                return result
+            src = data
+        else:
+            src = as_uint8(data)
         if length is None and offset == 0:
             length = len(src)
         elif not (type(offset) is int and type(length) is int and 0 <= offset and 0 <= length
@@ -269,6 +279,7 @@ class ExclusivePublication(Publication):
     """
 
     _offer_kernel = staticmethod(term_appender.exclusive_offer)
+    _offer_message_kernel = staticmethod(term_appender.exclusive_offer_message)
     _try_claim_kernel = staticmethod(term_appender.exclusive_try_claim)
 
     def __init__(self, *args, **kwargs):

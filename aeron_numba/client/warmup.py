@@ -60,9 +60,12 @@ def warm_up_client_kernels() -> None:
             if exclusive:
                 term_appender.exclusive_init_state(log, state)
                 offer, try_claim = term_appender.exclusive_offer, term_appender.exclusive_try_claim
+                offer_message = term_appender.exclusive_offer_message
             else:
                 offer, try_claim = term_appender.concurrent_offer, term_appender.concurrent_try_claim
+                offer_message = term_appender.concurrent_offer_message
             offer(log, state, limit, message, 0, message.size, 0)
+            offer_message(log, state, limit, message)
             try_claim(log, state, limit, 8, claim)
             term_appender.commit_claim(log, claim)
             try_claim(log, state, limit, 8, claim)

@@ -487,6 +487,19 @@ def exclusive_offer(log, pub_state, limit_buf, src, src_offset, length, reserved
 
 
 @kernel
+def exclusive_offer_message(log, pub_state, limit_buf, src):
+    """``exclusive_offer`` of the whole of ``src`` with reserved value 0: ``Publication.offer``'s most common
+    call from Python, three arguments fewer to convert (about 25 ns of a 300 ns call)."""
+    return exclusive_offer(log, pub_state, limit_buf, src, 0, src.shape[0], 0)
+
+
+@kernel
+def concurrent_offer_message(log, pub_state, limit_buf, src):
+    """``concurrent_offer`` of the whole of ``src`` with reserved value 0 (as ``exclusive_offer_message``)."""
+    return concurrent_offer(log, pub_state, limit_buf, src, 0, src.shape[0], 0)
+
+
+@kernel
 def exclusive_offer_block(log, pub_state, limit_buf, src, src_offset, length):
     """Append a block of whole, already framed frames (a replay, §4.6 ``offer_block``) at the writer's term
     offset. The block must start with a DATA frame carrying this term offset, session id, stream id and term

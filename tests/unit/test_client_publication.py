@@ -177,20 +177,25 @@ def test_offer_accepts_bytes_like_and_arrays_with_offset_length_and_reserved_val
         (np.arange(8, dtype=np.int64), {"reserved_value": -77}),  # any C-contiguous dtype: its bytes
         (np.arange(40, dtype=np.uint8)[::2], {}),  # not contiguous: copied
         (b"", {}),
+        (np.frombuffer(payload, np.uint8), {"reserved_value": 5}),  # uint8 arrays: the fast paths
+        (np.frombuffer(payload, np.uint8), {"offset": np.int64(3), "length": np.int32(4)}),
+        (np.frombuffer(payload, np.uint8)[:16], {"offset": 2, "length": 6}),
     ]
     expected = [
         payload, payload[10:30], payload[5:105], payload[1000:], np.arange(8, dtype=np.int64).tobytes(),
-        bytes(range(0, 40, 2)), b"",
+        bytes(range(0, 40, 2)), b"", payload, payload[3:7], payload[2:8],
     ]
     for data, kwargs in inputs:
         assert offer_retrying(publication, data, **kwargs) > 0
     collector = Collector()
     poll_until(subscription, collector, lambda: len(collector.messages), len(expected))
     assert collector.messages == expected
-    assert [h["reserved_value"] for h in collector.headers] == [0, 0, 0, 0, -77, 0, 0]
+    assert [h["reserved_value"] for h in collector.headers] == [0, 0, 0, 0, -77, 0, 0, 5, 0, 0]
     assert {h["session_id"] for h in collector.headers} == {publication.session_id}
     with pytest.raises(ConfigurationError, match="offset=5 length=10 outside the message of length=8"):
         publication.offer(b"12345678", 5, 10)
+    with pytest.raises(ConfigurationError, match="offset=-1 length=4 outside the message of length=8"):
+        publication.offer(np.zeros(8, np.uint8), -1, 4)
     with pytest.raises(ConfigurationError, match="not bytes-like"):
         publication.offer("text")
 
@@ -201,6 +206,11 @@ def test_message_too_long_names_length_and_limit(client, driver):
     limit = publication.max_message_length
     with pytest.raises(MessageTooLongError, match=f"length={limit + 1} > max_message_length={limit}"):
         publication.offer(bytes(limit + 1))
+    too_long = np.zeros(limit + 2, np.uint8)
+    with pytest.raises(MessageTooLongError, match=f"length={limit + 2} > max_message_length={limit}"):
+        publication.offer(too_long)  # the whole-array fast path
+    with pytest.raises(MessageTooLongError, match=f"length={limit + 1} > max_message_length={limit}"):
+        publication.offer(too_long, 1, limit + 1)
     assert isinstance(MessageTooLongError("x"), ValueError)
     assert offer_retrying(publication, bytes(limit)) > 0
 
