@@ -51,6 +51,24 @@ def fill_bytes(typingctx, buf, offset, length, value):
     return types.void(buf, offset, length, value), codegen
 
 
+@intrinsic
+def prefetch_for_write(typingctx, buf, offset):
+    """Ask for the cache line holding ``buf[offset]`` in a writable state (x86 ``prefetchw``), ahead of the
+    stores that will need it. Only a hint: nothing is read or written, an offset past the end is harmless."""
+    if not (_check_buffer(buf) and isinstance(offset, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 8)
+        i32 = ir.IntType(32)
+        prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]), "llvm.prefetch.p0i8")
+        builder.call(prefetch, [ptr, i32(1), i32(3), i32(1)])  # write, keep in all cache levels, data
+        return context.get_dummy_value()
+
+    return types.void(buf, offset), codegen
+
+
 if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
 
     def copy_bytes(dst, dst_offset, src, src_offset, length):  # noqa: F811
@@ -58,3 +76,6 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
     def fill_bytes(buf, offset, length, value):  # noqa: F811
         buf[offset : offset + length] = value
+
+    def prefetch_for_write(buf, offset):  # noqa: F811
+        pass

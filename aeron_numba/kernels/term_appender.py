@@ -16,7 +16,7 @@ Return values follow Aeron: a new stream position (> 0) or a negative status of 
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
-from aeron_numba.kernels.memory import copy_bytes
+from aeron_numba.kernels.memory import copy_bytes, prefetch_for_write
 from aeron_numba.layout.bits import align
 from aeron_numba.layout.frame import (
     CURRENT_VERSION,
@@ -272,6 +272,13 @@ def _concurrent_claim(log, aligned_length, term_length, initial_term_id, shift, 
     return position, term_offset, term_id
 
 
+#: How far past its own frame a concurrent append asks for the log's next cache line for writing. The
+#: get-and-add on the tail (a locked instruction) waits until the previous append's stores are in the cache,
+#: so without it every append waits out the miss on its frame's line: 32-byte messages went from about 26 to
+#: 38 M msgs/s between two processes (distances of 0, 192, 448 and 960 bytes measured: 192 was best).
+PREFETCH_DISTANCE = 192
+
+
 @kernel
 def _concurrent_prepare(log, pub_state, limit_buf):
     """§4.1 checks 1-5: returns ``(status_or_position, limit, index)``; status < 0 means stop."""
@@ -340,6 +347,7 @@ def concurrent_offer(log, pub_state, limit_buf, src, src_offset, length, reserve
     if result <= 0:
         return result
     term_base = index * term_length
+    prefetch_for_write(log, term_base + term_offset + aligned_length + PREFETCH_DISTANCE)
     if length <= max_payload:
         _write_unfragmented(log, term_base, term_offset, term_id, session_id, stream_id, src, src_offset, length, reserved_value)
     else:
@@ -374,6 +382,7 @@ def concurrent_try_claim(log, pub_state, limit_buf, length, claim):
     if result <= 0:
         return result
     frame_offset = index * term_length + term_offset
+    prefetch_for_write(log, frame_offset + aligned_length + PREFETCH_DISTANCE)
     frame_length = length + HEADER_LENGTH
     write_header(log, frame_offset, frame_length, term_offset, term_id, session_id, stream_id, UNFRAGMENTED, HDR_TYPE_DATA)
     atomics.put_int64(log, frame_offset + RESERVED_VALUE_OFFSET, 0)

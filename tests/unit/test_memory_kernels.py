@@ -1,0 +1,48 @@
+"""kernels/memory.py: byte copies, fills and the write prefetch the concurrent appends issue."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from aeron_numba.kernels.memory import copy_bytes, fill_bytes, prefetch_for_write
+from tests.unit.guarded_memory import guarded
+
+
+@numba.njit(cache=False)
+def _prefetch_each(buf, offsets):
+    for offset in offsets:
+        prefetch_for_write(buf, offset)
+
+
+@numba.njit(cache=False)
+def _copy(dst, dst_offset, src, src_offset, length):
+    copy_bytes(dst, dst_offset, src, src_offset, length)
+
+
+@numba.njit(cache=False)
+def _fill(buf, offset, length, value):
+    fill_bytes(buf, offset, length, value)
+
+
+@pytest.mark.requires_jit
+def test_a_write_prefetch_changes_nothing_and_never_faults_even_past_the_end():
+    """A concurrent append prefetches beyond its frame, which at a term's end can be past the mapping: the
+    prefetch must stay a hint (a fault here would kill the test process)."""
+    buf = guarded(4096)  # a PROT_NONE page right after it
+    buf[:] = np.arange(4096) % 251
+    before = buf.copy()
+    _prefetch_each(buf, np.array([0, 63, 64, 4095, 4096, 4096 + 192, 8191], dtype=np.int64))
+    assert np.array_equal(buf, before)
+
+
+def test_copy_bytes_moves_overlapping_ranges_as_memmove_and_fill_bytes_sets_a_range():
+    buf = np.arange(64, dtype=np.uint8)
+    _copy(buf, 8, buf, 0, 32)  # forward overlap
+    assert np.array_equal(buf[8:40], np.arange(32, dtype=np.uint8))
+    assert np.array_equal(buf[:8], np.arange(8, dtype=np.uint8))
+    _copy(buf, 0, buf, 8, 32)  # backward overlap
+    assert np.array_equal(buf[:32], np.arange(32, dtype=np.uint8))
+    _fill(buf, 10, 5, 0xAB)
+    assert list(buf[9:16]) == [9, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 15]
