@@ -4,8 +4,12 @@
   (A stores a value at byte 0 and spins until B stores it back at byte 8): the cost of moving a cache
   line to the other core and back, with no protocol at all.
 * ``rtt-floor-python``: the same with Python loops, each message one trivial compiled store and trivial
-  compiled loads (``atomics_py.put_int64_release`` / ``get_int64_acquire``): the cost of crossing from
-  Python into compiled code per message, the least a Python API over shared memory must pay.
+  compiled loads (``atomics_py.put_int64_release`` / ``get_int64_acquire``) called as Numba functions
+  normally are (each call dispatched on its argument types): the issue's Python floor, the cost of
+  crossing from Python into compiled code per message.
+* ``rtt-floor-python-entry``: the same calls through entry points bound once (``jit.compiled_entry``, no
+  per-call dispatch), as the client calls its own kernels: the stricter floor, what a Python API over
+  shared memory could at least pay.
 * ``tp-memcpy``: one process copying a term-sized block (``memory.copy_bytes``, an ``llvm.memmove``):
   the memory bandwidth a stream of copies into a log can at most reach.
 """
@@ -13,9 +17,11 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
+from aeron_numba.jit import compiled_entry
 from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
 from benchmarks import loops, stats
 
@@ -59,10 +65,18 @@ def pong_compiled(case: dict, env) -> dict:
     return {"echoed": int(done)}
 
 
-def ping_python(case: dict, env) -> dict:
+def _dispatched(line: np.ndarray):
+    return put_int64_release, get_int64_acquire
+
+
+def _entries(line: np.ndarray):
+    return compiled_entry(put_int64_release, line, 0, 0), compiled_entry(get_int64_acquire, line, 0)
+
+
+def ping_python(case: dict, env, bind=_dispatched) -> dict:
     line = _line(env)
     env.sync(1)
-    store, load, clock = put_int64_release, get_int64_acquire, time.perf_counter_ns
+    (store, load), clock = bind(line), time.perf_counter_ns
     deadline = env.case_deadline
 
     def batch(base: int, count: int) -> np.ndarray:
@@ -86,10 +100,10 @@ def ping_python(case: dict, env) -> dict:
                                 timing="perf_counter_ns")
 
 
-def pong_python(case: dict, env) -> dict:
+def pong_python(case: dict, env, bind=_dispatched) -> dict:
     line = _line(env)
     env.sync(1)
-    store, load = put_int64_release, get_int64_acquire
+    store, load = bind(line)
     deadline = env.case_deadline
     total = _total(case)
     for i in range(total):
@@ -126,5 +140,6 @@ def idle(case: dict, env) -> dict:
 ROLES = {
     "rtt-floor-compiled": {"A": ping_compiled, "B": pong_compiled},
     "rtt-floor-python": {"A": ping_python, "B": pong_python},
+    "rtt-floor-python-entry": {"A": partial(ping_python, bind=_entries), "B": partial(pong_python, bind=_entries)},
     "tp-memcpy": {"A": memcpy_bandwidth, "B": idle},
 }
