@@ -37,10 +37,13 @@ from benchmarks.control import Control
 from benchmarks.plan import build_plan
 from benchmarks.worker import DRIVER_CODE, worker_main
 
-#: The driver of a benchmark run: Aeron's defaults except a sleeping (backoff) conductor, no linger, and
-#: generous client timeouts (a worker's conductor thread shares its core with a spinning loop).
+#: The driver of a benchmark run: Aeron's defaults except a sleeping conductor, no linger, generous client
+#: timeouts (a worker's conductor thread shares its core with a spinning loop) and log buffers pre-touched
+#: (without, every page of a log's first pass cost a fault of about 36 us in the middle of the stream: one
+#: round trip in 64 during the first 49 k of a 1 MiB-term ping-pong, which made the quick run's p99).
 DRIVER_ENV = {
     "AERON_CONDUCTOR_IDLE_STRATEGY": "sleep-ms",
+    "AERON_PRE_TOUCH_MAPPED_MEMORY": "true",
     "AERON_IPC_TERM_BUFFER_LENGTH": "1m",
     "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
     "AERON_CLIENT_LIVENESS_TIMEOUT": "10s",

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 _UINT8 = np.dtype(np.uint8)
 _UNIT_STRIDE = (1,)
+_NDARRAY = np.ndarray
 _NO_BYTES = np.zeros(0, dtype=np.uint8)  # a message's type, to bind offer's kernel
 
 
@@ -151,7 +152,7 @@ class Publication:
         # Fast paths for the common calls with a 1-D C-contiguous uint8 array (its strides are (1,)): the whole
         # of it (a kernel of four arguments), or int bounds inside it. reserved_value goes to the kernel as is:
         # its int64 argument converts it as int() would.
-        if type(data) is np.ndarray and data.strides == _UNIT_STRIDE and data.dtype is _UINT8:
+        if type(data) is _NDARRAY and data.strides == _UNIT_STRIDE and data.dtype is _UINT8:
             if length is None and offset == 0 and reserved_value == 0:
                 result = self._offer_message_entry(log, state, limit_buffer, data)
                 if result == ERROR:  # the kernel refuses a message over the max message length

@@ -31,6 +31,9 @@ class DriverContext:
     untethered_resting_timeout_ns: int = setting(10 * NS_PER_S, "AERON_UNTETHERED_RESTING_TIMEOUT", duration)
     # Check usable space before creating a log buffer (tmpfs and sparse files would otherwise fail later).
     perform_storage_checks: bool = setting(True, "AERON_PERFORM_STORAGE_CHECKS", boolean)
+    # Touch every page of a new log buffer when creating it, so the first pass of a stream through its log takes
+    # no page allocation faults (Aeron's aeron.pre.touch.mapped.memory; off by default, as there).
+    pre_touch_mapped_memory: bool = setting(False, "AERON_PRE_TOUCH_MAPPED_MEMORY", boolean)
     client_liveness_timeout_ns: int = setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", duration)
     publication_unblock_timeout_ns: int = setting(15 * NS_PER_S, "AERON_PUBLICATION_UNBLOCK_TIMEOUT", duration)
     publication_linger_timeout_ns: int = setting(5 * NS_PER_S, "AERON_PUBLICATION_LINGER_TIMEOUT", duration)

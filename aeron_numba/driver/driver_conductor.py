@@ -449,7 +449,7 @@ class DriverConductor:
             path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
             stream_id=message.stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
             page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
-            linger_timeout_ns=params.linger_ns,
+            linger_timeout_ns=params.linger_ns, pre_touch=self.ctx.pre_touch_mapped_memory,
         )
         key = ck.stream_counter_key(registration_id, session_id, message.stream_id, message.channel)
         counter_ids = []

@@ -146,7 +146,7 @@ class NetworkConductor:
             log_path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
             stream_id=message.stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
             page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
-            linger_timeout_ns=params.linger_ns,
+            linger_timeout_ns=params.linger_ns, pre_touch=self.ctx.pre_touch_mapped_memory,
         )
         counter_ids = []
         try:
@@ -274,6 +274,7 @@ class NetworkConductor:
             path, term_length=term_length, initial_term_id=setup["initial_term_id"], session_id=setup["session_id"],
             stream_id=setup["stream_id"], correlation_id=correlation_id, mtu_length=setup["mtu"],
             page_size=self.ctx.file_page_size, term_id=setup["active_term_id"], term_offset=setup["term_offset"],
+            pre_touch=self.ctx.pre_touch_mapped_memory,
         )
         bits = log.position_bits_to_shift
         join_position = pos.compute_position(setup["active_term_id"], setup["term_offset"], bits,

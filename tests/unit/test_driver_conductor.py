@@ -53,6 +53,32 @@ def test_add_publication_answers_with_its_log_and_counters(harness):
     assert not (-1 <= ready.session_id <= 1000)  # the reserved range is never auto-assigned
 
 
+@pytest.mark.parametrize("pre_touch", [False, True])
+def test_pre_touch_mapped_memory_allocates_every_page_of_a_new_log(shm_dir, pre_touch):
+    """AERON_PRE_TOUCH_MAPPED_MEMORY=true: the terms' pages exist once the log is created (no allocation faults
+    during the stream's first pass); by default the file stays sparse until written."""
+    from aeron_numba.driver.context import DriverContext
+
+    assert DriverContext.from_env({"AERON_PRE_TOUCH_MAPPED_MEMORY": "true"}).pre_touch_mapped_memory is True
+    assert DriverContext.from_env({}).pre_touch_mapped_memory is False
+    h = Harness(shm_dir / "aeron", pre_touch_mapped_memory=pre_touch)
+    try:
+        client = RawClient(h.cnc)
+        client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1001, channel="aeron:ipc")
+        h.work()
+        (_, ready), = client.responses()
+        allocated = os.stat(ready.log_file_name).st_blocks * 512
+        terms = lb.PARTITION_COUNT * TERM_LENGTH
+        if pre_touch:
+            assert allocated >= terms
+        else:
+            assert allocated < terms // 2
+        with LogBuffers.open(ready.log_file_name) as log:
+            assert not log.buffer[:terms].any()  # touched with zeros: the terms are as clean as before
+    finally:
+        h.close()
+
+
 def test_subscription_gets_images_and_moves_the_limit(harness):
     client = RawClient(harness.cnc)
     client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc?term-length=64k")
