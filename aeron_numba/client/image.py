@@ -326,6 +326,10 @@ class Image:
                 return 0  # a hint (a plain load): only the kernel's acquire load decides there is a frame
         except IndexError:  # closed by the conductor thread between the two loads
             return 0
+        return self._poll_found(handler)
+
+    def _poll_found(self, handler: Callable) -> int:
+        """``poll`` once its peek found a frame length there (``Subscription.poll`` peeks itself)."""
         args = self._poll_args
         if args is None:
             return 0

@@ -36,6 +36,7 @@ class Subscription:
         self.available_image_handler = available_image_handler
         self.unavailable_image_handler = unavailable_image_handler
         self._images: tuple[Image, ...] = ()
+        self._lone_image: Image | None = None  # the image when there is exactly one (poll's fast path)
         self._round_robin_index = 0
         self._is_closed = False
 
@@ -58,6 +59,15 @@ class Subscription:
         ``handler(buffer, offset, length, header)``: see ``Image.poll``. Wrap it in a ``FragmentAssembler``
         to receive whole messages.
         """
+        image = self._lone_image
+        if image is not None and fragment_limit == image._out_limit:
+            # Image.poll's peek, here: an idle poll of a one-image subscription is this one call.
+            try:
+                if image._log_ints[image._next_frame_slot] == 0:
+                    return 0
+            except IndexError:  # the image was closed meanwhile
+                return 0
+            return image._poll_found(handler)
         images = self._images
         if len(images) == 1:
             return images[0].poll(handler, fragment_limit)
@@ -118,20 +128,25 @@ class Subscription:
     def _has_image(self, correlation_id: int) -> bool:
         return any(image.correlation_id == correlation_id for image in self._images)
 
+    def _set_images(self, images: tuple[Image, ...]) -> None:
+        self._images = images
+        self._lone_image = images[0] if len(images) == 1 else None
+
     def _add_image(self, image: Image) -> None:
-        self._images = self._images + (image,)
+        self._set_images(self._images + (image,))
 
     def _remove_image(self, correlation_id: int) -> Image | None:
         for index, image in enumerate(self._images):
             if image.correlation_id == correlation_id:
-                self._images = self._images[:index] + self._images[index + 1 :]
+                self._set_images(self._images[:index] + self._images[index + 1 :])
                 return image
         return None
 
     def _internal_close(self) -> tuple[Image, ...]:
         """Mark closed and hand back the images for the conductor to close and release."""
         self._is_closed = True
-        images, self._images = self._images, ()
+        images = self._images
+        self._set_images(())
         return images
 
     def __enter__(self):

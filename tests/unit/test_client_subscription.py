@@ -115,6 +115,30 @@ def test_add_subscription_and_image_lifecycle(client, driver):
     assert aeron.conductor.mapped_log_count == 0
 
 
+def test_a_one_image_subscription_polls_through_its_fast_path_until_the_image_goes(client, driver):
+    """Subscription.poll peeks at a lone image itself (the same limit as its last poll); it must deliver as
+    Image.poll does and return 0 once the image is gone."""
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 13)
+    publication = aeron.add_exclusive_publication("aeron:ipc", 13)
+    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    collector = Collector()
+    assert subscription.poll(collector, 10) == 0  # the first poll with this limit goes through Image.poll
+    assert subscription._lone_image is subscription.images[0]
+    positions = [offer(publication, bytes([i]) * 40) for i in range(3)]
+    assert subscription.poll(collector, 10) == 3  # a batch
+    positions.append(offer(publication, b"one"))
+    assert subscription.poll(collector, 10) == 1  # a lone fragment, consumed by its kernel call
+    assert subscription.poll(collector, 10) == 0
+    assert collector.messages == [bytes([i]) * 40 for i in range(3)] + [b"one"]
+    assert collector.positions == positions
+    assert subscription.images[0].position == positions[-1]
+    publication.close()
+    wait_until(lambda: subscription.image_count == 0, 5, "the image to go")
+    assert subscription._lone_image is None
+    assert subscription.poll(collector, 10) == 0 and subscription.poll(collector, 1) == 0
+
+
 def test_poll_delivers_payload_and_header_and_stores_position(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 6)
