@@ -12,6 +12,10 @@ into one buffer), both through the page cache as the archive does (no fsync: Aer
 0); an ``os.sync()`` before the record figure and before the floor lets each start with no dirty pages of
 earlier writes waiting for write-back. Figures: messages/s and MB/s of log bytes (headers and padding
 included), and each archive figure as a fraction of its floor (issue target: at least 0.8).
+
+Beside them, the same messages through a plain IPC stream of the same term length (a compiled publisher thread,
+the same compiled consumer), with the archive and its driver still running: what a log carries here, the
+ceiling of any replay, which must go through one. The replay is also given as a fraction of it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,7 +42,7 @@ from harness.process_manager import ProcessManager
 TERM_LENGTH = 16 * 1024 * 1024
 FILE_IO_MAX_LENGTH = 1024 * 1024
 RECORDED_POLL_S = 0.0001
-STREAM, REPLAY_STREAM = 1001, 2002
+STREAM, REPLAY_STREAM, IPC_STREAM = 1001, 2002, 3003
 DRIVER_ENV = {"AERON_CONDUCTOR_IDLE_STRATEGY": "backoff", "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
               "AERON_CLIENT_LIVENESS_TIMEOUT": "10s"}
 
@@ -75,6 +80,37 @@ def floor_write_read(directory: Path, total_bytes: int) -> tuple[float, float]:
         os.close(fd)
         path.unlink()
     return t1 - t0, t2 - t1
+
+
+def stream_ipc(aeron, size: int, messages: int, tsc_hz: float) -> float:
+    """Seconds for ``messages`` through a plain IPC stream (exclusive publication, this module's term length):
+    the publisher in a thread (the kernels release the GIL), the consumer in this one."""
+    channel = f"aeron:ipc?term-length={TERM_LENGTH}"
+    subscription = aeron.add_subscription(channel, IPC_STREAM)
+    publication = aeron.add_exclusive_publication(channel, IPC_STREAM)
+    try:
+        await_condition(lambda: publication.is_connected and subscription.image_count > 0, 30, "the IPC stream")
+        image = subscription.images[0]
+        message = np.zeros(size, dtype=np.uint8)
+        counters = np.zeros(loops.PUB_COUNTERS, dtype=np.int64)
+        ctx = np.zeros(loops.ECHO_CTX_WORDS, dtype=np.int64)
+        sent = []
+        publisher = threading.Thread(target=lambda: sent.append(loops.stream_publish(
+            True, publication.log_buffer, publication.pub_state, publication.limit_buffer, message, size, 0, messages,
+            counters, int(120 * tsc_hz), 0)))
+        t0 = time.perf_counter()
+        publisher.start()
+        got = loops.stream_subscribe(image.log_buffer, image.position_buffer, image.position_offset, 256,
+                                     loops.on_stream_fragment, ctx, messages, int(120 * tsc_hz), 0)
+        elapsed = time.perf_counter() - t0
+        publisher.join()
+        if sent != [messages] or got != messages or ctx[loops.CTX_ERRORS]:
+            raise RuntimeError(f"IPC stream: sent {sent}, received {got} of {messages}, "
+                               f"{int(ctx[loops.CTX_ERRORS])} out of order")
+        return elapsed
+    finally:
+        publication.close()
+        subscription.close()
 
 
 def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
@@ -129,9 +165,10 @@ def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
                 raise RuntimeError(f"replayed {got} of {messages}, {int(ctx[loops.CTX_ERRORS])} out of order")
             publication.close()
             subscription.close()
+            ipc_s = stream_ipc(aeron, size, messages, tsc_hz)
         write_s, read_s = floor_write_read(root, end)
         return {"size": size, "messages": messages, "bytes": end, "record_s": record_s, "replay_s": replay_s,
-                "floor_write_s": write_s, "floor_read_s": read_s}
+                "ipc_s": ipc_s, "floor_write_s": write_s, "floor_read_s": read_s}
     finally:
         processes.close()
         remove_aeron_dir(aeron_dir)
@@ -139,13 +176,16 @@ def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    lines = [f"{'size':>6}  {'figure':<8}  {'msgs/s':>12}  {'MB/s':>9}  {'floor MB/s':>10}  {'/ floor':>7}"]
+    lines = [f"{'size':>6}  {'figure':<10}  {'msgs/s':>12}  {'MB/s':>9}  {'floor MB/s':>10}  {'/ floor':>7}  "
+             f"{'/ IPC stream':>12}"]
     for r in results:
         for name, seconds, floor in (("record", r["record_s"], r["floor_write_s"]),
-                                     ("replay", r["replay_s"], r["floor_read_s"])):
+                                     ("replay", r["replay_s"], r["floor_read_s"]),
+                                     ("IPC stream", r["ipc_s"], r["floor_read_s"])):
             mb, floor_mb = r["bytes"] / seconds / 1e6, r["bytes"] / floor / 1e6
-            lines.append(f"{r['size']:>5}B  {name:<8}  {r['messages'] / seconds:>12,.0f}  {mb:>9,.0f}  "
-                         f"{floor_mb:>10,.0f}  {mb / floor_mb:>7.2f}")
+            of_ipc = f"{r['ipc_s'] / seconds:>12.2f}" if name == "replay" else f"{'':>12}"
+            lines.append(f"{r['size']:>5}B  {name:<10}  {r['messages'] / seconds:>12,.0f}  {mb:>9,.0f}  "
+                         f"{floor_mb:>10,.0f}  {mb / floor_mb:>7.2f}  {of_ipc}")
     return "\n".join(lines)
 
 
