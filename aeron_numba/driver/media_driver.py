@@ -73,7 +73,9 @@ class DriverProcess:
         self.ctx = ctx.conclude()
         prepare_aeron_dir(self.ctx)
         if warm_up:  # compile/load every conductor kernel before clients can see cnc.dat (see driver/warmup.py)
-            warm_up_driver_kernels(str(Path(self.ctx.aeron_dir).parent))
+            # Its scratch dir goes inside the aeron dir: a driver killed while warming up leaves nothing behind
+            # that removing its aeron dir (the next driver's start, a test's teardown) does not remove.
+            warm_up_driver_kernels(self.ctx.aeron_dir)
         aeron_dir = Path(self.ctx.aeron_dir)
         self.loss_report = MappedFile.create(aeron_dir / LOSS_REPORT_FILE, self.ctx.loss_report_buffer_length)
         self.cnc_file = CncFile.create(

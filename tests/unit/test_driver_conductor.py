@@ -53,6 +53,22 @@ def test_add_publication_answers_with_its_log_and_counters(harness):
     assert not (-1 <= ready.session_id <= 1000)  # the reserved range is never auto-assigned
 
 
+def test_the_warm_up_scratch_dir_lives_inside_the_aeron_dir(shm_dir, monkeypatch):
+    """A driver SIGKILLed while warming up must leave nothing that removing its aeron dir does not remove."""
+    from aeron_numba.driver import media_driver
+    from aeron_numba.driver.context import DriverContext
+
+    scratch_parents = []
+    monkeypatch.setattr(media_driver, "warm_up_driver_kernels", scratch_parents.append)
+    aeron_dir = shm_dir / "aeron"
+    driver = media_driver.DriverProcess(DriverContext(aeron_dir=str(aeron_dir), counters_values_buffer_length=64 * 1024,
+                                                      error_buffer_length=64 * 1024), warm_up=True)
+    try:
+        assert [os.path.realpath(p) for p in scratch_parents] == [os.path.realpath(aeron_dir)]
+    finally:
+        driver.close()
+
+
 @pytest.mark.parametrize("pre_touch", [False, True])
 def test_pre_touch_mapped_memory_allocates_every_page_of_a_new_log(shm_dir, pre_touch):
     """AERON_PRE_TOUCH_MAPPED_MEMORY=true: the terms' pages exist once the log is created (no allocation faults
