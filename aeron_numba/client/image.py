@@ -387,8 +387,17 @@ class Image:
         position_buffer = self.position_buffer
         if log is None or position_buffer is None:
             return 0
+        if fragment_limit != self._out_limit:
+            self._descriptors_for(fragment_limit)
+        try:
+            if self._log_ints[self._next_frame_slot] == 0:
+                return 0  # poll's peek: nothing there yet, no kernel call
+        except IndexError:
+            return 0
         count = self._poll_batch(log, position_buffer, fragment_limit)
         if count <= 0:
+            if count == 0:
+                self._next_frame_slot = self._result_slots[RESULT_NEXT_FRAME]  # past a padding frame
             return 0
         resulting, position = self._result_slots[RESULT_END], self._result_slots[RESULT_START]
         committed = position
