@@ -10,7 +10,8 @@ handler saw the echo.
 * ``rtt-aeron-python``: both loops in Python through the public API (``Publication.offer``,
   ``Subscription.poll`` with a Python handler), ``time.perf_counter_ns`` timing.
 
-Every echo carries the sequence number it was sent with; A counts mismatches (must be 0).
+Every echo carries the sequence number it was sent with; A counts mismatches (must be 0): of every echo in
+the compiled case, of every 64th in the Python one.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import time
 import numpy as np
 
 from benchmarks import loops, stats
-from benchmarks.aeron_pairs import RETRYABLE, offer_python, open_pair, status_text, yield_mask
+from benchmarks.aeron_pairs import offer_python, open_pair, status_text, yield_mask
 
 SPIN_CHECK_MASK = 0xFFFF
+#: The Python ping checks the sequence number of every 64th echo (reading it costs about 70 ns, a twentieth
+#: of the round trip); a lost or repeated echo stops the loop anyway, as each poll waits for exactly one.
+CHECK_MASK = 63
 
 
 def _total(case: dict) -> int:
@@ -82,12 +86,14 @@ def ping_python(case: dict, env) -> dict:
     publication, subscription, _ = open_pair(env, case, 0, 1)
     env.sync(1)
     msg = np.zeros(case["size"], np.uint8)
-    seq_view = msg[:8].view(np.int64)
-    state = [0, 0]  # echoes received, first payload byte of the last echo
+    seq_view = memoryview(msg).cast("q")  # the sequence number, written without numpy's per-item cost
+    echoed_seq = [-1]
 
     def on_fragment(buffer, offset, length, header):
-        state[0] += 1
-        state[1] = buffer[offset]
+        pass  # poll's return value says an echo came
+
+    def on_checked_fragment(buffer, offset, length, header):
+        echoed_seq[0] = int(buffer[offset : offset + 8].view(np.int64)[0])
 
     offer, poll, clock = publication.offer, subscription.poll, time.perf_counter_ns
     deadline = env.case_deadline
@@ -100,18 +106,18 @@ def ping_python(case: dict, env) -> dict:
         for i in range(count):
             seq = base + i
             seq_view[0] = seq
-            want = state[0] + 1
+            checked = seq & CHECK_MASK == 0
+            handler = on_checked_fragment if checked else on_fragment
             t0 = clock()
             if offer(msg) < 0:
                 offer_python(offer, deadline, msg)
             spins = 0
-            while state[0] < want:
-                if poll(on_fragment, 1) == 0:
-                    spins += 1
-                    if spins & SPIN_CHECK_MASK == 0 and time.monotonic() > deadline:
-                        raise TimeoutError(f"no echo of message {seq}")
+            while poll(handler, 1) == 0:
+                spins += 1
+                if spins & SPIN_CHECK_MASK == 0 and time.monotonic() > deadline:
+                    raise TimeoutError(f"no echo of message {seq}")
             append(clock() - t0)
-            if state[1] != seq & 0xFF:
+            if checked and echoed_seq[0] != seq:
                 errors += 1
         return np.array(out, dtype=np.int64)
 
@@ -120,7 +126,8 @@ def ping_python(case: dict, env) -> dict:
     if errors:
         raise AssertionError(f"ping: {errors} echoes with a wrong sequence number")
     return stats.latency_result(
-        runs, warm, case["windows"], received=state[0], expected=_total(case), errors=errors, timing="perf_counter_ns",
+        runs, warm, case["windows"], received=_total(case), expected=_total(case), errors=errors,
+        timing="perf_counter_ns",
     )
 
 
@@ -130,23 +137,18 @@ def echo_python(case: dict, env, total: int | None = None) -> dict:
     total = _total(case) if total is None else total
     offer, poll = publication.offer, subscription.poll
     deadline = env.case_deadline
-    echoed = [0]
 
     def echo(buffer, offset, length, header):
-        result = offer(buffer, offset, length)
-        if result < 0:
-            if result not in RETRYABLE:
-                raise RuntimeError(f"echo offer failed: {status_text(result)}")
+        if offer(buffer, offset, length) < 0:
             offer_python(offer, deadline, buffer, offset, length)
-        echoed[0] += 1
 
-    spins = 0
-    while echoed[0] < total:
-        if poll(echo, 1) == 0:
+    for echoed in range(total):
+        spins = 0
+        while poll(echo, 1) == 0:
             spins += 1
             if spins & SPIN_CHECK_MASK == 0 and time.monotonic() > deadline:
-                raise TimeoutError(f"echoed {echoed[0]} of {total} before the deadline")
-    return {"echoed": echoed[0]}
+                raise TimeoutError(f"echoed {echoed} of {total} before the deadline")
+    return {"echoed": total}
 
 
 ROLES = {

@@ -59,6 +59,7 @@ _STATE_OFFSET = counters_layout.METADATA_STATE_OFFSET
 _ALLOCATED = counters_layout.RECORD_ALLOCATED
 _COUNTER_LENGTH = counters_layout.COUNTER_LENGTH
 _REGISTRATION_ID_OFFSET = counters_layout.COUNTER_REGISTRATION_ID_OFFSET
+_COUNTER_VALUE_OFFSET = counters_layout.COUNTER_VALUE_OFFSET
 
 
 _NO_FRAME = memoryview(np.zeros(1, dtype=np.int32))  # a closed image's peek
@@ -71,7 +72,11 @@ RESULT_END = 0  # position after the batch
 RESULT_START = 1  # position before it
 RESULT_WANTED = 2  # private buffer length the batch needs (COPY_TOO_SMALL)
 RESULT_NEXT_FRAME = 3  # the int32 slot of the log where the next frame's length will be
-RESULT_LENGTH = 4
+#: Two slots of ``result`` that ``poll_and_copy`` reads instead: the image's ``sub-pos`` counter id and its
+#: subscription's registration id (set once; as arguments they would cost a conversion each per poll).
+RESULT_COUNTER_ID = 4
+RESULT_REGISTRATION_ID = 5
+RESULT_LENGTH = 6
 
 
 @kernel(inline="always")
@@ -90,12 +95,11 @@ def _frame_slot(log, position):
     return (term_base + (position & (term_length - 1))) >> 2
 
 
-@kernel
-def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata, counter_id, registration_id, result,
-                  consume_single):
-    """One Python poll's compiled work, in one call: describe up to ``len(out)`` fragments from our ``sub-pos``,
-    copy them (one contiguous run of the term) into ``scratch``, then check that counter ``counter_id`` is still
-    allocated to ``registration_id``. With ``consume_single`` a batch of one fragment is consumed here too (its
+@kernel(nogil=False)
+def poll_and_copy(log, position_buffer, out, scratch, metadata, result, consume_single):
+    """One Python poll's compiled work, in one call: describe up to ``len(out)`` fragments from our ``sub-pos``
+    (counter ``result[RESULT_COUNTER_ID]``), copy them (one contiguous run of the term) into ``scratch``, then
+    check that the counter is still allocated to ``result[RESULT_REGISTRATION_ID]``. With ``consume_single`` a batch of one fragment is consumed here too (its
     position stored): the handler reads the copy, and a fragment whose handler raises counts as consumed anyway.
 
     Returns the fragment count, 0 when there is none (a padding frame skipped is stored here at once),
@@ -106,6 +110,9 @@ def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata,
     The acquire fence keeps the state loads after the copy's loads; the driver frees the counter (a release
     store) before it cleans or lets a publisher reuse anything this subscriber had not consumed.
     """
+    counter_id = result[RESULT_COUNTER_ID]
+    registration_id = result[RESULT_REGISTRATION_ID]
+    position_offset = counter_id * _COUNTER_LENGTH + _COUNTER_VALUE_OFFSET
     position = atomics.get_int64_acquire(position_buffer, position_offset)
     count, new_position = image_poll_batch(log, position, out)
     result[RESULT_NEXT_FRAME] = _frame_slot(log, new_position)
@@ -132,7 +139,7 @@ def poll_and_copy(log, position_buffer, position_offset, out, scratch, metadata,
     return count
 
 
-@kernel
+@kernel(nogil=False)
 def block_poll_and_copy(log, position_buffer, position_offset, block_length_limit, scratch, metadata, counter_id,
                         registration_id, result):
     """``block_poll``'s compiled work: whole frames from our ``sub-pos`` up to ``block_length_limit`` bytes, not
@@ -158,7 +165,7 @@ def block_poll_and_copy(log, position_buffer, position_offset, block_length_limi
     return length
 
 
-@kernel
+@kernel(nogil=False)
 def store_position_if_owned(metadata, values, counter_id, registration_id, position):
     """Release-store the subscriber position unless the driver freed (and maybe re-used) the counter."""
     if _owned(metadata, values, counter_id, registration_id):
@@ -240,6 +247,8 @@ class Image:
         self._metadata = counters_metadata_buffer
         self._scratch = np.zeros(INITIAL_COPY_LENGTH, dtype=np.uint8)  # the private copy handlers read (grows)
         self._result = np.zeros(RESULT_LENGTH, dtype=np.int64)  # poll_and_copy's RESULT_* slots
+        self._result[RESULT_COUNTER_ID] = subscriber_position_id
+        self._result[RESULT_REGISTRATION_ID] = self.subscription_registration_id
         self._result_slots = memoryview(self._result)  # read from Python without numpy's per-item cost
         self._header = Header(self.initial_term_id, self.position_bits_to_shift, self.log_buffer)
         self._single_header = _LoneFragmentHeader(self)
@@ -257,9 +266,8 @@ class Image:
         self._poll_args = None  # poll_and_copy's arguments for poll (None once closed)
         # poll's kernel without per-call dispatch: its arguments are always these arrays (the descriptor rows
         # and the scratch buffer keep their types when they grow) and ints.
-        self._poll_and_copy = compiled_entry(poll_and_copy, self.log_buffer, position_buffer, self.position_offset,
-                                             self._out, self._scratch, self._metadata, self.subscriber_position_id,
-                                             self.subscription_registration_id, self._result, True)
+        self._poll_and_copy = compiled_entry(poll_and_copy, self.log_buffer, position_buffer, self._out, self._scratch,
+                                             self._metadata, self._result, True)
         self._store_if_owned = compiled_entry(store_position_if_owned, self._metadata, position_buffer,
                                               self.subscriber_position_id, self.subscription_registration_id,
                                               self.join_position)
@@ -279,8 +287,7 @@ class Image:
     def _bind_poll(self) -> None:
         log, position_buffer = self.log_buffer, self.position_buffer
         self._poll_args = None if log is None or position_buffer is None else (
-            log, position_buffer, self.position_offset, self._out, self._scratch, self._metadata,
-            self.subscriber_position_id, self.subscription_registration_id, self._result, True)
+            log, position_buffer, self._out, self._scratch, self._metadata, self._result, True)
 
     def _frame_slot(self, position: int) -> int:
         """``_frame_slot`` of the kernel: the int32 slot of the log holding the length of the frame at
@@ -293,12 +300,10 @@ class Image:
         """``poll_and_copy`` into this image's descriptor rows and private buffer (grown when a batch needs it),
         consuming nothing: the caller stores the position."""
         out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
-        args = (log, position_buffer, self.position_offset, out)
-        owner = (self._metadata, self.subscriber_position_id, self.subscription_registration_id, self._result, False)
-        count = self._poll_and_copy(*args, self._scratch, *owner)
+        count = self._poll_and_copy(log, position_buffer, out, self._scratch, self._metadata, self._result, False)
         if count == COPY_TOO_SMALL:
             self._grow_scratch()
-            count = self._poll_and_copy(*args, self._scratch, *owner)
+            count = self._poll_and_copy(log, position_buffer, out, self._scratch, self._metadata, self._result, False)
         return count
 
     def _grow_scratch(self) -> None:
@@ -329,14 +334,14 @@ class Image:
         return self._poll_found(handler)
 
     def _poll_found(self, handler: Callable) -> int:
-        """``poll`` once its peek found a frame length there (``Subscription.poll`` peeks itself)."""
+        """``poll`` once its peek found a frame length there (``Subscription.poll`` has its own copy of this)."""
         args = self._poll_args
         if args is None:
             return 0
         count = self._poll_and_copy(*args)
         if count == 1:  # the kernel consumed it; its frame is the copy's first
             self._next_frame_slot = self._result_slots[RESULT_NEXT_FRAME]
-            handler(args[4], _HEADER_LENGTH, self._rows[1], self._single_header)
+            handler(args[3], _HEADER_LENGTH, self._rows[1], self._single_header)
             return 1
         return self._deliver_batch(handler, args, count)
 
@@ -357,7 +362,7 @@ class Image:
                 return 0
         slots = self._result_slots
         self._next_frame_slot = slots[RESULT_NEXT_FRAME]
-        buffer = args[4]
+        buffer = args[3]  # the private copy
         if count == 1:
             handler(buffer, _HEADER_LENGTH, self._rows[1], self._single_header)
             return 1

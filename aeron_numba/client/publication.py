@@ -48,10 +48,9 @@ if TYPE_CHECKING:
     from aeron_numba.client.client_conductor import ClientConductor
 
 
-_UINT8 = np.dtype(np.uint8)
-_UNIT_STRIDE = (1,)
 _NDARRAY = np.ndarray
-_NO_BYTES = np.zeros(0, dtype=np.uint8)  # a message's type, to bind offer's kernel
+_NO_BYTES = np.zeros(0, dtype=np.uint8)  # a message's type, to bind offer's checked kernel
+_ANY_BYTES = np.zeros(2, dtype=np.uint8)[::2]  # a 1-D uint8 array of layout "A", to bind its fast kernels
 
 
 def as_uint8(data) -> np.ndarray:
@@ -91,6 +90,7 @@ class Publication:
 
     _offer_kernel = staticmethod(term_appender.concurrent_offer)
     _offer_message_kernel = staticmethod(term_appender.concurrent_offer_message)
+    _offer_range_kernel = staticmethod(term_appender.concurrent_offer_range)
     _try_claim_kernel = staticmethod(term_appender.concurrent_try_claim)
 
     def __init__(
@@ -130,11 +130,14 @@ class Publication:
             position_limit_counter_id * counters_layout.COUNTER_LENGTH + counters_layout.COUNTER_VALUE_OFFSET
         )
         self._is_closed = False
-        # offer's kernel without per-call dispatch: offer passes these arrays and a 1-D C uint8 message only.
+        # offer's kernels without per-call dispatch. The checked one takes a 1-D C uint8 message only; the fast
+        # ones any 1-D array with 1-byte items (layout "A"; Numba refuses other item sizes with a TypeError).
         self._offer_entry = compiled_entry(self._offer_kernel, self.log_buffer, self.pub_state, limit_buffer,
                                            _NO_BYTES, 0, 0, 0)
         self._offer_message_entry = compiled_entry(self._offer_message_kernel, self.log_buffer, self.pub_state,
-                                                   limit_buffer, _NO_BYTES)
+                                                   limit_buffer, _ANY_BYTES)
+        self._offer_range_entry = compiled_entry(self._offer_range_kernel, self.log_buffer, self.pub_state,
+                                                 limit_buffer, _ANY_BYTES, 0, 0)
         self._offer_head = (self.log_buffer, self.pub_state, limit_buffer)  # offer's first arguments; None once closed
 
     # -------------------------------------------------------------------------------------------- hot path
@@ -148,28 +151,37 @@ class Publication:
         head = self._offer_head
         if head is None:
             return CLOSED
-        log, state, limit_buffer = head
-        # Fast paths for the common calls with a 1-D C-contiguous uint8 array (its strides are (1,)): the whole
-        # of it (a kernel of four arguments), or int bounds inside it. reserved_value goes to the kernel as is:
-        # its int64 argument converts it as int() would.
-        if type(data) is _NDARRAY and data.strides == _UNIT_STRIDE and data.dtype is _UINT8:
-            if length is None and offset == 0 and reserved_value == 0:
-                result = self._offer_message_entry(log, state, limit_buffer, data)
-                if result == ERROR:  # the kernel refuses a message over the max message length
-                    raise MessageTooLongError(f"length={len(data)} > max_message_length={self.max_message_length}")
-                return result
-            src = data
-        else:
-            src = as_uint8(data)
+        # The fast paths: a 1-D array, whole or an int range of it, reserved value 0. Their kernels check that
+        # the array's items are contiguous bytes and the range inside it; they refuse anything else with ERROR,
+        # appending nothing, and the checked path below then finds out what was wrong.
+        if type(data) is _NDARRAY and data.ndim == 1:
+            log, state, limit_buffer = head
+            try:
+                if length is None:
+                    if offset == 0 and reserved_value == 0:
+                        result = self._offer_message_entry(log, state, limit_buffer, data)
+                        if result > ERROR:
+                            return result
+                elif type(offset) is int and type(length) is int and reserved_value == 0:
+                    result = self._offer_range_entry(log, state, limit_buffer, data, offset, length)
+                    if result > ERROR:
+                        return result
+            except (TypeError, OverflowError):  # not 1-byte items, or a bound beyond int64
+                pass
+        return self._offer_checked(head, data, offset, length, reserved_value)
+
+    def _offer_checked(self, head: tuple, data, offset, length, reserved_value) -> int:
+        """``offer`` with every argument checked, raising the error that names a bad one."""
+        src = as_uint8(data)
         if length is None and offset == 0:
             length = len(src)
-        elif not (type(offset) is int and type(length) is int and 0 <= offset and 0 <= length
-                  and offset + length <= len(src)):
+        else:
             offset = int(offset)
             length = len(src) - offset if length is None else int(length)
             if offset < 0 or length < 0 or offset + length > len(src):
                 raise ConfigurationError(f"offset={offset} length={length} outside the message of length={len(src)}")
-        result = self._offer_entry(log, state, limit_buffer, src, offset, length, reserved_value)
+        # reserved_value goes to the kernel as is: its int64 argument converts it as int() would.
+        result = self._offer_entry(*head, src, offset, length, reserved_value)
         if result == ERROR:  # the kernel refuses a message over the max message length
             raise MessageTooLongError(f"length={length} > max_message_length={self.max_message_length}")
         return result
@@ -281,6 +293,7 @@ class ExclusivePublication(Publication):
 
     _offer_kernel = staticmethod(term_appender.exclusive_offer)
     _offer_message_kernel = staticmethod(term_appender.exclusive_offer_message)
+    _offer_range_kernel = staticmethod(term_appender.exclusive_offer_range)
     _try_claim_kernel = staticmethod(term_appender.exclusive_try_claim)
 
     def __init__(self, *args, **kwargs):

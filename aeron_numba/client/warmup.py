@@ -61,11 +61,14 @@ def warm_up_client_kernels() -> None:
                 term_appender.exclusive_init_state(log, state)
                 offer, try_claim = term_appender.exclusive_offer, term_appender.exclusive_try_claim
                 offer_message = term_appender.exclusive_offer_message
+                offer_range = term_appender.exclusive_offer_range
             else:
                 offer, try_claim = term_appender.concurrent_offer, term_appender.concurrent_try_claim
                 offer_message = term_appender.concurrent_offer_message
+                offer_range = term_appender.concurrent_offer_range
             offer(log, state, limit, message, 0, message.size, 0)
-            offer_message(log, state, limit, message)
+            offer_message(log, state, limit, message[::2])  # Publication binds its fast kernels with layout "A"
+            offer_range(log, state, limit, message[::2], 0, 8)
             try_claim(log, state, limit, 8, claim)
             term_appender.commit_claim(log, claim)
             try_claim(log, state, limit, 8, claim)
@@ -73,7 +76,7 @@ def warm_up_client_kernels() -> None:
             term_appender.producer_position(log)
             position = np.zeros(counters.COUNTER_LENGTH, np.uint8)
             metadata = np.zeros(counters.METADATA_LENGTH, np.uint8)
-            poll_and_copy(log, position, 0, np.zeros((4, 3), np.int64), np.zeros(64, np.uint8), metadata, 0, 0,
+            poll_and_copy(log, position, np.zeros((4, 3), np.int64), np.zeros(64, np.uint8), metadata,
                           np.zeros(RESULT_LENGTH, np.int64), True)
             store_position_if_owned(metadata, position, 0, 0, 0)
             block_poll_and_copy(log, position, 0, 64, np.zeros(64, np.uint8), metadata, 0, 0,

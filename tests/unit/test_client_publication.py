@@ -180,22 +180,31 @@ def test_offer_accepts_bytes_like_and_arrays_with_offset_length_and_reserved_val
         (np.frombuffer(payload, np.uint8), {"reserved_value": 5}),  # uint8 arrays: the fast paths
         (np.frombuffer(payload, np.uint8), {"offset": np.int64(3), "length": np.int32(4)}),
         (np.frombuffer(payload, np.uint8)[:16], {"offset": 2, "length": 6}),
+        (np.arange(16, dtype=np.int8), {}),  # 1-byte items: the fast path sends them as they are
+        (np.arange(6, dtype=np.int16), {"offset": 2, "length": 6}),  # its bytes, through the checked path
+        (np.arange(40, dtype=np.uint8)[::2], {"offset": 3, "length": 5}),  # refused by the fast kernel: copied
+        (np.arange(12, dtype=np.uint8).reshape(3, 4), {}),  # 2-D: its bytes in C order
     ]
     expected = [
         payload, payload[10:30], payload[5:105], payload[1000:], np.arange(8, dtype=np.int64).tobytes(),
-        bytes(range(0, 40, 2)), b"", payload, payload[3:7], payload[2:8],
+        bytes(range(0, 40, 2)), b"", payload, payload[3:7], payload[2:8], bytes(range(16)),
+        np.arange(6, dtype=np.int16).tobytes()[2:8], bytes(range(0, 40, 2))[3:8], bytes(range(12)),
     ]
     for data, kwargs in inputs:
         assert offer_retrying(publication, data, **kwargs) > 0
     collector = Collector()
     poll_until(subscription, collector, lambda: len(collector.messages), len(expected))
     assert collector.messages == expected
-    assert [h["reserved_value"] for h in collector.headers] == [0, 0, 0, 0, -77, 0, 0, 5, 0, 0]
+    assert [h["reserved_value"] for h in collector.headers] == [0, 0, 0, 0, -77, 0, 0, 5, 0, 0, 0, 0, 0, 0]
     assert {h["session_id"] for h in collector.headers} == {publication.session_id}
     with pytest.raises(ConfigurationError, match="offset=5 length=10 outside the message of length=8"):
         publication.offer(b"12345678", 5, 10)
     with pytest.raises(ConfigurationError, match="offset=-1 length=4 outside the message of length=8"):
         publication.offer(np.zeros(8, np.uint8), -1, 4)
+    with pytest.raises(ConfigurationError, match="offset=6 length=4 outside the message of length=8"):
+        publication.offer(np.zeros(8, np.uint8), 6, 4)
+    with pytest.raises(ConfigurationError, match=f"offset={1 << 70} length=1 outside the message of length=8"):
+        publication.offer(np.zeros(8, np.uint8), 1 << 70, 1)  # beyond int64: the checked path names it
     with pytest.raises(ConfigurationError, match="not bytes-like"):
         publication.offer("text")
 

@@ -138,6 +138,37 @@ def test_messages_over_max_length_or_negative_are_errors(make_log, exclusive):
 
 
 @pytest.mark.parametrize("exclusive", [False, True])
+def test_python_offer_kernels_check_the_range_and_contiguity_and_append_nothing_when_refused(make_log, exclusive):
+    """``*_offer_message`` / ``*_offer_range`` (what ``Publication.offer`` calls first) take any 1-D byte array
+    and refuse, with ERROR and no byte written, what the checked path must handle instead."""
+    logbuf = make_log(term_length=64 * 1024)
+    log = logbuf.buffer
+    state = new_pub_state(log, exclusive)
+    limit = LimitCounter().buffer
+    message = TA.exclusive_offer_message if exclusive else TA.concurrent_offer_message
+    offer_range = TA.exclusive_offer_range if exclusive else TA.concurrent_offer_range
+    src = np.arange(64, dtype=np.uint8)
+    before = log.copy()
+    refused = [
+        message(log, state, limit, src[::2]),  # not contiguous
+        message(log, state, limit, np.zeros(logbuf.max_message_length + 1, np.uint8)),  # too long
+        offer_range(log, state, limit, src[::2], 0, 4),
+        offer_range(log, state, limit, src, -1, 4),
+        offer_range(log, state, limit, src, 0, -1),
+        offer_range(log, state, limit, src, 60, 5),  # ends one byte past src
+        offer_range(log, state, limit, src, 1 << 62, 1 << 62),  # would overflow as offset + length
+    ]
+    assert refused == [P.ERROR] * len(refused)
+    assert np.array_equal(log, before) and TA.producer_position(log) == 0
+    assert message(log, state, limit, src) == 96
+    assert offer_range(log, state, limit, src, 60, 4) == 96 + 64
+    assert offer_range(log, state, limit, src, 64, 0) == 96 + 64 + 32
+    consumer = Consumer(log, 64 * 1024)
+    consumer.drain()
+    assert consumer.messages == [src.tobytes(), src[60:].tobytes(), b""]
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
 def test_limit_gives_not_connected_then_back_pressured(make_log, exclusive):
     logbuf = make_log(term_length=64 * 1024)
     log = logbuf.buffer
