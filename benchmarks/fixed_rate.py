@@ -19,6 +19,7 @@ import numpy as np
 
 from benchmarks import ipc_rtt, loops, stats
 from benchmarks.aeron_pairs import offer_python, open_pair, status_text
+from benchmarks.ipc_throughput import message_with_sequence
 
 MAX_BEHIND_NS = 1_000_000
 SPIN_CHECK_MASK = 0xFFF
@@ -67,8 +68,7 @@ def send_python(case: dict, env) -> dict:
     publication, subscription, _ = open_pair(env, case, 0, 1)
     env.sync(1)
     count = message_count(case)
-    msg = np.zeros(case["size"], np.uint8)
-    seq_view = msg[:8].view(np.int64)
+    msg, seq_view = message_with_sequence(case["size"])
     sched = [0] * count
     lat = [0] * count
     state = [0, 0]  # echoes, errors

@@ -22,6 +22,7 @@ import numpy as np
 
 from benchmarks import loops, stats
 from benchmarks.aeron_pairs import offer_python, open_pair, status_text, yield_mask
+from benchmarks.ipc_throughput import message_with_sequence
 
 SPIN_CHECK_MASK = 0xFFFF
 #: The Python ping checks the sequence number of every 64th echo (reading it costs about 70 ns, a twentieth
@@ -85,8 +86,7 @@ def echo_compiled(case: dict, env, total: int | None = None) -> dict:
 def ping_python(case: dict, env) -> dict:
     publication, subscription, _ = open_pair(env, case, 0, 1)
     env.sync(1)
-    msg = np.zeros(case["size"], np.uint8)
-    seq_view = memoryview(msg).cast("q")  # the sequence number, written without numpy's per-item cost
+    msg, seq_view = message_with_sequence(case["size"])
     echoed_seq = [-1]
 
     def on_fragment(buffer, offset, length, header):

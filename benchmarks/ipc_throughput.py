@@ -34,9 +34,11 @@ def total(case: dict) -> int:
     return targets(case)[-1]
 
 
-def _message(size: int) -> tuple[np.ndarray, np.ndarray]:
+def message_with_sequence(size: int) -> tuple[np.ndarray, memoryview]:
+    """A message of ``size`` bytes and a view of its first 8 as an int64, the sequence number, which a memoryview
+    writes at about half numpy's per-item cost (ours and the peers' Python loops all use this)."""
     msg = np.zeros(size, np.uint8)
-    return msg, msg[:8].view(np.int64)
+    return msg, memoryview(msg).cast("q")
 
 
 # ------------------------------------------------------------------------------------------- compiled
@@ -44,7 +46,7 @@ def produce_compiled(case: dict, env) -> dict:
     publication = open_publication(env, case, 0)
     await_connected(env, publication)
     env.sync(1)
-    msg, _ = _message(case["size"])
+    msg, _ = message_with_sequence(case["size"])
     end = total(case)
     counters = np.zeros(loops.PUB_COUNTERS, np.int64)
     sent = loops.stream_publish(
@@ -83,7 +85,7 @@ def produce_python(case: dict, env) -> dict:
     publication = open_publication(env, case, 0)
     await_connected(env, publication)
     env.sync(1)
-    msg, seq_view = _message(case["size"])
+    msg, seq_view = message_with_sequence(case["size"])
     offer = publication.offer
     deadline = env.case_deadline
     for seq in range(total(case)):

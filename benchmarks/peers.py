@@ -31,15 +31,10 @@ def _total(case: dict) -> int:
     return case["warmup"] + case["runs"] * case["n"]
 
 
-def _message(size: int):
-    msg = np.zeros(size, np.uint8)
-    return msg, msg[:8].view(np.int64)
-
-
 def _rtt(case: dict, env, round_trip) -> dict:
     """Run ``round_trip(msg)`` (send ``msg``, wait for the echo, return its first byte) for the case's
     warm-up and runs; returns the latency result."""
-    msg, seq_view = _message(case["size"])
+    msg, seq_view = ipc_throughput.message_with_sequence(case["size"])
     clock = time.perf_counter_ns
     errors = 0
 
@@ -87,7 +82,7 @@ def _consume(case: dict, receive_one) -> dict:
 
 
 def _produce(case: dict, send_one) -> dict:
-    msg, seq_view = _message(case["size"])
+    msg, seq_view = ipc_throughput.message_with_sequence(case["size"])
     total = ipc_throughput.total(case)
     for seq in range(total):
         seq_view[0] = seq
