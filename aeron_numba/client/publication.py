@@ -139,6 +139,8 @@ class Publication:
         self._offer_range_entry = compiled_entry(self._offer_range_kernel, self.log_buffer, self.pub_state,
                                                  limit_buffer, _ANY_BYTES, 0, 0)
         self._offer_head = (self.log_buffer, self.pub_state, limit_buffer)  # offer's first arguments; None once closed
+        # The last whole-message offer's arguments (it keeps that array alive until another is offered or close).
+        self._message_args = self._offer_head + (_ANY_BYTES,)
 
     # -------------------------------------------------------------------------------------------- hot path
     def offer(self, data, offset: int = 0, length: int | None = None, reserved_value: int = 0) -> int:
@@ -155,14 +157,20 @@ class Publication:
         # the array's items are contiguous bytes and the range inside it; they refuse anything else with ERROR,
         # appending nothing, and the checked path below then finds out what was wrong.
         if type(data) is _NDARRAY and data.ndim == 1:
-            log, state, limit_buffer = head
             try:
                 if length is None:
                     if offset == 0 and reserved_value == 0:
-                        result = self._offer_message_entry(log, state, limit_buffer, data)
+                        # Senders mostly reuse one array: a call with a ready tuple of arguments is about 25 ns
+                        # cheaper than one that builds it.
+                        args = self._message_args
+                        if args[3] is not data:
+                            log, state, limit_buffer = head
+                            args = self._message_args = (log, state, limit_buffer, data)
+                        result = self._offer_message_entry(*args)
                         if result > ERROR:
                             return result
                 elif type(offset) is int and type(length) is int and reserved_value == 0:
+                    log, state, limit_buffer = head
                     result = self._offer_range_entry(log, state, limit_buffer, data, offset, length)
                     if result > ERROR:
                         return result
@@ -268,6 +276,7 @@ class Publication:
         self._is_closed = True
         self.pub_state[PUB_STATE_CLOSED] = 1
         self._offer_head = None
+        self._message_args = None  # an offer racing this close gets a TypeError from it: the checked path runs
         self.log_buffer = None
         self.limit_buffer = None
 

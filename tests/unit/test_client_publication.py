@@ -209,6 +209,24 @@ def test_offer_accepts_bytes_like_and_arrays_with_offset_length_and_reserved_val
         publication.offer("text")
 
 
+def test_offer_reads_a_reused_array_at_each_call(client, driver):
+    """offer(array) keeps its last argument tuple for the next call with the same array: what it sends is the
+    array's content at each call, whichever arrays come in between."""
+    aeron, _ = client
+    publication, subscription = connected_pair(aeron, driver)
+    first, second = np.zeros(16, np.uint8), np.full(16, 200, np.uint8)
+    sent = []
+    for value, array in [(1, first), (2, first), (3, second), (4, first), (5, second)]:
+        array[0] = value
+        assert offer_retrying(publication, array) > 0
+        sent.append(array.tobytes())
+    collector = Collector()
+    poll_until(subscription, collector, lambda: len(collector.messages), len(sent))
+    assert collector.messages == sent
+    publication.close()
+    assert publication.offer(first) == CLOSED
+
+
 def test_message_too_long_names_length_and_limit(client, driver):
     aeron, _ = client
     publication, _ = connected_pair(aeron, driver)
