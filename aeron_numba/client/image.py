@@ -105,7 +105,9 @@ def poll_and_copy(log, position_buffer, out, scratch, metadata, result, consume_
     Returns the fragment count, 0 when there is none (a padding frame skipped is stored here at once),
     ``NOT_OWNED`` or ``COPY_TOO_SMALL``. For a count > 0, ``result`` holds the positions before and after the
     batch and the rows of ``out`` become (payload offset in ``scratch``, payload length, position after the
-    fragment). ``result[RESULT_NEXT_FRAME]`` is where the frame after the batch will be (``_frame_slot``).
+    fragment). ``result[RESULT_NEXT_FRAME]``, the slot of the log that Python's peek reads (``_frame_slot``), is
+    moved here wherever this call stores the position (a lone fragment consumed, a padding frame skipped); for
+    a batch the caller moves it when it stores the position (``Image._store_position``).
 
     The acquire fence keeps the state loads after the copy's loads; the driver frees the counter (a release
     store) before it cleans or lets a publisher reuse anything this subscriber had not consumed.
@@ -115,10 +117,10 @@ def poll_and_copy(log, position_buffer, out, scratch, metadata, result, consume_
     position_offset = counter_id * _COUNTER_LENGTH + _COUNTER_VALUE_OFFSET
     position = atomics.get_int64_acquire(position_buffer, position_offset)
     count, new_position = image_poll_batch(log, position, out)
-    result[RESULT_NEXT_FRAME] = _frame_slot(log, new_position)
     if count == 0:
-        if new_position > position:
+        if new_position > position:  # past a padding frame
             store_position_if_owned(metadata, position_buffer, counter_id, registration_id, new_position)
+            result[RESULT_NEXT_FRAME] = _frame_slot(log, new_position)
         return 0
     start = out[0, 0]
     length = out[count - 1, 0] + align(out[count - 1, 1], _FRAME_ALIGNMENT) - start
@@ -136,6 +138,7 @@ def poll_and_copy(log, position_buffer, out, scratch, metadata, result, consume_
     result[RESULT_END] = new_position
     if consume_single and count == 1:
         atomics.put_int64_release(position_buffer, position_offset, new_position)
+        result[RESULT_NEXT_FRAME] = _frame_slot(log, new_position)
     return count
 
 
@@ -256,10 +259,12 @@ class Image:
         self._rows = memoryview(self._descriptors).cast("B").cast("q")  # the descriptors, flat
         self._out = self._descriptors
         self._out_limit = None  # the fragment_limit self._out was made for
-        # poll's peek: the log as int32s and the slot of the next frame's length. Zero there means nothing to
-        # read yet, found without a kernel call (the loop every idle subscriber spins in).
+        # poll's peek: the log as int32s and, in result[RESULT_NEXT_FRAME], the slot of the next frame's length.
+        # Zero there means nothing to read yet, found without a kernel call (the loop every idle subscriber spins
+        # in). The slot lives in the result array so that the kernel that consumes a lone fragment moves it
+        # (one store fewer from Python per delivering poll).
         self._log_ints = memoryview(self.log_buffer).cast("i")
-        self._next_frame_slot = self._frame_slot(self.join_position)
+        self._result[RESULT_NEXT_FRAME] = self._frame_slot(self.join_position)
         self._is_closed = False
         self._final_position = self.join_position
         self._is_eos = False
@@ -315,7 +320,7 @@ class Image:
         # self.position_buffer to None) while a handler runs, e.g. after a client timeout.
         self._store_if_owned(self._metadata, position_buffer, self.subscriber_position_id,
                              self.subscription_registration_id, position)
-        self._next_frame_slot = self._frame_slot(position)
+        self._result_slots[RESULT_NEXT_FRAME] = self._frame_slot(position)
 
     def poll(self, handler: Callable, fragment_limit: int) -> int:
         """Deliver up to ``fragment_limit`` fragments to ``handler(buffer, offset, length, header)``.
@@ -327,7 +332,7 @@ class Image:
         if fragment_limit != self._out_limit:
             self._descriptors_for(fragment_limit)
         try:
-            if self._log_ints[self._next_frame_slot] == 0:
+            if self._log_ints[self._result_slots[RESULT_NEXT_FRAME]] == 0:
                 return 0  # a hint (a plain load): only the kernel's acquire load decides there is a frame
         except IndexError:  # closed by the conductor thread between the two loads
             return 0
@@ -339,8 +344,7 @@ class Image:
         if args is None:
             return 0
         count = self._poll_and_copy(*args)
-        if count == 1:  # the kernel consumed it; its frame is the copy's first
-            self._next_frame_slot = self._result_slots[RESULT_NEXT_FRAME]
+        if count == 1:  # the kernel consumed it (and moved the peek's slot); its frame is the copy's first
             handler(args[3], _HEADER_LENGTH, self._rows[1], self._single_header)
             return 1
         return self._deliver_batch(handler, args, count)
@@ -349,8 +353,6 @@ class Image:
         """The rest of ``poll``: a batch of several fragments (consumed once delivered), a padding frame skipped,
         a copy buffer to grow, or nothing."""
         if count <= 0:
-            if count == 0:
-                self._next_frame_slot = self._result_slots[RESULT_NEXT_FRAME]  # past a padding frame
             if count != COPY_TOO_SMALL:
                 return 0  # nothing, or dropped by the driver: nothing of this batch can be trusted
             self._grow_scratch()
@@ -361,7 +363,6 @@ class Image:
             if count <= 0:
                 return 0
         slots = self._result_slots
-        self._next_frame_slot = slots[RESULT_NEXT_FRAME]
         buffer = args[3]  # the private copy
         if count == 1:
             handler(buffer, _HEADER_LENGTH, self._rows[1], self._single_header)
@@ -395,14 +396,12 @@ class Image:
         if fragment_limit != self._out_limit:
             self._descriptors_for(fragment_limit)
         try:
-            if self._log_ints[self._next_frame_slot] == 0:
+            if self._log_ints[self._result_slots[RESULT_NEXT_FRAME]] == 0:
                 return 0  # poll's peek: nothing there yet, no kernel call
         except IndexError:
             return 0
         count = self._poll_batch(log, position_buffer, fragment_limit)
         if count <= 0:
-            if count == 0:
-                self._next_frame_slot = self._result_slots[RESULT_NEXT_FRAME]  # past a padding frame
             return 0
         resulting, position = self._result_slots[RESULT_END], self._result_slots[RESULT_START]
         committed = position

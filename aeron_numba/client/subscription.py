@@ -65,7 +65,7 @@ class Subscription:
             # poll of a one-image subscription is this one call, and one delivering a lone fragment calls only
             # the kernel and the handler (each Python call saved is about 45 ns of a round trip).
             try:
-                if image._log_ints[image._next_frame_slot] == 0:
+                if image._log_ints[image._result_slots[RESULT_NEXT_FRAME]] == 0:
                     return 0
             except IndexError:  # the image was closed meanwhile
                 return 0
@@ -73,8 +73,7 @@ class Subscription:
             if args is None:
                 return 0
             count = image._poll_and_copy(*args)
-            if count == 1:  # the kernel consumed it; its frame is the copy's first
-                image._next_frame_slot = image._result_slots[RESULT_NEXT_FRAME]
+            if count == 1:  # the kernel consumed it (and moved the peek's slot); its frame is the copy's first
                 handler(args[3], _HEADER_LENGTH, image._rows[1], image._single_header)  # args[3]: the private copy
                 return 1
             return image._deliver_batch(handler, args, count)
