@@ -300,7 +300,10 @@ def _concurrent_prepare(log, pub_state, limit_buf):
     return position, limit, index
 
 
-@kernel
+# The two offers and term_reader.read are inlined into their compiled callers: a call between kernels passes
+# every array as its seven fields, mostly on the stack. Inlined, the compiled round trip went from 311 to
+# about 290 ns and 32-byte concurrent throughput from about 50 to 70 M msgs/s.
+@kernel(inline="always")
 def concurrent_offer(log, pub_state, limit_buf, src, src_offset, length, reserved_value):
     """Offer ``src[src_offset:src_offset+length]`` to a log shared by many publishers (§4.1, §4.2).
 
@@ -452,7 +455,7 @@ def _exclusive_trip(log, pub_state, term_base, term_offset, term_length, term_id
     return ADMIN_ACTION
 
 
-@kernel
+@kernel(inline="always")  # see concurrent_offer
 def exclusive_offer(log, pub_state, limit_buf, src, src_offset, length, reserved_value):
     """Offer a message from the single writer of an exclusive publication (§4.6).
 

@@ -56,7 +56,7 @@ def _term_id_of(log, term_begin_position, term_length):
     return to_int32(log_initial_term_id(log) + (term_begin_position >> position_bits_to_shift(term_length)))
 
 
-@kernel(_READ_SIG)
+@kernel(_READ_SIG, inline="always")  # inlined, as the offers are (term_appender.concurrent_offer says why)
 def read(log, term_base, term_offset, term_length, term_id, fragments_limit, handler, ctx):
     """Deliver up to ``fragments_limit`` fragments of the term at ``term_base`` from ``term_offset``.
 
