@@ -46,3 +46,25 @@ def test_copy_bytes_moves_overlapping_ranges_as_memmove_and_fill_bytes_sets_a_ra
     assert np.array_equal(buf[:32], np.arange(32, dtype=np.uint8))
     _fill(buf, 10, 5, 0xAB)
     assert list(buf[9:16]) == [9, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 15]
+
+
+@pytest.mark.parametrize("length", range(0, 131))
+def test_copy_bytes_of_every_small_length_matches_memmove_at_every_overlap(length):
+    """Copies up to SMALL_COPY_LIMIT bytes are inline moves (two overlapping chunks): every length around the
+    chunk widths, into a separate buffer and within one buffer shifted either way, leaves exactly what a
+    memmove would."""
+    rng = np.random.default_rng(length)
+    source = rng.integers(0, 256, 256, dtype=np.uint8)
+    for src_offset, dst_offset in [(0, 0), (3, 5), (61, 7), (0, 100)]:
+        dst = rng.integers(0, 256, 256, dtype=np.uint8)
+        expected = dst.copy()
+        expected[dst_offset : dst_offset + length] = source[src_offset : src_offset + length]
+        _copy(dst, dst_offset, source, src_offset, length)
+        assert np.array_equal(dst, expected), (src_offset, dst_offset)
+    for shift in (-33, -17, -8, -1, 1, 2, 9, 31, 40):
+        buf = rng.integers(0, 256, 256, dtype=np.uint8)
+        expected = buf.copy()
+        src_offset = 64
+        expected[src_offset + shift : src_offset + shift + length] = buf[src_offset : src_offset + length].copy()
+        _copy(buf, src_offset + shift, buf, src_offset, length)
+        assert np.array_equal(buf, expected), shift
