@@ -129,7 +129,7 @@ _POLL_SIG = types.int64(
 )
 
 
-@kernel(_POLL_SIG)
+@kernel(_POLL_SIG, inline="always")  # inlined, as read is
 def image_poll(log, position_buf, position_offset, fragments_limit, handler, ctx):
     """Image poll (§5): read from the subscriber position, then release-store the new position.
 
