@@ -99,8 +99,9 @@ def _frame_slot(log, position):
 def poll_and_copy(log, position_buffer, out, scratch, metadata, result, consume_single):
     """One Python poll's compiled work, in one call: describe up to ``len(out)`` fragments from our ``sub-pos``
     (counter ``result[RESULT_COUNTER_ID]``), copy them (one contiguous run of the term) into ``scratch``, then
-    check that the counter is still allocated to ``result[RESULT_REGISTRATION_ID]``. With ``consume_single`` a batch of one fragment is consumed here too (its
-    position stored): the handler reads the copy, and a fragment whose handler raises counts as consumed anyway.
+    check that the counter is still allocated to ``result[RESULT_REGISTRATION_ID]``. With ``consume_single`` a
+    batch of one fragment is consumed here too (its position stored): the handler reads the copy, and a fragment
+    whose handler raises counts as consumed anyway.
 
     Returns the fragment count, 0 when there is none (a padding frame skipped is stored here at once),
     ``NOT_OWNED`` or ``COPY_TOO_SMALL``. For a count > 0, ``result`` holds the positions before and after the

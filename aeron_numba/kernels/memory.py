@@ -2,7 +2,8 @@
 
 Numba's slice assignment (``dst[a:b] = src[c:d]``) builds array objects, reference-counts them and checks
 for overlap through a temporary copy: on a 32-byte message that costs more than the rest of the append.
-These compile to one ``llvm.memmove`` / ``llvm.memset`` (overlapping ranges are allowed). Like the atomics,
+These compile to one ``llvm.memmove`` / ``llvm.memset`` (overlapping ranges are allowed); a copy of up to
+``SMALL_COPY_LIMIT`` bytes to a few inline loads and stores. Like the atomics,
 they do no bounds checking: callers check offsets and lengths first.
 """
 

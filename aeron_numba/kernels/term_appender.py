@@ -502,7 +502,8 @@ def exclusive_offer(log, pub_state, limit_buf, src, src_offset, length, reserved
 @kernel(inline="always")
 def _is_byte_range(src, src_offset, length):
     """``src[src_offset:src_offset + length]`` is inside ``src``, a contiguous array of bytes."""
-    return src.itemsize == 1 and src.strides[0] == 1 and src_offset >= 0 and length >= 0 and src_offset <= src.shape[0] - length
+    return (src.itemsize == 1 and src.strides[0] == 1
+            and src_offset >= 0 and length >= 0 and src_offset <= src.shape[0] - length)
 
 
 # The entries Publication.offer calls from Python. They take any 1-D byte array (the client binds them with

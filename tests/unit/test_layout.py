@@ -86,7 +86,8 @@ def test_position_math_section_3():
     # Every legal term length (64 KiB to 1 GiB, powers of two), as int32 (read from a log) or int; a corrupt 0
     # gives a shift that is still below 64.
     for bits in range(16, 31):
-        assert position.position_bits_to_shift(1 << bits) == position.position_bits_to_shift(np.int32(1 << bits)) == bits
+        shift_of = position.position_bits_to_shift
+        assert shift_of(1 << bits) == shift_of(np.int32(1 << bits)) == bits
     assert position.position_bits_to_shift(0) == 62
     assert position.compute_position(10, 96, shift, 7) == 3 * 65536 + 96
     assert position.compute_term_id_from_position(3 * 65536 + 96, shift, 7) == 10
