@@ -7,7 +7,7 @@
   compiled loads (``atomics_py.put_int64_release`` / ``get_int64_acquire``) called as Numba functions
   normally are (each call dispatched on its argument types): the issue's Python floor, the cost of
   crossing from Python into compiled code per message. Like the client's per-message kernels, they hold
-  the GIL (``jit.KERNEL_FLAGS``): the floor gets every saving our own calls get.
+  the GIL (``@kernel(nogil=False)``, see ``jit.KERNEL_FLAGS``): the floor gets every saving our calls get.
 * ``rtt-floor-python-entry``: the same calls through entry points bound once (``jit.compiled_entry``, no
   per-call dispatch), as the client calls its own kernels: the stricter floor, what a Python API over
   shared memory could at least pay.

@@ -88,6 +88,14 @@ def _owned(metadata, values, counter_id, registration_id):
 
 
 @kernel(inline="always")
+def _subscriber(result):
+    """``(counter_id, registration_id, position_offset)`` of our ``sub-pos`` counter, from ``result``'s two
+    id slots."""
+    counter_id = result[RESULT_COUNTER_ID]
+    return counter_id, result[RESULT_REGISTRATION_ID], counter_id * _COUNTER_LENGTH + _COUNTER_VALUE_OFFSET
+
+
+@kernel(inline="always")
 def _frame_slot(log, position):
     """Index, in the log as int32s, of the length field of the frame at ``position`` (``Image.poll``'s peek)."""
     term_length = log_term_length(log)
@@ -113,9 +121,7 @@ def poll_and_copy(log, position_buffer, out, scratch, metadata, result, consume_
     The acquire fence keeps the state loads after the copy's loads; the driver frees the counter (a release
     store) before it cleans or lets a publisher reuse anything this subscriber had not consumed.
     """
-    counter_id = result[RESULT_COUNTER_ID]
-    registration_id = result[RESULT_REGISTRATION_ID]
-    position_offset = counter_id * _COUNTER_LENGTH + _COUNTER_VALUE_OFFSET
+    counter_id, registration_id, position_offset = _subscriber(result)
     position = atomics.get_int64_acquire(position_buffer, position_offset)
     count, new_position = image_poll_batch(log, position, out)
     if count == 0:
@@ -144,11 +150,12 @@ def poll_and_copy(log, position_buffer, out, scratch, metadata, result, consume_
 
 
 @kernel(nogil=False)
-def block_poll_and_copy(log, position_buffer, position_offset, block_length_limit, scratch, metadata, counter_id,
-                        registration_id, result):
+def block_poll_and_copy(log, position_buffer, block_length_limit, scratch, metadata, result):
     """``block_poll``'s compiled work: whole frames from our ``sub-pos`` up to ``block_length_limit`` bytes, not
     past the term end (a PAD frame alone: ``term_scanner.scan_block``), copied into ``scratch`` and checked to be
-    ours as in ``poll_and_copy``. Returns the block length, 0, ``NOT_OWNED`` or ``COPY_TOO_SMALL``."""
+    ours as in ``poll_and_copy`` (the same ``result`` slots). Returns the block length, 0, ``NOT_OWNED`` or
+    ``COPY_TOO_SMALL``."""
+    counter_id, registration_id, position_offset = _subscriber(result)
     position = atomics.get_int64_acquire(position_buffer, position_offset)
     term_length = log_term_length(log)
     term_offset = position & (term_length - 1)
@@ -302,10 +309,10 @@ class Image:
         term_base = ((position >> self.position_bits_to_shift) % lb.PARTITION_COUNT) * term_length
         return (term_base + (position & (term_length - 1))) >> 2
 
-    def _poll_batch(self, log: np.ndarray, position_buffer: np.ndarray, fragment_limit: int) -> int:
-        """``poll_and_copy`` into this image's descriptor rows and private buffer (grown when a batch needs it),
-        consuming nothing: the caller stores the position."""
-        out = self._out if fragment_limit == self._out_limit else self._descriptors_for(fragment_limit)
+    def _poll_batch(self, log: np.ndarray, position_buffer: np.ndarray) -> int:
+        """``poll_and_copy`` into this image's descriptor rows (already fitted to the poll's fragment limit) and
+        private buffer (grown when a batch needs it), consuming nothing: the caller stores the position."""
+        out = self._out
         count = self._poll_and_copy(log, position_buffer, out, self._scratch, self._metadata, self._result, False)
         if count == COPY_TOO_SMALL:
             self._grow_scratch()
@@ -401,7 +408,7 @@ class Image:
                 return 0  # poll's peek: nothing there yet, no kernel call
         except IndexError:
             return 0
-        count = self._poll_batch(log, position_buffer, fragment_limit)
+        count = self._poll_batch(log, position_buffer)
         if count <= 0:
             return 0
         resulting, position = self._result_slots[RESULT_END], self._result_slots[RESULT_START]
@@ -448,12 +455,13 @@ class Image:
             return 0
         if block_length_limit < _FRAME_ALIGNMENT:
             raise ConfigurationError(f"block_length_limit={block_length_limit} must be >= {_FRAME_ALIGNMENT}")
-        args = (log, position_buffer, self.position_offset, int(block_length_limit))
-        owner = (self._metadata, self.subscriber_position_id, self.subscription_registration_id, self._result)
-        length = block_poll_and_copy(*args, self._scratch, *owner)
+        block_length_limit = int(block_length_limit)
+        length = block_poll_and_copy(log, position_buffer, block_length_limit, self._scratch, self._metadata,
+                                     self._result)
         if length == COPY_TOO_SMALL:
             self._grow_scratch()
-            length = block_poll_and_copy(*args, self._scratch, *owner)
+            length = block_poll_and_copy(log, position_buffer, block_length_limit, self._scratch, self._metadata,
+                                         self._result)
         if length <= 0:
             return 0
         end = int(self._result[RESULT_END])

@@ -79,8 +79,7 @@ def warm_up_client_kernels() -> None:
             poll_and_copy(log, position, np.zeros((4, 3), np.int64), np.zeros(64, np.uint8), metadata,
                           np.zeros(RESULT_LENGTH, np.int64), True)
             store_position_if_owned(metadata, position, 0, 0, 0)
-            block_poll_and_copy(log, position, 0, 64, np.zeros(64, np.uint8), metadata, 0, 0,
-                                np.zeros(RESULT_LENGTH, np.int64))
+            block_poll_and_copy(log, position, 64, np.zeros(64, np.uint8), metadata, np.zeros(RESULT_LENGTH, np.int64))
             if exclusive:
                 term_appender.exclusive_offer_block(log, state, limit, message, 0, 32)  # refused: not framed
                 term_appender.exclusive_append_padding(log, state, limit, 0)
