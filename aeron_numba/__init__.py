@@ -17,13 +17,13 @@ _PUBLIC = {
         "FragmentAssembler", "ControlledFragmentAssembler", "ControlledFragmentAction", "BufferClaim",
         "Counter", "CountersReader", "ABORT", "BREAK", "COMMIT", "CONTINUE",
     ),
-    "aeron_numba.driver": ("MediaDriver", "DriverContext", "ActiveDriverError"),
+    "aeron_numba.driver": ("MediaDriver", "MediaDriverProcess", "DriverContext", "ActiveDriverError"),
     "aeron_numba.errors": (
         "AeronError", "ConfigurationError", "LayoutError", "InvalidChannelError", "DriverTimeoutError",
         "ClientTimeoutError", "ConductorServiceTimeoutError", "ClientClosedError", "RegistrationError",
         "MessageTooLongError", "CountersFullError",
     ),
-    "aeron_numba.layout.publication": (
+    "aeron_numba.layout.publication_status": (
         "NOT_CONNECTED", "BACK_PRESSURED", "ADMIN_ACTION", "CLOSED", "MAX_POSITION_EXCEEDED",
     ),
 }

@@ -29,7 +29,7 @@ def _message_length(seq: int, max_length: int) -> int:
 
 def publisher(aeron_dir: str, messages: int, max_length: int) -> int:
     from aeron_numba.client import Aeron, Context
-    from aeron_numba.layout import publication as P
+    from aeron_numba.layout import publication_status as P
 
     buffer = np.zeros(max_length, np.uint8)
     back_pressured = 0
@@ -98,8 +98,8 @@ def _await_line(process: subprocess.Popen, prefix: str, role: str) -> str:
 
 
 def run(args) -> int:
-    from aeron_numba.client.cnc_file import CncFile
-    from aeron_numba.driver import DriverContext, MediaDriver
+    from aeron_numba.kernels.cnc_file import CncFile
+    from aeron_numba.driver import DriverContext, MediaDriverProcess
     from aeron_numba.kernels.counters import CountersReader
     from aeron_numba.tools.aeron_stat import stat_lines
 
@@ -110,7 +110,7 @@ def run(args) -> int:
     processes = []
     try:
         print(f"starting media driver in {aeron_dir}", flush=True)
-        with MediaDriver.launch(ctx) as driver:
+        with MediaDriverProcess.launch(ctx) as driver:
             subscriber_process = _spawn("subscriber", aeron_dir, args)
             processes.append(subscriber_process)
             _await_line(subscriber_process, "ready", "subscriber")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED, STATUS_NAMES
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED, STATUS_NAMES
 
 RETRYABLE = (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED)
 

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.layout.mapped_file import MappedFile
 
 PAGE = 4096

@@ -4,7 +4,7 @@
   (A stores a value at byte 0 and spins until B stores it back at byte 8): the cost of moving a cache
   line to the other core and back, with no protocol at all.
 * ``rtt-floor-python``: the same with Python loops, each message one trivial compiled store and trivial
-  compiled loads (``atomics_py.put_int64_release`` / ``get_int64_acquire``) called as Numba functions
+  compiled loads (``atomics_for_python.put_int64_release`` / ``get_int64_acquire``) called as Numba functions
   normally are (each call dispatched on its argument types): the issue's Python floor, the cost of
   crossing from Python into compiled code per message. Like the client's per-message kernels, they hold
   the GIL (``@kernel(nogil=False)``, see ``jit.KERNEL_FLAGS``): the floor gets every saving our calls get.
@@ -23,7 +23,7 @@ from functools import partial
 import numpy as np
 
 from aeron_numba.jit import compiled_entry
-from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from benchmarks import loops, stats
 
 SPIN_CHECK_MASK = 0xFFFF

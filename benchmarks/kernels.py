@@ -21,7 +21,7 @@ import numpy as np
 
 from aeron_numba.kernels import term_appender, term_reader
 from aeron_numba.kernels.handlers import FragmentHandler
-from aeron_numba.layout import log_buffer, publication
+from aeron_numba.layout import log_buffer_descriptor as log_buffer, publication_status as publication
 from aeron_numba.layout.log_buffers import LogBuffers
 
 TERM_LENGTH = 1024 * 1024

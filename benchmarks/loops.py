@@ -35,7 +35,7 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics, term_appender, term_reader
 from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.kernels.handlers import FRAGMENT_HANDLER_SIG, FragmentHandler
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
 #: A loop gave up waiting (its partner is gone or stuck).
 TIMED_OUT = -100

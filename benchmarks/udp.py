@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from aeron_numba.kernels.atomics_py import put_int64_release
+from aeron_numba.kernels.atomics_for_python import put_int64_release
 from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH
 from benchmarks import ipc_rtt, ipc_throughput, loops, stats
 from benchmarks.aeron_pairs import UDP_HOST

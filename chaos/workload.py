@@ -42,9 +42,9 @@ import numpy as np
 
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.errors import AeronError, MessageTooLongError, RegistrationError
-from aeron_numba.kernels import atomics_py
+from aeron_numba.kernels import atomics_for_python
 from aeron_numba.layout import control_protocol as cp
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 from chaos.timeline import Timeline
 
 SEQ_BITS = 40
@@ -292,7 +292,7 @@ def garbage(args) -> int:
     """Write seeded random records and raw bytes into the to-driver buffer for ``--duration-s``."""
     import random
 
-    from aeron_numba.client.cnc_file import CncFile
+    from aeron_numba.kernels.cnc_file import CncFile
     from aeron_numba.kernels import ring_buffer as rb
     from aeron_numba.layout import ring_buffer as rbl
 
@@ -322,7 +322,7 @@ def garbage(args) -> int:
                 # progress, which it only unblocks after the liveness timeout, stalling every client).
                 bad = rng.randint(1, rbl.RECORD_HEADER_LENGTH - 1) if rng.random() < 0.5 else rng.randint(
                     capacity + 1, 2**31 - 1)
-                atomics_py.put_int32_release(buf, record_index + rbl.RECORD_LENGTH_OFFSET, bad)
+                atomics_for_python.put_int32_release(buf, record_index + rbl.RECORD_LENGTH_OFFSET, bad)
                 raw += 1
         elif ring.write(msg_type_id, body):
             records += 1

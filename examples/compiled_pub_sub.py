@@ -29,7 +29,7 @@ from numba import types
 from aeron_numba.client import Aeron, Context
 from aeron_numba.kernels import term_appender, term_reader
 from aeron_numba.kernels.handlers import FRAGMENT_HANDLER_SIG, FragmentHandler
-from aeron_numba.layout.publication import ADMIN_ACTION
+from aeron_numba.layout.publication_status import ADMIN_ACTION
 
 CHANNEL = "aeron:ipc"
 STREAM_ID = 1001

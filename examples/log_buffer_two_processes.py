@@ -23,7 +23,7 @@ import numpy as np
 
 from aeron_numba.kernels import atomics, term_appender, term_reader
 from aeron_numba.kernels.handlers import FragmentHandler
-from aeron_numba.layout import frame, log_buffer, publication
+from aeron_numba.layout import frame, log_buffer_descriptor as log_buffer, publication_status as publication
 from aeron_numba.layout.counters import COUNTER_LENGTH
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from aeron_numba.client.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.errors import LayoutError
 from aeron_numba.kernels.counters import CounterInfo, CountersReader
 from aeron_numba.layout import cnc

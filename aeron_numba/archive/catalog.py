@@ -22,7 +22,7 @@ import numpy as np
 from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.codecs.sbe import MalformedMessageError
 from aeron_numba.errors import AeronError, LayoutError
-from aeron_numba.kernels import atomics_py
+from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels.replay_rewrite import frame_checksum
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.bits import semantic_version_major, semantic_version_string
@@ -82,7 +82,7 @@ class Catalog:
             buffer[A.CATALOG_LENGTH_OFFSET:A.CATALOG_LENGTH_OFFSET + 4].view(np.int32)[0] = A.CATALOG_HEADER_LENGTH
             buffer[A.CATALOG_ALIGNMENT_OFFSET:A.CATALOG_ALIGNMENT_OFFSET + 4].view(np.int32)[0] = \
                 A.DEFAULT_CATALOG_ALIGNMENT
-            atomics_py.put_int32_release(buffer, A.CATALOG_VERSION_OFFSET, A.CATALOG_VERSION)  # written last
+            atomics_for_python.put_int32_release(buffer, A.CATALOG_VERSION_OFFSET, A.CATALOG_VERSION)  # written last
         try:
             return cls(path, mapped, checksum_algorithm)
         except BaseException:
@@ -155,8 +155,8 @@ class Catalog:
         self._index[recording_id] = offset
         self._update_checksum(offset, entry_length - A.DESCRIPTOR_HEADER_LENGTH)
         # The length makes the entry visible to a reader walking the file: it goes last.
-        atomics_py.put_int32_release(buffer, offset + A.DESCRIPTOR_LENGTH_OFFSET, entry_length - A.DESCRIPTOR_HEADER_LENGTH)
-        atomics_py.put_int64_release(buffer, A.CATALOG_NEXT_RECORDING_ID_OFFSET, recording_id + 1)
+        atomics_for_python.put_int32_release(buffer, offset + A.DESCRIPTOR_LENGTH_OFFSET, entry_length - A.DESCRIPTOR_HEADER_LENGTH)
+        atomics_for_python.put_int64_release(buffer, A.CATALOG_NEXT_RECORDING_ID_OFFSET, recording_id + 1)
         self._end = offset + entry_length
         return recording_id
 
@@ -187,19 +187,19 @@ class Catalog:
         offset = self._entry(recording_id)
         buffer = self._mapped.buffer
         buffer[offset + _STOP_TIMESTAMP:offset + _STOP_TIMESTAMP + 8].view(np.int64)[0] = stop_timestamp
-        atomics_py.put_int64_release(buffer, offset + _STOP_POSITION, stop_position)
+        atomics_for_python.put_int64_release(buffer, offset + _STOP_POSITION, stop_position)
         self._update_checksum(offset, self._body_length(offset))
 
     def update_start_position(self, recording_id: int, start_position: int) -> None:
         offset = self._entry(recording_id)
-        atomics_py.put_int64_release(self._mapped.buffer, offset + _START_POSITION, start_position)
+        atomics_for_python.put_int64_release(self._mapped.buffer, offset + _START_POSITION, start_position)
         self._update_checksum(offset, self._body_length(offset))
 
     def change_state(self, recording_id: int, state: int) -> None:
         if state not in (A.RECORDING_STATE_INVALID, A.RECORDING_STATE_VALID, A.RECORDING_STATE_DELETED):
             raise CatalogError(f"recording state={state} is not INVALID 0, VALID 1 or DELETED 2")
         offset = self._entry(recording_id)
-        atomics_py.put_int32_release(self._mapped.buffer, offset + A.DESCRIPTOR_STATE_OFFSET, state)
+        atomics_for_python.put_int32_release(self._mapped.buffer, offset + A.DESCRIPTOR_STATE_OFFSET, state)
 
     # ----------------------------------------------------------------------------------------- reading
     def has_recording(self, recording_id: int) -> bool:
@@ -209,7 +209,7 @@ class Catalog:
         return _i32(self._mapped.buffer, self._entry(recording_id) + A.DESCRIPTOR_STATE_OFFSET)
 
     def stop_position(self, recording_id: int) -> int:
-        return int(atomics_py.get_int64_acquire(self._mapped.buffer, self._entry(recording_id) + _STOP_POSITION))
+        return int(atomics_for_python.get_int64_acquire(self._mapped.buffer, self._entry(recording_id) + _STOP_POSITION))
 
     def descriptor(self, recording_id: int):
         """The recording's ``RecordingDescriptor`` (decoded from the entry body)."""

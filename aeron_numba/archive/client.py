@@ -19,7 +19,7 @@ from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
 _CODES = {code: name for name, code in A.CONTROL_RESPONSE_CODES.items()}
 _ERROR_NAMES = {code: name for name, code in A.ARCHIVE_ERROR_CODES.items()}

@@ -20,7 +20,7 @@ import time
 from aeron_numba.archive.authentication import Authenticator, NullAuthenticator
 from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.layout import archive as A
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
 
 OK = A.CONTROL_RESPONSE_CODES["OK"]
 ERROR = A.CONTROL_RESPONSE_CODES["ERROR"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from aeron_numba.errors import AeronError, LayoutError
-from aeron_numba.kernels import atomics_py
+from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels.error_log import DistinctErrorLog
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.bits import semantic_version_major, semantic_version_string
@@ -78,7 +78,7 @@ class ArchiveMarkFile:
         for data in strings:
             struct.pack_into(f"<I{len(data)}s", buffer, at, len(data), data)
             at += 4 + len(data)
-        atomics_py.put_int32_release(buffer, A.MARK_VERSION_OFFSET, A.MARK_VERSION)
+        atomics_for_python.put_int32_release(buffer, A.MARK_VERSION_OFFSET, A.MARK_VERSION)
         return cls(mapped, epoch_clock, owner=True)
 
     @staticmethod
@@ -134,7 +134,7 @@ class ArchiveMarkFile:
         mapped = MappedFile.open(path, min_length=A.MARK_HEADER_LENGTH)
         try:
             schema_id = int(mapped.buffer[4:6].view(np.uint16)[0])
-            version = int(atomics_py.get_int32_acquire(mapped.buffer, A.MARK_VERSION_OFFSET))
+            version = int(atomics_for_python.get_int32_acquire(mapped.buffer, A.MARK_VERSION_OFFSET))
             if schema_id != A.MARK_SCHEMA_ID:
                 raise LayoutError(f"{path}: schemaId={schema_id}, expected {A.MARK_SCHEMA_ID} (archive mark file)")
             if semantic_version_major(version) != semantic_version_major(A.MARK_VERSION):
@@ -163,7 +163,7 @@ class ArchiveMarkFile:
 
     @property
     def activity_timestamp(self) -> int:
-        return int(atomics_py.get_int64_acquire(self._mapped.buffer, A.MARK_ACTIVITY_TIMESTAMP_OFFSET))
+        return int(atomics_for_python.get_int64_acquire(self._mapped.buffer, A.MARK_ACTIVITY_TIMESTAMP_OFFSET))
 
     def strings(self) -> dict[str, str]:
         """The four channel/dir strings, read with their lengths checked against the header length."""
@@ -177,7 +177,7 @@ class ArchiveMarkFile:
         return out
 
     def update_activity_timestamp(self, now_ms: int) -> None:
-        atomics_py.put_int64_release(self._mapped.buffer, A.MARK_ACTIVITY_TIMESTAMP_OFFSET, now_ms)
+        atomics_for_python.put_int64_release(self._mapped.buffer, A.MARK_ACTIVITY_TIMESTAMP_OFFSET, now_ms)
 
     @property
     def error_log_buffer(self) -> np.ndarray:

@@ -29,7 +29,7 @@ from aeron_numba.kernels.replay_rewrite import (
 from aeron_numba.layout import archive as A
 from aeron_numba.layout import frame
 from aeron_numba.layout.checksum import CHECKSUM_NONE, REWRITE_OUT_LENGTH
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, CLOSED, NOT_CONNECTED, STATUS_NAMES
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, CLOSED, NOT_CONNECTED, STATUS_NAMES
 
 #: The replayer's buffer, shared by its sessions (Aeron: 1 MiB, or the file IO max length).
 DEFAULT_REPLAY_BUFFER_LENGTH = A.DEFAULT_FILE_IO_MAX_LENGTH

@@ -16,8 +16,8 @@ from aeron_numba.kernels.segment_scanner import (
 )
 from aeron_numba.kernels.term_scanner import scan_block
 from aeron_numba.layout.checksum import CHECKSUM_CRC32, CHECKSUM_CRC32C, CHECKSUM_NONE, REWRITE_OUT_LENGTH
-from aeron_numba.layout.log_buffer import LOG_META_DATA_LENGTH, LOG_TERM_LENGTH_OFFSET
-from aeron_numba.layout.publication import PUB_STATE_CLOSED, PUB_STATE_LENGTH
+from aeron_numba.layout.log_buffer_descriptor import LOG_META_DATA_LENGTH, LOG_TERM_LENGTH_OFFSET
+from aeron_numba.layout.publication_status import PUB_STATE_CLOSED, PUB_STATE_LENGTH
 
 
 def warm_up_archive_kernels() -> None:

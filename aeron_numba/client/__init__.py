@@ -32,7 +32,7 @@ from aeron_numba.errors import (
     RegistrationError,
 )
 from aeron_numba.kernels.counters import CountersReader
-from aeron_numba.layout.publication import (
+from aeron_numba.layout.publication_status import (
     ADMIN_ACTION,
     BACK_PRESSURED,
     CLOSED,

@@ -23,7 +23,7 @@ import threading
 import time
 
 from aeron_numba.client.client_conductor import ClientConductor, epoch_ms
-from aeron_numba.client.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.client.context import Context
 from aeron_numba.client.counter import Counter
 from aeron_numba.client.publication import ExclusivePublication, Publication

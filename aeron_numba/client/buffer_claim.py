@@ -14,7 +14,7 @@ import numpy as np
 from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels.term_appender import abort_claim, commit_claim
 from aeron_numba.layout import frame
-from aeron_numba.layout.publication import CLAIM_FRAME_LENGTH, CLAIM_FRAME_OFFSET, CLAIM_LENGTH
+from aeron_numba.layout.publication_status import CLAIM_FRAME_LENGTH, CLAIM_FRAME_OFFSET, CLAIM_LENGTH
 
 
 class BufferClaim:

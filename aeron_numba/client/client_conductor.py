@@ -34,7 +34,7 @@ from aeron_numba.client.driver_proxy import DriverProxy, command_name
 from aeron_numba.client.image import Image
 from aeron_numba.client.publication import ExclusivePublication, Publication
 from aeron_numba.client.subscription import Subscription
-from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.errors import (
     AeronError,
@@ -46,7 +46,7 @@ from aeron_numba.errors import (
     LayoutError,
     RegistrationError,
 )
-from aeron_numba.kernels.atomics_py import get_int32_acquire, put_int32_release, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int32_acquire, put_int32_release, put_int64_release
 from aeron_numba.kernels.broadcast import BroadcastReceiver, CopyBroadcastReceiver
 from aeron_numba.kernels.counters import CountersReader
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer

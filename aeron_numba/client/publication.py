@@ -27,12 +27,12 @@ from aeron_numba.client.buffer_claim import BufferClaim
 from aeron_numba.errors import ConfigurationError, MessageTooLongError
 from aeron_numba.jit import compiled_entry
 from aeron_numba.kernels import term_appender
-from aeron_numba.kernels.atomics_py import get_int32_acquire, get_int64_acquire
+from aeron_numba.kernels.atomics_for_python import get_int32_acquire, get_int64_acquire
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout import frame
-from aeron_numba.layout import log_buffer as lb
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout.log_buffers import LogBuffers
-from aeron_numba.layout.publication import (
+from aeron_numba.layout.publication_status import (
     CLOSED,
     ERROR,
     PUB_STATE_CLOSED,

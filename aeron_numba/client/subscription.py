@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from aeron_numba.client.image import _HEADER_LENGTH, RESULT_NEXT_FRAME, Image, _check_fragment_limit
+from aeron_numba.client.image import _HEADER_LENGTH, Image, _check_fragment_limit
+from aeron_numba.kernels.copying_poll import RESULT_NEXT_FRAME
 
 if TYPE_CHECKING:
     from aeron_numba.client.client_conductor import ClientConductor

@@ -14,11 +14,11 @@ import threading
 
 import numpy as np
 
-from aeron_numba.kernels import atomics_py, term_appender
+from aeron_numba.kernels import atomics_for_python, term_appender
 from aeron_numba.kernels.broadcast import BroadcastReceiver, CopyBroadcastReceiver
 from aeron_numba.kernels.counters import CountersReader
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
-from aeron_numba.layout import broadcast, counters, log_buffer as lb, publication, ring_buffer
+from aeron_numba.layout import broadcast, counters, log_buffer_descriptor as lb, publication_status as publication, ring_buffer
 from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH
 from aeron_numba.layout.log_buffers import initial_raw_tails
 
@@ -48,7 +48,7 @@ def warm_up_client_kernels() -> None:
     with _lock:
         if _done:
             return
-        from aeron_numba.client.image import RESULT_LENGTH, block_poll_and_copy, poll_and_copy, store_position_if_owned
+        from aeron_numba.kernels.copying_poll import RESULT_LENGTH, block_poll_and_copy, poll_and_copy, store_position_if_owned
 
         limit = np.zeros(counters.COUNTER_LENGTH, np.uint8)
         limit[:8].view(np.int64)[0] = 1 << 40
@@ -94,8 +94,8 @@ def warm_up_client_kernels() -> None:
         reader.counters()
         reader.find_by_type_id_and_registration_id(counters.CLIENT_HEARTBEAT_TYPE_ID, 0)
         word = np.zeros(16, np.uint8)
-        atomics_py.put_int64_release(word, 0, 1)
-        atomics_py.get_int64_acquire(word, 0)
-        atomics_py.put_int32_release(word, 8, 1)
-        atomics_py.get_int32_acquire(word, 8)
+        atomics_for_python.put_int64_release(word, 0, 1)
+        atomics_for_python.get_int64_acquire(word, 0)
+        atomics_for_python.put_int32_release(word, 8, 1)
+        atomics_for_python.get_int32_acquire(word, 8)
         _done = True

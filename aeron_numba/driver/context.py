@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from aeron_numba.errors import ConfigurationError
-from aeron_numba.layout import cnc, frame, log_buffer, udp_frames
+from aeron_numba.layout import cnc, frame, log_buffer_descriptor as log_buffer, udp_frames
 from aeron_numba.layout.counters import DEFAULT_FREE_TO_REUSE_TIMEOUT_MS
 from aeron_numba.settings import boolean, duration, from_env, integer, setting, size, text
 

@@ -18,19 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
-from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.errors import AeronError, ConfigurationError, CountersFullError, InvalidChannelError
 from aeron_numba.kernels import counters as ck
-from aeron_numba.kernels.atomics_py import put_int32_release
+from aeron_numba.kernels.atomics_for_python import put_int32_release
 from aeron_numba.kernels.broadcast import BroadcastTransmitter
 from aeron_numba.kernels.error_log import DistinctErrorLog
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import frame, log_buffer, ring_buffer
+from aeron_numba.layout import frame, log_buffer_descriptor as log_buffer, ring_buffer
 from aeron_numba.layout.log_buffers import LogBuffers
 
 from aeron_numba.driver.context import DriverContext

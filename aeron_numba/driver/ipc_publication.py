@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aeron_numba.kernels import atomics_py, counters as counters_kernels
+from aeron_numba.kernels import atomics_for_python, counters as counters_kernels
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
-from aeron_numba.layout import log_buffer as lb
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout.counters import UNBLOCKED_PUBLICATIONS
 from aeron_numba.layout.log_buffers import LogBuffers
 
@@ -110,7 +110,7 @@ class IpcPublication:
         return str(self.log.path)
 
     def _set_metadata_i32(self, offset: int, value: int) -> None:
-        atomics_py.put_int32_release(self.log.buffer, self.log.metadata_offset + offset, value)
+        atomics_for_python.put_int32_release(self.log.buffer, self.log.metadata_offset + offset, value)
 
     # ---------------------------------------------------------------------------------- subscriber links
     def add_subscriber(self, subscription, counter_id: int, join_position: int, now_ns: int = 0) -> None:
@@ -217,7 +217,7 @@ class IpcPublication:
             self.time_of_last_consumer_position_change_ns = now_ns
             return
         active_term_count = int(
-            atomics_py.get_int32_acquire(self.log.buffer, self.log.metadata_offset + lb.LOG_ACTIVE_TERM_COUNT_OFFSET)
+            atomics_for_python.get_int32_acquire(self.log.buffer, self.log.metadata_offset + lb.LOG_ACTIVE_TERM_COUNT_OFFSET)
         )
         possibly_blocked = (
             active_term_count != consumer >> self.log.position_bits_to_shift or producer > consumer
@@ -232,7 +232,7 @@ class IpcPublication:
         producer = self.producer_position()
         if self._get_counter(self.pub_lmt_counter_id) > producer:
             self._set_counter(self.pub_lmt_counter_id, producer)
-        atomics_py.put_int64_release(
+        atomics_for_python.put_int64_release(
             self.log.buffer, self.log.metadata_offset + lb.LOG_END_OF_STREAM_POSITION_OFFSET, producer
         )
         self.state = State.DRAINING

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from aeron_numba.errors import ConfigurationError
-from aeron_numba.kernels import atomics_py
+from aeron_numba.kernels import atomics_for_python
 from aeron_numba.layout import frame
 from aeron_numba.layout.mapped_file import MappedFile
 
@@ -116,14 +116,14 @@ class LossControl:
         return cls(MappedFile.open(Path(aeron_dir) / LOSS_CONTROL_FILE, LOSS_CONTROL_LENGTH))
 
     def version(self) -> int:
-        return int(atomics_py.get_int64_acquire(self.buffer, VERSION_OFFSET))
+        return int(atomics_for_python.get_int64_acquire(self.buffer, VERSION_OFFSET))
 
     def write(self, settings: LossSettings) -> None:
         """Publish new settings (single writer at a time): version odd, fields, version even."""
         settings.check()
         buf = self.buffer
         version = self.version()
-        atomics_py.put_int64_release(buf, VERSION_OFFSET, version + 1)
+        atomics_for_python.put_int64_release(buf, VERSION_OFFSET, version + 1)
         for offset, rate in ((RECEIVE_DATA_RATE_OFFSET, settings.receive_data_rate),
                              (RECEIVE_CONTROL_RATE_OFFSET, settings.receive_control_rate),
                              (SEND_DATA_RATE_OFFSET, settings.send_data_rate),
@@ -136,7 +136,7 @@ class LossControl:
         _put_i32(buf, BLOCKED_PORT_COUNT_OFFSET, len(settings.blocked_ports))
         for index, port in enumerate(settings.blocked_ports):
             _put_i32(buf, BLOCKED_PORTS_OFFSET + 4 * index, port)
-        atomics_py.put_int64_release(buf, VERSION_OFFSET, version + 2)
+        atomics_for_python.put_int64_release(buf, VERSION_OFFSET, version + 2)
 
     def read(self) -> tuple[int, LossSettings] | None:
         """(version, settings), or None while a writer is mid-update (try again next cycle)."""

@@ -1,7 +1,7 @@
 """The media driver process: directory checks, cnc.dat, the conductor agent, and launching from Python.
 
 ``python -m aeron_numba.driver`` (console script ``aeron-numba-driver``) runs a driver in the current
-process until SIGINT/SIGTERM or an allowed TERMINATE_DRIVER command. ``MediaDriver.launch(context)`` starts
+process until SIGINT/SIGTERM or an allowed TERMINATE_DRIVER command. ``MediaDriverProcess.launch(context)`` starts
 one as a child process, waits until its cnc.dat is ready, and returns a handle that can close it.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, DutyCycleTracker, close_on_signals
 from aeron_numba.agent import idle_strategy_from_name
-from aeron_numba.client.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.errors import AeronError, LayoutError
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -66,7 +66,7 @@ def prepare_aeron_dir(ctx: DriverContext) -> None:
     aeron_dir.mkdir(parents=True)
 
 
-class DriverProcess:
+class MediaDriver:
     """The driver running in this process: owns cnc.dat, loss-report.dat and the conductor."""
 
     def __init__(self, ctx: DriverContext, *, nano_clock=None, epoch_clock=None, warm_up: bool = True):
@@ -151,8 +151,8 @@ class _TerminatingConductor:
         self.conductor.on_close()
 
 
-class MediaDriver:
-    """Handle on a driver running as a child process (``MediaDriver.launch``)."""
+class MediaDriverProcess:
+    """Handle on a driver running as a child process (``MediaDriverProcess.launch``)."""
 
     def __init__(self, process: subprocess.Popen, ctx: DriverContext):
         self.process = process
@@ -164,7 +164,7 @@ class MediaDriver:
 
     @classmethod
     def launch(cls, context: DriverContext | None = None, *, timeout_s: float = 30.0,
-               stdout=None, stderr=None) -> "MediaDriver":
+               stdout=None, stderr=None) -> "MediaDriverProcess":
         """Start ``python -m aeron_numba.driver`` with this context and wait until its cnc.dat is ready."""
         ctx = (context or DriverContext.from_env()).conclude()
         env = dict(os.environ)
@@ -202,7 +202,7 @@ class MediaDriver:
                 self.process.wait()
         return self.process.returncode
 
-    def __enter__(self) -> "MediaDriver":
+    def __enter__(self) -> "MediaDriverProcess":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = {"aeron_dir": args.dir} if args.dir else {}
     try:
-        driver = DriverProcess(DriverContext.from_env(**overrides))
+        driver = MediaDriver(DriverContext.from_env(**overrides))
     except (AeronError, ValueError) as exc:
         print(f"aeron-numba-driver: {exc}", file=sys.stderr)
         return 1

@@ -35,8 +35,8 @@ from aeron_numba.errors import AeronError, LayoutError
 from aeron_numba.kernels import counters as ck
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
-from aeron_numba.layout import log_buffer
-from aeron_numba.layout import position as pos
+from aeron_numba.layout import log_buffer_descriptor as log_buffer
+from aeron_numba.kernels import position as pos
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from aeron_numba.driver.flow_control import UnicastFlowControl
 from aeron_numba.driver.ipc_publication import State
-from aeron_numba.kernels import atomics_py
+from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import term_scanner
 from aeron_numba.kernels import udp_frames as uf
@@ -28,8 +28,8 @@ from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import log_buffer as lb
-from aeron_numba.layout import position as pos
+from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.kernels import position as pos
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
 
@@ -122,7 +122,7 @@ class NetworkPublication:
 
     def _set_connected(self, connected: bool) -> None:
         self.has_receivers = connected
-        atomics_py.put_int32_release(self.log.buffer, self.log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET,
+        atomics_for_python.put_int32_release(self.log.buffer, self.log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET,
                                      1 if connected else 0)
 
     def _send_control(self, length: int) -> None:
@@ -338,7 +338,7 @@ class NetworkPublication:
         producer = self.producer_position()
         if self._get_counter(self.pub_lmt_counter_id) > producer:
             self._set_counter(self.pub_lmt_counter_id, producer)
-        atomics_py.put_int64_release(
+        atomics_for_python.put_int64_release(
             self.log.buffer, self.log.metadata_offset + lb.LOG_END_OF_STREAM_POSITION_OFFSET, producer)
         self.end_of_stream_position = producer
         self.state = State.DRAINING

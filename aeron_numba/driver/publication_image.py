@@ -31,7 +31,7 @@ from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
-from aeron_numba.layout import position as pos
+from aeron_numba.kernels import position as pos
 from aeron_numba.layout.log_buffers import LogBuffers
 
 DEFAULT_STATUS_MESSAGE_TIMEOUT_NS = 200_000_000

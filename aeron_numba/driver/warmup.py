@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.kernels import loss_detector, term_appender, term_rebuilder, udp_frames
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
-from aeron_numba.layout import publication as pub_layout
+from aeron_numba.layout import publication_status as pub_layout
 from aeron_numba.layout.counters import COUNTER_LENGTH
 
 from aeron_numba.driver.context import DriverContext

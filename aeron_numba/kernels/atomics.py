@@ -10,7 +10,7 @@ relaxed (``monotonic``) form: plain numpy loads and stores may be merged, hoiste
 that the compiler keeps their order, and correctness on weaker CPUs.
 
 The intrinsics do no bounds checking, like Agrona's ``UnsafeBuffer``: callers check offsets first. They
-cannot be called from plain Python (pitfall 3); ``kernels/atomics_py.py`` wraps them for tests and tools.
+cannot be called from plain Python (pitfall 3); ``kernels/atomics_for_python.py`` wraps them for tests and tools.
 """
 
 from __future__ import annotations

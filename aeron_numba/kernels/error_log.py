@@ -30,7 +30,7 @@ from aeron_numba.errors import ConfigurationError, LayoutError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import copy_bytes
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.error_log import (
     ENCODED_ERROR_OFFSET,
     ERROR_LOG_CORRUPT,

@@ -20,8 +20,8 @@ from aeron_numba.kernels.term_appender import (
     write_padding,
 )
 from aeron_numba.layout.frame import FRAME_ALIGNMENT
-from aeron_numba.layout.log_buffer import LOG_ACTIVE_TERM_COUNT_OFFSET, PARTITION_COUNT
-from aeron_numba.layout.position import (
+from aeron_numba.layout.log_buffer_descriptor import LOG_ACTIVE_TERM_COUNT_OFFSET, PARTITION_COUNT
+from aeron_numba.kernels.position import (
     compute_term_id_from_position,
     position_bits_to_shift,
     raw_tail_term_id,

@@ -4,8 +4,8 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import fill_bytes
 from aeron_numba.kernels.term_appender import log_term_length
-from aeron_numba.layout.log_buffer import PARTITION_COUNT
-from aeron_numba.layout.position import position_bits_to_shift
+from aeron_numba.layout.log_buffer_descriptor import PARTITION_COUNT
+from aeron_numba.kernels.position import position_bits_to_shift
 
 
 @kernel

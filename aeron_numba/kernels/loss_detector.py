@@ -33,9 +33,9 @@ from aeron_numba.errors import LayoutError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.term_appender import write_padding
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.frame import FRAME_ALIGNMENT, FRAME_LENGTH_FIELD_OFFSET, HEADER_LENGTH
-from aeron_numba.layout.position import to_int32
+from aeron_numba.kernels.position import to_int32
 from aeron_numba.layout.udp_frames import (
     INVALID_BOUNDS,
     INVALID_POSITION,

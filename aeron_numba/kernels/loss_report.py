@@ -27,6 +27,7 @@ import numpy as np
 from aeron_numba.errors import ConfigurationError, LayoutError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.bits import align
 from aeron_numba.kernels.memory import copy_bytes, fill_bytes
 from aeron_numba.layout.bits import INT32_MAX, INT64_MAX
 from aeron_numba.layout.loss_report import (
@@ -45,13 +46,31 @@ from aeron_numba.layout.loss_report import (
     OBSERVATION_COUNT_OFFSET,
     SESSION_ID_OFFSET,
     STREAM_ID_OFFSET,
+    STRING_ALIGNMENT,
     STRING_LENGTH_FIELD_LENGTH,
     TOTAL_BYTES_LOST_OFFSET,
-    aligned_entry_length,
     check_buffer_length,
-    entry_length,
-    source_length_offset,
 )
+
+
+# Entry lengths (spec/transport.md §13.1), inlined into the kernels below; also callable from Python.
+@kernel(inline="always", nogil=False)
+def source_length_offset(channel_length):
+    """Offset of the source's i32 length within an entry: ``44 + align(C, 4)``."""
+    return CHANNEL_OFFSET + align(channel_length, STRING_ALIGNMENT)
+
+
+@kernel(inline="always", nogil=False)
+def entry_length(channel_length, source_length):
+    """Unaligned bytes an entry occupies: ``48 + align(C, 4) + S``."""
+    return source_length_offset(channel_length) + STRING_LENGTH_FIELD_LENGTH + source_length
+
+
+@kernel(inline="always", nogil=False)
+def aligned_entry_length(channel_length, source_length):
+    """Distance from an entry to the next one: ``align(entry_length, 64)``."""
+    return align(entry_length(channel_length, source_length), ENTRY_ALIGNMENT)
+
 
 # Columns of the entry descriptor array filled by ``collect_loss_entries``.
 LOSS_DESC_OFFSET = 0

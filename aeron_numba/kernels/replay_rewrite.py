@@ -42,7 +42,8 @@ from aeron_numba.kernels.term_appender import (
     log_term_length,
     tail_counter_offset,
 )
-from aeron_numba.layout.bits import INT32_MAX, align
+from aeron_numba.kernels.bits import align
+from aeron_numba.layout.bits import INT32_MAX
 from aeron_numba.layout.checksum import (
     CHECKSUM_CRC32,
     CHECKSUM_CRC32C,
@@ -74,8 +75,8 @@ from aeron_numba.layout.frame import (
     TERM_OFFSET_FIELD_OFFSET,
     TYPE_FIELD_OFFSET,
 )
-from aeron_numba.layout.position import pack_tail
-from aeron_numba.layout.publication import (
+from aeron_numba.kernels.position import pack_tail
+from aeron_numba.layout.publication_status import (
     CLOSED,
     PUB_STATE_CLOSED,
     PUB_STATE_LIMIT_COUNTER_OFFSET,

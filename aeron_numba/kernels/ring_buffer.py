@@ -36,7 +36,8 @@ from aeron_numba.kernels.atomics import (
 )
 from aeron_numba.kernels.handlers import MessageHandler
 from aeron_numba.kernels.memory import copy_bytes, fill_bytes
-from aeron_numba.layout.bits import INT32_MAX, align
+from aeron_numba.kernels.bits import align
+from aeron_numba.layout.bits import INT32_MAX
 from aeron_numba.layout.ring_buffer import (
     CLAIM_NOT_ACTIVE,
     CONSUMER_HEARTBEAT_OFFSET,

@@ -12,8 +12,8 @@ from aeron_numba.kernels.counters import get_counter_registration_id, get_counte
 from aeron_numba.kernels.term_appender import log_term_length
 from aeron_numba.kernels.term_scanner import scan_block
 from aeron_numba.layout.counters import RECORD_ALLOCATED
-from aeron_numba.layout.position import index_by_position, position_bits_to_shift
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.position import index_by_position, position_bits_to_shift
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.frame import (
     END_FRAG_FLAG,
     FLAGS_FIELD_OFFSET,

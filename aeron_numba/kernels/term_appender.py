@@ -17,7 +17,7 @@ Return values follow Aeron: a new stream position (> 0) or a negative status of 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import copy_bytes, prefetch_for_write
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.frame import (
     CURRENT_VERSION,
     BEGIN_FRAG_FLAG,
@@ -35,7 +35,7 @@ from aeron_numba.layout.frame import (
     UNFRAGMENTED,
     MAX_MESSAGE_LENGTH_LIMIT,
 )
-from aeron_numba.layout.log_buffer import (
+from aeron_numba.layout.log_buffer_descriptor import (
     LOG_ACTIVE_TERM_COUNT_OFFSET,
     LOG_DEFAULT_FRAME_HEADER_OFFSET,
     LOG_INITIAL_TERM_ID_OFFSET,
@@ -47,7 +47,7 @@ from aeron_numba.layout.log_buffer import (
     TERM_TAIL_COUNTER_LENGTH,
     TERM_TAIL_COUNTERS_OFFSET,
 )
-from aeron_numba.layout.position import (
+from aeron_numba.kernels.position import (
     compute_position,
     compute_term_begin_position,
     max_possible_position,
@@ -57,7 +57,7 @@ from aeron_numba.layout.position import (
     raw_tail_term_offset,
     to_int32,
 )
-from aeron_numba.layout.publication import (
+from aeron_numba.layout.publication_status import (
     ADMIN_ACTION,
     BACK_PRESSURED,
     CLAIM_FRAME_LENGTH,

@@ -20,9 +20,9 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.handlers import FragmentHandler
 from aeron_numba.kernels.term_appender import log_initial_term_id, log_term_length
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.frame import FRAME_ALIGNMENT, HDR_TYPE_PAD, HEADER_LENGTH, TERM_ID_FIELD_OFFSET, TYPE_FIELD_OFFSET
-from aeron_numba.layout.position import index_by_position, position_bits_to_shift, to_int32
+from aeron_numba.kernels.position import index_by_position, position_bits_to_shift, to_int32
 
 # Columns of the fragment descriptor array filled by the batch readers.
 FRAGMENT_FRAME_OFFSET = 0  # absolute offset of the frame header in the log buffer

@@ -15,7 +15,7 @@ zeroed before it is reused for a new term id (Aeron's image cleans behind its su
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import copy_bytes
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.frame import (
     FRAME_ALIGNMENT,
     FRAME_LENGTH_FIELD_OFFSET,

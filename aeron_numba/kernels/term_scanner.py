@@ -7,7 +7,7 @@ length that cannot be a frame of this term (garbage), so they never read past th
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.frame import FRAME_ALIGNMENT, HDR_TYPE_PAD, HEADER_LENGTH, TYPE_FIELD_OFFSET
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import copy_bytes
-from aeron_numba.layout.bits import align
+from aeron_numba.kernels.bits import align
 from aeron_numba.layout.frame import (
     CURRENT_VERSION,
     FLAGS_FIELD_OFFSET,
@@ -46,7 +46,7 @@ from aeron_numba.layout.frame import (
     TYPE_FIELD_OFFSET,
     VERSION_FIELD_OFFSET,
 )
-from aeron_numba.layout.log_buffer import TERM_MAX_LENGTH, TERM_MIN_LENGTH
+from aeron_numba.layout.log_buffer_descriptor import TERM_MAX_LENGTH, TERM_MIN_LENGTH
 from aeron_numba.layout.udp_frames import (
     COMMON_HEADER_LENGTH,
     CONTROL_SESSION_ID_OFFSET,

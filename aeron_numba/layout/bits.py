@@ -1,16 +1,14 @@
 """Alignment and power-of-two arithmetic shared by all layouts (spec/transport.md conventions)."""
 
-from numba import njit
-
 CACHE_LINE_LENGTH = 64
 NULL_VALUE = -1
 INT32_MAX = 0x7FFF_FFFF
 INT64_MAX = 0x7FFF_FFFF_FFFF_FFFF
 
 
-@njit(cache=True, inline="always")
 def align(value, alignment):
-    """Round ``value`` up to a multiple of ``alignment`` (a power of two)."""
+    """Round ``value`` up to a multiple of ``alignment`` (a power of two). Compiled callers use
+    ``kernels.bits.align``, this function compiled."""
     return (value + (alignment - 1)) & ~(alignment - 1)
 
 

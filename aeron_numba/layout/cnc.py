@@ -20,7 +20,7 @@ from typing import NamedTuple
 from aeron_numba.errors import LayoutError
 from aeron_numba.layout import broadcast, counters, error_log, ring_buffer
 from aeron_numba.layout.bits import semantic_version, semantic_version_major, semantic_version_string
-from aeron_numba.layout.log_buffer import DEFAULT_FILE_PAGE_SIZE
+from aeron_numba.layout.log_buffer_descriptor import DEFAULT_FILE_PAGE_SIZE
 
 CNC_FILE = "cnc.dat"
 CNC_VERSION = semantic_version(0, 2, 0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from aeron_numba.errors import ConfigurationError
-from aeron_numba.layout import frame, log_buffer as lb
+from aeron_numba.layout import frame, log_buffer_descriptor as lb
 from aeron_numba.layout.mapped_file import MappedFile
 
 

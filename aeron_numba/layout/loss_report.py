@@ -20,13 +20,11 @@ Aeron itself disagrees with itself here, and this module follows the spec: the C
 swaps the two timestamps (last at 16, first at 24) and the Java writer puts the source length right after
 the channel with no 4-byte alignment; the C reader steps to the next entry by ``48 + C + S`` rounded up,
 which is not where its writer put it when the channel padding crosses a 64-byte boundary. Writer and reader
-here both step by :func:`entry_length` (the C writer's rule).
+here both step by ``kernels.loss_report.entry_length`` (the C writer's rule).
 """
 
-from numba import njit
-
 from aeron_numba.errors import LayoutError
-from aeron_numba.layout.bits import CACHE_LINE_LENGTH, align
+from aeron_numba.layout.bits import CACHE_LINE_LENGTH
 
 LOSS_REPORT_FILE = "loss-report.dat"
 #: §14: loss report buffer 1 MiB.
@@ -54,24 +52,6 @@ INSUFFICIENT_SPACE = -3  # create_entry: the entry does not fit (Aeron's createE
 INVALID_LENGTH = -4  # create_entry: a channel/source length < 0 or longer than its array
 INVALID_ENTRY_OFFSET = -5  # record_observation: offset not the start of a created entry
 INVALID_STATE = -6  # create_entry: the writer's next-entry offset is negative or not 64-aligned
-
-
-@njit(cache=True, inline="always")
-def source_length_offset(channel_length):
-    """Offset of the source's i32 length within an entry: ``44 + align(C, 4)``."""
-    return CHANNEL_OFFSET + align(channel_length, STRING_ALIGNMENT)
-
-
-@njit(cache=True, inline="always")
-def entry_length(channel_length, source_length):
-    """Unaligned bytes an entry occupies: ``48 + align(C, 4) + S``."""
-    return source_length_offset(channel_length) + STRING_LENGTH_FIELD_LENGTH + source_length
-
-
-@njit(cache=True, inline="always")
-def aligned_entry_length(channel_length, source_length):
-    """Distance from an entry to the next one: ``align(entry_length, 64)``."""
-    return align(entry_length(channel_length, source_length), ENTRY_ALIGNMENT)
 
 
 def check_buffer_length(buffer_length: int) -> None:

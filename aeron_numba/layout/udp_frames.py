@@ -58,7 +58,7 @@ from aeron_numba.layout.frame import (
     MAX_UDP_PAYLOAD_LENGTH,
     UNFRAGMENTED,
 )
-from aeron_numba.layout.log_buffer import TERM_MAX_LENGTH, TERM_MIN_LENGTH
+from aeron_numba.layout.log_buffer_descriptor import TERM_MAX_LENGTH, TERM_MIN_LENGTH
 
 #: §1: the header every frame type starts with.
 COMMON_HEADER_LENGTH = 8

@@ -14,7 +14,7 @@ from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 
 from aeron_numba.aeron_dir import AERON_DIR_ENV, resolve_aeron_dir
-from aeron_numba.client.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.errors import AeronError, LayoutError
 from aeron_numba.layout import cnc
 

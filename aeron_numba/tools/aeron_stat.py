@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from datetime import tzinfo
 
-from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.kernels.counters import CounterInfo, CountersReader
 from aeron_numba.kernels.ring_buffer import consumer_heartbeat_time
 from aeron_numba.layout import ring_buffer

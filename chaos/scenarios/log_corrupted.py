@@ -8,7 +8,7 @@ receive every other one intact, in order, once. This also proves the chaos paylo
 """
 
 from aeron_numba.layout import frame
-from aeron_numba.layout import position as pos
+from aeron_numba.kernels import position as pos
 from aeron_numba.layout.bits import align
 from aeron_numba.layout.log_buffers import LogBuffers
 from chaos import faults

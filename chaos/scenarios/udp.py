@@ -24,7 +24,7 @@ import socket
 
 from aeron_numba.driver.loss_generator import LossSettings
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import position as pos
+from aeron_numba.kernels import position as pos
 from aeron_numba.layout.log_buffers import LogBuffers
 from chaos import faults
 from chaos.scenario import IMAGE_LIVENESS_TIMEOUT_S, UDP_DRIVER_ENV, Scenario

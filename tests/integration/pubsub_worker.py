@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from aeron_numba.client import Aeron, Context, FragmentAssembler
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 
 SEQ_BITS = 40
 MAX_LENGTH = 64 * 1024

@@ -12,7 +12,7 @@ import pytest
 from aeron_numba.archive.client import AeronArchive, ArchiveError
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.layout import archive as A
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
 from harness.awaiting import NotYet, await_condition
 from tests.integration.driver_processes import start_driver
 

@@ -18,7 +18,7 @@ from aeron_numba.archive.replay_session import ReplaySession, ReplayState, repla
 from aeron_numba.archive.segment_files import RecordingWriter, segment_files
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.layout import archive as A
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
 from tests.integration.driver_processes import start_driver
 
 TERM = 64 * 1024

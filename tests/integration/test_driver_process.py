@@ -57,13 +57,13 @@ def test_driver_serves_commands_refuses_a_live_dir_and_takes_over_a_stale_one(pr
 
 
 def test_media_driver_launch_from_python_and_close(aeron_dir, monkeypatch):
-    """``MediaDriver.launch`` starts a child driver on the context's dir; ``close`` stops it cleanly."""
-    from aeron_numba import Aeron, Context, MediaDriver
+    """``MediaDriverProcess.launch`` starts a child driver on the context's dir; ``close`` stops it cleanly."""
+    from aeron_numba import Aeron, Context, MediaDriverProcess
     from aeron_numba.driver import DriverContext
 
     for name, value in TEST_DRIVER_ENV.items():
         monkeypatch.setenv(name, value)
-    with MediaDriver.launch(DriverContext.from_env(aeron_dir=str(aeron_dir), dir_delete_on_shutdown=True)) as driver:
+    with MediaDriverProcess.launch(DriverContext.from_env(aeron_dir=str(aeron_dir), dir_delete_on_shutdown=True)) as driver:
         with Aeron.connect(Context(aeron_dir=str(aeron_dir))) as aeron:
             publication = aeron.add_publication("aeron:ipc", 5)
             subscription = aeron.add_subscription("aeron:ipc", 5)

@@ -11,7 +11,7 @@ import pytest
 from aeron_numba.client import Aeron, Context
 from aeron_numba.errors import DriverTimeoutError
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 from harness.aeron_dirs import AeronCounters
 from harness.awaiting import await_condition
 from tests.integration.driver_processes import start_driver

@@ -13,7 +13,7 @@ from aeron_numba.client import Aeron, Context
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
 from aeron_numba.kernels.loss_report import LossReportReader
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import position as pos
+from aeron_numba.kernels import position as pos
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
 from harness.aeron_dirs import AeronCounters, new_aeron_dir, remove_aeron_dir

@@ -8,8 +8,8 @@ from __future__ import annotations
 import struct
 
 from aeron_numba.layout import frame as F
-from aeron_numba.layout import log_buffer as LB
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import log_buffer_descriptor as LB
+from aeron_numba.layout import publication_status as P
 
 PARTITIONS = 3
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aeron_numba.kernels.atomics_py import get_int64_acquire
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire
 from aeron_numba.layout import broadcast as L
 from aeron_numba.layout.mapped_file import MappedFile
 from harness.processes import join_all, spawned

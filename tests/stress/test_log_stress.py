@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from aeron_numba.layout import frame as F
-from aeron_numba.layout import log_buffer as LB
+from aeron_numba.layout import log_buffer_descriptor as LB
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
 from harness.processes import spawned

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.kernels.loss_report import LossEntry, LossReportReader
 from aeron_numba.layout.mapped_file import MappedFile
 from harness.processes import join_all, spawned

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile

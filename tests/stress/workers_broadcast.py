@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from aeron_numba.kernels import broadcast as BC
-from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.kernels.handlers import MESSAGE_HANDLER_SIG
 from aeron_numba.layout import broadcast as L
 from aeron_numba.layout.mapped_file import MappedFile

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from aeron_numba.kernels import term_appender as TA
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.mapped_file import MappedFile
 from tests.stress.stress_support import mix32
 

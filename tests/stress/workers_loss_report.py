@@ -20,8 +20,9 @@ import numpy as np
 
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels import loss_report as LR
-from aeron_numba.kernels.atomics_py import get_and_add_int64, get_int64_acquire, put_int64_release
-from aeron_numba.layout.loss_report import LOSS_REPORT_END, aligned_entry_length
+from aeron_numba.kernels.atomics_for_python import get_and_add_int64, get_int64_acquire, put_int64_release
+from aeron_numba.kernels.loss_report import aligned_entry_length
+from aeron_numba.layout.loss_report import LOSS_REPORT_END
 from aeron_numba.layout.mapped_file import MappedFile
 from tests.stress.stress_support import mix32
 

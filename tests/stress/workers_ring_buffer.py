@@ -19,7 +19,7 @@ import numpy as np
 from numba import types
 
 from aeron_numba.kernels import ring_buffer as RB
-from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.kernels.handlers import MESSAGE_HANDLER_SIG, MessageHandler
 from aeron_numba.layout import ring_buffer as L
 from aeron_numba.layout.mapped_file import MappedFile

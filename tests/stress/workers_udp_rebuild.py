@@ -37,11 +37,11 @@ from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import exclusive_init_state, exclusive_offer, producer_position
 from aeron_numba.kernels.term_reader import FRAGMENT_FRAME_LENGTH, FRAGMENT_FRAME_OFFSET, image_poll_batch
 from aeron_numba.layout import frame as F
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 from aeron_numba.layout import udp_frames as U
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
-from aeron_numba.layout.position import compute_position, compute_term_id_from_position
+from aeron_numba.kernels.position import compute_position, compute_term_id_from_position
 from tests.stress.stress_support import mix32
 
 TERM_LENGTH = 64 * 1024

@@ -26,18 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.codecs.channel_uri import TERM_LENGTH_PARAM, ChannelUri, parse_size
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import term_appender
-from aeron_numba.kernels.atomics_py import get_int64_acquire, put_int32_release, put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int32_release, put_int64_release
 from aeron_numba.kernels.broadcast import BroadcastTransmitter
 from aeron_numba.kernels.counters import CountersManager
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as counters_layout
-from aeron_numba.layout import log_buffer as lb
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout.log_buffers import LogBuffers
 
 TERM_LENGTH = 64 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aeron_numba.agent import CachedEpochClock, CachedNanoClock
 from aeron_numba.codecs import driver_commands as dc
-from aeron_numba.driver import DriverContext, DriverProcess
+from aeron_numba.driver import DriverContext, MediaDriver
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels.broadcast import BroadcastReceiver, CopyBroadcastReceiver
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -53,7 +53,7 @@ class Harness:
             error_buffer_length=64 * 1024, loss_report_buffer_length=4096, publication_linger_timeout_ns=0,
             counter_free_to_reuse_timeout_ns=0, **context_overrides,
         )
-        self.driver = DriverProcess(ctx, nano_clock=self.nano.nano_time, epoch_clock=self.epoch.time, warm_up=False)
+        self.driver = MediaDriver(ctx, nano_clock=self.nano.nano_time, epoch_clock=self.epoch.time, warm_up=False)
         self.conductor = self.driver.conductor
         self.cnc = self.driver.cnc_file
         self.reader = ck.CountersReader(self.cnc.counters_metadata_buffer, self.cnc.counters_values_buffer)

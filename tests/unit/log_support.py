@@ -7,7 +7,7 @@ import numpy as np
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels import term_reader as TR
 from aeron_numba.layout import frame as F
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 
 NO_LIMIT = 1 << 62
 

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 import pytest
 
-from aeron_numba.kernels import atomics, atomics_py
+from aeron_numba.kernels import atomics, atomics_for_python
 from aeron_numba.layout.mapped_file import MappedFile
 from harness.processes import run_workers
 
@@ -39,16 +39,16 @@ def test_loads_and_stores_have_the_right_width_and_sign():
 
 def test_get_and_add_and_compare_and_set():
     buf = np.zeros(16, np.uint8)
-    assert atomics_py.get_and_add_int64(buf, 8, 5) == 0
-    assert atomics_py.get_and_add_int64(buf, 8, -7) == 5
-    assert atomics_py.get_int64_acquire(buf, 8) == -2
-    assert atomics_py.get_and_add_int32(buf, 0, 3) == 0
-    assert atomics_py.compare_and_set_int32(buf, 0, 3, 10)
-    assert not atomics_py.compare_and_set_int32(buf, 0, 3, 11)
-    assert atomics_py.get_int32_acquire(buf, 0) == 10
-    assert atomics_py.compare_and_set_int64(buf, 8, -2, 1 << 50)
-    assert not atomics_py.compare_and_set_int64(buf, 8, -2, 0)
-    assert atomics_py.get_int64_acquire(buf, 8) == 1 << 50
+    assert atomics_for_python.get_and_add_int64(buf, 8, 5) == 0
+    assert atomics_for_python.get_and_add_int64(buf, 8, -7) == 5
+    assert atomics_for_python.get_int64_acquire(buf, 8) == -2
+    assert atomics_for_python.get_and_add_int32(buf, 0, 3) == 0
+    assert atomics_for_python.compare_and_set_int32(buf, 0, 3, 10)
+    assert not atomics_for_python.compare_and_set_int32(buf, 0, 3, 11)
+    assert atomics_for_python.get_int32_acquire(buf, 0) == 10
+    assert atomics_for_python.compare_and_set_int64(buf, 8, -2, 1 << 50)
+    assert not atomics_for_python.compare_and_set_int64(buf, 8, -2, 0)
+    assert atomics_for_python.get_int64_acquire(buf, 8) == 1 << 50
     assert buf[4:8].sum() == 0  # 32-bit ops stay in their 4 bytes
 
 

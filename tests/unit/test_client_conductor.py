@@ -17,7 +17,7 @@ from aeron_numba.client import (
     Context,
     DriverTimeoutError,
 )
-from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp

@@ -18,8 +18,8 @@ from aeron_numba.kernels.error_log import ErrorLogReader
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import log_buffer as lb
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.log_buffers import LogBuffers
 from tests.unit.driver_support import LIVENESS_MS, TERM_LENGTH, TIMER_MS, UNBLOCK_MS, Harness, RawClient
 
@@ -61,7 +61,7 @@ def test_the_warm_up_scratch_dir_lives_inside_the_aeron_dir(shm_dir, monkeypatch
     scratch_parents = []
     monkeypatch.setattr(media_driver, "warm_up_driver_kernels", scratch_parents.append)
     aeron_dir = shm_dir / "aeron"
-    driver = media_driver.DriverProcess(DriverContext(aeron_dir=str(aeron_dir), counters_values_buffer_length=64 * 1024,
+    driver = media_driver.MediaDriver(DriverContext(aeron_dir=str(aeron_dir), counters_values_buffer_length=64 * 1024,
                                                       error_buffer_length=64 * 1024), warm_up=True)
     try:
         assert [os.path.realpath(p) for p in scratch_parents] == [os.path.realpath(aeron_dir)]

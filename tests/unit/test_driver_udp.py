@@ -24,7 +24,7 @@ from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
 from tests.unit.driver_support import MS, Harness, RawClient

@@ -7,6 +7,7 @@ def test_every_public_name_resolves():
     for name in aeron_numba.__all__:
         assert getattr(aeron_numba, name) is not None, name
     assert aeron_numba.Aeron.__name__ == "Aeron" and aeron_numba.MediaDriver.__name__ == "MediaDriver"
+    assert aeron_numba.MediaDriverProcess.__name__ == "MediaDriverProcess"
     assert aeron_numba.BACK_PRESSURED == -2
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from aeron_numba.client.cnc_file import CncFile
+from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.errors import LayoutError
-from aeron_numba.kernels.atomics_py import put_int32_release
+from aeron_numba.kernels.atomics_for_python import put_int32_release
 from aeron_numba.kernels.counters import CountersManager
 from aeron_numba.layout import broadcast, cnc, ring_buffer
 from aeron_numba.layout.bits import semantic_version
@@ -371,7 +371,7 @@ CNC_CHILD = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from aeron_numba.client.cnc_file import CncFile
+    from aeron_numba.kernels.cnc_file import CncFile
     from aeron_numba.layout import broadcast, ring_buffer
     aeron_dir, go = Path(sys.argv[1]), Path(sys.argv[2])
     aeron_dir.mkdir(exist_ok=True)
@@ -435,7 +435,7 @@ def test_await_cnc_ready_fails_at_once_on_another_major_version(shm_dir):
 COUNTER_CHILD = textwrap.dedent(
     """
     import sys, time
-    from aeron_numba.client.cnc_file import CncFile
+    from aeron_numba.kernels.cnc_file import CncFile
     from aeron_numba.kernels.counters import get_and_add_counter_value
     cnc = CncFile.open(sys.argv[1])
     counter_id, n = int(sys.argv[2]), int(sys.argv[3])

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from aeron_numba.errors import ConfigurationError, LayoutError
-from aeron_numba.layout import bits, broadcast, cnc, counters, error_log, frame, log_buffer, position, publication
+from aeron_numba.kernels import position
+from aeron_numba.layout import bits, broadcast, cnc, counters, error_log, frame, log_buffer_descriptor as log_buffer, publication_status as publication
 from aeron_numba.layout import ring_buffer
 
 

@@ -52,9 +52,9 @@ def test_layout_constants_match_spec_table():
 def test_entry_arithmetic(channel_length, source_length, source_field, length, aligned):
     # (1, 13): the source length sits at align(1, 4) past the channel, and the entry needs 65 bytes, so the
     # next entry is at 128 (Aeron's C reader would step by align(48 + 1 + 13, 64) = 64: not where it is).
-    assert lay.source_length_offset(channel_length) == source_field
-    assert lay.entry_length(channel_length, source_length) == length
-    assert lay.aligned_entry_length(channel_length, source_length) == aligned
+    assert k.source_length_offset(channel_length) == source_field
+    assert k.entry_length(channel_length, source_length) == length
+    assert k.aligned_entry_length(channel_length, source_length) == aligned
 
 
 def test_entry_is_written_at_spec_offsets():

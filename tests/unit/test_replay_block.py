@@ -15,7 +15,7 @@ from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels.segment_scanner import whole_messages_length
 from aeron_numba.kernels.term_scanner import scan_block
 from aeron_numba.layout import checksum as K
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.log_buffers import LogBuffers
 from tests.reference import replay_rewrite as REF
 from tests.unit.log_support import LimitCounter, new_pub_state

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.layout import frame as F
-from aeron_numba.layout import log_buffer as LB
-from aeron_numba.layout import publication as P
+from aeron_numba.layout import log_buffer_descriptor as LB
+from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.log_buffers import LogBuffers
 from tests.reference.log_buffer import ReferenceLog, metadata_tails
 from tests.unit.log_support import Consumer, LimitCounter, new_pub_state, offer, offer_until_done

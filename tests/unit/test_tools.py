@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from aeron_numba import aeron_dir
-from aeron_numba.client.cnc_file import CncFile
-from aeron_numba.kernels.atomics_py import put_int32_release
+from aeron_numba.kernels.cnc_file import CncFile
+from aeron_numba.kernels.atomics_for_python import put_int32_release
 from aeron_numba.kernels.counters import (
     CountersManager,
     CountersReader,
@@ -451,7 +451,7 @@ def test_console_scripts_are_declared():
         "aeron-error-stat": "aeron_numba.tools.error_stat:main",
         "aeron-loss-stat": "aeron_numba.tools.loss_stat:main",
         "aeron-numba-driver": "aeron_numba.driver.media_driver:main",
-        "aeron-numba-archive": "aeron_numba.archive.archiving:main",
+        "aeron-numba-archive": "aeron_numba.archive.archive:main",
         "archive-tool": "aeron_numba.tools.archive_tool:main",
     }
     for target in scripts.values():

@@ -1,4 +1,4 @@
-"""Running an archive: ``python -m aeron_numba.archive`` / ``aeron-numba-archive``, or ``ArchiveProcess`` in a
+"""Running an archive: ``python -m aeron_numba.archive`` / ``aeron-numba-archive``, or ``Archive`` in a
 process of one's own (spec/archive.md §2-§7).
 
 Start-up: validate the context, take the archive dir (refusing one a live archive holds: the mark file), open
@@ -45,7 +45,7 @@ def recover_catalog(catalog: Catalog, archive_dir: str, now_ms: int) -> list[tup
     return recovered
 
 
-class ArchiveProcess:
+class Archive:
     def __init__(self, ctx: ArchiveContext, aeron=None):
         from aeron_numba.client import Aeron, Context
 
@@ -98,11 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ctx = ArchiveContext.from_env(**overrides)
         if args.embedded_driver:
-            from aeron_numba.driver import DriverContext, MediaDriver
+            from aeron_numba.driver import DriverContext, MediaDriverProcess
 
-            driver = MediaDriver.launch(DriverContext.from_env(**({"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {})))
+            driver = MediaDriverProcess.launch(DriverContext.from_env(**({"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {})))
             ctx.aeron_dir = driver.aeron_dir
-        archive = ArchiveProcess(ctx)
+        archive = Archive(ctx)
     except (AeronError, ValueError, OSError) as exc:
         print(f"aeron-numba-archive: {exc}", file=sys.stderr)
         if driver is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from aeron_numba.errors import LayoutError
-from aeron_numba.kernels.atomics_py import get_int32_acquire, put_int32_release
+from aeron_numba.kernels.atomics_for_python import get_int32_acquire, put_int32_release
 from aeron_numba.layout import cnc
 from aeron_numba.layout.mapped_file import MappedFile
 
