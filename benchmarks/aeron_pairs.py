@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED, STATUS_NAMES
+from harness.awaiting import await_condition
 
 RETRYABLE = (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED)
 
@@ -44,11 +45,14 @@ def open_subscription(env, case: dict, k: int):
 
 def await_connected(env, publication=None, subscription=None):
     """Wait until ``publication`` has a subscriber and ``subscription`` an image; returns the image (or None)."""
-    while (publication is not None and not publication.is_connected) or (
-        subscription is not None and subscription.image_count == 0
-    ):
-        env.check_deadline("connecting the publication and subscription")
-        time.sleep(0.001)
+
+    def connected() -> bool:
+        return (publication is None or publication.is_connected) and (
+            subscription is None or subscription.image_count > 0
+        )
+
+    await_condition(connected, max(0.0, env.case_deadline - time.monotonic()),
+                    f"{env.case['name']}: connecting the publication and subscription", max_poll_interval_s=0.001)
     return subscription.images[0] if subscription is not None else None
 
 

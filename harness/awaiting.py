@@ -8,6 +8,10 @@ a bounded window and fails as soon as the condition breaks.
 
 Processes passed as ``processes=`` are checked on every poll (``check_alive()``): a child that died fails
 the wait at once with its exit code and log tail, instead of timing out later with no clue.
+
+A test that must drive something for the condition to come true (poll a subscription, run an agent's duty
+cycle) passes it as ``work=``: it runs after each unmet check, and the wait sleeps only when it did no work,
+as an idle strategy would.
 """
 
 from __future__ import annotations
@@ -76,12 +80,15 @@ def await_condition(
     max_poll_interval_s: float = MAX_POLL_INTERVAL_S,
     ignore: tuple[type[BaseException], ...] = (),
     processes: Iterable[Any] = (),
+    work: Callable[[], int] | None = None,
 ) -> T:
     """Poll ``condition()`` until it returns something truthy and return that; raise ``ConditionTimeout`` at the deadline.
 
     A condition whose satisfied value may be falsy (a counter at 0) should return it wrapped (``(value,)``);
     one that is not satisfied yet may return ``NotYet("why")`` so the timeout message explains.
     Exceptions of the types in ``ignore`` count as "not yet" (the exception becomes the last value).
+    ``work()``, if given, runs after each unmet check and returns a work count; after work the condition is
+    checked again at once, without sleeping.
     The condition is always evaluated at least once, and once more at the deadline.
     """
     if timeout_s < 0:
@@ -101,9 +108,13 @@ def await_condition(
             if last:
                 return last
         _check_processes(processes)
+        work_count = work() if work is not None else 0
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ConditionTimeout(description, timeout_s, last, attempts)
+        if work_count > 0:
+            interval = poll_interval_s  # busy: the backoff starts again when the work runs dry
+            continue
         time.sleep(min(interval, remaining))
         interval = min(interval * 2, max_poll_interval_s)
 

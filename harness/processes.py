@@ -34,6 +34,24 @@ def spawned(target: Callable[..., Any], args_list: Iterable[Sequence[Any]]) -> I
             proc.join(timeout=10)
 
 
+class _Watched:
+    """A spawned worker as ``await_condition(processes=...)`` checks it: one that exited fails the wait at once."""
+
+    __slots__ = ("proc",)
+
+    def __init__(self, proc):
+        self.proc = proc
+
+    def check_alive(self) -> None:
+        if self.proc.exitcode is not None:
+            raise WorkerFailed(f"worker pid {self.proc.pid} exited with code {self.proc.exitcode}")
+
+
+def watched(procs: Iterable[Any]) -> list[_Watched]:
+    """``procs`` (from ``spawned``) for ``await_condition(processes=...)``, for waits they must outlive."""
+    return [_Watched(proc) for proc in procs]
+
+
 def join_all(procs: list, timeout_s: float) -> None:
     """Wait until every process exits (deadline ``timeout_s``); raise ``WorkerFailed`` naming the culprits."""
     deadline = time.monotonic() + timeout_s

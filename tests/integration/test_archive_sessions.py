@@ -19,6 +19,7 @@ from aeron_numba.archive.segment_files import RecordingWriter, segment_files
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
+from harness.awaiting import await_condition
 from tests.integration.driver_processes import start_driver
 
 TERM = 64 * 1024
@@ -35,14 +36,6 @@ def aeron(process_manager, aeron_dir):
     client.close()
 
 
-def await_true(condition, timeout_s, what, work=lambda: 0):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if not work() and time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s}s")
-        time.sleep(0.0002)
-
-
 class Collected:
     """Whole messages (via a FragmentAssembler) with the header fields a replay must preserve."""
 
@@ -57,7 +50,7 @@ class Collected:
 def record_stream(aeron, archive_dir, catalog, count, rng):
     subscription = aeron.add_subscription("aeron:ipc", RECORDED_STREAM)
     publication = aeron.add_exclusive_publication(f"aeron:ipc?term-length={TERM // 1024}k", RECORDED_STREAM)
-    await_true(lambda: subscription.image_count == 1 and publication.is_connected, 10, "recording subscription")
+    await_condition(lambda: subscription.image_count == 1 and publication.is_connected, 10, "recording subscription")
     image = subscription.images[0]
     recording_id = catalog.add_recording(
         start_position=image.join_position, start_timestamp=int(time.time() * 1000),
@@ -85,8 +78,8 @@ def record_stream(aeron, archive_dir, catalog, count, rng):
             session.do_work()
     end = publication.position
     publication.close()
-    await_true(lambda: session.state is RecordingState.STOPPED, 10, "recording to stop at the end of stream",
-               session.do_work)
+    await_condition(lambda: session.state is RecordingState.STOPPED, 10, "recording to stop at the end of stream",
+                    work=session.do_work)
     assert session.position == end and counter.get() == end
     session.close()
     subscription.close()
@@ -111,10 +104,12 @@ def replay(aeron, archive_dir, catalog, recording_id, position, length, replay_i
     def work():
         return session.do_work() + subscription.poll(collected.assembler, 64)
 
-    await_true(lambda: session.state in (ReplayState.DONE, ReplayState.INACTIVE), 30, "replay to finish", work)
+    await_condition(lambda: session.state in (ReplayState.DONE, ReplayState.INACTIVE), 30, "replay to finish",
+                    work=work)
     assert session.state is ReplayState.DONE, session.error
     end = descriptor.stop_position if length == A.NULL_LENGTH else start + length
-    await_true(lambda: subscription.images and subscription.images[0].position >= end, 10, "replay consumed", work)
+    await_condition(lambda: subscription.images and subscription.images[0].position >= end, 10, "replay consumed",
+                    work=work)
     session.close()
     subscription.close()
     return collected.messages

@@ -11,7 +11,6 @@ in a tight loop: with the kernel's ALLOCATED store moved before the label writes
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -20,7 +19,8 @@ import pytest
 from aeron_numba.kernels import counters as C
 from aeron_numba.layout.counters import MAX_LABEL_LENGTH
 from aeron_numba.layout.mapped_file import MappedFile
-from harness.processes import join_all, spawned
+from harness.awaiting import await_condition
+from harness.processes import join_all, spawned, watched
 from tests.stress import workers_counters as W
 
 ADDERS = 3
@@ -33,14 +33,6 @@ TIMEOUT_S = 90
 
 def _epoch_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _await(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached after {timeout_s}s")
-        os.sched_yield()
 
 
 @pytest.mark.stress
@@ -60,7 +52,8 @@ def test_adders_exact_and_reader_never_sees_torn_labels(shm_dir):
     generation = allocations = reuses = frees = fulls = 0
     args = [(str(path), w + 1, ITERATIONS, TIMEOUT_S) for w in range(ADDERS)]
     with spawned(W.adder, args) as adders, spawned(W.reader, [(str(path), TIMEOUT_S)]) as readers:
-        _await(lambda: manager.get_counter_value(W.READY) == ADDERS + 1, TIMEOUT_S, "all workers ready")
+        await_condition(lambda: manager.get_counter_value(W.READY) == ADDERS + 1, TIMEOUT_S, "all workers ready",
+                        processes=watched(adders + readers))
         manager.set_counter_value(W.GO, 1)
         start = time.monotonic()
         while manager.get_counter_value(W.ADDERS_DONE) < ADDERS or time.monotonic() - start < MIN_CHURN_S:

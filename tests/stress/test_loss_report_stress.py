@@ -7,8 +7,6 @@ before the bytes lost or the timestamp, the reader's checks (workers_loss_report
 
 from __future__ import annotations
 
-import os
-import time
 
 import numpy as np
 import pytest
@@ -16,7 +14,8 @@ import pytest
 from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.kernels.loss_report import LossEntry, LossReportReader
 from aeron_numba.layout.mapped_file import MappedFile
-from harness.processes import join_all, spawned
+from harness.awaiting import await_condition
+from harness.processes import join_all, spawned, watched
 from tests.stress import workers_loss_report as W
 
 STEPS = 20_000_000
@@ -49,10 +48,8 @@ def test_reader_never_sees_partial_entries_or_stale_totals(shm_dir):
     W.write_schedule(buffer, state, offsets, counts, 0, 1)  # compile or load from cache before GO
     try:
         with spawned(W.reader, [(str(report_path), str(control_path), TIMEOUT_S)]) as procs:
-            deadline = time.monotonic() + TIMEOUT_S
-            while get_int64_acquire(control, W.READY * 8) < 1:
-                assert time.monotonic() < deadline and procs[0].is_alive(), "reader never became ready"
-                os.sched_yield()
+            await_condition(lambda: get_int64_acquire(control, W.READY * 8) >= 1, TIMEOUT_S, "the reader ready",
+                            processes=watched(procs))
             put_int64_release(control, W.GO * 8, 1)
             created = W.write_schedule(buffer, state, offsets, counts, STEPS, STEPS // W.ENTRIES)
             W.mark_writer_done(control)

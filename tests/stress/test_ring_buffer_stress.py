@@ -16,7 +16,8 @@ from aeron_numba.kernels import ring_buffer as RB
 from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.layout import ring_buffer as L
 from aeron_numba.layout.mapped_file import MappedFile
-from harness.processes import join_all, spawned
+from harness.awaiting import await_condition
+from harness.processes import join_all, spawned, watched
 from tests.stress import workers_ring_buffer as W
 
 MESSAGES_PER_PRODUCER = 30_000
@@ -39,12 +40,8 @@ def warm_up():
 
 def start(control: np.ndarray, workers: int, procs: list) -> None:
     """Wait (with a deadline) until every worker has loaded its code, then give the start signal."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while not all(get_int64_acquire(control, W.READY + 8 * w) for w in range(workers)):
-        failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-        assert not failed, f"worker failed before the start: exit codes {failed}"
-        assert time.monotonic() < deadline, "workers not ready by the deadline"
-        W.idle()
+    await_condition(lambda: all(get_int64_acquire(control, W.READY + 8 * w) for w in range(workers)), TIMEOUT_S,
+                    "every worker ready", processes=watched(procs))
     put_int64_release(control, W.GO, 1)
 
 

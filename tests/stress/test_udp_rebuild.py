@@ -20,7 +20,8 @@ from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_
 from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
-from harness.processes import join_all, spawned
+from harness.awaiting import await_condition
+from harness.processes import join_all, spawned, watched
 from tests.stress import workers_udp_rebuild as W
 
 TIMEOUT_S = 60
@@ -52,9 +53,8 @@ def test_lossy_network_rebuilds_every_byte_in_order(shm_dir):
             procs = senders + receivers
             W.pin_to(1)  # after the spawn: the workers keep the whole mask and pin themselves to the first CPU
             deadline = time.monotonic() + TIMEOUT_S
-            while get_int64_acquire(control, W.READY * 8) < 2:
-                assert time.monotonic() < deadline and all(p.is_alive() for p in procs), "workers never became ready"
-                os.sched_yield()
+            await_condition(lambda: get_int64_acquire(control, W.READY * 8) >= 2, TIMEOUT_S, "both workers ready",
+                            processes=watched(procs))
             put_int64_release(control, W.GO * 8, 1)
             started = time.monotonic()
             while W.subscribe(image, control, out, cstate, 2_000_000) < W.MESSAGES and cstate[W.CK_FAILURES] == 0:

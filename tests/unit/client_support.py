@@ -39,6 +39,7 @@ from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout.log_buffers import LogBuffers
+from harness.awaiting import NotYet, await_condition
 
 TERM_LENGTH = 64 * 1024
 SMALL_CNC = dict(
@@ -51,15 +52,6 @@ SMALL_CNC = dict(
 
 def epoch_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def wait_until(condition, timeout_s: float = 5.0, message: str = "condition") -> None:
-    """Poll ``condition`` until it is true; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {message}")
-        time.sleep(0.001)
 
 
 @dataclass
@@ -161,7 +153,7 @@ class FakeDriver:
         return [msg for type_id, msg in list(self.commands) if type_id == msg_type_id]
 
     def wait_for_command(self, msg_type_id: int, count: int = 1, timeout_s: float = 5.0) -> list:
-        wait_until(lambda: len(self.commands_of(msg_type_id)) >= count, timeout_s, f"command {msg_type_id:#x}")
+        await_condition(lambda: len(self.commands_of(msg_type_id)) >= count, timeout_s, f"command {msg_type_id:#x}")
         return self.commands_of(msg_type_id)
 
     def counter_value(self, counter_id: int) -> int:
@@ -403,12 +395,8 @@ def connect(driver: FakeDriver, **context_kwargs):
 
 def poll_until(subscription_or_image, handler, count_fn, expected: int, timeout_s: float = 5.0, fragment_limit: int = 10) -> None:
     """Poll until ``count_fn() >= expected`` (deadline)."""
-    deadline = time.monotonic() + timeout_s
-    while count_fn() < expected:
-        if subscription_or_image.poll(handler, fragment_limit) == 0:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"polled {count_fn()} of {expected} before the deadline")
-            time.sleep(0.0005)
+    await_condition(lambda: count_fn() >= expected or NotYet(f"polled {count_fn()} of {expected}"), timeout_s,
+                    f"{expected} messages", work=lambda: subscription_or_image.poll(handler, fragment_limit))
 
 
 def mapping_count(path) -> int:

@@ -22,7 +22,8 @@ from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as counters_layout
-from tests.unit.client_support import SMALL_CNC, FakeDriver, connect, epoch_ms, mapping_count, wait_until
+from harness.awaiting import await_condition
+from tests.unit.client_support import SMALL_CNC, FakeDriver, connect, epoch_ms, mapping_count
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_connect_waits_for_a_driver_that_starts_later(shm_dir):
 
     thread = threading.Thread(target=client)
     thread.start()
-    wait_until(lambda: box.get("created"), 5, "driver created")
+    await_condition(lambda: box.get("created"), 5, "driver created")
     driver = box["driver"]
     try:
         assert "aeron" not in result  # not ready yet: version 0
@@ -124,15 +125,15 @@ def test_heartbeat_counter_is_found_and_updated(driver):
     with aeron:
         # The conductor announces itself so the driver allocates the heartbeat counter (type 11).
         driver.wait_for_command(cp.CLIENT_KEEPALIVE)
-        wait_until(lambda: aeron.client_id in driver.heartbeat_counter_by_client, 5, "heartbeat counter")
+        await_condition(lambda: aeron.client_id in driver.heartbeat_counter_by_client, 5, "heartbeat counter")
         counter_id = driver.heartbeat_counter_by_client[aeron.client_id]
         reader = aeron.counters_reader
         assert reader.get_counter_type_id(counter_id) == counters_layout.CLIENT_HEARTBEAT_TYPE_ID
-        wait_until(lambda: aeron.conductor.heartbeat_counter_id == counter_id, 5, "client found its counter")
-        wait_until(lambda: driver.counter_value(counter_id) > 0, 5, "first heartbeat")
+        await_condition(lambda: aeron.conductor.heartbeat_counter_id == counter_id, 5, "client found its counter")
+        await_condition(lambda: driver.counter_value(counter_id) > 0, 5, "first heartbeat")
         first = driver.counter_value(counter_id)
         assert abs(first - epoch_ms()) < 5_000
-        wait_until(lambda: driver.counter_value(counter_id) > first, 5, "heartbeat advanced")
+        await_condition(lambda: driver.counter_value(counter_id) > first, 5, "heartbeat advanced")
         label = reader.get_counter_label(counter_id)
         assert label.startswith(f"client-heartbeat: id={aeron.client_id} name=tester version=")
     assert errors == []
@@ -143,7 +144,7 @@ def test_driver_timeout_closes_the_client(driver):
     publication = aeron.add_publication("aeron:ipc", 7)
     driver.heartbeat = False
     stopped = time.monotonic()
-    wait_until(lambda: errors, 5, "driver timeout reported")
+    await_condition(lambda: errors, 5, "driver timeout reported")
     detected = time.monotonic() - stopped
     assert isinstance(errors[0], DriverTimeoutError)
     assert "driver_timeout_ms=500" in str(errors[0])
@@ -163,7 +164,7 @@ def test_driver_shutdown_heartbeat_null_is_reported(driver):
     with aeron:
         driver.heartbeat = False
         driver.run_on_driver(lambda: driver.ring.set_consumer_heartbeat_time(-1))
-        wait_until(lambda: errors, 5, "driver shutdown reported")
+        await_condition(lambda: errors, 5, "driver shutdown reported")
         assert isinstance(errors[0], DriverTimeoutError) and "has been shut down" in str(errors[0])
 
 
@@ -173,7 +174,7 @@ def test_client_timeout_from_driver_closes_the_client(driver):
     with aeron, other:
         subscription = aeron.add_subscription("aeron:ipc", 3)
         driver.send_client_timeout(aeron.client_id)
-        wait_until(lambda: errors, 5, "client timeout reported")
+        await_condition(lambda: errors, 5, "client timeout reported")
         assert isinstance(errors[0], ClientTimeoutError)
         assert str(aeron.client_id) in str(errors[0])
         assert aeron.is_closed and subscription.is_closed
@@ -187,10 +188,10 @@ def test_client_timeout_from_driver_closes_the_client(driver):
 def test_heartbeat_counter_freed_by_driver_ends_the_client(driver):
     aeron, errors = connect(driver, keepalive_interval_ns=50_000_000)
     with aeron:
-        wait_until(lambda: aeron.conductor.heartbeat_counter_id >= 0, 5, "heartbeat counter found")
+        await_condition(lambda: aeron.conductor.heartbeat_counter_id >= 0, 5, "heartbeat counter found")
         counter_id = aeron.conductor.heartbeat_counter_id
         driver.run_on_driver(lambda: driver.counters.free(counter_id))
-        wait_until(lambda: errors, 5, "loss of the heartbeat counter reported")
+        await_condition(lambda: errors, 5, "loss of the heartbeat counter reported")
         assert isinstance(errors[0], ClientTimeoutError) and f"id={counter_id}" in str(errors[0])
         assert aeron.is_closed
 
@@ -223,7 +224,7 @@ def test_handlers_may_not_call_back_into_the_client(driver):
 
         aeron.add_subscription("aeron:ipc", 11, available_image_handler=on_available)
         aeron.add_publication("aeron:ipc", 11)
-        wait_until(lambda: "error" in outcome, 5, "handler ran")
+        await_condition(lambda: "error" in outcome, 5, "handler ran")
         assert "reentrant" in str(outcome["error"])
 
 
@@ -235,7 +236,7 @@ def test_handler_exceptions_go_to_the_error_handler(driver):
 
         subscription = aeron.add_subscription("aeron:ipc", 12, available_image_handler=on_available)
         aeron.add_publication("aeron:ipc", 12)
-        wait_until(lambda: errors, 5, "handler error reported")
+        await_condition(lambda: errors, 5, "handler error reported")
         assert isinstance(errors[0], RuntimeError) and subscription.image_count == 1
 
 
@@ -245,7 +246,7 @@ def test_async_remove_error_goes_to_the_error_handler(driver):
         publication = aeron.add_publication("aeron:ipc", 13)
         driver.fail_next(cp.REMOVE_PUBLICATION, cp.GENERIC_ERROR, "cannot remove")
         publication.close()
-        wait_until(lambda: errors, 5, "async error reported")
+        await_condition(lambda: errors, 5, "async error reported")
         assert "GENERIC_ERROR (error_code=11): cannot remove" in str(errors[0])
         assert not aeron.is_closed
 
@@ -255,7 +256,7 @@ def test_close_unmaps_cnc_and_every_log(driver):
     subscription = aeron.add_subscription("aeron:ipc", 21)
     publication = aeron.add_publication("aeron:ipc", 21)
     exclusive = aeron.add_exclusive_publication("aeron:ipc", 21)
-    wait_until(lambda: subscription.image_count == 2 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 2 and publication.position_limit > 0, 5, "connected")
     assert publication.offer(b"x") > 0 and subscription.poll(lambda *args: None, 10) == 1
     claim = exclusive.try_claim(8)
     claim.commit()
@@ -274,7 +275,7 @@ def test_conductor_not_serviced_within_liveness_timeout_closes_the_client(shm_di
             publication = aeron.add_publication("aeron:ipc", 22)
             with aeron.conductor._lock:  # a stalled process: nothing services the conductor
                 time.sleep(0.8)
-            wait_until(lambda: errors, 5, "service timeout reported")
+            await_condition(lambda: errors, 5, "service timeout reported")
             assert isinstance(errors[0], ConductorServiceTimeoutError)
             assert "> client liveness timeout 600 ms" in str(errors[0])
             assert aeron.is_closed and publication.is_closed

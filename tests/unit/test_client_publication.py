@@ -26,7 +26,8 @@ from aeron_numba.kernels import term_appender
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout import frame
-from tests.unit.client_support import TERM_LENGTH, FakeDriver, connect, poll_until, wait_until
+from harness.awaiting import await_condition
+from tests.unit.client_support import TERM_LENGTH, FakeDriver, connect, poll_until
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def connected_pair(aeron, driver, stream_id=10, exclusive=False):
     subscription = aeron.add_subscription("aeron:ipc", stream_id)
     add = aeron.add_exclusive_publication if exclusive else aeron.add_publication
     publication = add("aeron:ipc", stream_id)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     return publication, subscription
 
 
@@ -147,7 +148,7 @@ def test_not_connected_then_back_pressured(client, driver):
     publication = aeron.add_publication("aeron:ipc", 20)
     assert publication.offer(b"nobody listens") == NOT_CONNECTED
     subscription = aeron.add_subscription("aeron:ipc", 20)
-    wait_until(lambda: publication.is_connected and publication.position_limit == TERM_LENGTH // 2, 5, "limit")
+    await_condition(lambda: publication.is_connected and publication.position_limit == TERM_LENGTH // 2, 5, "limit")
     assert publication.available_window == TERM_LENGTH // 2
     message = bytes(1000)
     positions = []
@@ -162,7 +163,7 @@ def test_not_connected_then_back_pressured(client, driver):
     # Consuming moves sub-pos; the driver raises the limit; offers succeed again.
     collector = Collector()
     poll_until(subscription, collector, lambda: len(collector.messages), len(positions))
-    wait_until(lambda: publication.offer(message) > 0, 5, "limit raised")
+    await_condition(lambda: publication.offer(message) > 0, 5, "limit raised")
 
 
 def test_offer_accepts_bytes_like_and_arrays_with_offset_length_and_reserved_value(client, driver):
@@ -298,7 +299,7 @@ def test_try_claim_back_pressure_and_not_connected(client, driver):
     publication = aeron.add_publication("aeron:ipc", 33)
     assert publication.try_claim(10) == NOT_CONNECTED
     subscription = aeron.add_subscription("aeron:ipc", 33)
-    wait_until(lambda: publication.position_limit > 0, 5, "limit")
+    await_condition(lambda: publication.position_limit > 0, 5, "limit")
     claim = BufferClaim()
     while True:
         result = publication.try_claim(1000, claim)
@@ -310,7 +311,7 @@ def test_try_claim_back_pressure_and_not_connected(client, driver):
     assert result == BACK_PRESSURED
     # The image reaches the subscription on the client conductor's duty cycle, not necessarily before the
     # publication limit moved: wait for it rather than race it.
-    wait_until(lambda: subscription.image_count == 1, 5, "the subscription's image")
+    await_condition(lambda: subscription.image_count == 1, 5, "the subscription's image")
 
 
 # ---------------------------------------------------------------------------------------------- close
@@ -380,7 +381,7 @@ def test_unavailable_counter_from_driver_closes_it(client, driver):
     counter = aeron.add_counter(1002, b"", "shared")
     driver.run_on_driver(lambda: driver._on_remove_counter(cp.REMOVE_COUNTER, type("M", (), {
         "registration_id": counter.registration_id, "correlation_id": 0})()))
-    wait_until(lambda: counter.is_closed, 5, "counter closed by ON_UNAVAILABLE_COUNTER")
+    await_condition(lambda: counter.is_closed, 5, "counter closed by ON_UNAVAILABLE_COUNTER")
 
 
 # ------------------------------------------------------------------------------------ blocks (replays)
@@ -412,7 +413,7 @@ def test_block_poll_hands_over_whole_frames_and_offer_block_appends_them_to_anot
     source = aeron.add_exclusive_publication("aeron:ipc", 30)
     replay_sub = aeron.add_subscription("aeron:ipc", 31)
     replay = aeron.add_exclusive_publication("aeron:ipc", 31)
-    wait_until(lambda: source_sub.image_count == 1 and replay_sub.image_count == 1 and replay.position_limit > 0
+    await_condition(lambda: source_sub.image_count == 1 and replay_sub.image_count == 1 and replay.position_limit > 0
                and source.position_limit > 0, 5, "both connected")
     payloads = [bytes([i]) * (10 + 37 * i) for i in range(20)]
     for payload in payloads:
@@ -443,7 +444,7 @@ def test_offer_block_refuses_a_block_not_framed_for_this_publication_naming_the_
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 32)
     publication = aeron.add_exclusive_publication("aeron:ipc", 32)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     block = bytearray(64)
     struct.pack_into("<iBBHiiiiq", block, 0, 40, 0, 0xC0, 1, 0, publication.session_id, 32, publication.term_id, 0)
     bad = bytearray(block)

@@ -31,8 +31,9 @@ from aeron_numba.kernels import term_reader
 from aeron_numba.kernels.handlers import FRAGMENT_HANDLER_SIG
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import frame
+from harness.awaiting import await_condition
 from tests.reference import fragment_assembler as ref
-from tests.unit.client_support import FakeDriver, connect, mapping_count, poll_until, wait_until
+from tests.unit.client_support import FakeDriver, connect, mapping_count, poll_until
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -87,13 +88,13 @@ def test_add_subscription_and_image_lifecycle(client, driver):
     assert subscription.poll(Collector(), 10) == 0
 
     publication = aeron.add_publication("aeron:ipc", 5)
-    wait_until(lambda: available, 5, "available image handler")
+    await_condition(lambda: available, 5, "available image handler")
     for limit in (0, -3):  # checked on the first poll of an image too
         with pytest.raises(ConfigurationError, match=f"fragment_limit={limit} must be >= 1"):
             available[0].poll(Collector(), limit)
         with pytest.raises(ConfigurationError, match=f"fragment_limit={limit} must be >= 1"):
             subscription.controlled_poll(Collector(), limit)
-    wait_until(lambda: available, 5, "available image handler")
+    await_condition(lambda: available, 5, "available image handler")
     image = available[0]
     assert subscription.images == [image] and subscription.image_count == 1 and subscription.is_connected
     assert subscription.image_by_session_id(publication.session_id) is image
@@ -108,7 +109,7 @@ def test_add_subscription_and_image_lifecycle(client, driver):
 
     assert offer(publication, b"last words") > 0
     publication.close()
-    wait_until(lambda: unavailable, 5, "unavailable image handler")
+    await_condition(lambda: unavailable, 5, "unavailable image handler")
     assert unavailable == [image] and image.is_closed and subscription.image_count == 0
     assert image.poll(Collector(), 10) == 0
     assert image.position == 0 and not image.is_end_of_stream  # it closed before consuming to the end
@@ -121,7 +122,7 @@ def test_a_one_image_subscription_polls_through_its_fast_path_until_the_image_go
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 13)
     publication = aeron.add_exclusive_publication("aeron:ipc", 13)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     collector = Collector()
     assert subscription.poll(collector, 10) == 0  # the first poll with this limit goes through Image.poll
     assert subscription._lone_image is subscription.images[0]
@@ -134,7 +135,7 @@ def test_a_one_image_subscription_polls_through_its_fast_path_until_the_image_go
     assert collector.positions == positions
     assert subscription.images[0].position == positions[-1]
     publication.close()
-    wait_until(lambda: subscription.image_count == 0, 5, "the image to go")
+    await_condition(lambda: subscription.image_count == 0, 5, "the image to go")
     assert subscription._lone_image is None
     assert subscription.poll(collector, 10) == 0 and subscription.poll(collector, 1) == 0
 
@@ -143,7 +144,7 @@ def test_poll_delivers_payload_and_header_and_stores_position(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 6)
     publication = aeron.add_exclusive_publication("aeron:ipc", 6)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     positions = [offer(publication, f"message {i}".encode()) for i in range(5)]
     headers = []
 
@@ -174,7 +175,7 @@ def test_handler_exception_consumes_that_fragment_and_propagates(client, driver)
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 7)
     publication = aeron.add_publication("aeron:ipc", 7)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     positions = [offer(publication, bytes([i]) * 10) for i in range(3)]
     seen = []
 
@@ -198,7 +199,7 @@ def test_polling_one_fragment_at_a_time_crosses_term_ends_with_every_header_fiel
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 12)
     publication = aeron.add_exclusive_publication("aeron:ipc?term-length=64k", 12)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     rng = np.random.default_rng(12)
     sent, delivered = [], []
 
@@ -215,11 +216,11 @@ def test_polling_one_fragment_at_a_time_crosses_term_ends_with_every_header_fiel
         size = 13 if i % 97 == 5 else int(rng.integers(0, 1000))
         message = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         results = []
-        wait_until(lambda: results.append(offer(publication, message)) or results[-1] > 0, 5, "the fake driver's limit")
+        await_condition(lambda: results.append(offer(publication, message)) or results[-1] > 0, 5, "the fake driver's limit")
         position = results[-1]
         sent.append((message, position))
         try:
-            wait_until(lambda: do_poll(handler, 1) == 1 or len(delivered) == len(sent), 5, f"message {i}")
+            await_condition(lambda: do_poll(handler, 1) == 1 or len(delivered) == len(sent), 5, f"message {i}")
         except ValueError:
             assert len(message) == 13
         assert len(delivered) == len(sent) and image.position == position
@@ -238,7 +239,7 @@ def test_round_robin_across_images(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 8)
     publications = [aeron.add_exclusive_publication("aeron:ipc", 8) for _ in range(3)]
-    wait_until(lambda: subscription.image_count == 3 and all(p.position_limit > 0 for p in publications), 5, "3 images")
+    await_condition(lambda: subscription.image_count == 3 and all(p.position_limit > 0 for p in publications), 5, "3 images")
     for publication in publications:
         for i in range(4):
             assert offer(publication, bytes([i])) > 0
@@ -260,7 +261,7 @@ def test_controlled_poll_actions(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 9)
     publication = aeron.add_publication("aeron:ipc", 9)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     positions = [offer(publication, bytes([i]) * 8) for i in range(6)]
     image = subscription.images[0]
 
@@ -305,7 +306,7 @@ def test_controlled_fragment_assembler_abort_redelivers_whole_message(client, dr
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 10)
     publication = aeron.add_publication("aeron:ipc", 10)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     big = np.arange(3000, dtype=np.uint8).tobytes()
     assert offer(publication, big) > 0 and offer(publication, b"small") > 0
     answers = iter([ABORT, CONTINUE, CONTINUE])
@@ -318,7 +319,7 @@ def test_controlled_fragment_assembler_abort_redelivers_whole_message(client, dr
     assembler = ControlledFragmentAssembler(handler)
     assert subscription.controlled_poll(assembler, 10) == 2  # BEGIN and middle consumed, END aborted
     assert delivered == [big]
-    wait_until(lambda: subscription.controlled_poll(assembler, 10) > 0 or len(delivered) >= 3, 5, "rest")
+    await_condition(lambda: subscription.controlled_poll(assembler, 10) > 0 or len(delivered) >= 3, 5, "rest")
     assert delivered == [big, big, b"small"]
 
 
@@ -369,7 +370,7 @@ def test_offer_poll_round_trip_with_fragmentation(shm_dir, sizes, fragment_limit
         with aeron:
             subscription = aeron.add_subscription("aeron:ipc", 1)
             publication = aeron.add_publication("aeron:ipc", 1)
-            wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+            await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
             messages = [bytes([(i + j) % 251 for j in range(size)]) for i, size in enumerate(sizes)]
             collector = Collector()
             assembler = FragmentAssembler(collector)
@@ -397,7 +398,7 @@ def test_compiled_handler_polls_the_image_directly(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 11)
     publication = aeron.add_publication("aeron:ipc", 11)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     for i in range(10):
         assert offer(publication, bytes([i]) * (i + 1)) > 0
     image = subscription.images[0]
@@ -413,7 +414,7 @@ def test_subscription_close_removes_and_closes_images(client, driver):
     unavailable = []
     subscription = aeron.add_subscription("aeron:ipc", 12, unavailable_image_handler=unavailable.append)
     publication = aeron.add_publication("aeron:ipc", 12)
-    wait_until(lambda: subscription.image_count == 1, 5, "image")
+    await_condition(lambda: subscription.image_count == 1, 5, "image")
     image = subscription.images[0]
     subscription.close()
     remove = driver.wait_for_command(cp.REMOVE_SUBSCRIPTION)[0]
@@ -430,13 +431,13 @@ def test_end_of_stream_after_consuming_everything(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 13)
     publication = aeron.add_publication("aeron:ipc", 13)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     end = offer(publication, b"bye")
     image = subscription.images[0]
     collector = Collector()
     poll_until(subscription, collector, lambda: len(collector.messages), 1)
     publication.close()
-    wait_until(lambda: image.is_closed, 5, "image closed")
+    await_condition(lambda: image.is_closed, 5, "image closed")
     assert image.is_end_of_stream and image.position == end == image.end_of_stream_position
 
 
@@ -449,7 +450,7 @@ def test_log_is_unmapped_after_the_linger(driver):
         publication.close()
         assert aeron.conductor.mapped_log_count == 0 and aeron.conductor.lingering_log_count == 1
         assert mapping_count(path) == 2  # still mapped while it lingers
-        wait_until(lambda: aeron.conductor.lingering_log_count == 0, 5, "lingering log unmapped")
+        await_condition(lambda: aeron.conductor.lingering_log_count == 0, 5, "lingering log unmapped")
         assert mapping_count(path) == 1
     assert errors == []
 
@@ -459,7 +460,7 @@ def test_garbage_frame_in_the_log_stops_the_poll_without_harm(client, driver):
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 15)
     publication = aeron.add_exclusive_publication("aeron:ipc", 15)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     end = offer(publication, b"good")
     # Another process scribbles a frame length running far past the term where the next frame would go.
     log = driver.publications[publication.registration_id].log_buffers.buffer
@@ -489,7 +490,7 @@ def test_malformed_and_foreign_responses_are_reported_or_ignored(client, driver)
     log_file = publication.log_file_name
     bad = dc.ImageBuffersReady(998, 5, 16, subscription.registration_id, 10**6, log_file, "x")
     driver.run_on_driver(lambda: driver.transmitter.transmit(cp.ON_AVAILABLE_IMAGE, bad.encode()))
-    wait_until(lambda: len(errors) >= 3, 5, "three errors reported")
+    await_condition(lambda: len(errors) >= 3, 5, "three errors reported")
     text = " | ".join(str(e) for e in errors)
     assert "bad driver response type 0xf03" in text
     assert "could not map image log" in text and "nope.logbuffer" in text
@@ -510,7 +511,7 @@ def test_handlers_read_a_private_copy_the_log_changing_underneath_does_not_reach
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 9)
     publication = aeron.add_publication("aeron:ipc", 9)
-    wait_until(lambda: subscription.image_count == 1, 5, "image")
+    await_condition(lambda: subscription.image_count == 1, 5, "image")
     for i in range(3):
         assert offer(publication, bytes([i + 1]) * 40) > 0
     log = subscription.images[0].log_buffer
@@ -538,7 +539,7 @@ def test_once_the_driver_freed_our_position_counter_nothing_is_delivered_or_stor
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 9)
     publication = aeron.add_publication("aeron:ipc", 9)
-    wait_until(lambda: subscription.image_count == 1, 5, "image")
+    await_condition(lambda: subscription.image_count == 1, 5, "image")
     assert offer(publication, b"x" * 40) > 0
     image = subscription.images[0]
     state = image.subscriber_position_id * counters_layout.METADATA_LENGTH + counters_layout.METADATA_STATE_OFFSET
@@ -560,7 +561,7 @@ def test_image_closed_by_the_conductor_while_a_handler_runs_finishes_the_poll(cl
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 11)
     publication = aeron.add_publication("aeron:ipc", 11)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     positions = [offer(publication, bytes([i + 1]) * 40) for i in range(3)]
     assert all(position > 0 for position in positions)
     image = subscription.images[0]
@@ -587,7 +588,7 @@ def test_a_batch_larger_than_the_private_copy_grows_it_and_is_delivered_whole(cl
     aeron, _ = client
     subscription = aeron.add_subscription("aeron:ipc", 12)
     publication = aeron.add_exclusive_publication("aeron:ipc?term-length=512k", 12)
-    wait_until(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
+    await_condition(lambda: subscription.image_count == 1 and publication.position_limit > 0, 5, "connected")
     payloads = [bytes([i]) * 1344 for i in range(100)]  # 1376-byte frames: 137,600 bytes in one batch
     positions = [offer(publication, payload) for payload in payloads]
     collector = Collector()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import textwrap
 import threading
@@ -116,6 +117,24 @@ def test_await_condition_ignores_listed_exceptions_only():
         await_condition(lambda: open("/nonexistent/x"), 0.02, "file", ignore=(FileNotFoundError,))
     with pytest.raises(ZeroDivisionError):
         await_condition(lambda: 1 / 0, 5.0, "division", ignore=(FileNotFoundError,))
+
+
+def test_await_condition_runs_work_between_checks_and_sleeps_only_when_idle(monkeypatch):
+    import harness.awaiting as awaiting
+
+    sleeps = []
+    monkeypatch.setattr(awaiting.time, "sleep", sleeps.append)
+    backlog, done = [1, 1, 1, 0, 1, 0], []
+
+    def work() -> int:  # a poll: 1 while fragments wait, 0 when it found none
+        done.append(backlog.pop(0))
+        return done[-1]
+
+    assert await_condition(lambda: len(done) == 6, 5.0, "six polls", work=work)
+    assert len(sleeps) == 2  # after the two idle polls only
+    busy = itertools.count(1)
+    with pytest.raises(ConditionTimeout, match="never"):  # endless work still meets the deadline
+        await_condition(lambda: False, 0.02, "never", work=lambda: next(busy))
 
 
 def test_assert_stays_passes_and_fails_fast():
@@ -373,6 +392,7 @@ CNC_CHILD = textwrap.dedent(
     from pathlib import Path
     from aeron_numba.kernels.cnc_file import CncFile
     from aeron_numba.layout import broadcast, ring_buffer
+    from harness.awaiting import await_condition
     aeron_dir, go = Path(sys.argv[1]), Path(sys.argv[2])
     aeron_dir.mkdir(exist_ok=True)
     f = CncFile.create(aeron_dir / "cnc.dat", signal_ready=False,
@@ -380,9 +400,7 @@ CNC_CHILD = textwrap.dedent(
                        to_clients_buffer_length=64 * 1024 + broadcast.TRAILER_LENGTH,
                        counters_values_buffer_length=64 * 1024, error_log_buffer_length=64 * 1024)
     print("created", flush=True)
-    deadline = time.monotonic() + 30
-    while not go.exists() and time.monotonic() < deadline:
-        time.sleep(0.001)
+    await_condition(go.exists, 30, "the test's go file")
     f.signal_ready()
     print("ready", flush=True)
     time.sleep(120)
