@@ -37,14 +37,14 @@ from aeron_numba.layout.archive import RECORDING_POSITION_TYPE_ID
 from benchmarks import loops
 from harness.aeron_dirs import await_cnc_ready, new_aeron_dir, remove_aeron_dir
 from harness.awaiting import await_condition
+from harness.driver_settings import driver_env_for_benchmarks
 from harness.process_manager import ProcessManager
 
 TERM_LENGTH = 16 * 1024 * 1024
 FILE_IO_MAX_LENGTH = 1024 * 1024
 RECORDED_POLL_S = 0.0001
 STREAM, REPLAY_STREAM, IPC_STREAM = 1001, 2002, 3003
-DRIVER_ENV = {"AERON_CONDUCTOR_IDLE_STRATEGY": "backoff", "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
-              "AERON_CLIENT_LIVENESS_TIMEOUT": "10s"}
+DRIVER_ENV = driver_env_for_benchmarks("backoff")
 
 
 def frame_length(size: int) -> int:

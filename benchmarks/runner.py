@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from harness.aeron_dirs import await_cnc_ready, new_aeron_dir, remove_aeron_dir
+from harness.driver_settings import driver_env_for_benchmarks
 from harness.process_manager import ProcessManager
 from harness.processes import spawned
 
@@ -41,14 +42,8 @@ from benchmarks.worker import DRIVER_CODE, worker_main
 #: timeouts (a worker's conductor thread shares its core with a spinning loop) and log buffers pre-touched
 #: (without, every page of a log's first pass cost a fault of about 36 us in the middle of the stream: one
 #: round trip in 64 during the first 49 k of a 1 MiB-term ping-pong, which made the quick run's p99).
-DRIVER_ENV = {
-    "AERON_CONDUCTOR_IDLE_STRATEGY": "sleep-ms",
-    "AERON_PRE_TOUCH_MAPPED_MEMORY": "true",
-    "AERON_IPC_TERM_BUFFER_LENGTH": "1m",
-    "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
-    "AERON_CLIENT_LIVENESS_TIMEOUT": "10s",
-    "AERON_PUBLICATION_UNBLOCK_TIMEOUT": "15s",
-}
+DRIVER_ENV = driver_env_for_benchmarks("sleep-ms", AERON_PRE_TOUCH_MAPPED_MEMORY="true",
+                                       AERON_IPC_TERM_BUFFER_LENGTH="1m")
 #: The UDP cases' driver: its sender and receiver share the conductor's thread (SHARED), which has to turn
 #: round as soon as a datagram or a message is there, so it yields instead of sleeping between duty cycles.
 UDP_DRIVER_ENV = {**DRIVER_ENV, "AERON_CONDUCTOR_IDLE_STRATEGY": "yield"}

@@ -27,6 +27,8 @@ from chaos import invariants
 from chaos.timeline import CONTROLLER_FILE, WORKERS_DIR, Tail, Timeline, merge_timeline, read_events
 from harness.aeron_dirs import AeronCounters, await_cnc_ready, new_aeron_dir, remove_aeron_dir
 from harness.awaiting import ConditionTimeout, await_condition
+from harness.driver_settings import (CLIENT_LIVENESS_TIMEOUT_S, PUBLICATION_UNBLOCK_TIMEOUT_S, driver_env_for_tests,
+                                     udp_settings_for_tests)
 from harness.process_manager import ManagedProcess, ProcessManager, pid_alive
 
 STREAM = 1001
@@ -36,31 +38,13 @@ UNBLOCKED = "Unblocked Publications"
 ERRORS = "Errors"
 CHECKED_COUNTERS = (CLIENT_TIMEOUTS, UNBLOCKED, ERRORS)
 
-LIVENESS_TIMEOUT_S = 2.0
-UNBLOCK_TIMEOUT_S = 3.0
-# Short timeouts (liveness 2 s, unblock 3 s, timer 100 ms), small buffers, a backoff idle strategy.
-DRIVER_ENV = {
-    "AERON_CLIENT_LIVENESS_TIMEOUT": "2s",
-    "AERON_PUBLICATION_UNBLOCK_TIMEOUT": "3s",
-    "AERON_TIMER_INTERVAL": "100ms",
-    "AERON_DRIVER_TIMEOUT": "2000",
-    "AERON_IPC_TERM_BUFFER_LENGTH": "1m",
-    "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
-    "AERON_CONDUCTOR_IDLE_STRATEGY": "backoff",
-    "AERON_COUNTERS_BUFFER_LENGTH": "256k",
-    "AERON_CONDUCTOR_BUFFER_LENGTH": str(256 * 1024 + 768),
-    "AERON_CLIENTS_BUFFER_LENGTH": str(256 * 1024 + 128),
-    "AERON_ERROR_BUFFER_LENGTH": "256k",
-    "AERON_LOSS_REPORT_BUFFER_LENGTH": "64k",
-}
-# UDP scenarios: both drivers map loss-control.dat (the loss generator), terms roll over quickly, an image
-# whose sender went quiet goes after 3 s and a publication without status messages is unconnected after 3 s.
-UDP_DRIVER_ENV = {
-    "AERON_TERM_BUFFER_LENGTH": "256k",
-    "AERON_IMAGE_LIVENESS_TIMEOUT": "3s",
-    "AERON_PUBLICATION_CONNECTION_TIMEOUT": "3s",
-    "AERON_DEBUG_LOSS_CONTROL": "true",
-}
+LIVENESS_TIMEOUT_S = CLIENT_LIVENESS_TIMEOUT_S
+UNBLOCK_TIMEOUT_S = PUBLICATION_UNBLOCK_TIMEOUT_S
+# The test drivers' settings: short timeouts (liveness 2 s, unblock 3 s, timer 100 ms), small buffers, backoff.
+DRIVER_ENV = driver_env_for_tests()
+# UDP scenarios: terms roll over quickly (256 KiB); a quiet image goes, and a publication without status
+# messages becomes unconnected, after 3 s.
+UDP_DRIVER_ENV = udp_settings_for_tests(term_buffer_length="256k", liveness_timeout="3s")
 IMAGE_LIVENESS_TIMEOUT_S = 3.0
 PROCESS_START_TIMEOUT_S = 60.0
 DELIVERY_TIMEOUT_S = 30.0

@@ -46,6 +46,7 @@ from aeron_numba.kernels import atomics_for_python
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import publication_status as P
 from chaos.timeline import Timeline
+from harness.driver_settings import DRIVER_TIMEOUT_MS
 
 SEQ_BITS = 40
 HEADER_BYTES = 16
@@ -358,7 +359,7 @@ def main(argv=None) -> int:
     parser.add_argument("--exclusive", action="store_true", help="publisher: an exclusive publication (own log)")
     parser.add_argument("--retry-add", action="store_true", help="publisher: retry a refused add_publication")
     parser.add_argument("--timeout", type=float, default=120.0)
-    parser.add_argument("--driver-timeout-ms", type=int, default=2000)
+    parser.add_argument("--driver-timeout-ms", type=int, default=DRIVER_TIMEOUT_MS)
     parser.add_argument("--duration-s", type=float, default=3.0, help="garbage: how long to write")
     parser.add_argument("--raw-every", type=int, default=50, help="garbage: every K-th record is raw bytes")
     args = parser.parse_args(argv)

@@ -11,8 +11,9 @@ the deltas are taken on the new driver only (all 0).
 from chaos import faults
 from chaos.scenario import Scenario
 from harness.awaiting import await_condition
+from harness.driver_settings import DRIVER_TIMEOUT_MS
 
-DRIVER_TIMEOUT_S = 2.0  # DRIVER_ENV AERON_DRIVER_TIMEOUT and the workers' --driver-timeout-ms
+DRIVER_TIMEOUT_S = DRIVER_TIMEOUT_MS / 1000  # the drivers' AERON_DRIVER_TIMEOUT and the workers' --driver-timeout-ms
 DETECTION_SLACK_S = 1.5  # heartbeat granularity, client conductor idle and duty cycle, Python scheduling
 
 

@@ -18,16 +18,12 @@ from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
 from harness.aeron_dirs import AeronCounters, new_aeron_dir, remove_aeron_dir
 from harness.awaiting import assert_stays, await_condition
+from harness.driver_settings import LENIENT_CLIENT_TIMEOUTS, udp_settings_for_tests
 from tests.integration.driver_processes import start_driver
 
 WORKER = "tests.integration.pubsub_worker"
 STREAM = 1002
-UDP_DRIVER_ENV = {
-    "AERON_TERM_BUFFER_LENGTH": "1m",
-    "AERON_IMAGE_LIVENESS_TIMEOUT": "2s",
-    "AERON_PUBLICATION_CONNECTION_TIMEOUT": "2s",
-    "AERON_DEBUG_LOSS_CONTROL": "true",
-}
+UDP_DRIVER_ENV = udp_settings_for_tests(term_buffer_length="1m", liveness_timeout="2s")
 
 
 def free_udp_port() -> int:
@@ -253,8 +249,7 @@ def test_an_image_goes_unavailable_when_a_partition_outlasts_its_liveness_and_re
 MULTICAST_GROUP = "239.255.91.1"  # administratively scoped, joined on loopback only: nothing leaves the host
 # Six Python processes share the cores here: a client starting under that load must not be timed out by
 # its driver before the stream even starts (the unblock timeout must stay above the liveness timeout).
-MULTICAST_DRIVER_ENV = dict(UDP_DRIVER_ENV, AERON_CLIENT_LIVENESS_TIMEOUT="10s",
-                            AERON_PUBLICATION_UNBLOCK_TIMEOUT="15s")
+MULTICAST_DRIVER_ENV = dict(UDP_DRIVER_ENV, **LENIENT_CLIENT_TIMEOUTS)
 
 
 class MulticastDrivers:
