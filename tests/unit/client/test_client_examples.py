@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.unit.client_support import FakeDriver
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "compiled_pub_sub.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "compiled_pub_sub.py"
 
 
 def test_compiled_pub_sub_example(shm_dir):

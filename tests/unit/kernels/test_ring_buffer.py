@@ -394,7 +394,7 @@ def test_guard_pages_really_fault(at_end, offset, faults):
         f"view = guarded(1000, {at_end}); view[:] = 1; "
         f"print(ctypes.c_uint8.from_address(view.ctypes.data + {offset}).value)"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True)
+    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], capture_output=True)
     expected = -signal.SIGSEGV if faults else 0
     assert result.returncode == expected, result.stderr.decode()[-500:]
 

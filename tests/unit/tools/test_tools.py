@@ -444,7 +444,7 @@ def test_entry_points_report_a_missing_dir(shm_dir):
 
 
 def test_console_scripts_are_declared():
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
     scripts = pyproject["project"]["scripts"]
     assert scripts == {
         "aeron-stat": "aeron_numba.tools.aeron_stat:main",

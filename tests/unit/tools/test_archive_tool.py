@@ -11,7 +11,7 @@ from aeron_numba.archive.mark_file import ArchiveMarkFile
 from aeron_numba.archive.segment_files import RecordingWriter
 from aeron_numba.layout.checksum import CHECKSUM_CRC32C
 from aeron_numba.tools.archive_tool import main
-from tests.unit.test_archive_segments import TERM, publish, record
+from tests.unit.archive.test_archive_segments import TERM, publish, record
 
 
 @pytest.fixture
