@@ -11,7 +11,7 @@ with ``test_``: pytest would collect it from the test modules that import it.)
 
 from __future__ import annotations
 
-# The test drivers' timeouts, as the scenarios and tests that wait on them need them in seconds.
+# The test drivers' timeouts, in the units the scenarios and tests that wait on them use.
 CLIENT_LIVENESS_TIMEOUT_S = 2.0
 PUBLICATION_UNBLOCK_TIMEOUT_S = 3.0
 DRIVER_TIMEOUT_MS = 2000
@@ -25,11 +25,11 @@ LENIENT_CLIENT_TIMEOUTS = {
 
 
 def driver_env_for_tests(**overrides: str) -> dict[str, str]:
-    """A test driver: liveness 2 s, unblock 3 s, timer 100 ms, client-side driver timeout 2 s, no linger,
-    1 MiB IPC terms, 256 KiB counters, command and error buffers, and a backoff conductor."""
+    """A test driver: client liveness 2 s, unblock 3 s, timer 100 ms, driver timeout 2 s, no linger, 1 MiB IPC
+    terms, 256 KiB counters, command and error buffers, and a backoff conductor."""
     return {
-        "AERON_CLIENT_LIVENESS_TIMEOUT": "2s",
-        "AERON_PUBLICATION_UNBLOCK_TIMEOUT": "3s",
+        "AERON_CLIENT_LIVENESS_TIMEOUT": f"{CLIENT_LIVENESS_TIMEOUT_S:g}s",
+        "AERON_PUBLICATION_UNBLOCK_TIMEOUT": f"{PUBLICATION_UNBLOCK_TIMEOUT_S:g}s",
         "AERON_TIMER_INTERVAL": "100ms",
         "AERON_DRIVER_TIMEOUT": str(DRIVER_TIMEOUT_MS),
         "AERON_IPC_TERM_BUFFER_LENGTH": "1m",

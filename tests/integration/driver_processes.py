@@ -13,7 +13,7 @@ TEST_DRIVER_ENV = driver_env_for_tests()
 def start_driver(process_manager, aeron_dir, name: str = "driver", timeout_s: float = 60.0, **env):
     """Spawn ``python -m aeron_numba.driver`` on ``aeron_dir`` and wait for its cnc.dat; returns
     ``(process, cnc_file)``."""
-    driver_env = driver_env_for_tests(AERON_DIR=str(aeron_dir), **env)
+    driver_env = driver_env_for_tests(**{"AERON_DIR": str(aeron_dir), **env})
     process = process_manager.spawn_module(name, "aeron_numba.driver", env=driver_env)
     cnc_file = await_cnc_ready(aeron_dir, timeout_s, pid=process.pid, processes=[process])
     return process, cnc_file

@@ -7,7 +7,6 @@ before the bytes lost or the timestamp, the reader's checks (workers_loss_report
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
