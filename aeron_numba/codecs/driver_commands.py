@@ -42,19 +42,49 @@ class Message:
     SCHEMA: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def encode(self) -> bytes:
-        parts: list[bytes] = []
+        buffer = bytearray(self.encoded_length())
+        self.encode_into(buffer)
+        return bytes(buffer)
+
+    def encoded_length(self) -> int:
+        length = 0
+        last = len(self.SCHEMA) - 1
+        for index, (name, kind) in enumerate(self.SCHEMA):
+            if kind in _VARIABLE:
+                size = len(getattr(self, name))  # ASCII text: one byte per character
+                length += 4 + (size if index == last else _align4(size))
+            else:
+                length += _FIXED_SIZES[kind]
+        return length
+
+    def encode_into(self, buffer, offset: int = 0) -> int:
+        """Encode at ``buffer[offset:]`` (a writable bytearray or uint8 numpy array, e.g. a proxy's reused
+        buffer) and return the length. Raises ``MalformedCommandError`` when it does not fit."""
+        view = memoryview(buffer).cast("B")
+        length = self.encoded_length()
+        if offset < 0 or offset + length > len(view):
+            raise MalformedCommandError(
+                f"{type(self).__name__}: length={length} at offset={offset} does not fit a buffer of {len(view)} bytes"
+            )
+        at = offset
         last = len(self.SCHEMA) - 1
         for index, (name, kind) in enumerate(self.SCHEMA):
             value = getattr(self, name)
             if kind in _VARIABLE:
                 data = value.encode("ascii") if kind == STR else bytes(value)
-                parts.append(struct.pack("<i", len(data)))
-                parts.append(data)
+                size = len(data)
+                struct.pack_into("<i", view, at, size)
+                at += 4
+                view[at : at + size] = data
+                at += size
                 if index != last:
-                    parts.append(bytes(_align4(len(data)) - len(data)))
+                    pad = _align4(size) - size
+                    view[at : at + pad] = bytes(pad)  # a reused buffer holds the last message's bytes
+                    at += pad
             else:
-                parts.append(struct.pack("<" + kind, value))
-        return b"".join(parts)
+                struct.pack_into("<" + kind, view, at, value)
+                at += _FIXED_SIZES[kind]
+        return at - offset
 
     @classmethod
     def decode(cls, buffer, offset: int = 0, length: int | None = None):

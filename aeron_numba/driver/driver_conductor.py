@@ -1,17 +1,17 @@
-"""The driver conductor: reads client commands, owns publications, subscriptions, counters and client
-sessions, and answers on the broadcast buffer (spec/transport.md §7-§11, §15).
+"""The driver conductor: decides client commands, owns publications, subscriptions, counters and client
+sessions (spec/transport.md §7-§11, §15).
 
-Each duty cycle: heartbeat the to-driver buffer (driver liveness, §6), drain up to a batch of commands,
-move every IPC publication's limit, and on the timer check client liveness and publication lifecycles.
-A command that cannot be decoded or carried out gets ON_ERROR with Aeron's error code and an entry in
-the distinct error log; the conductor never stops for another process's bad input.
+Each duty cycle: heartbeat the to-driver buffer (driver liveness, §6), let the ``ClientCommandAdapter`` drain up
+to a batch of commands into the ``on_<command>`` methods below, move every IPC publication's limit, and on the
+timer check client liveness, a blocked command buffer and publication lifecycles. Responses go out through the
+``ClientProxy``. A decision that refuses a command raises ``ControlProtocolError`` (or the error of what failed);
+the adapter answers it with ON_ERROR and records it, so the conductor never touches bytes.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,51 +20,28 @@ import numpy as np
 
 from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import channel_uri as cu
-from aeron_numba.codecs import driver_commands as dc
-from aeron_numba.errors import AeronError, ConfigurationError, CountersFullError, InvalidChannelError
+from aeron_numba.errors import CountersFullError, InvalidChannelError
 from aeron_numba.kernels import counters as ck
-from aeron_numba.kernels.atomics_for_python import put_int32_release
 from aeron_numba.kernels.broadcast import BroadcastTransmitter
 from aeron_numba.kernels.error_log import DistinctErrorLog
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import frame, log_buffer_descriptor as log_buffer, ring_buffer
+from aeron_numba.layout import frame, log_buffer_descriptor as log_buffer
 from aeron_numba.layout.log_buffers import LogBuffers
 
+from aeron_numba.driver.client_command_adapter import ClientCommandAdapter, skipped_record_error
+from aeron_numba.driver.client_proxy import ClientProxy
+from aeron_numba.driver.command_errors import ControlProtocolError
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver.ipc_publication import ImageChange, IpcPublication, State
-from aeron_numba.driver.network_conductor import ChannelEndpointError, NetworkConductor
+from aeron_numba.driver.network_conductor import NetworkConductor
 from aeron_numba.driver.udp_channel import UdpChannel
 
-COMMAND_BATCH_LIMIT = 64
 PUBLICATIONS_DIR = "publications"
 IPC_SOURCE_IDENTITY = "aeron:ipc"
 NULL_CHANNEL_STATUS_ID = -1
-
-
-class ControlProtocolError(AeronError):
-    """A command the driver refuses; carries the §11.4 error code sent back with ON_ERROR."""
-
-    def __init__(self, error_code: int, message: str):
-        super().__init__(message)
-        self.error_code = error_code
-
-
-def _error_code_of(exc: Exception) -> int:
-    """The §11.4 code a client gets for a failed command."""
-    if isinstance(exc, ControlProtocolError):
-        return exc.error_code
-    if isinstance(exc, ConfigurationError):  # bad channel URI or stream parameters
-        return cp.INVALID_CHANNEL
-    if isinstance(exc, CountersFullError):
-        return cp.RESOURCE_TEMPORARILY_UNAVAILABLE
-    if isinstance(exc, ChannelEndpointError):
-        return cp.CHANNEL_ENDPOINT_ERROR
-    if isinstance(exc, OSError):  # log buffer file could not be created or sized
-        return cp.STORAGE_SPACE
-    return cp.GENERIC_ERROR
 
 
 class SystemCounters:
@@ -130,7 +107,7 @@ class DriverConductor:
         self.nano_clock = nano_clock
         self.epoch_clock = epoch_clock or (lambda: time.time_ns() // 1_000_000)
         self.to_driver = ManyToOneRingBuffer(cnc_file.to_driver_buffer)
-        self.to_clients = BroadcastTransmitter(cnc_file.to_clients_buffer)
+        self.client_proxy = ClientProxy(BroadcastTransmitter(cnc_file.to_clients_buffer))
         self.counters = ck.CountersManager(
             cnc_file.counters_metadata_buffer, cnc_file.counters_values_buffer,
             free_to_reuse_timeout_ms=context.counter_free_to_reuse_timeout_ns // 1_000_000,
@@ -145,12 +122,14 @@ class DriverConductor:
         self.subscriptions: list[SubscriptionLink] = []
         self.counter_links: list[CounterLink] = []
         self.next_session_id = random.randint(-(2**31), 2**31 - 1)
-        self.time_of_last_timer_ns = self.nano_clock()
+        self.now_ns = self.time_of_last_timer_ns = self.nano_clock()  # now_ns: this duty cycle's time
         self.last_heartbeat_ms = 0
         self.terminate_requested = False
         self.last_command_head = 0
         self.time_of_last_command_head_change_ns = self.time_of_last_timer_ns
         self.network = NetworkConductor(self)  # aeron:udp: endpoints, network publications, images
+        self.command_adapter = ClientCommandAdapter(self.to_driver, self, self.client_proxy, self.error_log,
+                                                    self.system_counters)
 
     # ------------------------------------------------------------------------------------ agent contract
     def role_name(self) -> str:
@@ -161,9 +140,9 @@ class DriverConductor:
         self._heartbeat(force=True)
 
     def do_work(self) -> int:
-        now_ns = self.nano_clock()
+        now_ns = self.now_ns = self.nano_clock()
         work = self._heartbeat()
-        work += self._process_commands(now_ns)
+        work += self.command_adapter.receive()
         for publication in self.publications:
             work += publication.update_pub_pos_and_pub_lmt()
         work += self.network.do_work()
@@ -186,43 +165,6 @@ class DriverConductor:
             return 1
         return 0
 
-    def _process_commands(self, now_ns: int) -> int:
-        messages = self.to_driver.read_messages(COMMAND_BATCH_LIMIT)
-        if isinstance(messages, int):  # negative status: garbage where a record header should be
-            self._skip_unreadable_record(f"corrupt record header (status {messages})")
-            return 1
-        for msg_type_id, body in messages:
-            self._on_command(msg_type_id, body, now_ns)
-        return len(messages)
-
-    def _skip_unreadable_record(self, reason: str) -> None:
-        """The record at the head cannot be read: garbage from a rogue process, or a producer that died
-        after claiming. Pad from the head to the next slot that looks like a record header (or to the end
-        of the readable region), so the commands behind it are still read; record what was skipped."""
-        buf = self.cnc.to_driver_buffer
-        capacity = buf.size - ring_buffer.TRAILER_LENGTH
-        head = self.to_driver.consumer_position()
-        tail = self.to_driver.producer_position()
-        head_index = head & (capacity - 1)
-        limit = head_index + min(max(tail - head, 0), capacity - head_index)
-        slot = head_index + ring_buffer.RECORD_ALIGNMENT
-        while slot < limit:
-            length, msg_type_id = struct.unpack_from("<ii", buf, slot)
-            if ring_buffer.RECORD_HEADER_LENGTH <= -length <= limit - slot:
-                break  # a producer is writing this record right now: stop before it, never skip it
-            if ring_buffer.RECORD_HEADER_LENGTH <= length <= limit - slot and msg_type_id != 0:
-                break
-            slot += ring_buffer.RECORD_ALIGNMENT
-        slot = min(slot, limit)
-        if slot <= head_index:
-            return
-        struct.pack_into("<i", buf, head_index + ring_buffer.RECORD_TYPE_OFFSET, ring_buffer.PADDING_MSG_TYPE_ID)
-        put_int32_release(buf, head_index + ring_buffer.RECORD_LENGTH_OFFSET, slot - head_index)
-        self._record_error(AeronError(
-            f"to-driver buffer: {reason} at position {head}; skipped {slot - head_index} bytes to the next record"
-        ))
-        self.system_counters.increment(cl.UNBLOCKED_COMMANDS)
-
     def _check_for_blocked_commands(self, now_ns: int) -> int:
         """A head that has not moved for the client liveness timeout while commands wait belongs to a dead
         or broken producer (Aeron's to-driver unblock): unblock it the Agrona way, else skip the record."""
@@ -234,42 +176,20 @@ class DriverConductor:
         if now_ns - self.time_of_last_command_head_change_ns < self.ctx.client_liveness_timeout_ns:
             return 0
         self.time_of_last_command_head_change_ns = now_ns
-        if self.to_driver.unblock():
+        repair = self.to_driver.unblock_or_skip()
+        if repair.skipped_length:
+            self._record_error(skipped_record_error("record blocked (length 0) with garbage in its header", repair))
+        if repair.repaired:
             self.system_counters.increment(cl.UNBLOCKED_COMMANDS)
-        else:
-            self._skip_unreadable_record("record blocked (length 0) with garbage in its header")
         return 1
 
     def _record_error(self, error: BaseException | str) -> None:
         self.error_log.record(error)
         self.system_counters.increment(cl.ERRORS)
 
-    def _on_command(self, msg_type_id: int, body: bytes, now_ns: int) -> None:
-        correlation_id = int.from_bytes(body[8:16], "little", signed=True) if len(body) >= 16 else -1
-        try:
-            try:
-                message = dc.decode_command(msg_type_id, body, 0, len(body))
-            except KeyError:
-                raise ControlProtocolError(
-                    cp.UNKNOWN_COMMAND_TYPE_ID, f"command typeId={msg_type_id} unknown"
-                ) from None
-            except dc.MalformedCommandError as exc:
-                raise ControlProtocolError(cp.MALFORMED_COMMAND, str(exc)) from None
-            self._touch_client(message.client_id)
-            handler = self._HANDLERS.get(msg_type_id)
-            if handler is None:
-                raise ControlProtocolError(cp.NOT_SUPPORTED, f"command typeId={msg_type_id} not supported by this driver")
-            handler(self, message, now_ns)
-        except Exception as exc:  # noqa: BLE001 - every failure is answered and recorded, never fatal
-            self._record_error(exc)
-            self._send(cp.ON_ERROR, dc.ErrorResponse(correlation_id, _error_code_of(exc), str(exc)))
-
-    def _send(self, msg_type_id: int, message: dc.Message) -> None:
-        self.to_clients.transmit(msg_type_id, message.encode())
-
     # ------------------------------------------------------------------------------------------ clients
-    def _touch_client(self, client_id: int) -> ClientSession:
-        """A command from a client proves it is alive; the first one allocates its heartbeat counter (§11.5)."""
+    def on_client_command(self, client_id: int) -> ClientSession:
+        """Any command from a client proves it is alive; the first one allocates its heartbeat counter (§11.5)."""
         now_ms = self.epoch_clock()
         session = self.clients.get(client_id)
         if session is None:
@@ -303,21 +223,16 @@ class DriverConductor:
         return work
 
     def _send_unavailable_image(self, publication: IpcPublication, link: SubscriptionLink) -> None:
-        self._send(cp.ON_UNAVAILABLE_IMAGE, dc.ImageMessage(
-            publication.registration_id, link.registration_id, publication.stream_id, link.channel))
+        self.client_proxy.on_unavailable_image(
+            correlation_id=publication.registration_id, subscription_registration_id=link.registration_id,
+            stream_id=publication.stream_id, channel=link.channel)
 
     def _send_available_image(self, publication: IpcPublication, link: SubscriptionLink, counter_id: int) -> None:
-        self._send_image_ready(publication.registration_id, publication.session_id, publication.stream_id,
-                               link.registration_id, counter_id, publication.log_file_name, IPC_SOURCE_IDENTITY)
-
-    def _send_image_ready(self, correlation_id: int, session_id: int, stream_id: int, subscription_id: int,
-                          counter_id: int, log_file_name: str, source_identity: str) -> None:
-        self._send(cp.ON_AVAILABLE_IMAGE, dc.ImageBuffersReady(
-            correlation_id, session_id, stream_id, subscription_id, counter_id, log_file_name, source_identity))
-
-    def _send_image_gone(self, correlation_id: int, link: SubscriptionLink, stream_id: int) -> None:
-        self._send(cp.ON_UNAVAILABLE_IMAGE, dc.ImageMessage(correlation_id, link.registration_id, stream_id,
-                                                            link.channel))
+        self.client_proxy.on_available_image(
+            correlation_id=publication.registration_id, stream_id=publication.stream_id,
+            session_id=publication.session_id, subscription_registration_id=link.registration_id,
+            subscriber_position_id=counter_id, log_file_name=publication.log_file_name,
+            source_identity=IPC_SOURCE_IDENTITY)
 
     def _check_client_liveness(self) -> int:
         now_ms = self.epoch_clock()
@@ -331,7 +246,7 @@ class DriverConductor:
             )
             if now_ms > heartbeat_ms + timeout_ms:
                 self.system_counters.increment(cl.CLIENT_TIMEOUTS)
-                self._send(cp.ON_CLIENT_TIMEOUT, dc.ClientTimeout(session.client_id))
+                self.client_proxy.on_client_timeout(session.client_id)
                 self._release_client(session.client_id)
                 work += 1
         return work
@@ -345,16 +260,16 @@ class DriverConductor:
         for link in [link for link in self.counter_links if link.client_id == client_id]:
             self.counter_links.remove(link)
             self.counters.free(link.counter_id)
-            self._send(cp.ON_UNAVAILABLE_COUNTER, dc.CounterUpdate(link.registration_id, link.counter_id))
+            self.client_proxy.on_unavailable_counter(link.registration_id, link.counter_id)
         session = self.clients.pop(client_id, None)
         if session is not None:
             self.counters.free(session.heartbeat_counter_id)
 
-    def on_client_keepalive(self, message, now_ns) -> None:
-        pass  # _touch_client already recorded the keepalive
+    def on_client_keepalive(self, client_id: int, correlation_id: int) -> None:
+        pass  # on_client_command already recorded the keepalive
 
-    def on_client_close(self, message, now_ns) -> None:
-        self._release_client(message.client_id)
+    def on_client_close(self, client_id: int, correlation_id: int) -> None:
+        self._release_client(client_id)
 
     # ------------------------------------------------------------------------------------- publications
     def _channel(self, channel: str) -> cu.ChannelUri:
@@ -371,61 +286,67 @@ class DriverConductor:
         self.next_session_id = ((session_id + 1 + 2**31) % 2**32) - 2**31
         return session_id
 
-    def on_add_publication(self, message, now_ns, exclusive: bool = False) -> None:
-        uri = self._channel(message.channel)
+    def on_add_publication(self, client_id: int, correlation_id: int, stream_id: int, channel: str) -> None:
+        self._add_publication(client_id, correlation_id, stream_id, channel, exclusive=False)
+
+    def on_add_exclusive_publication(self, client_id: int, correlation_id: int, stream_id: int, channel: str) -> None:
+        self._add_publication(client_id, correlation_id, stream_id, channel, exclusive=True)
+
+    def _add_publication(self, client_id: int, correlation_id: int, stream_id: int, channel: str,
+                         exclusive: bool) -> None:
+        uri = self._channel(channel)
         if not uri.is_ipc:
-            self._add_network_publication(message, exclusive, now_ns)
+            self._add_network_publication(client_id, correlation_id, stream_id, channel, exclusive)
             return
         params = _PublicationParams.from_uri(uri, self.ctx, exclusive)
         publication = None
         if not exclusive:
             publication = next(
                 (p for p in self.publications
-                 if not p.exclusive and p.state is State.ACTIVE and p.stream_id == message.stream_id
+                 if not p.exclusive and p.state is State.ACTIVE and p.stream_id == stream_id
                  and (params.session_id is None or p.session_id == params.session_id)),
                 None,
             )
             if publication is not None:
                 params.check_matches(publication)
         if publication is None:
-            publication = self._new_publication(message, params, exclusive, now_ns)
+            publication = self._new_publication(client_id, correlation_id, stream_id, channel, params, exclusive)
         else:
             publication.ref_count += 1
-        link = PublicationLink(message.correlation_id, message.client_id, publication)
+        link = PublicationLink(correlation_id, client_id, publication)
         self.publication_links.append(link)
-        response_type = cp.ON_EXCLUSIVE_PUBLICATION_READY if exclusive else cp.ON_PUBLICATION_READY
-        self._send(response_type, dc.PublicationBuffersReady(
-            message.correlation_id, publication.registration_id, publication.session_id, publication.stream_id,
-            publication.pub_lmt_counter_id, NULL_CHANNEL_STATUS_ID, publication.log_file_name,
-        ))
+        self._send_publication_ready(correlation_id, publication, NULL_CHANNEL_STATUS_ID, exclusive)
         if publication.ref_count == 1:
             for subscription in self.subscriptions:
                 if subscription.stream_id == publication.stream_id:
-                    self._link_image(subscription, publication, now_ns)
+                    self._link_image(subscription, publication)
 
-    def _add_network_publication(self, message, exclusive: bool, now_ns: int) -> None:
-        channel = UdpChannel.parse(message.channel)
+    def _add_network_publication(self, client_id: int, correlation_id: int, stream_id: int, channel_uri: str,
+                                 exclusive: bool) -> None:
+        channel = UdpChannel.parse(channel_uri)
         params = _PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
         publication = None
         if not exclusive:
-            publication = self.network.find_shared_publication(channel, message.stream_id, params.session_id)
+            publication = self.network.find_shared_publication(channel, stream_id, params.session_id)
             if publication is not None:
                 params.check_matches(publication)
                 publication.ref_count += 1
         if publication is None:
             session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
-            path = self.publications_dir / f"{message.correlation_id}.logbuffer"
+            path = self.publications_dir / f"{correlation_id}.logbuffer"
             self._check_storage_space(log_buffer.compute_log_length(params.term_length, self.ctx.file_page_size))
-            publication = self.network.new_publication(message, channel, params, exclusive, session_id, path, now_ns)
-        self.publication_links.append(PublicationLink(message.correlation_id, message.client_id, publication))
-        response_type = cp.ON_EXCLUSIVE_PUBLICATION_READY if exclusive else cp.ON_PUBLICATION_READY
-        self._send(response_type, dc.PublicationBuffersReady(
-            message.correlation_id, publication.registration_id, publication.session_id, publication.stream_id,
-            publication.pub_lmt_counter_id, publication.endpoint.status_counter_id, publication.log_file_name,
-        ))
+            publication = self.network.new_publication(correlation_id, client_id, stream_id, channel, params,
+                                                       exclusive, session_id, path, self.now_ns)
+        self.publication_links.append(PublicationLink(correlation_id, client_id, publication))
+        self._send_publication_ready(correlation_id, publication, publication.endpoint.status_counter_id, exclusive)
 
-    def on_add_exclusive_publication(self, message, now_ns) -> None:
-        self.on_add_publication(message, now_ns, exclusive=True)
+    def _send_publication_ready(self, correlation_id: int, publication, channel_status_indicator_id: int,
+                                exclusive: bool) -> None:
+        self.client_proxy.on_publication_ready(
+            correlation_id=correlation_id, registration_id=publication.registration_id,
+            stream_id=publication.stream_id, session_id=publication.session_id,
+            log_file_name=publication.log_file_name, position_limit_counter_id=publication.pub_lmt_counter_id,
+            channel_status_indicator_id=channel_status_indicator_id, is_exclusive=exclusive)
 
     def _check_storage_space(self, log_length: int) -> None:
         """Refuse a log the file system cannot hold, as Aeron does, instead of failing on first touch."""
@@ -439,26 +360,26 @@ class DriverConductor:
                 f"insufficient usable storage for new log of length={log_length} usable={usable} in "
                 f"{self.publications_dir}")
 
-    def _new_publication(self, message, params: "_PublicationParams", exclusive: bool, now_ns: int) -> IpcPublication:
-        registration_id = message.correlation_id
+    def _new_publication(self, client_id: int, registration_id: int, stream_id: int, channel: str,
+                         params: "_PublicationParams", exclusive: bool) -> IpcPublication:
         session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
         initial_term_id = params.initial_term_id if params.initial_term_id is not None else random.randint(-(2**31), 2**31 - 1)
         path = self.publications_dir / f"{registration_id}.logbuffer"
         self._check_storage_space(log_buffer.compute_log_length(params.term_length, self.ctx.file_page_size))
         log = LogBuffers.create(
             path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
-            stream_id=message.stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
+            stream_id=stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
             page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
             linger_timeout_ns=params.linger_ns, pre_touch=self.ctx.pre_touch_mapped_memory,
         )
-        key = ck.stream_counter_key(registration_id, session_id, message.stream_id, message.channel)
+        key = ck.stream_counter_key(registration_id, session_id, stream_id, channel)
         counter_ids = []
         try:
             for name, type_id in ((cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID),
                                   (cl.PUBLISHER_POS_NAME, cl.PUBLISHER_POS_TYPE_ID)):
-                label = ck.stream_counter_label(name, registration_id, session_id, message.stream_id, message.channel)
+                label = ck.stream_counter_label(name, registration_id, session_id, stream_id, channel)
                 counter_ids.append(self.counters.allocate(
-                    label, type_id, key, registration_id=registration_id, owner_id=message.client_id))
+                    label, type_id, key, registration_id=registration_id, owner_id=client_id))
         except CountersFullError:
             for counter_id in counter_ids:
                 self.counters.free(counter_id)
@@ -467,17 +388,17 @@ class DriverConductor:
             raise
         window = params.term_window_length
         publication = IpcPublication(
-            registration_id=registration_id, session_id=session_id, stream_id=message.stream_id,
-            channel=message.channel, exclusive=exclusive, log=log, pub_lmt_counter_id=counter_ids[0],
+            registration_id=registration_id, session_id=session_id, stream_id=stream_id,
+            channel=channel, exclusive=exclusive, log=log, pub_lmt_counter_id=counter_ids[0],
             pub_pos_counter_id=counter_ids[1], term_window_length=window,
             unblock_timeout_ns=self.ctx.publication_unblock_timeout_ns,
-            values_buffer=self.counters.values_buffer, now_ns=now_ns,
+            values_buffer=self.counters.values_buffer, now_ns=self.now_ns,
         )
         self.publications.append(publication)
         self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, log.buffer.size)
         return publication
 
-    def _link_image(self, subscription: SubscriptionLink, publication: IpcPublication, now_ns: int) -> None:
+    def _link_image(self, subscription: SubscriptionLink, publication: IpcPublication) -> None:
         """A subscriber joins at the publication's current position (late joiners see only new data)."""
         join_position = publication.producer_position()
         label = ck.subscriber_position_label(
@@ -491,50 +412,49 @@ class DriverConductor:
             label, cl.SUBSCRIBER_POSITION_TYPE_ID, key, registration_id=subscription.registration_id,
             owner_id=subscription.client_id, reference_id=publication.registration_id,
         )
-        publication.add_subscriber(subscription, counter_id, join_position, now_ns)
+        publication.add_subscriber(subscription, counter_id, join_position, self.now_ns)
         subscription.images[publication.registration_id] = counter_id
         self._send_available_image(publication, subscription, counter_id)
 
-    def on_remove_publication(self, message, now_ns) -> None:
-        link = self._find_publication_link(message.client_id, message.registration_id)
+    def on_remove_publication(self, client_id: int, correlation_id: int, registration_id: int) -> None:
+        link = self._find_publication_link(client_id, registration_id)
         if link is None:
             raise ControlProtocolError(
-                cp.UNKNOWN_PUBLICATION, f"unknown publication client_id={message.client_id}"
-                f" registration_id={message.registration_id}"
+                cp.UNKNOWN_PUBLICATION, f"unknown publication client_id={client_id} registration_id={registration_id}"
             )
         self._unlink_publication(link)
-        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+        self.client_proxy.on_operation_succeeded(correlation_id)
 
-    def on_add_destination(self, message, now_ns) -> None:
-        endpoint, address = self._manual_destination(message)
-        endpoint.add_destination(address, now_ns)
-        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+    def on_add_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
+                           channel: str) -> None:
+        endpoint, address = self._manual_destination(client_id, registration_correlation_id, channel)
+        endpoint.add_destination(address, self.now_ns)
+        self.client_proxy.on_operation_succeeded(correlation_id)
 
-    def on_remove_destination(self, message, now_ns) -> None:
-        endpoint, address = self._manual_destination(message)
+    def on_remove_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
+                              channel: str) -> None:
+        endpoint, address = self._manual_destination(client_id, registration_correlation_id, channel)
         if not endpoint.remove_destination(address):
             raise ControlProtocolError(cp.GENERIC_ERROR,
-                                       f"destination {message.channel!r} was not added to publication"
-                                       f" registration_id={message.registration_correlation_id}")
-        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+                                       f"destination {channel!r} was not added to publication"
+                                       f" registration_id={registration_correlation_id}")
+        self.client_proxy.on_operation_succeeded(correlation_id)
 
-    def _manual_destination(self, message):
+    def _manual_destination(self, client_id: int, registration_id: int, channel: str):
         """The send endpoint of a ``control-mode=manual`` publication, and the address a destination names."""
-        link = self._find_publication_link(message.client_id, message.registration_correlation_id)
+        link = self._find_publication_link(client_id, registration_id)
         if link is None:
             raise ControlProtocolError(
-                cp.UNKNOWN_PUBLICATION, f"unknown publication client_id={message.client_id}"
-                f" registration_id={message.registration_correlation_id}")
+                cp.UNKNOWN_PUBLICATION, f"unknown publication client_id={client_id} registration_id={registration_id}")
         endpoint = getattr(link.publication, "endpoint", None)
         if endpoint is None or not endpoint.channel.is_manual_destination_control:
             raise ControlProtocolError(
-                cp.INVALID_CHANNEL, f"publication registration_id={message.registration_correlation_id} channel"
+                cp.INVALID_CHANNEL, f"publication registration_id={registration_id} channel"
                 f" '{getattr(endpoint, 'channel', 'aeron:ipc')}' does not allow manual control of destinations"
                 " (control-mode=manual)")
-        destination = UdpChannel.parse(message.channel)
+        destination = UdpChannel.parse(channel)
         if destination.remote_data is None:
-            raise ControlProtocolError(cp.INVALID_CHANNEL,
-                                       f"destination '{message.channel}' needs endpoint=host:port")
+            raise ControlProtocolError(cp.INVALID_CHANNEL, f"destination '{channel}' needs endpoint=host:port")
         return endpoint, destination.remote_data
 
     def _find_publication_link(self, client_id: int, registration_id: int) -> PublicationLink | None:
@@ -577,10 +497,11 @@ class DriverConductor:
         path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------------ subscriptions
-    def on_add_subscription(self, message, now_ns) -> None:
-        uri = self._channel(message.channel)
+    def on_add_subscription(self, client_id: int, correlation_id: int, registration_correlation_id: int,
+                            stream_id: int, channel: str) -> None:
+        uri = self._channel(channel)
         link = SubscriptionLink(
-            message.correlation_id, message.client_id, message.stream_id, message.channel,
+            correlation_id, client_id, stream_id, channel,
             tether=cu.parse_bool(cu.TETHER_PARAM, uri.get(cu.TETHER_PARAM, "true")),
             untethered_window_limit_timeout_ns=_duration_param(
                 uri, cu.UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM, self.ctx.untethered_window_limit_timeout_ns),
@@ -588,28 +509,26 @@ class DriverConductor:
                 uri, cu.UNTETHERED_RESTING_TIMEOUT_PARAM, self.ctx.untethered_resting_timeout_ns),
         )
         if not uri.is_ipc:
-            endpoint = self.network.add_subscription(link, UdpChannel.parse(message.channel))
+            endpoint = self.network.add_subscription(link, UdpChannel.parse(channel))
             self.subscriptions.append(link)
-            self._send(cp.ON_SUBSCRIPTION_READY, dc.SubscriptionReady(message.correlation_id,
-                                                                      endpoint.status_counter_id))
+            self.client_proxy.on_subscription_ready(correlation_id, endpoint.status_counter_id)
             self.network.link_existing_images(link)
             return
         self.subscriptions.append(link)
-        self._send(cp.ON_SUBSCRIPTION_READY, dc.SubscriptionReady(message.correlation_id, NULL_CHANNEL_STATUS_ID))
+        self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
         for publication in self.publications:
-            if publication.state is State.ACTIVE and publication.stream_id == message.stream_id:
-                self._link_image(link, publication, now_ns)
+            if publication.state is State.ACTIVE and publication.stream_id == stream_id:
+                self._link_image(link, publication)
 
-    def on_remove_subscription(self, message, now_ns) -> None:
+    def on_remove_subscription(self, client_id: int, correlation_id: int, registration_id: int) -> None:
         link = next((s for s in self.subscriptions
-                     if s.registration_id == message.registration_id and s.client_id == message.client_id), None)
+                     if s.registration_id == registration_id and s.client_id == client_id), None)
         if link is None:
             raise ControlProtocolError(
-                cp.UNKNOWN_SUBSCRIPTION, f"unknown subscription client_id={message.client_id}"
-                f" registration_id={message.registration_id}"
+                cp.UNKNOWN_SUBSCRIPTION, f"unknown subscription client_id={client_id} registration_id={registration_id}"
             )
         self._remove_subscription_link(link)
-        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
+        self.client_proxy.on_operation_succeeded(correlation_id)
 
     def _remove_subscription_link(self, link: SubscriptionLink) -> None:
         self.subscriptions.remove(link)
@@ -624,49 +543,30 @@ class DriverConductor:
         link.images.clear()
 
     # ----------------------------------------------------------------------------------------- counters
-    def on_add_counter(self, message, now_ns) -> None:
-        counter_id = self.counters.allocate(
-            message.label, message.type_id, message.key, registration_id=message.correlation_id,
-            owner_id=message.client_id,
-        )
-        self.counter_links.append(CounterLink(message.correlation_id, message.client_id, counter_id))
-        self._send(cp.ON_COUNTER_READY, dc.CounterUpdate(message.correlation_id, counter_id))
+    def on_add_counter(self, client_id: int, correlation_id: int, type_id: int, key: bytes, label: str) -> None:
+        counter_id = self.counters.allocate(label, type_id, key, registration_id=correlation_id, owner_id=client_id)
+        self.counter_links.append(CounterLink(correlation_id, client_id, counter_id))
+        self.client_proxy.on_counter_ready(correlation_id, counter_id)
 
-    def on_remove_counter(self, message, now_ns) -> None:
+    def on_remove_counter(self, client_id: int, correlation_id: int, registration_id: int) -> None:
         link = next((c for c in self.counter_links
-                     if c.registration_id == message.registration_id and c.client_id == message.client_id), None)
+                     if c.registration_id == registration_id and c.client_id == client_id), None)
         if link is None:
             raise ControlProtocolError(
-                cp.UNKNOWN_COUNTER, f"unknown counter client_id={message.client_id}"
-                f" registration_id={message.registration_id}"
+                cp.UNKNOWN_COUNTER, f"unknown counter client_id={client_id} registration_id={registration_id}"
             )
         self.counter_links.remove(link)
         self.counters.free(link.counter_id)
-        self._send(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(message.correlation_id))
-        self._send(cp.ON_UNAVAILABLE_COUNTER, dc.CounterUpdate(link.registration_id, link.counter_id))
+        self.client_proxy.on_operation_succeeded(correlation_id)
+        self.client_proxy.on_unavailable_counter(link.registration_id, link.counter_id)
 
-    def on_terminate_driver(self, message, now_ns) -> None:
+    def on_terminate_driver(self, client_id: int, correlation_id: int, token: bytes) -> None:
         if not self.ctx.allow_terminate_driver:
             raise ControlProtocolError(
                 cp.GENERIC_ERROR, "terminate driver refused: the termination validator denies it"
                 " (set AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW=true to allow)"
             )
         self.terminate_requested = True
-
-    _HANDLERS = {
-        cp.ADD_PUBLICATION: on_add_publication,
-        cp.ADD_EXCLUSIVE_PUBLICATION: on_add_exclusive_publication,
-        cp.REMOVE_PUBLICATION: on_remove_publication,
-        cp.ADD_SUBSCRIPTION: on_add_subscription,
-        cp.REMOVE_SUBSCRIPTION: on_remove_subscription,
-        cp.CLIENT_KEEPALIVE: on_client_keepalive,
-        cp.CLIENT_CLOSE: on_client_close,
-        cp.ADD_COUNTER: on_add_counter,
-        cp.REMOVE_COUNTER: on_remove_counter,
-        cp.ADD_DESTINATION: on_add_destination,
-        cp.REMOVE_DESTINATION: on_remove_destination,
-        cp.TERMINATE_DRIVER: on_terminate_driver,
-    }
 
 
 def _duration_param(uri: cu.ChannelUri, name: str, default_ns: int) -> int:

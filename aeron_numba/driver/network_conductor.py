@@ -136,15 +136,14 @@ class NetworkConductor:
                 return publication
         return None
 
-    def new_publication(self, message, channel: UdpChannel, params, exclusive: bool, session_id: int,
-                        log_path: Path, now_ns: int) -> NetworkPublication:
+    def new_publication(self, registration_id: int, client_id: int, stream_id: int, channel: UdpChannel, params,
+                        exclusive: bool, session_id: int, log_path: Path, now_ns: int) -> NetworkPublication:
         endpoint = self._send_endpoint(channel)
-        registration_id = message.correlation_id
         initial_term_id = params.initial_term_id if params.initial_term_id is not None else \
             random.randint(-(2**31), 2**31 - 1)
         log = LogBuffers.create(
             log_path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
-            stream_id=message.stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
+            stream_id=stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
             page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
             linger_timeout_ns=params.linger_ns, pre_touch=self.ctx.pre_touch_mapped_memory,
         )
@@ -155,9 +154,9 @@ class NetworkConductor:
                                   (cl.SENDER_LIMIT_NAME, cl.SENDER_LIMIT_TYPE_ID),
                                   (cl.SENDER_BPE_NAME, cl.SENDER_BPE_TYPE_ID)):
                 counter_ids.append(self._stream_counter(name, type_id, registration_id, session_id,
-                                                        message.stream_id, message.channel, message.client_id))
+                                                        stream_id, channel.original, client_id))
             publication = NetworkPublication(
-                registration_id=registration_id, session_id=session_id, stream_id=message.stream_id,
+                registration_id=registration_id, session_id=session_id, stream_id=stream_id,
                 channel=channel, endpoint=endpoint, exclusive=exclusive, log=log,
                 pub_lmt_counter_id=counter_ids[0], snd_pos_counter_id=counter_ids[1],
                 snd_lmt_counter_id=counter_ids[2], snd_bpe_counter_id=counter_ids[3],
@@ -324,9 +323,10 @@ class NetworkConductor:
         ck.set_counter_value(self.counters.values_buffer, counter_id, join_position)
         image.subscribers.append(ImageSubscriber(link, counter_id))
         link.images[image.correlation_id] = counter_id
-        self.conductor._send_image_ready(image.correlation_id, image.session_id, image.stream_id,
-                                         link.registration_id, counter_id, image.log_file_name,
-                                         image.source_identity)
+        self.conductor.client_proxy.on_available_image(
+            correlation_id=image.correlation_id, stream_id=image.stream_id, session_id=image.session_id,
+            subscription_registration_id=link.registration_id, subscriber_position_id=counter_id,
+            log_file_name=image.log_file_name, source_identity=image.source_identity)
 
     def _delete_image(self, image: PublicationImage) -> None:
         self.receiver.remove_image(image)
@@ -366,7 +366,10 @@ class NetworkConductor:
                 work += 1
             elif before is ImageState.ACTIVE and image.state is not ImageState.ACTIVE:
                 for subscriber in image.subscribers:  # the sender went quiet, or its stream ended
-                    self.conductor._send_image_gone(image.correlation_id, subscriber.subscription, image.stream_id)
+                    self.conductor.client_proxy.on_unavailable_image(
+                        correlation_id=image.correlation_id,
+                        subscription_registration_id=subscriber.subscription.registration_id,
+                        stream_id=image.stream_id, channel=subscriber.subscription.channel)
                 work += 1
         return work
 

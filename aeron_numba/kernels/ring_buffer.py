@@ -18,6 +18,8 @@ cannot make a kernel touch memory outside the array (the reader stops with ``COR
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import types
 
@@ -490,6 +492,46 @@ def unblock(buf, capacity):
     return 0
 
 
+@kernel
+def skip_unreadable(buf, capacity):
+    """Pad over the record at head that cannot be read, up to the next slot that looks like a record.
+
+    For garbage a foreign process wrote where a record header should be, or a 0-length hole ``unblock``
+    cannot prove dead: the record at head becomes one padding record ending at the first record-aligned slot
+    that holds a plausible header (a positive length that fits and a non-zero type) or a record being
+    written (a negative length that fits), else at the end of the readable region, so the commands behind
+    it are still read. A record being written is never skipped.
+
+    Returns
+    -------
+    int
+        the bytes turned into padding (> 0), 0 if there was nothing to skip, ``CORRUPT_RECORD`` if the
+        stored head is not record-aligned (nothing is written then), ``INVALID_CAPACITY``.
+    """
+    if _capacity_invalid(buf, capacity):
+        return INVALID_CAPACITY
+    head = get_int64_acquire(buf, capacity + HEAD_POSITION_OFFSET)
+    tail = get_int64_acquire(buf, capacity + TAIL_POSITION_OFFSET)
+    head_index = head & (capacity - 1)
+    if (head_index & (RECORD_ALIGNMENT - 1)) != 0:
+        return CORRUPT_RECORD
+    limit = head_index + min(max(tail - head, 0), capacity - head_index)
+    slot = head_index + RECORD_ALIGNMENT
+    while slot < limit:
+        length = np.int64(get_int32_acquire(buf, slot + RECORD_LENGTH_OFFSET))
+        if RECORD_HEADER_LENGTH <= -length <= limit - slot:
+            break  # a producer is writing this record right now: stop before it
+        if RECORD_HEADER_LENGTH <= length <= limit - slot and get_int32(buf, slot + RECORD_TYPE_OFFSET) != 0:
+            break
+        slot += RECORD_ALIGNMENT
+    slot = min(slot, limit)
+    if slot <= head_index:
+        return 0
+    put_int32(buf, head_index + RECORD_TYPE_OFFSET, PADDING_MSG_TYPE_ID)
+    put_int32_release(buf, head_index + RECORD_LENGTH_OFFSET, slot - head_index)
+    return slot - head_index
+
+
 # --------------------------------------------------------------------------------------------------- trailer
 
 
@@ -558,6 +600,18 @@ def _as_bytes(src) -> np.ndarray:
             raise ConfigurationError(f"src dtype={src.dtype} ndim={src.ndim}: need a 1-D np.uint8 array")
         return np.ascontiguousarray(src)
     return np.frombuffer(bytes(src), dtype=np.uint8)
+
+
+class HeadRepair(NamedTuple):
+    """What the consumer did to a head it could not read past (``repaired`` is False when nothing)."""
+
+    position: int  #: head position of the repaired record
+    unblocked: bool = False  #: a dead producer's claim became padding (Agrona ``unblock``): no garbage seen
+    skipped_length: int = 0  #: else the bytes of unreadable garbage padded over
+
+    @property
+    def repaired(self) -> bool:
+        return self.unblocked or self.skipped_length > 0
 
 
 class ManyToOneRingBuffer:
@@ -640,6 +694,20 @@ class ManyToOneRingBuffer:
 
     def unblock(self) -> bool:
         return unblock(self.buffer, self.capacity) == 1
+
+    def skip_unreadable_record(self) -> HeadRepair:
+        """Consumer side: pad over the unreadable record at head (see ``skip_unreadable``)."""
+        position = self.consumer_position()
+        skipped = skip_unreadable(self.buffer, self.capacity)
+        return HeadRepair(position, skipped_length=max(int(skipped), 0))
+
+    def unblock_or_skip(self) -> HeadRepair:
+        """Consumer side, for a head stuck longer than any live producer takes: free a dead producer's
+        claim as Agrona's ``unblock`` does, else pad over the garbage at head."""
+        position = self.consumer_position()
+        if self.unblock():
+            return HeadRepair(position, unblocked=True)
+        return self.skip_unreadable_record()
 
     def next_correlation_id(self) -> int:
         return next_correlation_id(self.buffer, self.capacity)

@@ -1,0 +1,34 @@
+"""How a failed client command is answered: the exception a decision raises and the §11.4 code ON_ERROR carries.
+
+Shared by the command adapter (which answers every failure) and the conductor (which refuses commands).
+"""
+
+from __future__ import annotations
+
+from aeron_numba.errors import AeronError, ConfigurationError, CountersFullError
+from aeron_numba.layout import control_protocol as cp
+
+from aeron_numba.driver.network_conductor import ChannelEndpointError
+
+
+class ControlProtocolError(AeronError):
+    """A command the driver refuses; carries the §11.4 error code sent back with ON_ERROR."""
+
+    def __init__(self, error_code: int, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def error_code_of(exc: Exception) -> int:
+    """The §11.4 code a client gets for a failed command."""
+    if isinstance(exc, ControlProtocolError):
+        return exc.error_code
+    if isinstance(exc, ConfigurationError):  # bad channel URI or stream parameters
+        return cp.INVALID_CHANNEL
+    if isinstance(exc, CountersFullError):
+        return cp.RESOURCE_TEMPORARILY_UNAVAILABLE
+    if isinstance(exc, ChannelEndpointError):
+        return cp.CHANNEL_ENDPOINT_ERROR
+    if isinstance(exc, OSError):  # log buffer file could not be created or sized
+        return cp.STORAGE_SPACE
+    return cp.GENERIC_ERROR
