@@ -114,3 +114,22 @@ def test_truncated_message_names_the_field_and_lengths():
 def test_unknown_command_type_is_a_key_error():
     with pytest.raises(KeyError):
         dc.decode_command(0x77, b"", 0, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(*MESSAGE_STRATEGIES.values()), st.integers(0, 16))
+def test_encode_into_a_dirty_reused_buffer_writes_exactly_encode(message, offset):
+    """What a proxy's reused buffer holds after encode_into is the message's encoding, padding zeroed."""
+    data = message.encode()
+    buffer = np.full(offset + len(data) + 8, 0xAB, np.uint8)
+    assert message.encode_into(buffer, offset) == len(data) == message.encoded_length()
+    assert buffer[offset : offset + len(data)].tobytes() == data
+    assert (buffer[:offset] == 0xAB).all() and (buffer[offset + len(data):] == 0xAB).all()
+
+
+def test_encode_into_a_buffer_too_small_raises_and_writes_nothing():
+    message = dc.PublicationMessage(client_id=1, correlation_id=2, stream_id=3, channel="aeron:ipc")
+    buffer = np.zeros(32, np.uint8)
+    with pytest.raises(dc.MalformedCommandError, match="PublicationMessage: length=33 at offset=0 does not fit"):
+        message.encode_into(buffer)
+    assert not buffer.any()

@@ -383,6 +383,67 @@ def test_unblock_rejects_impossible_negative_length():
     assert struct.unpack_from("<i", buf, 4)[0] == 2  # nothing was written
 
 
+# ----------------------------------------------------------------------------------------------- head repair
+
+
+def test_skip_unreadable_pads_garbage_up_to_the_next_plausible_record():
+    cap = 1024
+    buf = new_buffer(cap)
+    rb = RB.ManyToOneRingBuffer(buf)
+    assert rb.write(1, bytes(16)) and rb.write(2, b"next")
+    struct.pack_into("<i", buf, 0, 3)  # the first record's length: shorter than a header
+    assert rb.read_messages() == L.CORRUPT_RECORD
+    assert rb.skip_unreadable_record() == RB.HeadRepair(0, unblocked=False, skipped_length=24)
+    assert struct.unpack_from("<ii", buf, 0) == (24, L.PADDING_MSG_TYPE_ID)
+    assert rb.read_messages() == [(2, b"next")]
+    assert rb.skip_unreadable_record() == RB.HeadRepair(40, skipped_length=0)  # empty: nothing to do
+    assert not rb.skip_unreadable_record().repaired
+
+
+def test_skip_unreadable_stops_before_a_record_being_written_and_at_the_tail():
+    cap = 1024
+    buf = new_buffer(cap)
+    assert RB.write(buf, cap, 1, np.zeros(16, np.uint8), 0, 16) == 1
+    struct.pack_into("<i", buf, 0, 0x7000_0000)
+    index = RB.try_claim(buf, cap, 2, 8)  # at 24+8: length -16 until committed
+    assert RB.skip_unreadable(buf, cap) == 24
+    assert RB.consumer_position(buf, cap) == 0 and read_batch(buf, cap, 10) == (0, [])  # waits for the claim
+    assert RB.commit(buf, cap, index) == 0
+    assert read_batch(buf, cap, 10) == (1, [(2, bytes(8))])
+    # Garbage with nothing plausible after it is padded over to the tail, never past it.
+    assert RB.write(buf, cap, 3, np.zeros(40, np.uint8), 0, 40) == 1
+    struct.pack_into("<ii", buf, 48, -(2**31), 9)
+    assert RB.skip_unreadable(buf, cap) == 48
+    assert RB.size(buf, cap) == 48 and read_batch(buf, cap, 10) == (0, [])
+    assert RB.size(buf, cap) == 0
+
+
+def test_unblock_or_skip_frees_a_dead_claim_else_pads_over_garbage():
+    cap = 1024
+    buf = new_buffer(cap)
+    rb = RB.ManyToOneRingBuffer(buf)
+    rb.try_claim(2, 16)  # dies before commit
+    assert rb.write(3, b"after")
+    assert rb.unblock_or_skip() == RB.HeadRepair(0, unblocked=True, skipped_length=0)
+    assert rb.read_messages() == [(3, b"after")]
+    head = rb.consumer_position()
+    assert rb.write(5, bytes(16)) and rb.write(4, b"later")
+    struct.pack_into("<i", buf, head, -(2**31))  # an impossible "being written" length: not a dead claim
+    assert rb.read_messages() == [] and rb.unblock() is False
+    repair = rb.unblock_or_skip()
+    assert repair == RB.HeadRepair(head, unblocked=False, skipped_length=24) and repair.repaired
+    assert rb.read_messages() == [(4, b"later")]
+
+
+def test_skip_unreadable_refuses_a_bad_capacity_and_a_misaligned_head():
+    buf = new_buffer(1024)
+    assert RB.skip_unreadable(buf, 1000) == L.INVALID_CAPACITY
+    set_trailer_i64(buf, 1024, L.HEAD_POSITION_OFFSET, 4)
+    set_trailer_i64(buf, 1024, L.TAIL_POSITION_OFFSET, 64)
+    assert RB.skip_unreadable(buf, 1024) == L.CORRUPT_RECORD
+    assert not buf[:1024].any()  # nothing was written
+
+
 # ----------------------------------------------------------------------------------------------- garbage
 
 
