@@ -16,8 +16,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.errors import CountersFullError, InvalidChannelError
@@ -28,7 +26,7 @@ from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import frame, log_buffer_descriptor as log_buffer
+from aeron_numba.layout import log_buffer_descriptor as log_buffer
 from aeron_numba.layout.log_buffers import LogBuffers
 
 from aeron_numba.driver.client_command_adapter import ClientCommandAdapter, skipped_record_error
@@ -37,27 +35,13 @@ from aeron_numba.driver.command_errors import ControlProtocolError
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver.ipc_publication import ImageChange, IpcPublication, State
 from aeron_numba.driver.network_conductor import NetworkConductor
+from aeron_numba.driver.publication_params import PublicationParams
+from aeron_numba.driver.system_counters import SystemCounters
 from aeron_numba.driver.udp_channel import UdpChannel
 
 PUBLICATIONS_DIR = "publications"
 IPC_SOURCE_IDENTITY = "aeron:ipc"
 NULL_CHANNEL_STATUS_ID = -1
-
-
-class SystemCounters:
-    """The §9.5 system counters (counter id == system id) as increments and max proposals."""
-
-    def __init__(self, values_buffer: np.ndarray):
-        self._values = values_buffer
-
-    def increment(self, system_id: int, delta: int = 1) -> None:
-        ck.get_and_add_counter_value(self._values, system_id, delta)
-
-    def propose_max(self, system_id: int, value: int) -> None:
-        ck.propose_max_counter_value(self._values, system_id, value)
-
-    def get(self, system_id: int) -> int:
-        return int(ck.get_counter_value(self._values, system_id))
 
 
 @dataclass
@@ -298,7 +282,7 @@ class DriverConductor:
         if not uri.is_ipc:
             self._add_network_publication(client_id, correlation_id, stream_id, channel, exclusive)
             return
-        params = _PublicationParams.from_uri(uri, self.ctx, exclusive)
+        params = PublicationParams.from_uri(uri, self.ctx, exclusive)
         publication = None
         if not exclusive:
             publication = next(
@@ -324,7 +308,7 @@ class DriverConductor:
     def _add_network_publication(self, client_id: int, correlation_id: int, stream_id: int, channel_uri: str,
                                  exclusive: bool) -> None:
         channel = UdpChannel.parse(channel_uri)
-        params = _PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
+        params = PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
         publication = None
         if not exclusive:
             publication = self.network.find_shared_publication(channel, stream_id, params.session_id)
@@ -361,7 +345,7 @@ class DriverConductor:
                 f"{self.publications_dir}")
 
     def _new_publication(self, client_id: int, registration_id: int, stream_id: int, channel: str,
-                         params: "_PublicationParams", exclusive: bool) -> IpcPublication:
+                         params: "PublicationParams", exclusive: bool) -> IpcPublication:
         session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
         initial_term_id = params.initial_term_id if params.initial_term_id is not None else random.randint(-(2**31), 2**31 - 1)
         path = self.publications_dir / f"{registration_id}.logbuffer"
@@ -577,74 +561,3 @@ def _duration_param(uri: cu.ChannelUri, name: str, default_ns: int) -> int:
     if duration_ns <= 0:
         raise InvalidChannelError(f"{name}={value} must be > 0")
     return duration_ns
-
-
-@dataclass
-class _PublicationParams:
-    """Publication settings from the channel URI, validated (term length, mtu, session id, start position)."""
-
-    term_length: int
-    mtu_length: int
-    linger_ns: int
-    term_window_length: int
-    session_id: int | None = None
-    initial_term_id: int | None = None
-    term_id: int | None = None
-    term_offset: int = 0
-
-    @classmethod
-    def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool,
-                 network: bool = False) -> "_PublicationParams":
-        term_length = ctx.term_buffer_length if network else ctx.ipc_term_buffer_length
-        if uri.get(cu.TERM_LENGTH_PARAM):
-            term_length = cu.parse_size(cu.TERM_LENGTH_PARAM, uri.get(cu.TERM_LENGTH_PARAM))
-        log_buffer.check_term_length(term_length)
-        mtu = ctx.mtu_length if network else ctx.ipc_mtu_length
-        if uri.get(cu.MTU_LENGTH_PARAM):
-            mtu = cu.parse_size(cu.MTU_LENGTH_PARAM, uri.get(cu.MTU_LENGTH_PARAM))
-        frame.check_mtu_length(mtu)
-        linger = ctx.publication_linger_timeout_ns
-        if uri.get(cu.LINGER_PARAM):
-            linger = cu.parse_duration_ns(cu.LINGER_PARAM, uri.get(cu.LINGER_PARAM))
-        window = ctx.publication_term_window_length if network else ctx.ipc_publication_term_window_length
-        if uri.get(cu.PUBLICATION_WINDOW_PARAM):
-            window = cu.parse_size(cu.PUBLICATION_WINDOW_PARAM, uri.get(cu.PUBLICATION_WINDOW_PARAM))
-        window = window if 0 < window < term_length // 2 else term_length // 2
-        params = cls(term_length, mtu, linger, window)
-        if uri.get(cu.SESSION_ID_PARAM):
-            params.session_id = cu.parse_int32(cu.SESSION_ID_PARAM, uri.get(cu.SESSION_ID_PARAM))
-        position_params = [uri.get(p) for p in (cu.INITIAL_TERM_ID_PARAM, cu.TERM_ID_PARAM, cu.TERM_OFFSET_PARAM)]
-        if any(p is not None for p in position_params):
-            if not exclusive:
-                raise InvalidChannelError(
-                    f"channel '{uri}': init-term-id, term-id and term-offset are only for exclusive publications"
-                )
-            if not all(p is not None for p in position_params):
-                raise InvalidChannelError(f"channel '{uri}': init-term-id, term-id and term-offset must be given together")
-            params.initial_term_id = cu.parse_int32(cu.INITIAL_TERM_ID_PARAM, position_params[0])
-            params.term_id = cu.parse_int32(cu.TERM_ID_PARAM, position_params[1])
-            params.term_offset = cu.parse_int32(cu.TERM_OFFSET_PARAM, position_params[2])
-            if not 0 <= params.term_offset <= term_length or params.term_offset % frame.FRAME_ALIGNMENT:
-                raise InvalidChannelError(
-                    f"term-offset={params.term_offset} must be in [0, term-length={term_length}] and a multiple of"
-                    f" {frame.FRAME_ALIGNMENT}"
-                )
-            term_count = ((params.term_id - params.initial_term_id + 2**31) % 2**32) - 2**31
-            if term_count < 0:
-                raise InvalidChannelError(
-                    f"term-id={params.term_id} is before init-term-id={params.initial_term_id}"
-                )
-        return params
-
-    def check_matches(self, publication: IpcPublication) -> None:
-        """A concurrent publication joining an existing log must not ask for different log settings."""
-        if self.term_length != publication.log.term_length:
-            raise InvalidChannelError(
-                f"term-length={self.term_length} does not match existing publication's"
-                f" term-length={publication.log.term_length}"
-            )
-        if self.mtu_length != publication.log.mtu_length:
-            raise InvalidChannelError(
-                f"mtu={self.mtu_length} does not match existing publication's mtu={publication.log.mtu_length}"
-            )
-

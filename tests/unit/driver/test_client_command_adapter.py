@@ -15,7 +15,7 @@ from aeron_numba.driver.client_command_adapter import (
 )
 from aeron_numba.driver.client_proxy import ClientProxy
 from aeron_numba.driver.command_errors import ControlProtocolError
-from aeron_numba.driver.driver_conductor import SystemCounters
+from aeron_numba.driver.system_counters import SystemCounters
 from aeron_numba.errors import ConfigurationError, CountersFullError
 from aeron_numba.kernels.broadcast import BroadcastReceiver, BroadcastTransmitter, CopyBroadcastReceiver
 from aeron_numba.kernels.error_log import DistinctErrorLog, ErrorLogReader
