@@ -619,7 +619,9 @@ class ManyToOneRingBuffer:
 
     ``buffer`` is a ``np.uint8`` view of exactly ``capacity + TRAILER_LENGTH`` bytes (e.g. the to-driver
     section of cnc.dat). Every method is one kernel call; ``read`` with a compiled handler and
-    ``read_messages`` (copies, for Python callers) are the two consumer paths.
+    ``read_messages`` (copies, for Python callers) are the two consumer paths. A consumer that cannot read
+    past its head repairs it here (``skip_unreadable_record``, ``unblock_or_skip``) and is told what was done,
+    to record it.
     """
 
     def __init__(self, buffer: np.ndarray):
