@@ -122,27 +122,61 @@ class SbeCodec:
     # ------------------------------------------------------------------------------------------ encode
     def encode(self, message: SbeMessageBase) -> bytes:
         """The message with its header, at this schema's version."""
-        spec, layout, groups = self._by_class[type(message)]
-        out = bytearray(_HEADER.pack(layout.block_length, spec.template_id, self.schema.schema_id,
-                                     self.schema.version))
-        self._encode_block(out, message, layout, spec.name)
-        for group_name, (entry_class, group_layout) in groups.items():
-            entries = getattr(message, group_name)
-            if len(entries) > 0xFFFF:
-                raise MalformedMessageError(f"{spec.name}.{group_name}: {len(entries)} entries > 65535")
-            out += _GROUP_HEADER.pack(group_layout.block_length, len(entries))
-            for entry in entries:
-                if not isinstance(entry, entry_class):
-                    raise MalformedMessageError(f"{spec.name}.{group_name}: entry {entry!r} is not a {entry_class.__name__}")
-                self._encode_block(out, entry, group_layout, f"{spec.name}.{group_name}")
+        out = bytearray(self.encoded_length(message))
+        self.encode_into(out, 0, message)
         return bytes(out)
 
+    def encoded_length(self, message: SbeMessageBase) -> int:
+        """How many bytes ``encode_into`` writes for ``message`` (its header included)."""
+        spec, layout, groups = self._by_class[type(message)]
+        length = L.MESSAGE_HEADER_LENGTH + self._block_length(message, layout)
+        for group_name, (_, group_layout) in groups.items():
+            length += L.GROUP_HEADER_LENGTH + sum(self._block_length(entry, group_layout)
+                                                  for entry in getattr(message, group_name))
+        return length
+
     @staticmethod
-    def _encode_block(out: bytearray, value, layout: _Layout, where: str) -> None:
+    def _block_length(value, layout: _Layout) -> int:
+        # ASCII strings are one byte a character; a non-ASCII one is refused by encode_into, naming it
+        return layout.block_length + sum(L.VAR_LENGTH_PREFIX + len(getattr(value, v.name)) for v in layout.var_fields)
+
+    def encode_into(self, buffer, offset: int, message: SbeMessageBase) -> int:
+        """Write the message with its header at ``buffer[offset:]`` (a bytearray, memoryview or uint8 numpy
+        array: nothing is allocated for the bytes); returns the length written. A message that does not fit the
+        buffer raises ``MalformedMessageError`` naming the lengths (whatever was written before is garbage)."""
+        spec, layout, groups = self._by_class[type(message)]
+        view = memoryview(buffer).cast("B")
+        end = len(view)
+        if offset < 0 or offset + L.MESSAGE_HEADER_LENGTH > end:
+            raise MalformedMessageError(f"{spec.name}: header at offset {offset} past a buffer of {end} bytes")
+        _HEADER.pack_into(view, offset, layout.block_length, spec.template_id, self.schema.schema_id,
+                          self.schema.version)
+        at = self._encode_block(view, offset + L.MESSAGE_HEADER_LENGTH, end, message, layout, spec.name)
+        for group_name, (entry_class, group_layout) in groups.items():
+            where = f"{spec.name}.{group_name}"
+            entries = getattr(message, group_name)
+            if len(entries) > 0xFFFF:
+                raise MalformedMessageError(f"{where}: {len(entries)} entries > 65535")
+            if at + L.GROUP_HEADER_LENGTH > end:
+                raise MalformedMessageError(f"{where}: group header at {at} past a buffer of {end} bytes")
+            _GROUP_HEADER.pack_into(view, at, group_layout.block_length, len(entries))
+            at += L.GROUP_HEADER_LENGTH
+            for entry in entries:
+                if not isinstance(entry, entry_class):
+                    raise MalformedMessageError(f"{where}: entry {entry!r} is not a {entry_class.__name__}")
+                at = self._encode_block(view, at, end, entry, group_layout, where)
+        return at - offset
+
+    @staticmethod
+    def _encode_block(view: memoryview, at: int, end: int, value, layout: _Layout, where: str) -> int:
+        if at + layout.block_length > end:
+            raise MalformedMessageError(f"{where}: blockLength={layout.block_length} at {at} past a buffer of "
+                                        f"{end} bytes")
         try:
-            out += layout.block.pack(*(getattr(value, f.name) for f in layout.fields))
+            layout.block.pack_into(view, at, *(getattr(value, f.name) for f in layout.fields))
         except struct.error as exc:
             raise MalformedMessageError(f"{where}: {exc} (fields {[f.name for f in layout.fields]})") from None
+        at += layout.block_length
         for v in layout.var_fields:
             data = getattr(value, v.name)
             if v.kind == L.VAR_ASCII:
@@ -150,8 +184,14 @@ class SbeCodec:
                     data = data.encode("ascii")
                 except UnicodeEncodeError as exc:
                     raise MalformedMessageError(f"{where}.{v.name} is not ASCII ({exc})") from None
-            out += _VAR_LENGTH.pack(len(data))
-            out += data
+            if at + L.VAR_LENGTH_PREFIX + len(data) > end:
+                raise MalformedMessageError(f"{where}.{v.name}: length={len(data)} at {at} past a buffer of "
+                                            f"{end} bytes")
+            _VAR_LENGTH.pack_into(view, at, len(data))
+            at += L.VAR_LENGTH_PREFIX
+            view[at:at + len(data)] = data
+            at += len(data)
+        return at
 
     # ------------------------------------------------------------------------------------------ decode
     def template_id(self, buffer, offset: int = 0) -> int:
