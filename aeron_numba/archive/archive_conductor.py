@@ -3,17 +3,17 @@
 One duty cycle polls the control subscriptions (the local IPC control channel, and the remote one if
 configured), turns images that appeared on recording subscriptions into recording sessions, then runs every
 control session, recording session and replay session once (Aeron's SHARED threading mode: conductor,
-recorder and replayer on one thread). Requests are SBE messages (``codecs/archive_messages.py``); every one
-gets a ControlResponse on its session (or, for listings, descriptors then a terminating response), and a bad
-one an ERROR with the archive error code, never a crash: what cannot be decoded is recorded in the mark
-file's error log and dropped.
+recorder and replayer on one thread). Requests come decoded from the ``ControlSessionAdapter`` (which checks
+the session, its authentication and authorisation) as ``on_<request>(session, **fields)`` calls; every one gets
+a ControlResponse on its session through the session's ``ControlResponseProxy`` (or, for listings, descriptors
+then a terminating response), and a bad one an ERROR with the archive error code, never a crash. What cannot be
+decoded is recorded in the mark file's error log and dropped by the adapter. The conductor never touches bytes.
 """
 
 from __future__ import annotations
 
 import collections
 import errno
-import functools
 import shutil
 import threading
 import time
@@ -30,17 +30,14 @@ from aeron_numba.archive.control_session import (
     ControlSession,
     ControlSessionState,
 )
+from aeron_numba.archive.control_session_adapter import ControlSessionAdapter
 from aeron_numba.archive.mark_file import ArchiveMarkFile
 from aeron_numba.archive.recording_session import RecordingSession, RecordingState, rec_pos_key, rec_pos_label
 from aeron_numba.archive.replay_session import ReplaySession, ReplayState, replay_position_error
 from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError, segment_files
-from aeron_numba.client import FragmentAssembler
-from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.codecs.channel_uri import ChannelUri
-from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
-from aeron_numba.layout.archive_schema import ARCHIVE_SCHEMA_ID
 
 #: Channel parameters that identify a recorded stream (Aeron's stripped channel): the rest (term length, MTU,
 #: linger...) does not change which stream it is.
@@ -67,10 +64,6 @@ def replay_channel(channel: str, descriptor, position: int) -> str:
                    "term-offset": str(position & (term_length - 1)), "term-length": str(term_length),
                    "mtu": str(descriptor.mtu_length)})
     return str(ChannelUri(uri.media, params, uri.prefix))
-
-
-#: Requests an authenticated session may always make: ending or keeping alive its own session.
-_ALWAYS_AUTHORISED = frozenset({"CloseSessionRequest", "KeepAliveRequest"})
 
 
 @dataclass
@@ -110,8 +103,8 @@ class ArchiveConductor:
         if ctx.control_channel:
             self.control_subscriptions.append(aeron.add_subscription(ctx.control_channel, ctx.control_stream_id,
                                                                      unavailable_image_handler=gone))
-        self._assemblers = [FragmentAssembler(functools.partial(self._on_fragment, subscription.registration_id))
-                            for subscription in self.control_subscriptions]
+        self.control_session_adapter = ControlSessionAdapter(self, self.control_subscriptions,
+                                                             self.authorisation_service)
         self.control_sessions: dict[int, ControlSession] = {}
         self.recording_subscriptions: dict[int, RecordingSubscription] = {}
         self.recordings: dict[int, RecordingSession] = {}  # recording id -> active session
@@ -154,8 +147,7 @@ class ArchiveConductor:
     def do_work(self) -> int:
         now_ns = self.nano_clock()
         work = 0
-        for subscription, assembler in zip(self.control_subscriptions, self._assemblers):
-            work += subscription.poll(assembler, 16)
+        work += self.control_session_adapter.poll()
         while self._images:
             subscription_id, image = self._images.popleft()
             work += self._start_recording_session(subscription_id, image)
@@ -206,57 +198,27 @@ class ArchiveConductor:
         self.mark_file.error_log.record(error)
 
     # ------------------------------------------------------------------------------------------ requests
-    def _on_fragment(self, subscription_id: int, buffer, offset, length, header) -> None:
-        try:
-            request = ARCHIVE.decode(buffer, offset, length)
-        except (MalformedMessageError, UnknownMessageError) as exc:
-            self.record_error(f"control request dropped: {exc}")
-            return
-        name = type(request).__name__
-        handler = getattr(self, f"_on_{name}", None)
-        if name == "ConnectRequest" or name == "AuthConnectRequest":
-            self._on_connect(request, (subscription_id, header.session_id))
-            return
-        session = self.control_sessions.get(getattr(request, "control_session_id", None))
-        if session is None or session.state is ControlSessionState.DONE:
-            self.record_error(f"{name} for unknown control session id={getattr(request, 'control_session_id', None)}")
-            return
-        if name == "ChallengeResponse":
-            if not session.on_challenge_response(request.encoded_credentials):
-                self.record_error(f"ChallengeResponse for control session id={session.control_session_id}, which "
-                                  f"is {session.state.value}, not challenged")
-            return
-        if session.state is not ControlSessionState.ACTIVE:
-            self.record_error(f"{name} for control session id={session.control_session_id} before it was "
-                              f"authenticated (state {session.state.value}): ignored")
-            return
-        if name not in _ALWAYS_AUTHORISED and not self.authorisation_service.is_authorised(
-                ARCHIVE_SCHEMA_ID, request.SPEC.template_id, None, session.encoded_principal):
-            session.error(getattr(request, "correlation_id", -1), "UNAUTHORISED_ACTION",
-                          f"{name} (templateId={request.SPEC.template_id}) is not authorised for control session "
-                          f"id={session.control_session_id}")
-            return
-        if handler is None:
-            session.error(getattr(request, "correlation_id", -1), "GENERIC",
-                          f"request {name} (templateId={request.SPEC.template_id}) is not supported by this archive")
-            return
-        try:
-            handler(session, request)
-        except (AeronError, OSError, ValueError) as exc:  # a request the archive cannot do: the client gets why
-            session.error(getattr(request, "correlation_id", -1), "GENERIC", f"{name}: {exc}")
-            self.record_error(exc)
+    def on_connect_request(self, request_image: tuple[int, int], correlation_id: int, response_stream_id: int,
+                           version: int, response_channel: str) -> None:
+        self._connect(request_image, correlation_id, response_stream_id, version, response_channel, b"")
 
-    def _on_connect(self, request, request_image: tuple[int, int]) -> None:
-        major = request.version >> 16
+    def on_auth_connect_request(self, request_image: tuple[int, int], correlation_id: int, response_stream_id: int,
+                                version: int, response_channel: str, encoded_credentials: bytes) -> None:
+        self._connect(request_image, correlation_id, response_stream_id, version, response_channel,
+                      encoded_credentials)
+
+    def _connect(self, request_image: tuple[int, int], correlation_id: int, response_stream_id: int, version: int,
+                 response_channel: str, encoded_credentials: bytes) -> None:
+        major = version >> 16
         now_ns = self.nano_clock()
         control_session_id = self._next_control_session_id
         self._next_control_session_id += 1
         try:
-            publication = self.aeron.add_exclusive_publication(request.response_channel, request.response_stream_id)
+            publication = self.aeron.add_exclusive_publication(response_channel, response_stream_id)
         except AeronError as exc:
-            self.record_error(f"connect from response channel {request.response_channel!r}: {exc}")
+            self.record_error(f"connect from response channel {response_channel!r}: {exc}")
             return
-        session = ControlSession(control_session_id=control_session_id, correlation_id=request.correlation_id,
+        session = ControlSession(control_session_id=control_session_id, correlation_id=correlation_id,
                                  publication=publication, connect_timeout_ns=self.ctx.connect_timeout_ns,
                                  liveness_interval_ns=self.ctx.session_liveness_check_interval_ns, now_ns=now_ns,
                                  authenticator=self.authenticator, epoch_clock_ms=self.epoch_clock,
@@ -267,17 +229,21 @@ class ArchiveConductor:
             session.reject(f"client version {major}.x is not compatible with the archive's "
                            f"{A.ARCHIVE_PROTOCOL_VERSION >> 16}.x", "GENERIC")
             return
-        credentials = getattr(request, "encoded_credentials", b"")  # a plain ConnectRequest has none
-        session.on_connect_request(bytes(credentials))
+        session.on_connect_request(bytes(encoded_credentials))  # a plain ConnectRequest has none
 
-    def _on_CloseSessionRequest(self, session, request) -> None:
+    def on_challenge_response(self, session, encoded_credentials: bytes, **_) -> None:
+        if not session.on_challenge_response(encoded_credentials):
+            self.record_error(f"ChallengeResponse for control session id={session.control_session_id}, which "
+                              f"is {session.state.value}, not challenged")
+
+    def on_close_session_request(self, session, **_) -> None:
         session.state = ControlSessionState.DONE
 
-    def _on_KeepAliveRequest(self, session, request) -> None:
+    def on_keep_alive_request(self, session, **_) -> None:
         pass  # traffic on the session is all a keep-alive has to be
 
-    def _on_ArchiveIdRequest(self, session, request) -> None:
-        session.respond(request.correlation_id, OK, self.archive_id)
+    def on_archive_id_request(self, session, correlation_id: int, **_) -> None:
+        session.respond(correlation_id, OK, self.archive_id)
 
     # -------------------------------------------------------------------------------------- recording
     def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool,
@@ -314,12 +280,11 @@ class ArchiveConductor:
             extend_recording_id)
         session.respond(correlation_id, OK, subscription.registration_id)
 
-    def _on_StartRecordingRequest(self, session, request) -> None:
-        self._start_recording(session, request.correlation_id, request.channel, request.stream_id, False)
+    def on_start_recording_request(self, session, correlation_id, stream_id, channel, **_) -> None:
+        self._start_recording(session, correlation_id, channel, stream_id, False)
 
-    def _on_StartRecordingRequest2(self, session, request) -> None:
-        self._start_recording(session, request.correlation_id, request.channel, request.stream_id,
-                              request.auto_stop == A.BOOLEAN_TRUE)
+    def on_start_recording_request2(self, session, correlation_id, stream_id, auto_stop, channel, **_) -> None:
+        self._start_recording(session, correlation_id, channel, stream_id, auto_stop == A.BOOLEAN_TRUE)
 
     def _extension_error(self, recording_id: int, image) -> str | None:
         """Why ``image`` cannot continue recording ``recording_id``, or None."""
@@ -407,54 +372,55 @@ class ArchiveConductor:
         owner.subscription.close()
         return True
 
-    def _on_ExtendRecordingRequest(self, session, request) -> None:
-        self._extend(session, request, False)
+    def on_extend_recording_request(self, session, correlation_id: int, recording_id: int, stream_id: int,
+                                    channel: str, **_) -> None:
+        self._extend(session, correlation_id, recording_id, stream_id, channel, False)
 
-    def _on_ExtendRecordingRequest2(self, session, request) -> None:
-        self._extend(session, request, request.auto_stop == A.BOOLEAN_TRUE)
+    def on_extend_recording_request2(self, session, correlation_id: int, recording_id: int, stream_id: int,
+                                     auto_stop: int, channel: str, **_) -> None:
+        self._extend(session, correlation_id, recording_id, stream_id, channel, auto_stop == A.BOOLEAN_TRUE)
 
-    def _extend(self, session, request, auto_stop: bool) -> None:
-        recording_id = request.recording_id
-        if not self._known(session, request.correlation_id, recording_id):
+    def _extend(self, session, correlation_id: int, recording_id: int, stream_id: int, channel: str,
+                auto_stop: bool) -> None:
+        if not self._known(session, correlation_id, recording_id):
             return
         d = self.catalog.descriptor(recording_id)
         if recording_id in self.recordings or d.stop_position == A.NULL_POSITION:
-            session.error(request.correlation_id, "ACTIVE_RECORDING",
+            session.error(correlation_id, "ACTIVE_RECORDING",
                           f"cannot extend recording {recording_id}: it is being recorded")
             return
-        if d.stream_id != request.stream_id:
-            session.error(request.correlation_id, "INVALID_EXTENSION",
-                          f"cannot extend recording {recording_id}: streamId={request.stream_id}, the recording's "
+        if d.stream_id != stream_id:
+            session.error(correlation_id, "INVALID_EXTENSION",
+                          f"cannot extend recording {recording_id}: streamId={stream_id}, the recording's "
                           f"is {d.stream_id}")
             return
-        self._start_recording(session, request.correlation_id, request.channel, request.stream_id, auto_stop,
-                              recording_id)
+        self._start_recording(session, correlation_id, channel, stream_id, auto_stop, recording_id)
 
-    def _on_StopRecordingRequest(self, session, request) -> None:
-        stripped = strip_channel(request.channel)
+    def on_stop_recording_request(self, session, correlation_id, stream_id, channel, **_) -> None:
+        stripped = strip_channel(channel)
         for subscription_id, owner in list(self.recording_subscriptions.items()):
-            if owner.stripped_channel == stripped and owner.stream_id == request.stream_id:
+            if owner.stripped_channel == stripped and owner.stream_id == stream_id:
                 self._stop_subscription(subscription_id)
-                session.respond(request.correlation_id, OK, 0)
+                session.respond(correlation_id, OK, 0)
                 return
-        session.error(request.correlation_id, "UNKNOWN_SUBSCRIPTION",
-                      f"no recording found for streamId={request.stream_id} channel={stripped}")
+        session.error(correlation_id, "UNKNOWN_SUBSCRIPTION",
+                      f"no recording found for streamId={stream_id} channel={stripped}")
 
-    def _on_StopRecordingSubscriptionRequest(self, session, request) -> None:
-        if self._stop_subscription(request.subscription_id):
-            session.respond(request.correlation_id, OK, 0)
+    def on_stop_recording_subscription_request(self, session, correlation_id, subscription_id, **_) -> None:
+        if self._stop_subscription(subscription_id):
+            session.respond(correlation_id, OK, 0)
         else:
-            session.error(request.correlation_id, "UNKNOWN_SUBSCRIPTION",
-                          f"no recording subscription id={request.subscription_id}")
+            session.error(correlation_id, "UNKNOWN_SUBSCRIPTION",
+                          f"no recording subscription id={subscription_id}")
 
-    def _on_StopRecordingByIdentityRequest(self, session, request) -> None:
-        if not self.catalog.has_recording(request.recording_id):
-            session.error(request.correlation_id, "UNKNOWN_RECORDING", f"unknown recording id={request.recording_id}")
+    def on_stop_recording_by_identity_request(self, session, correlation_id, recording_id, **_) -> None:
+        if not self.catalog.has_recording(recording_id):
+            session.error(correlation_id, "UNKNOWN_RECORDING", f"unknown recording id={recording_id}")
             return
-        recording = self.recordings.get(request.recording_id)
+        recording = self.recordings.get(recording_id)
         if recording is not None:
             recording.request_stop()
-        session.respond(request.correlation_id, OK, 1 if recording is not None else 0)
+        session.respond(correlation_id, OK, 1 if recording is not None else 0)
 
     # ----------------------------------------------------------------------------------------- queries
     def _known(self, session, correlation_id: int, recording_id: int) -> bool:
@@ -464,19 +430,13 @@ class ArchiveConductor:
         session.error(correlation_id, "UNKNOWN_RECORDING", f"unknown recording id={recording_id}")
         return False
 
-    def _send_descriptor(self, session, correlation_id: int, recording_id: int) -> None:
-        body = bytearray(self.catalog.descriptor_body(recording_id))
-        body[0:16] = session.control_session_id.to_bytes(8, "little", signed=True) + \
-            correlation_id.to_bytes(8, "little", signed=True)
-        session.send(ARCHIVE.header("RecordingDescriptor") + bytes(body))
+    def on_list_recordings_request(self, session, correlation_id, from_recording_id, record_count, **_) -> None:
+        self._list(session, correlation_id, from_recording_id, record_count, lambda d: True)
 
-    def _on_ListRecordingsRequest(self, session, request) -> None:
-        self._list(session, request.correlation_id, request.from_recording_id, request.record_count,
-                   lambda d: True)
-
-    def _on_ListRecordingsForUriRequest(self, session, request) -> None:
-        self._list(session, request.correlation_id, request.from_recording_id, request.record_count,
-                   lambda d: d.stream_id == request.stream_id and request.channel in d.stripped_channel)
+    def on_list_recordings_for_uri_request(self, session, correlation_id, from_recording_id, record_count, stream_id,
+                                           channel, **_) -> None:
+        self._list(session, correlation_id, from_recording_id, record_count,
+                   lambda d: d.stream_id == stream_id and channel in d.stripped_channel)
 
     def _list(self, session, correlation_id: int, from_recording_id: int, count: int, matches) -> None:
         sent, last = 0, from_recording_id - 1
@@ -487,85 +447,82 @@ class ArchiveConductor:
             if self.catalog.state(recording_id) != A.RECORDING_STATE_VALID:
                 continue
             if matches(self.catalog.descriptor(recording_id)):
-                self._send_descriptor(session, correlation_id, recording_id)
+                session.send_descriptor(correlation_id, self.catalog.descriptor_body(recording_id))
                 sent += 1
         if sent < count:
             session.respond(correlation_id, RECORDING_UNKNOWN, max(last + 1, from_recording_id))
 
-    def _on_ListRecordingRequest(self, session, request) -> None:
-        if self.catalog.has_recording(request.recording_id) and \
-                self.catalog.state(request.recording_id) == A.RECORDING_STATE_VALID:
-            self._send_descriptor(session, request.correlation_id, request.recording_id)
+    def on_list_recording_request(self, session, correlation_id, recording_id, **_) -> None:
+        if self.catalog.has_recording(recording_id) and \
+                self.catalog.state(recording_id) == A.RECORDING_STATE_VALID:
+            session.send_descriptor(correlation_id, self.catalog.descriptor_body(recording_id))
         else:
-            session.respond(request.correlation_id, RECORDING_UNKNOWN, request.recording_id)
+            session.respond(correlation_id, RECORDING_UNKNOWN, recording_id)
 
-    def _on_RecordingPositionRequest(self, session, request) -> None:
-        recording = self.recordings.get(request.recording_id)
-        session.respond(request.correlation_id, OK, recording.position if recording is not None else A.NULL_POSITION)
+    def on_recording_position_request(self, session, correlation_id, recording_id, **_) -> None:
+        recording = self.recordings.get(recording_id)
+        session.respond(correlation_id, OK, recording.position if recording is not None else A.NULL_POSITION)
 
-    def _on_StopPositionRequest(self, session, request) -> None:
-        if self._known(session, request.correlation_id, request.recording_id):
-            session.respond(request.correlation_id, OK, self.catalog.stop_position(request.recording_id))
+    def on_stop_position_request(self, session, correlation_id, recording_id, **_) -> None:
+        if self._known(session, correlation_id, recording_id):
+            session.respond(correlation_id, OK, self.catalog.stop_position(recording_id))
 
-    def _on_StartPositionRequest(self, session, request) -> None:
-        if self._known(session, request.correlation_id, request.recording_id):
-            session.respond(request.correlation_id, OK, self.catalog.descriptor(request.recording_id).start_position)
+    def on_start_position_request(self, session, correlation_id, recording_id, **_) -> None:
+        if self._known(session, correlation_id, recording_id):
+            session.respond(correlation_id, OK, self.catalog.descriptor(recording_id).start_position)
 
-    def _on_MaxRecordedPositionRequest(self, session, request) -> None:
-        if self._known(session, request.correlation_id, request.recording_id):
-            recording = self.recordings.get(request.recording_id)
-            position = recording.position if recording is not None else self.catalog.stop_position(
-                request.recording_id)
-            session.respond(request.correlation_id, OK, position)
+    def on_max_recorded_position_request(self, session, correlation_id, recording_id, **_) -> None:
+        if self._known(session, correlation_id, recording_id):
+            recording = self.recordings.get(recording_id)
+            position = recording.position if recording is not None else self.catalog.stop_position(recording_id)
+            session.respond(correlation_id, OK, position)
 
-    def _on_FindLastMatchingRecordingRequest(self, session, request) -> None:
+    def on_find_last_matching_recording_request(self, session, correlation_id, min_recording_id, session_id,
+                                                stream_id, channel, **_) -> None:
         found = A.NULL_VALUE
         for recording_id in reversed(self.catalog.recording_ids()):
-            if recording_id < request.min_recording_id:
+            if recording_id < min_recording_id:
                 break
             if self.catalog.state(recording_id) != A.RECORDING_STATE_VALID:
                 continue
             d = self.catalog.descriptor(recording_id)
-            if d.stream_id == request.stream_id and request.channel in d.stripped_channel and \
-                    (request.session_id == A.NULL_VALUE or d.session_id == request.session_id):
+            if d.stream_id == stream_id and channel in d.stripped_channel and \
+                    (session_id == A.NULL_VALUE or d.session_id == session_id):
                 found = recording_id
                 break
-        session.respond(request.correlation_id, OK, found)
+        session.respond(correlation_id, OK, found)
 
-    def _on_ListRecordingSubscriptionsRequest(self, session, request) -> None:
+    def on_list_recording_subscriptions_request(self, session, correlation_id, pseudo_index, subscription_count,
+                                                apply_stream_id, stream_id, channel, **_) -> None:
         matching = [(sid, s) for sid, s in sorted(self.recording_subscriptions.items())
-                    if (not request.apply_stream_id or s.stream_id == request.stream_id)
-                    and request.channel in s.stripped_channel]
-        chosen = matching[request.pseudo_index:request.pseudo_index + request.subscription_count]
+                    if (not apply_stream_id or s.stream_id == stream_id) and channel in s.stripped_channel]
+        chosen = matching[pseudo_index:pseudo_index + subscription_count]
         for subscription_id, s in chosen:
-            session.send(ARCHIVE.encode(ARCHIVE.RecordingSubscriptionDescriptor(
-                control_session_id=session.control_session_id, correlation_id=request.correlation_id,
-                subscription_id=subscription_id, stream_id=s.stream_id, stripped_channel=s.stripped_channel)))
-        if len(chosen) < request.subscription_count:
-            session.respond(request.correlation_id, SUBSCRIPTION_UNKNOWN, request.pseudo_index + len(chosen))
+            session.send_subscription_descriptor(correlation_id, subscription_id, s.stream_id, s.stripped_channel)
+        if len(chosen) < subscription_count:
+            session.respond(correlation_id, SUBSCRIPTION_UNKNOWN, pseudo_index + len(chosen))
 
     # ------------------------------------------------------------------------------- truncate / purge
-    def _on_TruncateRecordingRequest(self, session, request) -> None:
-        recording_id, position = request.recording_id, request.position
-        if not self._known(session, request.correlation_id, recording_id):
+    def on_truncate_recording_request(self, session, correlation_id, recording_id, position, **_) -> None:
+        if not self._known(session, correlation_id, recording_id):
             return
         if recording_id in self.recordings:
-            session.error(request.correlation_id, "ACTIVE_RECORDING",
+            session.error(correlation_id, "ACTIVE_RECORDING",
                           f"cannot truncate recording id={recording_id}: it is being recorded")
             return
         d = self.catalog.descriptor(recording_id)
         if position % 32 or not d.start_position <= position <= d.stop_position:
-            session.error(request.correlation_id, "GENERIC",
+            session.error(correlation_id, "GENERIC",
                           f"invalid truncate position={position}: must be a multiple of 32 in "
                           f"[start={d.start_position}, stop={d.stop_position}]")
             return
         if any(r.descriptor.recording_id == recording_id for r in self.replays.values()):
-            session.error(request.correlation_id, "GENERIC",
+            session.error(correlation_id, "GENERIC",
                           f"cannot truncate recording id={recording_id}: it is being replayed")
             return
         self._truncate_files(d, position)
         self.catalog.update_stop_position(recording_id, position, self.epoch_clock())
-        session.respond(request.correlation_id, OK, 0)
+        session.respond(correlation_id, OK, 0)
 
     def _truncate_files(self, d, position: int) -> None:
         """Delete the segments wholly after ``position`` and zero the rest of the one holding it."""
@@ -579,90 +536,94 @@ class ArchiveConductor:
                     f.seek(position - base)
                     f.write(bytes(d.segment_file_length - (position - base)))
 
-    def _on_PurgeRecordingRequest(self, session, request) -> None:
-        recording_id = request.recording_id
-        if not self._known(session, request.correlation_id, recording_id):
+    def on_purge_recording_request(self, session, correlation_id, recording_id, **_) -> None:
+        recording_id = recording_id
+        if not self._known(session, correlation_id, recording_id):
             return
         if recording_id in self.recordings or any(
                 r.descriptor.recording_id == recording_id for r in self.replays.values()):
-            session.error(request.correlation_id, "ACTIVE_RECORDING",
+            session.error(correlation_id, "ACTIVE_RECORDING",
                           f"cannot purge recording id={recording_id}: it is being recorded or replayed")
             return
         self.catalog.change_state(recording_id, A.RECORDING_STATE_DELETED)
         for _, path in segment_files(self.ctx.archive_dir, recording_id):
             path.unlink()
-        session.respond(request.correlation_id, OK, 0)
-        session.signal(request.correlation_id, recording_id, A.NULL_VALUE, A.NULL_POSITION, "DELETE")
+        session.respond(correlation_id, OK, 0)
+        session.signal(correlation_id, recording_id, A.NULL_VALUE, A.NULL_POSITION, "DELETE")
 
     # ---------------------------------------------------------------------------------------- replay
-    def _on_ReplayRequest(self, session, request) -> None:
-        self._start_replay(session, request, bound=None)
+    def on_replay_request(self, session, correlation_id: int, recording_id: int, position: int, length: int,
+                          replay_stream_id: int, file_io_max_length: int, replay_channel: str, **_) -> None:
+        self._start_replay(session, correlation_id, recording_id, position, length, replay_stream_id,
+                           file_io_max_length, replay_channel, bound=None)
 
-    def _on_BoundedReplayRequest(self, session, request) -> None:
+    def on_bounded_replay_request(self, session, correlation_id: int, recording_id: int, position: int, length: int,
+                                  limit_counter_id: int, replay_stream_id: int, file_io_max_length: int,
+                                  replay_channel: str, **_) -> None:
         counters = self.aeron.counters_reader
-        counter_id = request.limit_counter_id
         try:
-            counters.get_counter_value(counter_id)
+            counters.get_counter_value(limit_counter_id)
         except (AeronError, ValueError):
-            session.error(request.correlation_id, "GENERIC", f"limit counter id={counter_id} is not a counter")
+            session.error(correlation_id, "GENERIC", f"limit counter id={limit_counter_id} is not a counter")
             return
-        self._start_replay(session, request, bound=lambda: counters.get_counter_value(counter_id))
+        self._start_replay(session, correlation_id, recording_id, position, length, replay_stream_id,
+                           file_io_max_length, replay_channel,
+                           bound=lambda: counters.get_counter_value(limit_counter_id))
 
-    def _start_replay(self, session, request, bound) -> None:
-        recording_id = request.recording_id
-        if not self._known(session, request.correlation_id, recording_id):
+    def _start_replay(self, session, correlation_id: int, recording_id: int, position: int, length: int,
+                      replay_stream_id: int, file_io_max_length: int, channel: str, bound) -> None:
+        if not self._known(session, correlation_id, recording_id):
             return
         if len(self.replays) >= self.ctx.max_concurrent_replays:
-            session.error(request.correlation_id, "MAX_REPLAYS",
+            session.error(correlation_id, "MAX_REPLAYS",
                           f"max concurrent replays reached: {self.ctx.max_concurrent_replays}")
             return
         d = self.catalog.descriptor(recording_id)
         active = self.recordings.get(recording_id)
-        error = replay_position_error(d, request.position, request.length,
-                                      active.position if active is not None else None)
+        error = replay_position_error(d, position, length, active.position if active is not None else None)
         if error is not None:
-            session.error(request.correlation_id, "GENERIC", error)
+            session.error(correlation_id, "GENERIC", error)
             return
-        file_io = request.file_io_max_length
+        file_io = file_io_max_length
         if 0 < file_io < d.mtu_length:
-            session.error(request.correlation_id, "GENERIC",
+            session.error(correlation_id, "GENERIC",
                           f"fileIoMaxLength={file_io} must be >= the recording's mtu={d.mtu_length}")
             return
-        position = d.start_position if request.position == A.NULL_POSITION else request.position
-        publication = self.aeron.add_exclusive_publication(replay_channel(request.replay_channel, d, position),
-                                                           request.replay_stream_id)
+        start = d.start_position if position == A.NULL_POSITION else position
+        publication = self.aeron.add_exclusive_publication(replay_channel(channel, d, start),
+                                                           replay_stream_id)
         replay_id = self._next_replay_id
         self._next_replay_id += 1
         replay_session_id = (replay_id << 32) | (publication.session_id & 0xFFFFFFFF)
         buffer = self.replay_buffer if file_io <= 0 else self.replay_buffer[:min(file_io, self.replay_buffer.size)]
         self.replays[replay_session_id] = ReplaySession(
             replay_session_id=replay_session_id, descriptor=d, publication=publication,
-            archive_dir=self.ctx.archive_dir, position=request.position, length=request.length,
+            archive_dir=self.ctx.archive_dir, position=position, length=length,
             replay_buffer=buffer, stop_position=lambda: self.catalog.stop_position(recording_id),
             recorded_position=lambda: self._recorded_position(recording_id), bound=bound,
             checksum_algorithm=self.ctx.replay_checksum_algorithm, connect_timeout_ns=self.ctx.connect_timeout_ns,
             nano_clock=self.nano_clock, on_read=self._on_read)
-        self._replay_owner[replay_session_id] = (session.control_session_id, request.correlation_id)
-        session.respond(request.correlation_id, OK, replay_session_id)
+        self._replay_owner[replay_session_id] = (session.control_session_id, correlation_id)
+        session.respond(correlation_id, OK, replay_session_id)
 
     def _recorded_position(self, recording_id: int) -> int:
         recording = self.recordings.get(recording_id)
         return recording.position if recording is not None else self.catalog.stop_position(recording_id)
 
-    def _on_StopReplayRequest(self, session, request) -> None:
-        replay = self.replays.get(request.replay_session_id)
+    def on_stop_replay_request(self, session, correlation_id, replay_session_id, **_) -> None:
+        replay = self.replays.get(replay_session_id)
         if replay is None:
-            session.error(request.correlation_id, "UNKNOWN_REPLAY",
-                          f"unknown replay session id={request.replay_session_id}")
+            session.error(correlation_id, "UNKNOWN_REPLAY",
+                          f"unknown replay session id={replay_session_id}")
             return
         replay.request_stop()
-        session.respond(request.correlation_id, OK, 0)
+        session.respond(correlation_id, OK, 0)
 
-    def _on_StopAllReplaysRequest(self, session, request) -> None:
+    def on_stop_all_replays_request(self, session, correlation_id, recording_id, **_) -> None:
         for replay in self.replays.values():
-            if request.recording_id == A.NULL_VALUE or replay.descriptor.recording_id == request.recording_id:
+            if recording_id == A.NULL_VALUE or replay.descriptor.recording_id == recording_id:
                 replay.request_stop()
-        session.respond(request.correlation_id, OK, 0)
+        session.respond(correlation_id, OK, 0)
 
     def _end_replay(self, replay_session_id: int, replay: ReplaySession) -> None:
         del self.replays[replay_session_id]

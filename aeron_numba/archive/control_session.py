@@ -9,16 +9,23 @@ undecided at the connect timeout, an AUTHENTICATION_REJECTED error goes out and 
 too when closed by the client, when the response publication does not connect within the connect timeout, when
 a response stays unsendable (back-pressured) longer than the connect timeout, or when the response publication
 loses its subscriber (the client is gone).
+
+Responses go out through the session's ``ControlResponseProxy``: each is queued as a call of one of its typed send
+methods (as Aeron's ControlSession queues its proxy calls) and made, in order, by ``do_work``; a call the
+publication refused for back pressure is made again in the next duty cycle.
 """
 
 from __future__ import annotations
 
 import collections
 import enum
+import functools
 import time
+from typing import Callable
 
 from aeron_numba.archive.authentication import Authenticator, NullAuthenticator
-from aeron_numba.codecs.archive_messages import ARCHIVE
+from aeron_numba.archive.control_response_proxy import ControlResponseProxy
+from aeron_numba.codecs.sbe import MalformedMessageError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
 
@@ -51,6 +58,7 @@ class ControlSession:
         self.control_session_id = control_session_id
         self.connect_correlation_id = correlation_id
         self.publication = publication
+        self.proxy = ControlResponseProxy(publication)
         self.connect_timeout_ns = connect_timeout_ns
         self.liveness_interval_ns = liveness_interval_ns
         self.state = ControlSessionState.CONNECTING
@@ -58,7 +66,7 @@ class ControlSession:
         self.next_liveness_ns = now_ns + liveness_interval_ns
         self.reason = ""
         self.request_image: tuple[int, int] | None = None  # (control subscription id, session id) of its requests
-        self._queue: collections.deque[bytes] = collections.deque()
+        self._queue: collections.deque[Callable[[], bool]] = collections.deque()  # proxy calls not yet made
         self._blocked_since_ns: int | None = None
         self.authenticator = authenticator if authenticator is not None else NullAuthenticator()
         self.epoch_clock_ms = epoch_clock_ms or (lambda: time.time_ns() // 1_000_000)
@@ -75,9 +83,8 @@ class ControlSession:
         """Send the client a Challenge; its ChallengeResponse goes to the authenticator."""
         if self.state not in _DECIDING:
             return False
-        self.send(ARCHIVE.encode(ARCHIVE.Challenge(
-            control_session_id=self.control_session_id, correlation_id=self.connect_correlation_id,
-            version=A.ARCHIVE_PROTOCOL_VERSION, encoded_challenge=bytes(encoded_challenge))))
+        self._send(self.proxy.challenge, self.control_session_id, self.connect_correlation_id,
+                   A.ARCHIVE_PROTOCOL_VERSION, bytes(encoded_challenge))
         self.state = ControlSessionState.CHALLENGED
         return True
 
@@ -121,23 +128,30 @@ class ControlSession:
 
     # ---------------------------------------------------------------------------------------- responses
     def respond(self, correlation_id: int, code: int = OK, relevant_id: int = 0, error_message: str = "") -> None:
-        self.send(ARCHIVE.encode(ARCHIVE.ControlResponse(
-            control_session_id=self.control_session_id, correlation_id=correlation_id, relevant_id=relevant_id,
-            code=code, version=A.ARCHIVE_PROTOCOL_VERSION, error_message=error_message)))
+        self._send(self.proxy.control_response, self.control_session_id, correlation_id, relevant_id, code,
+                   A.ARCHIVE_PROTOCOL_VERSION, error_message)
 
     def error(self, correlation_id: int, error_code: str, message: str) -> None:
         """An ERROR response: ``relevantId`` carries the archive error code (§6.2)."""
         self.respond(correlation_id, ERROR, A.ARCHIVE_ERROR_CODES[error_code], message)
 
-    def send(self, message: bytes) -> None:
-        """Queue an encoded message; it goes out in order as the response publication takes it."""
-        if self.state is not ControlSessionState.DONE:
-            self._queue.append(message)
-
     def signal(self, correlation_id: int, recording_id: int, subscription_id: int, position: int, signal: str) -> None:
-        self.send(ARCHIVE.encode(ARCHIVE.RecordingSignalEvent(
-            control_session_id=self.control_session_id, correlation_id=correlation_id, recording_id=recording_id,
-            subscription_id=subscription_id, position=position, signal=A.RECORDING_SIGNALS[signal])))
+        self._send(self.proxy.recording_signal_event, self.control_session_id, correlation_id, recording_id,
+                   subscription_id, position, A.RECORDING_SIGNALS[signal])
+
+    def send_descriptor(self, correlation_id: int, catalog_body: bytes) -> None:
+        """A RecordingDescriptor of a catalog entry (its body as ``Catalog.descriptor_body`` gives it)."""
+        self._send(self.proxy.catalog_recording_descriptor, self.control_session_id, correlation_id, catalog_body)
+
+    def send_subscription_descriptor(self, correlation_id: int, subscription_id: int, stream_id: int,
+                                     stripped_channel: str) -> None:
+        self._send(self.proxy.recording_subscription_descriptor, self.control_session_id, correlation_id,
+                   subscription_id, stream_id, stripped_channel)
+
+    def _send(self, send_method, *args) -> None:
+        """Queue a call of a proxy send method; it is made in order as the response publication takes them."""
+        if self.state is not ControlSessionState.DONE:
+            self._queue.append(functools.partial(send_method, *args))
 
     # ----------------------------------------------------------------------------------------- duty cycle
     def do_work(self, now_ns: int) -> int:
@@ -160,9 +174,9 @@ class ControlSession:
             self._call_authenticator(self.authenticator.on_challenged_session, self)
         if self.state is ControlSessionState.AUTHENTICATED:
             self.state = ControlSessionState.ACTIVE
-            self._queue.appendleft(ARCHIVE.encode(ARCHIVE.ControlResponse(
-                control_session_id=self.control_session_id, correlation_id=self.connect_correlation_id,
-                relevant_id=self.control_session_id, code=OK, version=A.ARCHIVE_PROTOCOL_VERSION)))
+            self._queue.appendleft(functools.partial(
+                self.proxy.control_response, self.control_session_id, self.connect_correlation_id,
+                self.control_session_id, OK, A.ARCHIVE_PROTOCOL_VERSION, ""))
         elif self.state in _DECIDING and now_ns > self.deadline_ns:
             self.reject("authentication not decided within the connect timeout")
         if self.state is ControlSessionState.ACTIVE and now_ns >= self.next_liveness_ns:
@@ -171,12 +185,18 @@ class ControlSession:
                 self.respond(-1, OK, -1)
         work = 0
         while self._queue:
-            result = self.publication.offer(self._queue[0])
-            if result > 0:
+            try:
+                sent = self._queue[0]()
+            except MalformedMessageError as exc:  # a response that cannot be encoded (a text not ASCII): dropped
+                self._queue.popleft()
+                self.on_error(exc)
+                continue
+            if sent:
                 self._queue.popleft()
                 self._blocked_since_ns = None
                 work += 1
                 continue
+            result = self.proxy.last_result
             if result in (BACK_PRESSURED, ADMIN_ACTION):
                 if self._blocked_since_ns is None:
                     self._blocked_since_ns = now_ns

@@ -20,8 +20,8 @@ class Publication:
         self.is_connected = False
         self.sent = []
 
-    def offer(self, data):
-        self.sent.append(ARCHIVE.decode(data, 0, len(data)))
+    def offer(self, data, offset=0, length=None):
+        self.sent.append(ARCHIVE.decode(data, offset, len(data) - offset if length is None else length))
         return len(self.sent) * 64
 
     def close(self):
