@@ -1,29 +1,28 @@
 """``AeronArchive``: an archive's control protocol from a client (spec/archive.md §6), on a connected ``Aeron``.
 
-Each call sends one SBE request on the control publication and waits (up to the message timeout) for the
-response with its correlation id on the response subscription; an ERROR response raises ``ArchiveError``
-with the archive's error code and message. Recording signals that arrive meanwhile are kept for
-``poll_for_recording_signals``. Not thread-safe: one thread uses an ``AeronArchive``.
+Each call sends one SBE request through the ``ArchiveProxy`` (``codecs/archive_proxies.py``) on the control
+publication and waits (up to the message timeout) for the response with its correlation id, which the
+``ControlResponsePoller`` keeps; an ERROR response raises ``ArchiveError`` with the archive's error code and
+message. Recording signals that arrive meanwhile are kept for ``poll_for_recording_signals``. Not thread-safe:
+one thread uses an ``AeronArchive``.
 """
 
 from __future__ import annotations
 
-import collections
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from aeron_numba.archive.authentication import CredentialsSupplier, NullCredentialsSupplier
-from aeron_numba.client import FragmentAssembler
-from aeron_numba.codecs.archive_messages import ARCHIVE
-from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
+from aeron_numba.archive.control_response_poller import ControlResponsePoller, RecordingSignal
+from aeron_numba.codecs.archive_proxies import ArchiveProxy
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
-_CODES = {code: name for name, code in A.CONTROL_RESPONSE_CODES.items()}
+__all__ = ["AeronArchive", "AeronArchiveContext", "ArchiveError", "RecordingSignal"]
+
 _ERROR_NAMES = {code: name for name, code in A.ARCHIVE_ERROR_CODES.items()}
-_SIGNAL_NAMES = {code: name for name, code in A.RECORDING_SIGNALS.items()}
 
 
 def _error_text(response) -> str:
@@ -52,29 +51,19 @@ class AeronArchiveContext:
     credentials_supplier: CredentialsSupplier = field(default_factory=NullCredentialsSupplier)
 
 
-@dataclass(frozen=True)
-class RecordingSignal:
-    control_session_id: int
-    correlation_id: int
-    recording_id: int
-    subscription_id: int
-    position: int
-    signal: str  # START, STOP, EXTEND, REPLICATE, MERGE, SYNC, DELETE, REPLICATE_END
-
-
 class AeronArchive:
     def __init__(self, aeron, ctx: AeronArchiveContext, publication, subscription):
         self.aeron = aeron
         self.context = ctx
         self._publication = publication
         self._subscription = subscription
-        self._assembler = FragmentAssembler(self._on_fragment)
-        self.control_session_id = A.NULL_VALUE
-        self._responses: dict[int, object] = {}  # correlation id -> ControlResponse
-        self._descriptors: dict[int, list] = collections.defaultdict(list)
-        self._signals: collections.deque[RecordingSignal] = collections.deque()
-        self._challenges: dict[int, object] = {}  # connect correlation id -> Challenge
+        self._proxy = ArchiveProxy(publication)
+        self._poller = ControlResponsePoller(subscription)
         self.archive_version = 0
+
+    @property
+    def control_session_id(self) -> int:
+        return self._poller.control_session_id
 
     # ------------------------------------------------------------------------------------------ connect
     @classmethod
@@ -91,12 +80,12 @@ class AeronArchive:
                                        f"{ctx.control_request_stream_id} within the message timeout")
                 time.sleep(0.001)
             correlation_id = aeron.next_correlation_id()
-            archive._send(ARCHIVE.AuthConnectRequest(
-                correlation_id=correlation_id, response_stream_id=ctx.control_response_stream_id,
-                version=A.ARCHIVE_PROTOCOL_VERSION, response_channel=ctx.control_response_channel,
-                encoded_credentials=bytes(ctx.credentials_supplier.encoded_credentials())))
-            response = archive._await(correlation_id, any_session=True)
-            archive.control_session_id = response.control_session_id
+            archive._send(archive._proxy.auth_connect_request, correlation_id=correlation_id,
+                          response_stream_id=ctx.control_response_stream_id, version=A.ARCHIVE_PROTOCOL_VERSION,
+                          response_channel=ctx.control_response_channel,
+                          encoded_credentials=bytes(ctx.credentials_supplier.encoded_credentials()))
+            response = archive._await(correlation_id)
+            archive._poller.control_session_id = response.control_session_id
             archive.archive_version = response.version
             return archive
         except BaseException:
@@ -104,85 +93,64 @@ class AeronArchive:
             raise
 
     # ------------------------------------------------------------------------------------------ plumbing
-    def _send(self, message) -> None:
-        data = ARCHIVE.encode(message)
+    def _send(self, send_method, **fields) -> None:
+        """Call an ``ArchiveProxy`` send method until the publication takes the request (or the message timeout)."""
         deadline = time.monotonic_ns() + self.context.message_timeout_ns
-        while True:
-            result = self._publication.offer(data)
-            if result > 0:
-                return
+        while not send_method(**fields):
+            result = self._proxy.last_result
             if result not in (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED) or time.monotonic_ns() > deadline:
-                raise ArchiveError(f"cannot send {type(message).__name__} to the archive (offer result {result})")
+                raise ArchiveError(f"cannot send {send_method.__name__} to the archive (offer result {result})")
             time.sleep(0.0001)
 
-    def _on_fragment(self, buffer, offset, length, header) -> None:
-        try:
-            message = ARCHIVE.decode(buffer, offset, length)
-        except (MalformedMessageError, UnknownMessageError):
-            return  # not for an archive client
-        name = type(message).__name__
-        if name == "ControlResponse":
-            if self.control_session_id in (A.NULL_VALUE, message.control_session_id):
-                self._responses[message.correlation_id] = message
-        elif name == "Challenge" and self.control_session_id == A.NULL_VALUE:
-            self._challenges[message.correlation_id] = message
-        elif name == "RecordingDescriptor" and message.control_session_id == self.control_session_id:
-            self._descriptors[message.correlation_id].append(message)
-        elif name == "RecordingSubscriptionDescriptor" and message.control_session_id == self.control_session_id:
-            self._descriptors[message.correlation_id].append(message)
-        elif name == "RecordingSignalEvent" and message.control_session_id == self.control_session_id:
-            self._signals.append(RecordingSignal(message.control_session_id, message.correlation_id,
-                                                 message.recording_id, message.subscription_id, message.position,
-                                                 _SIGNAL_NAMES.get(message.signal, str(message.signal))))
-
-    def _await(self, correlation_id: int, *, any_session: bool = False):
+    def _await(self, correlation_id: int):
         """The ControlResponse to ``correlation_id``; raises ``ArchiveError`` on ERROR or at the timeout."""
+        poller = self._poller
         deadline = time.monotonic_ns() + self.context.message_timeout_ns
-        while correlation_id not in self._responses:
-            challenge = self._challenges.pop(correlation_id, None)
+        while correlation_id not in poller.responses:
+            challenge = poller.challenges.pop(correlation_id, None)
             if challenge is not None:  # the archive wants more than the connect's credentials
                 answer = self.context.credentials_supplier.on_challenge(bytes(challenge.encoded_challenge))
-                self._send(ARCHIVE.ChallengeResponse(control_session_id=challenge.control_session_id,
-                                                     correlation_id=correlation_id, encoded_credentials=bytes(answer)))
+                self._send(self._proxy.challenge_response, control_session_id=challenge.control_session_id,
+                           correlation_id=correlation_id, encoded_credentials=bytes(answer))
                 deadline = time.monotonic_ns() + self.context.message_timeout_ns
                 continue
-            if self._subscription.poll(self._assembler, 16) == 0:
+            if poller.poll() == 0:
                 if time.monotonic_ns() > deadline:
                     raise ArchiveError(f"no response from the archive to correlation id {correlation_id} within "
                                        f"{self.context.message_timeout_ns / 1e9:.1f}s", correlation_id=correlation_id)
                 time.sleep(0.0001)
-        response = self._responses.pop(correlation_id)
+        response = poller.responses.pop(correlation_id)
         if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
             raise ArchiveError(_error_text(response), response.relevant_id, correlation_id)
         return response
 
-    def _call(self, message_name: str, **fields) -> object:
+    def _call(self, send_method, **fields) -> object:
+        """Send a request of this session (its correlation id a new one) and await its response."""
         correlation_id = self.aeron.next_correlation_id()
-        self._send(getattr(ARCHIVE, message_name)(control_session_id=self.control_session_id,
-                                                  correlation_id=correlation_id, **fields))
+        self._send(send_method, control_session_id=self.control_session_id, correlation_id=correlation_id, **fields)
         return self._await(correlation_id)
 
-    def _relevant(self, message_name: str, **fields) -> int:
-        return self._call(message_name, **fields).relevant_id
+    def _relevant(self, send_method, **fields) -> int:
+        return self._call(send_method, **fields).relevant_id
 
-    def _listing(self, message_name: str, consumer: Callable | None, count: int, **fields) -> int:
+    def _listing(self, send_method, consumer: Callable | None, count: int, **fields) -> int:
         """Send a list request; deliver each descriptor to ``consumer``. The listing ends after ``count``
         descriptors, or at the archive's terminating response (RECORDING_UNKNOWN / SUBSCRIPTION_UNKNOWN: no
         more); returns how many came."""
+        poller = self._poller
         correlation_id = self.aeron.next_correlation_id()
-        self._send(getattr(ARCHIVE, message_name)(control_session_id=self.control_session_id,
-                                                  correlation_id=correlation_id, **fields))
+        self._send(send_method, control_session_id=self.control_session_id, correlation_id=correlation_id, **fields)
         deadline = time.monotonic_ns() + self.context.message_timeout_ns
-        while len(self._descriptors.get(correlation_id, ())) < count and correlation_id not in self._responses:
-            if self._subscription.poll(self._assembler, 16) == 0:
+        while len(poller.descriptors.get(correlation_id, ())) < count and correlation_id not in poller.responses:
+            if poller.poll() == 0:
                 if time.monotonic_ns() > deadline:
-                    raise ArchiveError(f"{message_name}: the listing did not end within the message timeout",
-                                       correlation_id=correlation_id)
+                    raise ArchiveError(f"{send_method.__name__}: the listing did not end within the message "
+                                       f"timeout", correlation_id=correlation_id)
                 time.sleep(0.0001)
-        response = self._responses.pop(correlation_id, None)
+        response = poller.responses.pop(correlation_id, None)
         if response is not None and response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
             raise ArchiveError(_error_text(response), response.relevant_id, correlation_id)
-        descriptors = self._descriptors.pop(correlation_id, [])
+        descriptors = poller.descriptors.pop(correlation_id, [])
         if consumer is not None:
             for descriptor in descriptors:
                 consumer(descriptor)
@@ -194,9 +162,9 @@ class AeronArchive:
         """Record ``channel``/``stream_id``; returns the recording subscription's registration id."""
         location = A.SOURCE_LOCATIONS[source_location]
         if auto_stop:
-            return self._relevant("StartRecordingRequest2", stream_id=stream_id, source_location=location,
-                                  auto_stop=A.BOOLEAN_TRUE, channel=channel)
-        return self._relevant("StartRecordingRequest", stream_id=stream_id, source_location=location,
+            return self._relevant(self._proxy.start_recording_request2, stream_id=stream_id,
+                                  source_location=location, auto_stop=A.BOOLEAN_TRUE, channel=channel)
+        return self._relevant(self._proxy.start_recording_request, stream_id=stream_id, source_location=location,
                               channel=channel)
 
     def extend_recording(self, recording_id: int, channel: str, stream_id: int, source_location: str = "LOCAL",
@@ -205,69 +173,70 @@ class AeronArchive:
         recording's stop position with its initial term id, term length and MTU); returns the subscription id."""
         location = A.SOURCE_LOCATIONS[source_location]
         if auto_stop:
-            return self._relevant("ExtendRecordingRequest2", recording_id=recording_id, stream_id=stream_id,
-                                  source_location=location, auto_stop=A.BOOLEAN_TRUE, channel=channel)
-        return self._relevant("ExtendRecordingRequest", recording_id=recording_id, stream_id=stream_id,
+            return self._relevant(self._proxy.extend_recording_request2, recording_id=recording_id,
+                                  stream_id=stream_id, source_location=location, auto_stop=A.BOOLEAN_TRUE,
+                                  channel=channel)
+        return self._relevant(self._proxy.extend_recording_request, recording_id=recording_id, stream_id=stream_id,
                               source_location=location, channel=channel)
 
     def stop_recording(self, channel: str, stream_id: int) -> None:
-        self._call("StopRecordingRequest", stream_id=stream_id, channel=channel)
+        self._call(self._proxy.stop_recording_request, stream_id=stream_id, channel=channel)
 
     def stop_recording_subscription(self, subscription_id: int) -> None:
-        self._call("StopRecordingSubscriptionRequest", subscription_id=subscription_id)
+        self._call(self._proxy.stop_recording_subscription_request, subscription_id=subscription_id)
 
     def stop_recording_by_identity(self, recording_id: int) -> bool:
         """True if the recording was active (and is now stopping)."""
-        return self._relevant("StopRecordingByIdentityRequest", recording_id=recording_id) != 0
+        return self._relevant(self._proxy.stop_recording_by_identity_request, recording_id=recording_id) != 0
 
     def get_recording_position(self, recording_id: int) -> int:
         """The recorded position of an active recording, or -1 (NULL_POSITION) when it is not recording."""
-        return self._relevant("RecordingPositionRequest", recording_id=recording_id)
+        return self._relevant(self._proxy.recording_position_request, recording_id=recording_id)
 
     def get_start_position(self, recording_id: int) -> int:
-        return self._relevant("StartPositionRequest", recording_id=recording_id)
+        return self._relevant(self._proxy.start_position_request, recording_id=recording_id)
 
     def get_stop_position(self, recording_id: int) -> int:
         """The stop position, or -1 while the recording is active."""
-        return self._relevant("StopPositionRequest", recording_id=recording_id)
+        return self._relevant(self._proxy.stop_position_request, recording_id=recording_id)
 
     def get_max_recorded_position(self, recording_id: int) -> int:
-        return self._relevant("MaxRecordedPositionRequest", recording_id=recording_id)
+        return self._relevant(self._proxy.max_recorded_position_request, recording_id=recording_id)
 
     def truncate_recording(self, recording_id: int, position: int) -> None:
-        self._call("TruncateRecordingRequest", recording_id=recording_id, position=position)
+        self._call(self._proxy.truncate_recording_request, recording_id=recording_id, position=position)
 
     def purge_recording(self, recording_id: int) -> None:
-        self._call("PurgeRecordingRequest", recording_id=recording_id)
+        self._call(self._proxy.purge_recording_request, recording_id=recording_id)
 
     def find_last_matching_recording(self, min_recording_id: int, channel_fragment: str, stream_id: int,
                                      session_id: int = A.NULL_VALUE) -> int:
         """The id of the newest recording from ``min_recording_id`` on whose channel contains the fragment, or -1."""
-        return self._relevant("FindLastMatchingRecordingRequest", min_recording_id=min_recording_id,
+        return self._relevant(self._proxy.find_last_matching_recording_request, min_recording_id=min_recording_id,
                               session_id=session_id, stream_id=stream_id, channel=channel_fragment)
 
     def get_archive_id(self) -> int:
-        return self._relevant("ArchiveIdRequest")
+        return self._relevant(self._proxy.archive_id_request)
 
     # ------------------------------------------------------------------------------------------ listing
     def list_recordings(self, from_recording_id: int, record_count: int, consumer: Callable | None = None) -> int:
-        return self._listing("ListRecordingsRequest", consumer, record_count, from_recording_id=from_recording_id,
-                             record_count=record_count)
+        return self._listing(self._proxy.list_recordings_request, consumer, record_count,
+                             from_recording_id=from_recording_id, record_count=record_count)
 
     def list_recordings_for_uri(self, from_recording_id: int, record_count: int, channel_fragment: str,
                                 stream_id: int, consumer: Callable | None = None) -> int:
-        return self._listing("ListRecordingsForUriRequest", consumer, record_count,
+        return self._listing(self._proxy.list_recordings_for_uri_request, consumer, record_count,
                              from_recording_id=from_recording_id, record_count=record_count, stream_id=stream_id,
                              channel=channel_fragment)
 
     def list_recording(self, recording_id: int, consumer: Callable | None = None) -> int:
         """1 if the recording exists (its descriptor given to ``consumer``), else 0."""
-        return self._listing("ListRecordingRequest", consumer, 1, recording_id=recording_id)
+        return self._listing(self._proxy.list_recording_request, consumer, 1, recording_id=recording_id)
 
     def list_recording_subscriptions(self, pseudo_index: int, subscription_count: int, channel_fragment: str,
                                      stream_id: int, apply_stream_id: bool,
                                      consumer: Callable | None = None) -> int:
-        return self._listing("ListRecordingSubscriptionsRequest", consumer, subscription_count,
+        return self._listing(self._proxy.list_recording_subscriptions_request, consumer, subscription_count,
                              pseudo_index=pseudo_index, subscription_count=subscription_count,
                              apply_stream_id=A.BOOLEAN_TRUE if apply_stream_id else 0, stream_id=stream_id,
                              channel=channel_fragment)
@@ -277,15 +246,15 @@ class AeronArchive:
                      replay_stream_id: int, file_io_max_length: int = 0) -> int:
         """Start a replay (``position`` -1: from the start; ``length`` -1: to the end or following a live
         recording); returns the replay session id (its low 32 bits are the replay image's session id)."""
-        return self._relevant("ReplayRequest", recording_id=recording_id, position=position, length=length,
-                              replay_stream_id=replay_stream_id, file_io_max_length=file_io_max_length,
+        return self._relevant(self._proxy.replay_request, recording_id=recording_id, position=position,
+                              length=length, replay_stream_id=replay_stream_id, file_io_max_length=file_io_max_length,
                               replay_token=A.NULL_VALUE, replay_channel=replay_channel)
 
     def start_bounded_replay(self, recording_id: int, position: int, length: int, limit_counter_id: int,
                              replay_channel: str, replay_stream_id: int, file_io_max_length: int = 0) -> int:
         """A replay that never reads past the value of counter ``limit_counter_id``."""
-        return self._relevant("BoundedReplayRequest", recording_id=recording_id, position=position, length=length,
-                              limit_counter_id=limit_counter_id, replay_stream_id=replay_stream_id,
+        return self._relevant(self._proxy.bounded_replay_request, recording_id=recording_id, position=position,
+                              length=length, limit_counter_id=limit_counter_id, replay_stream_id=replay_stream_id,
                               file_io_max_length=file_io_max_length, replay_token=A.NULL_VALUE,
                               replay_channel=replay_channel)
 
@@ -298,18 +267,19 @@ class AeronArchive:
         return self.aeron.add_subscription(f"{replay_channel}{separator}session-id={session_id}", replay_stream_id)
 
     def stop_replay(self, replay_session_id: int) -> None:
-        self._call("StopReplayRequest", replay_session_id=replay_session_id)
+        self._call(self._proxy.stop_replay_request, replay_session_id=replay_session_id)
 
     def stop_all_replays(self, recording_id: int = A.NULL_VALUE) -> None:
-        self._call("StopAllReplaysRequest", recording_id=recording_id)
+        self._call(self._proxy.stop_all_replays_request, recording_id=recording_id)
 
     # -------------------------------------------------------------------------------------------- signals
     def poll_for_recording_signals(self, consumer: Callable[[RecordingSignal], None] | None = None) -> int:
         """Deliver the recording signals received so far (and any now waiting) to ``consumer``."""
-        self._subscription.poll(self._assembler, 16)
+        self._poller.poll()
         count = 0
-        while self._signals:
-            signal = self._signals.popleft()
+        signals = self._poller.signals
+        while signals:
+            signal = signals.popleft()
             if consumer is not None:
                 consumer(signal)
             count += 1
@@ -318,21 +288,21 @@ class AeronArchive:
     def poll_for_error_response(self) -> str | None:
         """An ERROR the archive sent that no call was waiting for (an extension refused when its image came, a
         replay that failed after it started), as its message; None if there is none."""
-        self._subscription.poll(self._assembler, 16)
-        for correlation_id, response in list(self._responses.items()):
+        self._poller.poll()
+        responses = self._poller.responses
+        for correlation_id, response in list(responses.items()):
             if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
-                del self._responses[correlation_id]
+                del responses[correlation_id]
                 return _error_text(response)
             if correlation_id == -1:
-                del self._responses[correlation_id]  # the archive's liveness probe
+                del responses[correlation_id]  # the archive's liveness probe
         return None
 
     # -------------------------------------------------------------------------------------------- closing
     def close(self) -> None:
         """Tell the archive the session is over (one try: a gone archive has nobody to tell) and close."""
         if self.control_session_id != A.NULL_VALUE and self._publication.is_connected:
-            self._publication.offer(ARCHIVE.encode(ARCHIVE.CloseSessionRequest(
-                control_session_id=self.control_session_id)))
+            self._proxy.close_session_request(self.control_session_id)
         self._close_resources()
 
     def _close_resources(self) -> None:

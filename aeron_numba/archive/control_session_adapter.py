@@ -18,14 +18,11 @@ import functools
 
 from aeron_numba.archive.control_session import ControlSessionState
 from aeron_numba.client import FragmentAssembler
-from aeron_numba.codecs.archive_messages import ARCHIVE
+from aeron_numba.codecs.archive_messages import ARCHIVE, CONTROL_REQUESTS
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
 from aeron_numba.errors import AeronError
 from aeron_numba.layout.archive_schema import ARCHIVE_SCHEMA_ID
 
-#: Every request of schema 101 an archive receives on its control channels.
-CONTROL_REQUESTS = tuple(m.name for m in ARCHIVE.schema.messages
-                         if m.name.endswith("Request") or m.name == "ChallengeResponse")
 #: Requests this archive answers with ERROR GENERIC "not supported" (replication, segment management, tokens).
 UNSUPPORTED_REQUESTS = (
     "ReplicateRequest", "StopReplicationRequest", "DetachSegmentsRequest", "DeleteDetachedSegmentsRequest",

@@ -202,11 +202,39 @@ class ArchiveProxy(SbeProxy):
             src_control_stream_id=src_control_stream_id, src_control_channel=src_control_channel,
             live_destination=live_destination))
 
+    def start_recording_request2(self, control_session_id: int, correlation_id: int, stream_id: int,
+            source_location: int, auto_stop: int, channel: str) -> bool:
+        """StartRecordingRequest2 (templateId=63)."""
+        return self.offer_message(ARCHIVE.StartRecordingRequest2(control_session_id=control_session_id,
+            correlation_id=correlation_id, stream_id=stream_id, source_location=source_location, auto_stop=auto_stop,
+            channel=channel))
+
+    def extend_recording_request2(self, control_session_id: int, correlation_id: int, recording_id: int, stream_id: int,
+            source_location: int, auto_stop: int, channel: str) -> bool:
+        """ExtendRecordingRequest2 (templateId=64)."""
+        return self.offer_message(ARCHIVE.ExtendRecordingRequest2(control_session_id=control_session_id,
+            correlation_id=correlation_id, recording_id=recording_id, stream_id=stream_id,
+            source_location=source_location, auto_stop=auto_stop, channel=channel))
+
     def stop_recording_by_identity_request(self, control_session_id: int, correlation_id: int,
             recording_id: int) -> bool:
         """StopRecordingByIdentityRequest (templateId=65)."""
         return self.offer_message(ARCHIVE.StopRecordingByIdentityRequest(control_session_id=control_session_id,
             correlation_id=correlation_id, recording_id=recording_id))
+
+    def replicate_request2(self, control_session_id: int, correlation_id: int, src_recording_id: int,
+            dst_recording_id: int, stop_position: int, channel_tag_id: int, subscription_tag_id: int,
+            src_control_stream_id: int, file_io_max_length: int, replication_session_id: int, src_control_channel: str,
+            live_destination: str, replication_channel: str, encoded_credentials: bytes,
+            src_response_channel: str) -> bool:
+        """ReplicateRequest2 (templateId=66)."""
+        return self.offer_message(ARCHIVE.ReplicateRequest2(control_session_id=control_session_id,
+            correlation_id=correlation_id, src_recording_id=src_recording_id, dst_recording_id=dst_recording_id,
+            stop_position=stop_position, channel_tag_id=channel_tag_id, subscription_tag_id=subscription_tag_id,
+            src_control_stream_id=src_control_stream_id, file_io_max_length=file_io_max_length,
+            replication_session_id=replication_session_id, src_control_channel=src_control_channel,
+            live_destination=live_destination, replication_channel=replication_channel,
+            encoded_credentials=encoded_credentials, src_response_channel=src_response_channel))
 
     def max_recorded_position_request(self, control_session_id: int, correlation_id: int, recording_id: int) -> bool:
         """MaxRecordedPositionRequest (templateId=67)."""
