@@ -1,0 +1,116 @@
+"""Stand-ins for what the archive conductor is given (an Aeron client, a mark file): enough to drive its
+``on_<request>`` methods and its control sessions without a media driver."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from aeron_numba.codecs.archive_messages import ARCHIVE
+
+
+class Counter:
+    def __init__(self):
+        self.value = 0
+
+    def get(self):
+        return self.value
+
+    def set(self, value):
+        self.value = value
+
+    def increment(self):
+        self.value += 1
+
+    def get_and_add(self, delta):
+        self.value += delta
+        return self.value - delta
+
+    def close(self):
+        pass
+
+
+class Publication:
+    """A connected response publication keeping each message it took, raw and decoded."""
+
+    def __init__(self, channel="", stream_id=0, session_id=1):
+        self.channel, self.stream_id, self.session_id = channel, stream_id, session_id
+        self.is_connected = True
+        self.raw: list[bytes] = []
+
+    @property
+    def sent(self):
+        return [ARCHIVE.decode(data) for data in self.raw]
+
+    def offer(self, buffer, offset=0, length=None):
+        self.raw.append(bytes(buffer[offset:offset + length]))
+        return 64 * len(self.raw)
+
+    def close(self):
+        self.is_connected = False
+
+
+@dataclass
+class Fragment:
+    """A whole message's header as a FragmentAssembler reads it."""
+
+    session_id: int
+    flags: int = 0xC0  # BEGIN | END
+    next_term_offset: int = 0
+
+
+class Subscription:
+    """Delivers the fragments queued in ``fragments`` (bytes, request image session id)."""
+
+    def __init__(self, registration_id):
+        self.registration_id = registration_id
+        self.fragments: list[tuple[bytes, int]] = []
+
+    def poll(self, handler, limit):
+        count = 0
+        while self.fragments and count < limit:
+            data, session_id = self.fragments.pop(0)
+            handler(data, 0, len(data), Fragment(session_id))
+            count += 1
+        return count
+
+    def close(self):
+        pass
+
+
+class Aeron:
+    client_id = 77
+
+    def __init__(self):
+        self._ids = itertools.count(1000)
+        self.subscriptions: list[Subscription] = []
+        self.publications: list[Publication] = []
+
+    def add_subscription(self, channel, stream_id, **handlers):
+        subscription = Subscription(next(self._ids))
+        self.subscriptions.append(subscription)
+        return subscription
+
+    def add_exclusive_publication(self, channel, stream_id):
+        publication = Publication(channel, stream_id, session_id=len(self.publications) + 1)
+        self.publications.append(publication)
+        return publication
+
+    def add_counter(self, type_id, key, label):
+        return Counter()
+
+
+@dataclass
+class ErrorLog:
+    errors: list = field(default_factory=list)
+
+    def record(self, error):
+        self.errors.append(str(error))
+
+
+@dataclass
+class MarkFile:
+    error_log: ErrorLog = field(default_factory=ErrorLog)
+
+    def update_activity_timestamp(self, now_ms):
+        pass

@@ -1,0 +1,85 @@
+"""The ControlSessionAdapter between the control subscriptions and the conductor: requests arrive as bytes on a
+stand-in control subscription; what is checked is who gets to the conductor and what the client is told."""
+
+from __future__ import annotations
+
+import pytest
+
+from aeron_numba.archive.control_session_adapter import UNSUPPORTED_REQUESTS
+from aeron_numba.codecs.archive_messages import ARCHIVE
+from aeron_numba.layout import archive as A
+from tests.unit.archive.test_archive_conductor import ERROR, connected_session, conductor  # noqa: F401 (fixture)
+
+
+def deliver(conductor, message, session_id=42):
+    """Put ``message`` on the local control subscription and run one duty cycle."""
+    subscription = conductor.control_subscriptions[0]
+    data = message if isinstance(message, bytes) else ARCHIVE.encode(message)
+    subscription.fragments.append((data, session_id))
+    conductor.do_work()
+
+
+def test_a_connect_on_the_control_channel_makes_a_session_with_its_request_image(conductor):
+    deliver(conductor, ARCHIVE.ConnectRequest(correlation_id=3, response_stream_id=20,
+                                              version=A.ARCHIVE_PROTOCOL_VERSION, response_channel="aeron:ipc"),
+            session_id=-8)
+    [session] = conductor.control_sessions.values()
+    assert session.request_image == (conductor.control_subscriptions[0].registration_id, -8)
+    assert session.publication.channel == "aeron:ipc" and session.publication.stream_id == 20
+
+
+def test_requests_of_unknown_sessions_and_unasked_challenge_responses_are_recorded_and_dropped(conductor):
+    session = connected_session(conductor)
+    errors = conductor.mark_file.error_log.errors
+    deliver(conductor, ARCHIVE.ArchiveIdRequest(control_session_id=999, correlation_id=1))
+    deliver(conductor, ARCHIVE.ChallengeResponse(control_session_id=session.control_session_id, correlation_id=2))
+    assert errors == ["ArchiveIdRequest for unknown control session id=999",
+                      f"ChallengeResponse for control session id={session.control_session_id}, which is active, "
+                      "not challenged"]
+    assert session.publication.raw == [] and conductor.errors_recorded == 2
+
+
+@pytest.mark.parametrize("name", UNSUPPORTED_REQUESTS)
+def test_an_unsupported_request_is_answered_generic_not_supported(conductor, name):
+    session = connected_session(conductor)
+    deliver(conductor, getattr(ARCHIVE, name)(control_session_id=session.control_session_id, correlation_id=5))
+    [response] = session.publication.sent
+    assert (response.correlation_id, response.code, response.relevant_id) == \
+        (5, ERROR, A.ARCHIVE_ERROR_CODES["GENERIC"])
+    template_id = ARCHIVE.schema.message(name).template_id
+    assert response.error_message == f"request {name} (templateId={template_id}) is not supported by this archive"
+
+
+def test_an_unauthorised_request_is_refused_but_a_keep_alive_is_always_allowed(conductor):
+    class OnlyKeepAlive:
+        def is_authorised(self, protocol_id, action_id, type_, principal):
+            return False
+
+    session = connected_session(conductor)
+    conductor.control_session_adapter.authorisation_service = OnlyKeepAlive()
+    deliver(conductor, ARCHIVE.ArchiveIdRequest(control_session_id=session.control_session_id, correlation_id=6))
+    deliver(conductor, ARCHIVE.KeepAliveRequest(control_session_id=session.control_session_id, correlation_id=7))
+    [refused] = session.publication.sent
+    assert (refused.correlation_id, refused.relevant_id) == (6, A.ARCHIVE_ERROR_CODES["UNAUTHORISED_ACTION"])
+
+
+def test_a_request_the_conductor_cannot_do_is_answered_and_recorded(conductor):
+    session = connected_session(conductor)
+    deliver(conductor, ARCHIVE.StartRecordingRequest(control_session_id=session.control_session_id, correlation_id=8,
+                                                     stream_id=1, channel="no-scheme"))
+    [response] = session.publication.sent
+    assert (response.correlation_id, response.code) == (8, ERROR)
+    assert response.error_message.startswith("StartRecordingRequest: ")
+    assert conductor.errors_recorded == 1
+
+
+def test_garbage_on_the_control_channel_is_counted_and_recorded_and_the_archive_carries_on(conductor):
+    session = connected_session(conductor)
+    deliver(conductor, b"\x00" * 5)
+    deliver(conductor, ARCHIVE.encode(ARCHIVE.ControlResponse(control_session_id=session.control_session_id)))
+    adapter = conductor.control_session_adapter
+    assert adapter.malformed_count == 2 and conductor.error_counter.get() == 2
+    assert all(e.startswith("ControlSessionAdapter: message dropped: ") for e in conductor.mark_file.error_log.errors)
+    deliver(conductor, ARCHIVE.ArchiveIdRequest(control_session_id=session.control_session_id, correlation_id=9))
+    [response] = session.publication.sent
+    assert response.correlation_id == 9 and session.publication.raw
