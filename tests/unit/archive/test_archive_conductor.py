@@ -85,7 +85,8 @@ def test_requests_about_what_is_not_there_get_the_archive_error_codes(conductor)
     conductor.on_stop_position_request(session, correlation_id=16, recording_id=0)
     conductor.do_work()
     replay, truncate, unknown, stop = session.publication.sent
-    assert (replay.correlation_id, replay.code, replay.relevant_id) == (13, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLAY"])
+    assert (replay.correlation_id, replay.code, replay.relevant_id) == \
+        (13, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLAY"])
     assert (truncate.code, truncate.relevant_id) == (ERROR, A.ARCHIVE_ERROR_CODES["GENERIC"])
     assert "invalid truncate position=33" in truncate.error_message
     assert (unknown.code, unknown.relevant_id) == (ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_RECORDING"])
