@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from aeron_numba.codecs.sbe import SbeCodec, SbeMessageBase
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
 
 #: Offers of one message before a send method reports failure (Aeron's ArchiveProxy.DEFAULT_RETRY_ATTEMPTS).
 DEFAULT_RETRY_ATTEMPTS = 3

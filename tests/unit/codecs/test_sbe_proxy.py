@@ -17,7 +17,7 @@ from aeron_numba.codecs.sbe import MalformedMessageError
 from aeron_numba.codecs.sbe_adapter import handler_name
 from aeron_numba.codecs.sbe_proxy import SbeProxy
 from aeron_numba.layout import sbe as L
-from aeron_numba.layout.publication import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
+from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
 ROOT = Path(__file__).resolve().parents[3]
 
