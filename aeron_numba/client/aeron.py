@@ -11,8 +11,11 @@ with Aeron.connect(Context(aeron_dir="/dev/shm/aeron-me")) as aeron:
 ```
 
 ``connect`` waits (up to the driver timeout) for ``cnc.dat`` to exist and be ready and for the driver's
-heartbeat to be fresh, takes a client id from the to-driver ring buffer, and starts the client conductor
-on a daemon thread. The client ends with ``close()`` (or the ``with`` block), or by itself when the driver
+heartbeat to be fresh, takes a client id from the to-driver ring buffer, and starts the client conductor:
+an ``AgentRunner`` on a daemon thread, or, with ``Context(use_conductor_agent_invoker=True)``, an
+``AgentInvoker`` the application calls itself (``aeron.conductor_agent_invoker.invoke()`` in its own duty
+cycle, often enough to keep the client alive; calls that await the driver service the conductor while they
+wait). The client ends with ``close()`` (or the ``with`` block), or by itself when the driver
 stops (``DriverTimeoutError``) or times it out (``ClientTimeoutError``); every later call raises that error.
 """
 
@@ -22,7 +25,9 @@ import os
 import threading
 import time
 
-from aeron_numba.client.client_conductor import ClientConductor, epoch_ms
+from aeron_numba.agent.agent_runner import AgentInvoker, AgentRunner
+from aeron_numba.agent.idle_strategy import SleepingIdleStrategy
+from aeron_numba.client.client_conductor import ClientConductor
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.client.context import Context
 from aeron_numba.client.counter import Counter
@@ -61,7 +66,8 @@ def connect_to_driver(context: Context) -> CncFile:
     """Map ``cnc.dat`` once the driver has created it, signalled ready, and is heartbeating (Aeron semantics).
 
     A ``cnc.dat`` whose heartbeat is older than the driver timeout is left behind by a dead driver: it is
-    unmapped and looked at again (a new driver may be replacing it) until the deadline.
+    unmapped and looked at again (a new driver may be replacing it) until the deadline. The heartbeat's age
+    is taken from ``context.epoch_clock``; the deadline is real time, since this waits by sleeping.
     Raises ``DriverTimeoutError`` at the deadline, saying which of the steps did not happen.
     """
     path = context.cnc_file_path
@@ -104,7 +110,7 @@ def connect_to_driver(context: Context) -> CncFile:
             cnc_file.close()
             raise
         del to_driver
-        age_ms = epoch_ms() - heartbeat_ms
+        age_ms = context.epoch_clock.time() - heartbeat_ms
         if age_ms <= timeout_ms:
             return cnc_file
         cnc_file.close()
@@ -122,11 +128,17 @@ class Aeron:
     def __init__(self, context: Context, conductor: ClientConductor):
         self.context = context
         self._conductor = conductor
-        self._release_on_exit = False
-        self._thread = threading.Thread(
-            target=self._run_conductor, name=f"aeron-client-conductor-{conductor.client_id}", daemon=True
-        )
-        self._thread.start()
+        self._conductor_runner: AgentRunner | None = None
+        self._conductor_invoker: AgentInvoker | None = None
+        if context.use_conductor_agent_invoker:
+            self._conductor_invoker = AgentInvoker(conductor, context.error_handler)
+            self._conductor_invoker.start()
+        else:
+            stop = conductor.stop_event
+            # Idle sleeps end early when the client ends, so close() need not wait out a sleep.
+            idle = SleepingIdleStrategy(context.idle_sleep_duration_ns, parker=lambda ns: stop.wait(ns / 1e9))
+            self._conductor_runner = AgentRunner(conductor, idle, context.error_handler)
+            AgentRunner.start_on_thread(self._conductor_runner, f"{conductor.role_name()}-{conductor.client_id}")
 
     @classmethod
     def connect(cls, context: Context | None = None) -> "Aeron":
@@ -144,16 +156,6 @@ class Aeron:
             raise
         return cls(context, conductor)
 
-    def _run_conductor(self) -> None:
-        conductor = self._conductor
-        stop = conductor.stop_event
-        idle_s = self.context.idle_sleep_duration_ns / 1e9
-        while not stop.is_set():
-            if conductor.duty_cycle() <= 0:
-                stop.wait(idle_s)
-        if self._release_on_exit:
-            self._release()
-
     # ------------------------------------------------------------------------------------------- facts
     @property
     def client_id(self) -> int:
@@ -162,6 +164,11 @@ class Aeron:
     @property
     def conductor(self) -> ClientConductor:
         return self._conductor
+
+    @property
+    def conductor_agent_invoker(self) -> AgentInvoker | None:
+        """The invoker to call in invoker mode (``use_conductor_agent_invoker``); None when a thread runs it."""
+        return self._conductor_invoker
 
     @property
     def counters_reader(self) -> CountersReader:
@@ -234,27 +241,20 @@ class Aeron:
 
     # -------------------------------------------------------------------------------------------- close
     def close(self) -> None:
-        """Close every resource, tell the driver (CLIENT_CLOSE), stop the conductor thread and unmap.
+        """Close every resource, tell the driver (CLIENT_CLOSE), stop the conductor's runner or invoker, unmap.
 
         Idempotent. Arrays a compiled caller still holds keep their mapping alive until they are dropped.
         """
         conductor = self._conductor
         conductor.close()
-        if threading.current_thread() is self._thread:
-            self._release_on_exit = True  # called from the error handler: unmap when the thread exits
-            return
-        self._thread.join()
-        self._release()
-
-    def _release(self) -> None:
-        conductor = self._conductor
-        conductor.release_mappings()
-        try:
-            conductor.cnc.close()
-        except BufferError:
-            pass  # views held elsewhere; the mapping goes with the last of them
-        except ValueError:
-            pass  # already closed
+        if self._conductor_invoker is not None:
+            self._conductor_invoker.close()
+        else:
+            runner = self._conductor_runner
+            runner.close(timeout_s=None)
+            if threading.current_thread() is runner.thread:
+                return  # called from the error handler: the conductor's on_close unmaps when its loop ends
+        conductor.release_mappings()  # on_close did, unless the client had already ended by itself
 
     def __enter__(self) -> "Aeron":
         return self

@@ -4,11 +4,17 @@ It owns everything a client shares with the driver: the proxy that writes comman
 reads responses, the mapped log buffers (one mapping per log file, reference counted, unmapped after the
 resource linger) and the client heartbeat counter.
 
-Threads. The conductor's duty cycle runs on a daemon thread (sleeping idle, 16 ms) and, while an API call
-waits for the driver's answer, on the application thread. One re-entrant lock guards its state: API calls
-take it for the whole command/response exchange, the conductor thread only takes it when free (a busy
-lock means the application thread is servicing the conductor itself). Handlers (image available /
-unavailable) run with the lock held and may not call back into the client (as in Aeron).
+An Agent (Aeron's ``ClientConductor implements Agent``). ``do_work()`` is run by an ``AgentRunner`` on a
+daemon thread (sleeping idle, 16 ms), or, with ``use_conductor_agent_invoker``, by the application through
+``aeron.conductor_agent_invoker.invoke()``; in both modes an API call awaiting the driver's answer services
+the conductor itself on the application thread. One re-entrant lock guards its state: API calls take it for
+the whole command/response exchange, ``do_work`` only takes it when free (a busy lock means the application
+thread is servicing the conductor itself). Handlers (image available / unavailable) run with the lock held
+and may not call back into the client (as in Aeron).
+
+Time. Every timer reads the context's clocks, never ``time`` directly: ``nano_clock`` for the keepalive
+interval, the service timeout, the response deadline and the resource linger; ``epoch_clock`` for the
+driver's heartbeat age and the client's own heartbeat. Tests inject cached clocks and call ``do_work()``.
 
 Liveness (spec §6, §11.5). Every keepalive interval the conductor checks the driver's heartbeat in the
 to-driver ring buffer (older than ``driver_timeout_ms`` → ``DriverTimeoutError``) and writes the epoch
@@ -27,6 +33,7 @@ import time
 from typing import Callable
 
 import aeron_numba
+from aeron_numba.agent.agent import AgentTerminationException
 from aeron_numba.client.context import Context
 from aeron_numba.client.counter import Counter
 from aeron_numba.client.driver_events_adapter import DriverEventsAdapter
@@ -59,16 +66,16 @@ from aeron_numba.layout.log_buffers import LogBuffers
 TIMER_CHECK_INTERVAL_NS = 16_000_000
 
 
-def epoch_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class ClientConductor:
     """See the module docstring. Created by ``Aeron.connect``; not used directly."""
+
+    ROLE_NAME = "aeron-client-conductor"
 
     def __init__(self, context: Context, cnc_file: CncFile):
         self.context = context
         self.cnc = cnc_file
+        self.nano_clock = context.nano_clock
+        self.epoch_clock = context.epoch_clock
         self._lock = threading.RLock()
         self.to_driver = ManyToOneRingBuffer(cnc_file.to_driver_buffer)
         self.counters_reader = CountersReader(cnc_file.counters_metadata_buffer, cnc_file.counters_values_buffer)
@@ -83,11 +90,11 @@ class ClientConductor:
                 f"keepalive_interval_ns={self.keepalive_interval_ns} >= the driver's client liveness timeout"
                 f" {self.inter_service_timeout_ns} ns: the driver would time this client out"
             )
-        self.driver_proxy = DriverProxy(self.to_driver, self.client_id, self.driver_timeout_ns)
+        self.driver_proxy = DriverProxy(self.to_driver, self.client_id, self.driver_timeout_ns, self.nano_clock)
         receiver = CopyBroadcastReceiver(BroadcastReceiver(cnc_file.to_clients_buffer))
         self.driver_events_adapter = DriverEventsAdapter(receiver, self.client_id, self)
 
-        now_ns = time.monotonic_ns()
+        now_ns = self.nano_clock.nano_time()
         self._time_of_last_service_ns = now_ns
         self._time_of_last_keepalive_ns = now_ns
         self._time_of_last_timer_check_ns = now_ns
@@ -101,35 +108,59 @@ class ClientConductor:
         self._response_error: BaseException | None = None
 
         self._is_closed = False
+        self._close_requested = False
         self._mappings_released = False
         self.termination_cause: BaseException | None = None
         self._callback_thread: int | None = None
+        # Set when the client ends, by close() or a termination: cuts the conductor thread's idle sleep short.
         self.stop_event = threading.Event()
 
         # Tell the driver about this client at once so it allocates the heartbeat counter (§11.5).
         self.driver_proxy.client_keepalive()
 
-    # ================================================================================ duty cycle / timers
+    # ======================================================================================= agent / timers
     @property
     def is_closed(self) -> bool:
         return self._is_closed
 
-    def duty_cycle(self) -> int:
-        """One cycle of the conductor thread: skipped (0) when an API call holds the lock; -1 once closed."""
+    def role_name(self) -> str:
+        return self.ROLE_NAME
+
+    def on_start(self) -> None:
+        """Nothing to start: the constructor already announced the client to the driver."""
+
+    def do_work(self) -> int:
+        """One duty cycle: skipped (0) while an API call holds the lock; ``AgentTerminationException`` once closed.
+
+        Errors of the cycle go to the error handler and the conductor carries on (Aeron's).
+        """
+        if self._is_closed:  # checked before the lock too: a closed client must not spin while it is held
+            raise AgentTerminationException(f"Aeron client client_id={self.client_id} is closed")
         if not self._lock.acquire(blocking=False):
             return 0
         try:
             if self._is_closed:
-                return -1
+                raise AgentTerminationException(f"Aeron client client_id={self.client_id} is closed")
             return self._service(NULL_VALUE)
-        except Exception as exc:  # noqa: BLE001 - the conductor thread reports and keeps running
+        except AgentTerminationException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the conductor reports and keeps running
             self.handle_error(exc)
             return 0
         finally:
             self._lock.release()
 
+    def on_close(self) -> None:
+        """The runner or invoker has stopped: unmap everything if the application closed the client.
+
+        After a termination (driver or client timeout) the mappings stay until the application calls
+        ``Aeron.close()``, as before this conductor became an agent.
+        """
+        if self._close_requested:
+            self.release_mappings()
+
     def _service(self, correlation_id: int) -> int:
-        work = self._check_timeouts(time.monotonic_ns())
+        work = self._check_timeouts(self.nano_clock.nano_time())
         if self._is_closed:
             return work
         return work + self.driver_events_adapter.receive(correlation_id)
@@ -158,7 +189,7 @@ class ClientConductor:
 
     def _check_driver_liveness(self) -> bool:
         last_ms = self.driver_proxy.time_of_last_driver_keepalive_ms()
-        now = epoch_ms()
+        now = self.epoch_clock.time()
         timeout_ms = self.driver_timeout_ns // 1_000_000
         if now > last_ms + timeout_ms:
             if last_ms == NULL_VALUE:
@@ -173,7 +204,7 @@ class ClientConductor:
         return True
 
     def _heartbeat(self) -> None:
-        now = epoch_ms()
+        now = self.epoch_clock.time()
         reader = self.counters_reader
         counter_id = self.heartbeat_counter_id
         if counter_id == counters_layout.NULL_COUNTER_ID:
@@ -254,9 +285,13 @@ class ClientConductor:
             self._callback_thread = None
 
     def close(self) -> None:
-        """Close every resource and send CLIENT_CLOSE (unless the client already ended); stop the thread."""
+        """Close every resource and send CLIENT_CLOSE (unless the client already ended); stop the duty cycle.
+
+        The mappings go in ``on_close`` (or ``release_mappings``), once nothing runs the duty cycle any more.
+        """
         with self._lock:
             self._ensure_not_reentrant()
+            self._close_requested = True
             if not self._is_closed:
                 self._is_closed = True
                 self._force_close_resources()
@@ -267,7 +302,10 @@ class ClientConductor:
             self.stop_event.set()
 
     def release_mappings(self) -> None:
-        """Unmap the log buffers and drop this conductor's views of cnc.dat (after the thread stopped)."""
+        """Unmap the log buffers and cnc.dat (once the duty cycle no longer runs). Idempotent.
+
+        Arrays a compiled caller still holds keep their mapping alive until they are dropped.
+        """
         with self._lock:
             if self._mappings_released:
                 return
@@ -275,9 +313,15 @@ class ClientConductor:
             for entry in self._log_buffers.values():
                 self._lingering.append([0, entry[0]])
             self._log_buffers.clear()
-            self._close_lingering(time.monotonic_ns(), force=True)
+            self._close_lingering(self.nano_clock.nano_time(), force=True)
             self.to_driver = self.driver_events_adapter = self.driver_proxy = None
             self.counters_reader = self.counters_values_buffer = None
+            try:
+                self.cnc.close()
+            except BufferError:
+                pass  # views held elsewhere; the mapping goes with the last of them
+            except ValueError:
+                pass  # already closed
 
     def _force_close_resources(self) -> None:
         resources = list(self._resource_by_registration_id.values())
@@ -309,7 +353,7 @@ class ClientConductor:
         entry[1] -= 1
         if entry[1] <= 0:
             del self._log_buffers[log_file_name]
-            deadline = time.monotonic_ns() + self.context.resource_linger_duration_ns
+            deadline = self.nano_clock.nano_time() + self.context.resource_linger_duration_ns
             self._lingering.append([deadline, entry[0]])
 
     def _close_lingering(self, now_ns: int, force: bool = False) -> None:
@@ -342,7 +386,9 @@ class ClientConductor:
 
     # ====================================================================================== API (app side)
     def _await_response(self, correlation_id: int, msg_type_id: int):
-        deadline_ns = time.monotonic_ns() + self.driver_timeout_ns
+        """Service the conductor on this (application) thread until the driver answers ``correlation_id``."""
+        nano_time = self.nano_clock.nano_time
+        deadline_ns = nano_time() + self.driver_timeout_ns
         sleep_s = self.context.await_response_sleep_ns / 1e9
         self._response_resource = None
         self._response_error = None
@@ -356,7 +402,7 @@ class ClientConductor:
                         raise self._response_error
                     return self._response_resource
                 self._raise_if_closed()
-                if time.monotonic_ns() > deadline_ns:
+                if nano_time() > deadline_ns:
                     raise DriverTimeoutError(
                         f"no response from MediaDriver to {command_name(msg_type_id)} correlation_id={correlation_id}"
                         f" within driver_timeout_ms={self.driver_timeout_ns // 1_000_000}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from aeron_numba.agent.clock import SystemEpochClock, SystemNanoClock
 from aeron_numba.codecs.channel_uri import parse_duration_ns
 from aeron_numba.errors import ConfigurationError, InvalidChannelError
 
@@ -31,6 +32,9 @@ DRIVER_TIMEOUT_ENV = "AERON_DRIVER_TIMEOUT"  # ms
 RESOURCE_LINGER_DURATION_ENV = "AERON_CLIENT_RESOURCE_LINGER_DURATION"  # ns, or with a ns/us/ms/s suffix
 IDLE_SLEEP_DURATION_ENV = "AERON_CLIENT_IDLE_SLEEP_DURATION"  # ns, or with a suffix
 CLIENT_NAME_ENV = "AERON_CLIENT_NAME"
+# Ours: Aeron sets use_conductor_agent_invoker in code only. true/false, 1/0, on/off.
+USE_CONDUCTOR_AGENT_INVOKER_ENV = "AERON_USE_CONDUCTOR_AGENT_INVOKER"
+_BOOLEANS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
 
 ErrorHandler = Callable[[BaseException], None]
 
@@ -58,6 +62,16 @@ def _env_duration_ns(environ: Mapping[str, str], name: str) -> int | None:
         return parse_duration_ns(name, text)
     except InvalidChannelError as exc:
         raise ConfigurationError(str(exc)) from None
+
+
+def _env_bool(environ: Mapping[str, str], name: str) -> bool | None:
+    text = environ.get(name)
+    if text is None or text == "":
+        return None
+    value = _BOOLEANS.get(text.strip().lower())
+    if value is None:
+        raise ConfigurationError(f"{name}={text!r} is not a boolean (true/false, 1/0, on/off)")
+    return value
 
 
 def _check_int(name: str, value, low: int, high: int | None = None, high_name: str | None = None) -> int:
@@ -98,6 +112,16 @@ class Context:
         Default ``handler(image)`` for subscriptions that do not pass their own.
     await_response_sleep_ns : int
         Sleep between polls of the driver's responses while an API call waits for one (1 ms).
+    use_conductor_agent_invoker : bool, optional
+        False (default, env ``AERON_USE_CONDUCTOR_AGENT_INVOKER``): the client conductor runs on its own
+        daemon thread. True: no thread; the application drives it with ``aeron.conductor_agent_invoker.invoke()``
+        often enough to keep the client alive (well within the driver's client liveness timeout).
+    nano_clock : object with ``nano_time()``
+        Monotonic time of every conductor timer: keepalive, service and response timeouts, linger
+        (``SystemNanoClock``; tests inject a ``CachedNanoClock``).
+    epoch_clock : object with ``time()``
+        Epoch milliseconds compared with the driver's heartbeat and written to the client's heartbeat
+        counter (``SystemEpochClock``).
     environ : mapping, optional
         Where environment variables are read from (``os.environ``); tests pass a dict.
     """
@@ -112,6 +136,9 @@ class Context:
     available_image_handler: Callable | None = None
     unavailable_image_handler: Callable | None = None
     await_response_sleep_ns: int = DEFAULT_AWAIT_RESPONSE_SLEEP_NS
+    use_conductor_agent_invoker: bool | None = None
+    nano_clock: object = field(default=SystemNanoClock, repr=False)
+    epoch_clock: object = field(default=SystemEpochClock, repr=False)
     environ: Mapping[str, str] | None = field(default=None, repr=False)
     _is_concluded: bool = field(default=False, init=False, repr=False)
 
@@ -142,6 +169,9 @@ class Context:
             self.idle_sleep_duration_ns = DEFAULT_IDLE_SLEEP_DURATION_NS if env is None else env
         if self.client_name is None:
             self.client_name = environ.get(CLIENT_NAME_ENV, "")
+        if self.use_conductor_agent_invoker is None:
+            env = _env_bool(environ, USE_CONDUCTOR_AGENT_INVOKER_ENV)
+            self.use_conductor_agent_invoker = False if env is None else env
 
         _check_int("driver_timeout_ms", self.driver_timeout_ms, 1)
         driver_timeout_ns = self.driver_timeout_ms * 1_000_000
@@ -166,6 +196,12 @@ class Context:
             )
         if not self.client_name.isascii():
             raise ConfigurationError(f"client_name={self.client_name!r} must be ASCII")
+        if not isinstance(self.use_conductor_agent_invoker, bool):
+            raise ConfigurationError(f"use_conductor_agent_invoker={self.use_conductor_agent_invoker!r} must be a bool")
+        if not callable(getattr(self.nano_clock, "nano_time", None)):
+            raise ConfigurationError(f"nano_clock={self.nano_clock!r} must have nano_time()")
+        if not callable(getattr(self.epoch_clock, "time", None)):
+            raise ConfigurationError(f"epoch_clock={self.epoch_clock!r} must have time()")
         if self.error_handler is None:
             self.error_handler = default_error_handler
         for name in ("error_handler", "available_image_handler", "unavailable_image_handler"):

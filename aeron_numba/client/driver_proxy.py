@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.errors import DriverTimeoutError
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -36,10 +37,11 @@ def command_name(msg_type_id: int) -> str:
 class DriverProxy:
     """Writes commands for one client. Not thread-safe on its own: the conductor's lock serialises use."""
 
-    def __init__(self, to_driver: ManyToOneRingBuffer, client_id: int, driver_timeout_ns: int):
+    def __init__(self, to_driver: ManyToOneRingBuffer, client_id: int, driver_timeout_ns: int, nano_clock=SystemNanoClock):
         self.to_driver = to_driver
         self.client_id = client_id
         self.driver_timeout_ns = driver_timeout_ns
+        self.nano_clock = nano_clock
 
     def next_correlation_id(self) -> int:
         return self.to_driver.next_correlation_id()
@@ -51,9 +53,10 @@ class DriverProxy:
         data = message.encode()
         if self.to_driver.write(msg_type_id, data):
             return
-        deadline = time.monotonic_ns() + self.driver_timeout_ns
+        nano_time = self.nano_clock.nano_time
+        deadline = nano_time() + self.driver_timeout_ns
         while not self.to_driver.write(msg_type_id, data):
-            if time.monotonic_ns() > deadline:
+            if nano_time() > deadline:
                 raise DriverTimeoutError(
                     f"could not write {command_name(msg_type_id)} to the to-driver ring buffer: still full after"
                     f" driver_timeout_ms={self.driver_timeout_ns // 1_000_000} (is the driver running?)"
