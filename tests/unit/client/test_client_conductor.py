@@ -1,5 +1,8 @@
-"""Aeron.connect and the client conductor against a scripted driver: waiting for cnc.dat, heartbeats,
-driver timeout, client timeout, command timeouts, close and reentrancy (spec §6, §11.5, §14)."""
+"""Aeron.connect and the client conductor thread against a scripted driver: waiting for cnc.dat, client
+timeout, loss of the heartbeat counter, async errors, close and reentrancy (spec §6, §11.5, §14).
+
+The conductor's timers (keepalive, driver timeout, service timeout, response deadline, linger) are tested
+with injected clocks in tests/unit/client/test_client_conductor_agent.py."""
 
 from __future__ import annotations
 
@@ -9,11 +12,9 @@ import time
 import pytest
 
 from aeron_numba.client import (
-    CLOSED,
     Aeron,
     ClientClosedError,
     ClientTimeoutError,
-    ConductorServiceTimeoutError,
     Context,
     DriverTimeoutError,
 )
@@ -21,7 +22,6 @@ from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
-from aeron_numba.layout import counters as counters_layout
 from harness.awaiting import await_condition
 from tests.unit.client_support import SMALL_CNC, FakeDriver, connect, epoch_ms, mapping_count
 
@@ -119,55 +119,7 @@ def test_keepalive_interval_must_be_below_the_drivers_client_liveness_timeout(sh
             connect(driver)
 
 
-# ------------------------------------------------------------------------------------------- heartbeats
-def test_heartbeat_counter_is_found_and_updated(driver):
-    aeron, errors = connect(driver, keepalive_interval_ns=50_000_000, client_name="tester")
-    with aeron:
-        # The conductor announces itself so the driver allocates the heartbeat counter (type 11).
-        driver.wait_for_command(cp.CLIENT_KEEPALIVE)
-        await_condition(lambda: aeron.client_id in driver.heartbeat_counter_by_client, 5, "heartbeat counter")
-        counter_id = driver.heartbeat_counter_by_client[aeron.client_id]
-        reader = aeron.counters_reader
-        assert reader.get_counter_type_id(counter_id) == counters_layout.CLIENT_HEARTBEAT_TYPE_ID
-        await_condition(lambda: aeron.conductor.heartbeat_counter_id == counter_id, 5, "client found its counter")
-        await_condition(lambda: driver.counter_value(counter_id) > 0, 5, "first heartbeat")
-        first = driver.counter_value(counter_id)
-        assert abs(first - epoch_ms()) < 5_000
-        await_condition(lambda: driver.counter_value(counter_id) > first, 5, "heartbeat advanced")
-        label = reader.get_counter_label(counter_id)
-        assert label.startswith(f"client-heartbeat: id={aeron.client_id} name=tester version=")
-    assert errors == []
-
-
-def test_driver_timeout_closes_the_client(driver):
-    aeron, errors = connect(driver, driver_timeout_ms=500, keepalive_interval_ns=50_000_000)
-    publication = aeron.add_publication("aeron:ipc", 7)
-    driver.heartbeat = False
-    stopped = time.monotonic()
-    await_condition(lambda: errors, 5, "driver timeout reported")
-    detected = time.monotonic() - stopped
-    assert isinstance(errors[0], DriverTimeoutError)
-    assert "driver_timeout_ms=500" in str(errors[0])
-    assert 0.3 <= detected < 2.0
-    assert aeron.is_closed
-    assert publication.is_closed and publication.offer(b"x") == CLOSED
-    with pytest.raises(DriverTimeoutError, match="MediaDriver keepalive"):
-        aeron.add_subscription("aeron:ipc", 7)
-    with pytest.raises(DriverTimeoutError):
-        aeron.add_publication("aeron:ipc", 7)
-    aeron.close()
-    assert driver.commands_of(cp.CLIENT_CLOSE) == []  # the driver is gone: no CLIENT_CLOSE
-
-
-def test_driver_shutdown_heartbeat_null_is_reported(driver):
-    aeron, errors = connect(driver, driver_timeout_ms=500, keepalive_interval_ns=50_000_000)
-    with aeron:
-        driver.heartbeat = False
-        driver.run_on_driver(lambda: driver.ring.set_consumer_heartbeat_time(-1))
-        await_condition(lambda: errors, 5, "driver shutdown reported")
-        assert isinstance(errors[0], DriverTimeoutError) and "has been shut down" in str(errors[0])
-
-
+# ------------------------------------------------------------------------------------------- liveness
 def test_client_timeout_from_driver_closes_the_client(driver):
     aeron, errors = connect(driver)
     other, other_errors = connect(driver)
@@ -197,20 +149,6 @@ def test_heartbeat_counter_freed_by_driver_ends_the_client(driver):
 
 
 # ------------------------------------------------------------------------------------------ commands
-def test_no_response_raises_driver_timeout_but_keeps_the_client(driver):
-    aeron, errors = connect(driver, driver_timeout_ms=400, keepalive_interval_ns=100_000_000)
-    with aeron:
-        driver.respond = False
-        started = time.monotonic()
-        with pytest.raises(DriverTimeoutError, match="no response from MediaDriver to ADD_PUBLICATION"):
-            aeron.add_publication("aeron:ipc", 5)
-        assert time.monotonic() - started >= 0.4
-        driver.respond = True
-        assert not aeron.is_closed
-        assert aeron.add_publication("aeron:ipc", 5).stream_id == 5
-    assert errors == []
-
-
 def test_handlers_may_not_call_back_into_the_client(driver):
     aeron, errors = connect(driver)
     with aeron:
@@ -266,18 +204,3 @@ def test_close_unmaps_cnc_and_every_log(driver):
     aeron.close()
     assert [mapping_count(path) for path in paths] == [1, 1, 1]
     assert errors == []
-
-
-def test_conductor_not_serviced_within_liveness_timeout_closes_the_client(shm_dir):
-    with FakeDriver(shm_dir / "aeron", client_liveness_timeout_ns=600_000_000) as driver:
-        aeron, errors = connect(driver, keepalive_interval_ns=100_000_000)
-        with aeron:
-            publication = aeron.add_publication("aeron:ipc", 22)
-            with aeron.conductor._lock:  # a stalled process: nothing services the conductor
-                time.sleep(0.8)
-            await_condition(lambda: errors, 5, "service timeout reported")
-            assert isinstance(errors[0], ConductorServiceTimeoutError)
-            assert "> client liveness timeout 600 ms" in str(errors[0])
-            assert aeron.is_closed and publication.is_closed
-            with pytest.raises(ConductorServiceTimeoutError):
-                aeron.add_subscription("aeron:ipc", 22)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from aeron_numba.aeron_dir import default_aeron_dir
+from aeron_numba.agent import CachedEpochClock, CachedNanoClock, SystemEpochClock, SystemNanoClock
 from aeron_numba.client import Context
 from aeron_numba.client import context as C
 from aeron_numba.errors import ConfigurationError
@@ -23,6 +24,8 @@ def test_defaults_match_spec_section_14():
     assert ctx.cnc_file_path == Path("/tmp/x/cnc.dat")
     assert ctx.driver_timeout_ns == 10_000_000_000
     assert callable(ctx.error_handler)
+    assert ctx.use_conductor_agent_invoker is False  # the conductor runs on its own thread
+    assert ctx.nano_clock is SystemNanoClock and ctx.epoch_clock is SystemEpochClock
 
 
 def test_default_aeron_dir_comes_from_resolve_aeron_dir():
@@ -38,12 +41,28 @@ def test_environment_variables_are_read_by_conclude():
         C.RESOURCE_LINGER_DURATION_ENV: "250ms",
         C.IDLE_SLEEP_DURATION_ENV: "5ms",
         C.CLIENT_NAME_ENV: "orders",
+        C.USE_CONDUCTOR_AGENT_INVOKER_ENV: "true",
     }
     ctx = Context(aeron_dir="/tmp/x", environ=environ).conclude()
     assert ctx.driver_timeout_ms == 2500
     assert ctx.resource_linger_duration_ns == 250_000_000
     assert ctx.idle_sleep_duration_ns == 5_000_000
     assert ctx.client_name == "orders"
+    assert ctx.use_conductor_agent_invoker is True
+
+
+@pytest.mark.parametrize("text, expected", [("false", False), ("0", False), ("OFF", False), ("1", True), ("on", True)])
+def test_use_conductor_agent_invoker_from_the_environment(text, expected):
+    environ = {C.USE_CONDUCTOR_AGENT_INVOKER_ENV: text}
+    assert Context(aeron_dir="/tmp/x", environ=environ).conclude().use_conductor_agent_invoker is expected
+    explicit = Context(aeron_dir="/tmp/x", use_conductor_agent_invoker=not expected, environ=environ).conclude()
+    assert explicit.use_conductor_agent_invoker is (not expected)
+
+
+def test_clocks_are_injected():
+    nano_clock, epoch_clock = CachedNanoClock(5), CachedEpochClock(7)
+    ctx = Context(aeron_dir="/tmp/x", nano_clock=nano_clock, epoch_clock=epoch_clock, environ={}).conclude()
+    assert ctx.nano_clock is nano_clock and ctx.epoch_clock is epoch_clock
 
 
 def test_explicit_values_beat_the_environment():
@@ -63,6 +82,9 @@ def test_explicit_values_beat_the_environment():
         (dict(client_name="caf\u00e9"), ["client_name", "ASCII"]),
         (dict(error_handler=42), ["error_handler=42", "callable"]),
         (dict(driver_timeout_ms="10"), ["driver_timeout_ms='10'", "int"]),
+        (dict(use_conductor_agent_invoker="yes"), ["use_conductor_agent_invoker='yes'", "bool"]),
+        (dict(nano_clock=42), ["nano_clock=42", "nano_time()"]),
+        (dict(epoch_clock=CachedNanoClock()), ["epoch_clock=CachedNanoClock(0)", "time()"]),
     ],
 )
 def test_conclude_names_value_and_limit(kwargs, fragments):
@@ -77,6 +99,8 @@ def test_bad_environment_values_are_configuration_errors():
         Context(aeron_dir="/tmp/x", environ={C.DRIVER_TIMEOUT_ENV: "ten"}).conclude()
     with pytest.raises(ConfigurationError, match="AERON_CLIENT_RESOURCE_LINGER_DURATION"):
         Context(aeron_dir="/tmp/x", environ={C.RESOURCE_LINGER_DURATION_ENV: "soon"}).conclude()
+    with pytest.raises(ConfigurationError, match="AERON_USE_CONDUCTOR_AGENT_INVOKER='maybe' is not a boolean"):
+        Context(aeron_dir="/tmp/x", environ={C.USE_CONDUCTOR_AGENT_INVOKER_ENV: "maybe"}).conclude()
 
 
 def test_conclude_is_idempotent():
