@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -157,6 +158,38 @@ def test_publisher_killed_between_claim_and_commit_is_unblocked(driver, process_
         counters.await_value(lambda v: v == 1, 30, label="Unblocked Publications")
         await_condition(lambda: subscription.poll(handler, 10) > 0 or received, 10, "message after the hole")
         assert received == [b"after the dead claim"]
+
+
+def test_invoker_mode_client_publishes_and_receives_with_no_conductor_thread(driver, aeron_dir):
+    """use_conductor_agent_invoker: the application's own loop drives the conductor (keepalives, images)."""
+    _, counters = driver
+    errors = []
+    with _client(aeron_dir, use_conductor_agent_invoker=True, error_handler=errors.append) as aeron:
+        invoker = aeron.conductor_agent_invoker
+        assert invoker.is_running
+        assert not [t for t in threading.enumerate() if t.name.endswith(f"conductor-{aeron.client_id}")]
+
+        def invoked(condition):
+            return lambda: invoker.invoke() >= 0 and condition()
+
+        subscription = aeron.add_subscription("aeron:ipc", STREAM)
+        publication = aeron.add_publication("aeron:ipc", STREAM)
+        await_condition(invoked(lambda: publication.is_connected and subscription.image_count == 1), 10, "connected")
+        sent = [f"invoked-{i}".encode() for i in range(20)]
+        for message in sent:
+            await_condition(invoked(lambda: publication.offer(message) > 0), 10, "offer")
+        received = []
+        handler = lambda b, o, n, h: received.append(bytes(b[o:o + n]))  # noqa: E731
+        await_condition(invoked(lambda: subscription.poll(handler, 10) >= 0 and len(received) == len(sent)), 10,
+                        "every message received")
+        assert received == sent
+        # Only invoke() drives the keepalives: the driver sees the client's heartbeat move.
+        heartbeat = counters.await_counter(10, type_id=cl.CLIENT_HEARTBEAT_TYPE_ID, registration_id=aeron.client_id)
+        first = counters.await_value(lambda v: v > 0, 10, counter_id=heartbeat.counter_id)
+        await_condition(invoked(lambda: counters.value(heartbeat.counter_id) > first), 10, "heartbeat advanced")
+        assert not aeron.is_closed
+    assert invoker.is_closed
+    assert errors == []
 
 
 def test_stopping_the_driver_raises_driver_timeout_in_a_connected_client(driver, aeron_dir):
