@@ -22,7 +22,6 @@ stops (``DriverTimeoutError``) or times it out (``ClientTimeoutError``); every l
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 from aeron_numba.agent.agent_runner import AgentInvoker, AgentRunner
@@ -250,11 +249,10 @@ class Aeron:
         if self._conductor_invoker is not None:
             self._conductor_invoker.close()
         else:
-            runner = self._conductor_runner
-            runner.close(timeout_s=None)
-            if threading.current_thread() is runner.thread:
-                return  # called from the error handler: the conductor's on_close unmaps when its loop ends
-        conductor.release_mappings()  # on_close did, unless the client had already ended by itself
+            self._conductor_runner.close(timeout_s=None)  # from the conductor thread itself: only requests
+        # on_close has unmapped, unless the client had ended by itself before; from inside a duty cycle (the
+        # error handler) the unmapping waits for the cycle's end.
+        conductor.release_mappings()
 
     def __enter__(self) -> "Aeron":
         return self

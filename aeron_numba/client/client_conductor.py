@@ -110,6 +110,10 @@ class ClientConductor:
         self._is_closed = False
         self._close_requested = False
         self._mappings_released = False
+        # True during a duty cycle (under the lock). An error handler that closes the client from inside one
+        # must not unmap what the cycle is still reading: the unmapping waits for the cycle's end.
+        self._is_servicing = False
+        self._is_release_deferred = False
         self.termination_cause: BaseException | None = None
         self._callback_thread: int | None = None
         # Set when the client ends, by close() or a termination: cuts the conductor thread's idle sleep short.
@@ -160,10 +164,16 @@ class ClientConductor:
             self.release_mappings()
 
     def _service(self, correlation_id: int) -> int:
-        work = self._check_timeouts(self.nano_clock.nano_time())
-        if self._is_closed:
-            return work
-        return work + self.driver_events_adapter.receive(correlation_id)
+        self._is_servicing = True
+        try:
+            work = self._check_timeouts(self.nano_clock.nano_time())
+            if self._is_closed:
+                return work
+            return work + self.driver_events_adapter.receive(correlation_id)
+        finally:
+            self._is_servicing = False
+            if self._is_release_deferred:
+                self.release_mappings()
 
     def _check_timeouts(self, now_ns: int) -> int:
         if now_ns - self._time_of_last_timer_check_ns < TIMER_CHECK_INTERVAL_NS:
@@ -302,13 +312,18 @@ class ClientConductor:
             self.stop_event.set()
 
     def release_mappings(self) -> None:
-        """Unmap the log buffers and cnc.dat (once the duty cycle no longer runs). Idempotent.
+        """Unmap the log buffers and cnc.dat once the duty cycle no longer runs. Idempotent.
 
+        Called from inside a duty cycle (an error handler closing the client) it waits for the cycle's end.
         Arrays a compiled caller still holds keep their mapping alive until they are dropped.
         """
         with self._lock:
             if self._mappings_released:
                 return
+            if self._is_servicing:
+                self._is_release_deferred = True
+                return
+            self._is_release_deferred = False
             self._mappings_released = True
             for entry in self._log_buffers.values():
                 self._lingering.append([0, entry[0]])

@@ -218,6 +218,27 @@ def test_driver_shutdown_heartbeat_null_is_reported(manual_driver):
         assert aeron.is_closed
 
 
+def test_error_handler_may_close_the_client_inside_an_invoked_duty_cycle(manual_driver):
+    """The unmapping waits for the end of the cycle that is still reading the broadcast buffer."""
+    errors = []
+    box = {}
+
+    def on_error(error):
+        errors.append(error)
+        box["aeron"].close()
+
+    aeron, _, nano, _ = connect_invoked(manual_driver, error_handler=on_error)
+    box["aeron"] = aeron
+    cnc_path = manual_driver.aeron_dir / "cnc.dat"
+    manual_driver.send_client_timeout(aeron.client_id)  # handled inside the adapter's receive loop
+    manual_driver.do_work()
+    assert mapping_count(cnc_path) == 2
+    aeron.conductor_agent_invoker.invoke()
+    assert len(errors) == 1 and "ON_CLIENT_TIMEOUT" in str(errors[0])
+    assert aeron.is_closed and aeron.conductor_agent_invoker.is_closed
+    assert mapping_count(cnc_path) == 1
+
+
 def test_driver_timeout_on_the_conductor_thread_may_close_the_client_from_the_error_handler(driver):
     """Thread mode: the error handler runs on the conductor thread; closing there unmaps when its loop ends."""
     nano = CachedNanoClock(START_NS)
