@@ -207,7 +207,8 @@ class Aeron:
         self, channel: str, stream_id: int, available_image_handler=None, unavailable_image_handler=None
     ) -> Subscription:
         """Register a subscription. ``available_image_handler(image)`` / ``unavailable_image_handler(image)``
-        default to the context's; they run on the conductor thread and must not call the client."""
+        default to the context's; they run in the conductor's duty cycle (its thread, or the thread calling
+        ``conductor_agent_invoker.invoke()``) and must not call the client."""
         channel = _check_channel(channel)
         stream_id = _check_stream_id(stream_id)
         handlers = (

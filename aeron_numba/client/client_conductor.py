@@ -157,8 +157,8 @@ class ClientConductor:
     def on_close(self) -> None:
         """The runner or invoker has stopped: unmap everything if the application closed the client.
 
-        After a termination (driver or client timeout) the mappings stay until the application calls
-        ``Aeron.close()``, as before this conductor became an agent.
+        After a termination (driver or client timeout) they stay mapped until the application calls
+        ``Aeron.close()``.
         """
         if self._close_requested:
             self.release_mappings()

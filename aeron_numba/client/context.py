@@ -107,7 +107,8 @@ class Context:
     client_name : str, optional
         Appended to the client's heartbeat counter label (env ``AERON_CLIENT_NAME``).
     error_handler : callable, optional
-        Receives errors raised on the conductor thread (driver/client timeouts, async command errors).
+        Receives errors raised in the conductor's duty cycle (driver/client timeouts, async command errors),
+        on its thread or, in invoker mode, on the thread calling ``invoke()``.
     available_image_handler, unavailable_image_handler : callable, optional
         Default ``handler(image)`` for subscriptions that do not pass their own.
     await_response_sleep_ns : int

@@ -37,7 +37,9 @@ def command_name(msg_type_id: int) -> str:
 class DriverProxy:
     """Writes commands for one client. Not thread-safe on its own: the conductor's lock serialises use."""
 
-    def __init__(self, to_driver: ManyToOneRingBuffer, client_id: int, driver_timeout_ns: int, nano_clock=SystemNanoClock):
+    def __init__(
+        self, to_driver: ManyToOneRingBuffer, client_id: int, driver_timeout_ns: int, nano_clock=SystemNanoClock
+    ):
         self.to_driver = to_driver
         self.client_id = client_id
         self.driver_timeout_ns = driver_timeout_ns

@@ -3,8 +3,9 @@ two ways it runs (an AgentRunner thread, or Aeron's invoker mode driven by the a
 
 Liveness (spec §6, §11.5) and timeouts are checked at their boundaries by moving cached clocks and
 invoking the conductor; nothing here sleeps to let time pass. The timers are looked at no more often than
-every TIMER_CHECK_INTERVAL_NS (16 ms, Aeron's idle period), so "just after" a boundary is one such step. The scripted driver (``FakeDriver``) runs on
-its own thread where a test needs the driver to answer a command, and is driven by hand otherwise.
+every TIMER_CHECK_INTERVAL_NS (16 ms, Aeron's idle period), so "just after" a boundary is one such step.
+The scripted driver (``FakeDriver``) runs on its own thread where a test needs the driver to answer a
+command, and is driven by hand otherwise.
 """
 
 from __future__ import annotations
