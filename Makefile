@@ -18,7 +18,7 @@ run: $(VENV)/.installed-test
 	$(PY) -m aeron_numba.demo
 
 test: $(VENV)/.installed-test
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-logo
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Kernels as plain Python (coverage, debugging); cross-process atomicity tests are skipped there.
