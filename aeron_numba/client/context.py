@@ -32,9 +32,6 @@ DRIVER_TIMEOUT_ENV = "AERON_DRIVER_TIMEOUT"  # ms
 RESOURCE_LINGER_DURATION_ENV = "AERON_CLIENT_RESOURCE_LINGER_DURATION"  # ns, or with a ns/us/ms/s suffix
 IDLE_SLEEP_DURATION_ENV = "AERON_CLIENT_IDLE_SLEEP_DURATION"  # ns, or with a suffix
 CLIENT_NAME_ENV = "AERON_CLIENT_NAME"
-# Ours: Aeron sets use_conductor_agent_invoker in code only. true/false, 1/0, on/off.
-USE_CONDUCTOR_AGENT_INVOKER_ENV = "AERON_USE_CONDUCTOR_AGENT_INVOKER"
-_BOOLEANS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
 
 ErrorHandler = Callable[[BaseException], None]
 
@@ -62,16 +59,6 @@ def _env_duration_ns(environ: Mapping[str, str], name: str) -> int | None:
         return parse_duration_ns(name, text)
     except InvalidChannelError as exc:
         raise ConfigurationError(str(exc)) from None
-
-
-def _env_bool(environ: Mapping[str, str], name: str) -> bool | None:
-    text = environ.get(name)
-    if text is None or text == "":
-        return None
-    value = _BOOLEANS.get(text.strip().lower())
-    if value is None:
-        raise ConfigurationError(f"{name}={text!r} is not a boolean (true/false, 1/0, on/off)")
-    return value
 
 
 def _check_int(name: str, value, low: int, high: int | None = None, high_name: str | None = None) -> int:
@@ -114,8 +101,8 @@ class Context:
     await_response_sleep_ns : int
         Sleep between polls of the driver's responses while an API call waits for one (1 ms).
     use_conductor_agent_invoker : bool, optional
-        False (default, env ``AERON_USE_CONDUCTOR_AGENT_INVOKER``): the client conductor runs on its own
-        daemon thread. True: no thread; the application drives it with ``aeron.conductor_agent_invoker.invoke()``
+        False (default): the client conductor runs on its own daemon thread. Set in code only, as in Aeron (a
+        process-wide variable would leave every client that never calls ``invoke()`` to time out). True: no thread; the application drives it with ``aeron.conductor_agent_invoker.invoke()``
         often enough to keep the client alive (well within the driver's client liveness timeout).
     nano_clock : object with ``nano_time()``
         Monotonic time of every conductor timer: keepalive, service and response timeouts, linger
@@ -137,7 +124,7 @@ class Context:
     available_image_handler: Callable | None = None
     unavailable_image_handler: Callable | None = None
     await_response_sleep_ns: int = DEFAULT_AWAIT_RESPONSE_SLEEP_NS
-    use_conductor_agent_invoker: bool | None = None
+    use_conductor_agent_invoker: bool = False
     nano_clock: object = field(default=SystemNanoClock, repr=False)
     epoch_clock: object = field(default=SystemEpochClock, repr=False)
     environ: Mapping[str, str] | None = field(default=None, repr=False)
@@ -170,9 +157,6 @@ class Context:
             self.idle_sleep_duration_ns = DEFAULT_IDLE_SLEEP_DURATION_NS if env is None else env
         if self.client_name is None:
             self.client_name = environ.get(CLIENT_NAME_ENV, "")
-        if self.use_conductor_agent_invoker is None:
-            env = _env_bool(environ, USE_CONDUCTOR_AGENT_INVOKER_ENV)
-            self.use_conductor_agent_invoker = False if env is None else env
 
         _check_int("driver_timeout_ms", self.driver_timeout_ms, 1)
         driver_timeout_ns = self.driver_timeout_ms * 1_000_000

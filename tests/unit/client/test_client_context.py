@@ -41,22 +41,21 @@ def test_environment_variables_are_read_by_conclude():
         C.RESOURCE_LINGER_DURATION_ENV: "250ms",
         C.IDLE_SLEEP_DURATION_ENV: "5ms",
         C.CLIENT_NAME_ENV: "orders",
-        C.USE_CONDUCTOR_AGENT_INVOKER_ENV: "true",
     }
     ctx = Context(aeron_dir="/tmp/x", environ=environ).conclude()
     assert ctx.driver_timeout_ms == 2500
     assert ctx.resource_linger_duration_ns == 250_000_000
     assert ctx.idle_sleep_duration_ns == 5_000_000
     assert ctx.client_name == "orders"
-    assert ctx.use_conductor_agent_invoker is True
+    assert ctx.use_conductor_agent_invoker is False
 
 
-@pytest.mark.parametrize("text, expected", [("false", False), ("0", False), ("OFF", False), ("1", True), ("on", True)])
-def test_use_conductor_agent_invoker_from_the_environment(text, expected):
-    environ = {C.USE_CONDUCTOR_AGENT_INVOKER_ENV: text}
-    assert Context(aeron_dir="/tmp/x", environ=environ).conclude().use_conductor_agent_invoker is expected
-    explicit = Context(aeron_dir="/tmp/x", use_conductor_agent_invoker=not expected, environ=environ).conclude()
-    assert explicit.use_conductor_agent_invoker is (not expected)
+def test_use_conductor_agent_invoker_is_set_in_code_only():
+    environ = {"AERON_USE_CONDUCTOR_AGENT_INVOKER": "true"}  # not a setting (Aeron has no such variable)
+    assert Context(aeron_dir="/tmp/x", environ=environ).conclude().use_conductor_agent_invoker is False
+    assert Context(aeron_dir="/tmp/x", use_conductor_agent_invoker=True, environ={}).conclude().use_conductor_agent_invoker
+    with pytest.raises(ConfigurationError, match="use_conductor_agent_invoker='yes' must be a bool"):
+        Context(aeron_dir="/tmp/x", use_conductor_agent_invoker="yes", environ={}).conclude()
 
 
 def test_clocks_are_injected():
@@ -99,8 +98,6 @@ def test_bad_environment_values_are_configuration_errors():
         Context(aeron_dir="/tmp/x", environ={C.DRIVER_TIMEOUT_ENV: "ten"}).conclude()
     with pytest.raises(ConfigurationError, match="AERON_CLIENT_RESOURCE_LINGER_DURATION"):
         Context(aeron_dir="/tmp/x", environ={C.RESOURCE_LINGER_DURATION_ENV: "soon"}).conclude()
-    with pytest.raises(ConfigurationError, match="AERON_USE_CONDUCTOR_AGENT_INVOKER='maybe' is not a boolean"):
-        Context(aeron_dir="/tmp/x", environ={C.USE_CONDUCTOR_AGENT_INVOKER_ENV: "maybe"}).conclude()
 
 
 def test_conclude_is_idempotent():
