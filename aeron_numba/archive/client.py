@@ -57,7 +57,7 @@ class AeronArchive:
         self.context = ctx
         self._publication = publication
         self._subscription = subscription
-        self._proxy = ArchiveProxy(publication)
+        self._proxy = ArchiveProxy(publication, retry_attempts=1)  # _send retries, with a pause, to its deadline
         self._poller = ControlResponsePoller(subscription)
         self.archive_version = 0
 

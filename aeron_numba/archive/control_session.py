@@ -149,9 +149,15 @@ class ControlSession:
                    subscription_id, stream_id, stripped_channel)
 
     def _send(self, send_method, *args) -> None:
-        """Queue a call of a proxy send method; it is made in order as the response publication takes them."""
-        if self.state is not ControlSessionState.DONE:
-            self._queue.append(functools.partial(send_method, *args))
+        """Send through the proxy at once when the session is active and nothing waits before it (as Aeron's
+        ControlSession does), else queue the call: queued calls are made in order as the response publication takes
+        them. Sent at once, a response that cannot be encoded (a text that is not ASCII) raises to the handler
+        that made it, whose request is then answered with an ERROR."""
+        if self.state is ControlSessionState.DONE:
+            return
+        if self.state is ControlSessionState.ACTIVE and not self._queue and send_method(*args):
+            return
+        self._queue.append(functools.partial(send_method, *args))
 
     # ----------------------------------------------------------------------------------------- duty cycle
     def do_work(self, now_ns: int) -> int:

@@ -12,8 +12,6 @@ answer so that the caller decides what a refusal means (wait and retry, abort a 
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from aeron_numba.codecs.sbe import SbeCodec, SbeMessageBase
@@ -24,19 +22,17 @@ DEFAULT_RETRY_ATTEMPTS = 3
 
 
 class SbeProxy:
-    """Encodes messages of ``codec``'s schema into one reused buffer and offers them on ``publication``.
-
-    ``retry_idle()`` runs between offers that met back pressure (none by default: a conductor's duty cycle must
-    not wait; the archive client passes a short pause)."""
+    """Encodes messages of ``codec``'s schema into one reused buffer and offers them on ``publication``, up to
+    ``retry_attempts`` times in a row while it is back-pressured (a conductor's duty cycle never waits; a caller
+    with a deadline of its own, as the archive client, passes 1 and keeps its own retry loop)."""
 
     def __init__(self, codec: SbeCodec, publication, *, retry_attempts: int = DEFAULT_RETRY_ATTEMPTS,
-                 retry_idle: Callable[[], None] | None = None, initial_capacity: int = 1024):
+                 initial_capacity: int = 1024):
         if retry_attempts < 1:
             raise ValueError(f"retry_attempts={retry_attempts} < 1")
         self.codec = codec
         self.publication = publication
         self.retry_attempts = retry_attempts
-        self.retry_idle = retry_idle
         self.buffer = np.zeros(initial_capacity, dtype=np.uint8)
         self.length = 0  # of the message last encoded into ``buffer``
         self.last_result = 0
@@ -44,11 +40,14 @@ class SbeProxy:
     def encode(self, message: SbeMessageBase) -> int:
         """Encode ``message`` at the start of the reused buffer (grown to the next power of two if it does not
         fit); returns its length."""
-        length = self.codec.encoded_length(message)
-        if length > self.buffer.size:
-            self.buffer = np.zeros(1 << (length - 1).bit_length(), dtype=np.uint8)
+        self.ensure_capacity(self.codec.encoded_length(message))
         self.length = self.codec.encode_into(self.buffer, 0, message)
         return self.length
+
+    def ensure_capacity(self, length: int) -> None:
+        """Grow the reused buffer to the next power of two of ``length`` if it is shorter."""
+        if length > self.buffer.size:
+            self.buffer = np.zeros(1 << (length - 1).bit_length(), dtype=np.uint8)
 
     def offer_message(self, message: SbeMessageBase) -> bool:
         """Encode and offer ``message``; True once the publication took it (see the module docstring)."""
@@ -65,5 +64,3 @@ class SbeProxy:
             attempts -= 1
             if result not in (BACK_PRESSURED, ADMIN_ACTION) or attempts <= 0:
                 return False
-            if self.retry_idle is not None:
-                self.retry_idle()

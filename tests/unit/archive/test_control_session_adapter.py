@@ -83,3 +83,22 @@ def test_garbage_on_the_control_channel_is_counted_and_recorded_and_the_archive_
     deliver(conductor, ARCHIVE.ArchiveIdRequest(control_session_id=session.control_session_id, correlation_id=9))
     [response] = session.publication.sent
     assert response.correlation_id == 9 and session.publication.raw
+
+
+def test_a_response_that_cannot_be_encoded_answers_its_request_with_an_error(conductor, monkeypatch):
+    """A handler whose response text is not ASCII (an OS error message in the user's language, say): the response
+    cannot be encoded, so the client is told ERROR GENERIC with why, instead of waiting out its timeout."""
+    session = connected_session(conductor)
+
+    def answer_not_in_ascii(session, correlation_id, **_):
+        session.respond(correlation_id, 0, 0, error_message="archivé")
+
+    monkeypatch.setattr(conductor, "on_archive_id_request", answer_not_in_ascii)
+    conductor.control_session_adapter = type(conductor.control_session_adapter)(  # bound to the new handler
+        conductor, conductor.control_subscriptions, conductor.authorisation_service)
+    deliver(conductor, ARCHIVE.ArchiveIdRequest(control_session_id=session.control_session_id, correlation_id=9))
+    [response] = session.publication.sent
+    assert (response.correlation_id, response.code, response.relevant_id) == \
+        (9, ERROR, A.ARCHIVE_ERROR_CODES["GENERIC"])
+    assert response.error_message.startswith("ArchiveIdRequest: ") and "not ASCII" in response.error_message
+    assert conductor.errors_recorded == 1
