@@ -10,6 +10,11 @@ values for newer fields, unknown trailing block bytes are skipped) and raises ``
 naming the message, the field, the value and the limit when a length runs past the buffer, or
 ``UnknownMessageError`` for another schema or an unknown template. Control-protocol rates (thousands of
 messages a second) are what this is for; data never goes through it.
+
+A message named in ``payload_follows`` (Cluster's SessionMessageHeader) is a header for the application's bytes
+that follow it in the same fragment, outside the schema: its class gets a last attribute ``payload`` (``bytes``),
+written after the message by ``encode`` and taken by ``decode`` as everything up to the fragment's end. For any
+other message, bytes after its end are not its own and are left alone, as SBE decoders do.
 """
 
 from __future__ import annotations
@@ -72,12 +77,19 @@ class _Layout:
                    max((f.since for f in ordered), default=0))
 
 
-def _generate(name: str, layout: _Layout, groups: dict[str, tuple[type, _Layout]], spec) -> type:
+#: The attribute of a ``payload_follows`` message holding the application's bytes after it.
+PAYLOAD = "payload"
+
+
+def _generate(name: str, layout: _Layout, groups: dict[str, tuple[type, _Layout]], spec,
+              payload: bool = False) -> type:
     defaults: dict[str, Any] = {f.name: f.null_value for f in layout.fields}
     for group_name in groups:
         defaults[group_name] = ()
     for v in layout.var_fields:
         defaults[v.name] = "" if v.kind == L.VAR_ASCII else b""
+    if payload:
+        defaults[PAYLOAD] = b""
     namespace: dict[str, Any] = {
         "__annotations__": {n: object for n in defaults},
         "__doc__": f"SBE {name}: {', '.join(defaults)}.",
@@ -89,12 +101,19 @@ def _generate(name: str, layout: _Layout, groups: dict[str, tuple[type, _Layout]
 
 
 class SbeCodec:
-    """Encoder/decoder of one SBE schema; ``codec.<MessageName>`` is the generated class of that message."""
+    """Encoder/decoder of one SBE schema; ``codec.<MessageName>`` is the generated class of that message.
 
-    def __init__(self, schema: L.SbeSchema):
+    ``payload_follows``: the messages that head an application payload (see the module docstring)."""
+
+    def __init__(self, schema: L.SbeSchema, *, payload_follows: tuple[str, ...] = ()):
         self.schema = schema
+        self.payload_follows = frozenset(payload_follows)
         self._by_template: dict[int, tuple[type, _Layout, dict]] = {}
         self._by_class: dict[type, tuple[L.SbeMessage, _Layout, dict]] = {}
+        for name in self.payload_follows:
+            message = schema.message(name)  # KeyError naming it and the schema if it is not one of its messages
+            if PAYLOAD in self._attribute_names(message):
+                raise ValueError(f"{name} has a field named {PAYLOAD!r}: a payload cannot follow it")
         for message in schema.messages:
             groups = {}
             for group in message.groups:
@@ -102,12 +121,23 @@ class SbeCodec:
                 entry_class = _generate(f"{message.name}_{group.name}", group_layout, {}, group)
                 groups[group.name] = (entry_class, group_layout)
             layout = _Layout.of(message.fields, message.block_length, message.var_fields)
-            cls = _generate(message.name, layout, groups, message)
+            cls = _generate(message.name, layout, groups, message, message.name in self.payload_follows)
             if message.template_id in self._by_template:
                 raise ValueError(f"template id {message.template_id} used twice in the {schema.name} schema")
             self._by_template[message.template_id] = (cls, layout, groups)
             self._by_class[cls] = (message, layout, groups)
             setattr(self, message.name, cls)
+
+    @staticmethod
+    def _attribute_names(message: L.SbeMessage) -> list[str]:
+        return [f.name for f in message.fields] + [g.name for g in message.groups] + \
+            [v.name for v in message.var_fields]
+
+    def attribute_names(self, message_name: str) -> tuple[str, ...]:
+        """The attributes of ``message_name``'s class in order: fixed fields, groups, var fields, then ``payload``
+        if a payload follows it (the parameters of its handler and of its proxy's send method)."""
+        names = self._attribute_names(self.schema.message(message_name))
+        return tuple(names + [PAYLOAD] if message_name in self.payload_follows else names)
 
     def header(self, message_name: str) -> bytes:
         """The 8-byte message header of ``message_name`` at this schema's version (to send a stored body)."""
@@ -133,6 +163,8 @@ class SbeCodec:
         for group_name, (_, group_layout) in groups.items():
             length += L.GROUP_HEADER_LENGTH + sum(self._block_length(entry, group_layout)
                                                   for entry in getattr(message, group_name))
+        if spec.name in self.payload_follows:
+            length += memoryview(message.payload).nbytes
         return length
 
     @staticmethod
@@ -165,6 +197,13 @@ class SbeCodec:
                 if not isinstance(entry, entry_class):
                     raise MalformedMessageError(f"{where}: entry {entry!r} is not a {entry_class.__name__}")
                 at = self._encode_block(view, at, end, entry, group_layout, where)
+        if spec.name in self.payload_follows:
+            payload = memoryview(message.payload).cast("B")
+            if at + len(payload) > end:
+                raise MalformedMessageError(f"{spec.name}.{PAYLOAD}: length={len(payload)} at {at} past a buffer "
+                                            f"of {end} bytes")
+            view[at:at + len(payload)] = payload
+            at += len(payload)
         return at - offset
 
     @staticmethod
@@ -252,6 +291,8 @@ class SbeCodec:
                 entry_values, at = self._decode_block(view, at, end, group_layout, entry_length, version, where)
                 entries.append(entry_class(**entry_values))
             values[group_name] = tuple(entries)
+        if cls.SPEC.name in self.payload_follows:
+            values[PAYLOAD] = bytes(view[at:end])  # a copy: the fragment's buffer is reused once the poll returns
         return cls(**values)
 
     @staticmethod

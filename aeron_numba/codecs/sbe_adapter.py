@@ -76,8 +76,7 @@ class SbeAdapter:
                 raise MissingHandlerError(
                     f"{self.name}: {message_name} (templateId={message.template_id}) has no handler "
                     f"{type(listener).__name__}.{method} and is not declared unsupported")
-            fields = [f.name for f in message.fields] + [g.name for g in message.groups] + \
-                [v.name for v in message.var_fields]
+            fields = codec.attribute_names(message_name)
             try:
                 inspect.signature(handler).bind(*context, **dict.fromkeys(fields))
             except TypeError as exc:

@@ -10,30 +10,18 @@ import struct
 import pytest
 
 from aeron_numba.codecs.archive_messages import ARCHIVE, CONTROL_REQUESTS
-from aeron_numba.codecs.sbe import SbeCodec
+from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.codecs.sbe_adapter import MissingHandlerError, SbeAdapter, handler_name
-from aeron_numba.layout.cluster_schema import CLUSTER_SCHEMA
-
-CLUSTER = SbeCodec(CLUSTER_SCHEMA)
-
-
-def recording_listener(codec, names, calls, context=()):
-    """A listener with an ``on_<message>(*context, **fields)`` method per message of ``names``."""
-    def make(name):
-        def handler(self, *args, **fields):
-            calls.append((name, args, fields))
-        handler.__name__ = handler_name(name)
-        return handler
-    return type("Listener", (), {handler_name(n): make(n) for n in names})()
+from tests.unit.codecs.sbe_support import recording_listener
 
 
 @pytest.mark.parametrize("codec", [ARCHIVE, CLUSTER], ids=["archive", "cluster"])
 def test_a_listener_handling_every_message_passes_the_check_and_one_missing_a_handler_fails_naming_it(codec):
     names = [m.name for m in codec.schema.messages]
-    adapter = SbeAdapter(codec, recording_listener(codec, names, []), names)
+    adapter = SbeAdapter(codec, recording_listener(names, []), names)
     assert adapter.template_ids == {m.template_id for m in codec.schema.messages}
     for missing in (names[0], names[len(names) // 2], names[-1]):
-        listener = recording_listener(codec, [n for n in names if n != missing], [])
+        listener = recording_listener([n for n in names if n != missing], [])
         with pytest.raises(MissingHandlerError, match=f"{missing} .*has no handler Listener.{handler_name(missing)}"):
             SbeAdapter(codec, listener, names)
         # ...unless it is declared unsupported, then it goes to on_unsupported
@@ -42,15 +30,13 @@ def test_a_listener_handling_every_message_passes_the_check_and_one_missing_a_ha
 
 def test_the_archive_control_requests_and_a_cluster_protocol_dispatch_their_fields_by_name():
     calls = []
-    adapter = SbeAdapter(ARCHIVE, recording_listener(ARCHIVE, CONTROL_REQUESTS, calls, ("session",)),
-                         CONTROL_REQUESTS, context=("session",))
+    adapter = SbeAdapter(ARCHIVE, recording_listener(CONTROL_REQUESTS, calls), CONTROL_REQUESTS, context=("session",))
     adapter.dispatch(ARCHIVE.StopReplayRequest(control_session_id=1, correlation_id=2, replay_session_id=3), "s")
     assert calls == [("StopReplayRequest", ("s",), {"control_session_id": 1, "correlation_id": 2,
                                                      "replay_session_id": 3})]
     calls.clear()
     ingress = ("SessionConnectRequest", "SessionCloseRequest", "SessionMessageHeader", "SessionKeepAlive")
-    adapter = SbeAdapter(CLUSTER, recording_listener(CLUSTER, ingress, calls, ("header",)), ingress,
-                         context=("header",))
+    adapter = SbeAdapter(CLUSTER, recording_listener(ingress, calls), ingress, context=("header",))
     data = CLUSTER.encode(CLUSTER.SessionCloseRequest(leadership_term_id=7, cluster_session_id=9))
     adapter.on_fragment(data, 0, len(data), "the header")
     assert calls == [("SessionCloseRequest", ("the header",), {"leadership_term_id": 7, "cluster_session_id": 9})]
@@ -66,7 +52,7 @@ def test_a_handler_that_cannot_take_the_fields_fails_the_check_naming_what_it_la
 
 
 def test_unsupported_messages_need_an_answer_and_are_not_handled_too():
-    listener = recording_listener(ARCHIVE, ["StopReplayRequest"], [])
+    listener = recording_listener(["StopReplayRequest"], [])
     with pytest.raises(ValueError, match="without an on_unsupported"):
         SbeAdapter(ARCHIVE, listener, ["ReplicateRequest"], unsupported=["ReplicateRequest"])
     with pytest.raises(MissingHandlerError, match="declared unsupported but Listener.on_stop_replay_request"):
@@ -101,7 +87,7 @@ def _stop_replay(**fields) -> bytes:
 def test_malformed_input_is_counted_and_reported_and_never_reaches_the_listener(data, complaint):
     calls, errors = [], []
     names = ["StopReplayRequest", "StopRecordingRequest"]
-    adapter = SbeAdapter(ARCHIVE, recording_listener(ARCHIVE, names, calls), names, on_error=errors.append,
+    adapter = SbeAdapter(ARCHIVE, recording_listener(names, calls), names, on_error=errors.append,
                          name="Adapter")
     adapter.on_fragment(data, 0, len(data), None)
     assert calls == [] and adapter.malformed_count == 1

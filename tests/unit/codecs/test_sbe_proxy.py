@@ -1,11 +1,11 @@
-"""``SbeProxy`` and the generated archive proxies: every send method's bytes are the codec's encoding of the
-fields sent (so the wire is what ``SbeCodec.encode`` always made), back pressure is retried a bounded number of
-times and reported, the buffer is reused, and the checked-in generated module is what the generator makes."""
+"""``SbeProxy`` and the generated archive proxies (the cluster's are tested in test_cluster_protocols.py): every
+send method's bytes are the codec's encoding of the fields sent (so the wire is what ``SbeCodec.encode`` always
+made), back pressure is retried a bounded number of times and reported, the buffer is reused, and the checked-in
+generated modules are what the generator makes."""
 
 from __future__ import annotations
 
 import importlib.util
-import inspect
 from pathlib import Path
 
 import numpy as np
@@ -14,40 +14,11 @@ import pytest
 from aeron_numba.codecs import archive_proxies
 from aeron_numba.codecs.archive_messages import ARCHIVE, CONTROL_REQUESTS, CONTROL_RESPONSES, RECORDING_EVENTS
 from aeron_numba.codecs.sbe import MalformedMessageError
-from aeron_numba.codecs.sbe_adapter import handler_name
 from aeron_numba.codecs.sbe_proxy import SbeProxy
-from aeron_numba.layout import sbe as L
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
+from tests.unit.codecs.sbe_support import Publication, check_send_methods
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-class Publication:
-    """Takes offers (a copy of each) after answering ``refusals`` first."""
-
-    def __init__(self, *refusals):
-        self.refusals = list(refusals)
-        self.offers = 0
-        self.sent: list[bytes] = []
-
-    def offer(self, buffer, offset=0, length=None):
-        self.offers += 1
-        if self.refusals:
-            return self.refusals.pop(0)
-        self.sent.append(bytes(buffer[offset:offset + length]))
-        return 64 * len(self.sent)
-
-
-def _values(message):
-    """Distinct in-range values for every field of ``message`` (min/max of each primitive alternate)."""
-    values = {}
-    for i, f in enumerate(message.fields):
-        fmt, size, _ = L.PRIMITIVES[f.primitive]
-        low, high = (0, (1 << 8 * size) - 1) if fmt.isupper() else (-(1 << 8 * size - 1), (1 << 8 * size - 1) - 1)
-        values[f.name] = (high - i) if i % 2 else (low + i)
-    for v in message.var_fields:
-        values[v.name] = f"{v.name}:aeron:ipc" if v.kind == L.VAR_ASCII else bytes(range(len(v.name)))
-    return values
 
 
 @pytest.mark.parametrize("proxy_class, sends", [
@@ -56,22 +27,7 @@ def _values(message):
     (archive_proxies.RecordingEventsProxy, RECORDING_EVENTS),
 ])
 def test_every_send_method_sends_the_codec_encoding_of_its_explicit_fields(proxy_class, sends):
-    publication = Publication()
-    proxy = proxy_class(publication)
-    buffer = proxy.buffer
-    for name in sends:
-        message = ARCHIVE.schema.message(name)
-        method = getattr(proxy, handler_name(name)[3:])
-        parameters = list(inspect.signature(method).parameters)
-        assert parameters == [f.name for f in message.fields] + [v.name for v in message.var_fields], name
-        values = _values(message)
-        assert method(**values) is True and proxy.last_result > 0
-        sent = publication.sent[-1]
-        decoded = ARCHIVE.decode(sent)
-        assert type(decoded).__name__ == name and decoded.__dict__ == values
-        assert sent == ARCHIVE.encode(getattr(ARCHIVE, name)(**values))  # the bytes encode() always made
-    assert proxy.buffer is buffer  # reused, not one per message
-    assert len(publication.sent) == len(sends)
+    check_send_methods(ARCHIVE, proxy_class, sends)
 
 
 def test_back_pressure_is_retried_a_bounded_number_of_times_then_reported():
