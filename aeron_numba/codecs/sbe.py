@@ -13,8 +13,9 @@ messages a second) are what this is for; data never goes through it.
 
 A message named in ``payload_follows`` (Cluster's SessionMessageHeader) is a header for the application's bytes
 that follow it in the same fragment, outside the schema: its class gets a last attribute ``payload`` (``bytes``),
-written after the message by ``encode`` and taken by ``decode`` as everything up to the fragment's end. For any
-other message, bytes after its end are not its own and are left alone, as SBE decoders do.
+written after the message by ``encode`` and taken by ``decode`` as everything up to the fragment's end (copied
+both ways: Cluster's data path may write and read the two parts in place instead). For any other message, bytes
+after its end are not its own and are left alone, as SBE decoders do.
 """
 
 from __future__ import annotations

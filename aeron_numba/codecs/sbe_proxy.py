@@ -2,8 +2,8 @@
 reused buffer and offer it through a publication, reporting back pressure as Aeron's proxies do.
 
 The typed send methods, one per outgoing message with the message's fields as explicit parameters, are generated
-from the schema description into checked-in modules (``codecs/archive_proxies.py``, by
-``scripts/generate_sbe_schemas.py``) so that each can be found with grep and read; they all end in
+from the schema description into checked-in modules (``codecs/archive_proxies.py``, ``codecs/cluster_proxies.py``,
+by ``scripts/generate_sbe_schemas.py``) so that each can be found with grep and read; they all end in
 ``offer_message``. A send method returns True once the publication took the message, False if it did not: the
 publication stayed BACK_PRESSURED / ADMIN_ACTION for ``retry_attempts`` offers (Aeron's ArchiveProxy retries 3
 times), or refused it (NOT_CONNECTED, CLOSED, MAX_POSITION_EXCEEDED). ``last_result`` holds the publication's last

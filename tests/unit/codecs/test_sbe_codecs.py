@@ -15,11 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aeron_numba.codecs.archive_messages import ARCHIVE
-from aeron_numba.codecs.sbe import MalformedMessageError, SbeCodec, UnknownMessageError
+from aeron_numba.codecs.cluster_messages import CLUSTER
+from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
 from aeron_numba.layout import sbe as L
-from aeron_numba.layout.cluster_schema import CLUSTER_SCHEMA
-
-CLUSTER = SbeCodec(CLUSTER_SCHEMA)
 
 
 def header(block_length, template_id, schema_id, version):
@@ -119,6 +117,8 @@ def messages(draw, codec):
             entries.append(entry)
         values[group.name] = entries
     values.update({v.name: _var(draw, v) for v in spec.var_fields})
+    if spec.name in codec.payload_follows:  # the application's bytes after a SessionMessageHeader
+        values["payload"] = draw(st.binary(max_size=100))
     return spec, values
 
 
