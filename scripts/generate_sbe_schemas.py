@@ -26,6 +26,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from a checkout: this checkout's package
+    sys.path.insert(0, str(ROOT))
+
+from aeron_numba.layout.sbe import snake_case  # noqa: E402 (after the path is set)
+
 HEADING = re.compile(r"^#### (\w+)\s*$")
 TEMPLATE = re.compile(r"^templateId=(\d+), blockLength=(\d+)")
 TYPE = re.compile(r"^(\w+)(?: \((\w+)\))?$")
@@ -33,10 +38,6 @@ GROUP = re.compile(r"group \*\*(\w+)\*\*.*entry blockLength=(\d+)")
 SINCE = re.compile(r"since v(\d+)")
 ENUM = re.compile(r"(\w+) \{([^}]*)\}")
 PRIMITIVES = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"}
-
-
-def snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 def parse_tables(text: str, section: str) -> list[dict]:
@@ -60,7 +61,7 @@ def parse_tables(text: str, section: str) -> list[dict]:
         offset, _size, name, type_text, note = (cells + [""] * 5)[:5]
         if offset == "(after block)":
             m = GROUP.search(name)
-            group = {"name": snake(m.group(1)), "block_length": int(m.group(2)), "fields": [], "var": []}
+            group = {"name": snake_case(m.group(1)), "block_length": int(m.group(2)), "fields": [], "var": []}
             current["groups"].append(group)
             continue
         in_group = offset.startswith("↳")
@@ -71,13 +72,13 @@ def parse_tables(text: str, section: str) -> list[dict]:
         since = int(m.group(1)) if (m := SINCE.search(note)) else 0
         if offset == "var":
             kind = "VAR_ASCII" if type_text.startswith("varAscii") else "VAR_DATA"
-            target["var"].append((snake(name), kind, since))
+            target["var"].append((snake_case(name), kind, since))
             continue
         m = TYPE.match(type_text)
         type_name, primitive = m.group(1), m.group(2) or m.group(1)
         if primitive not in PRIMITIVES:
             raise SystemExit(f"{current['name']}.{name}: unknown type {type_text!r}")
-        target["fields"].append((snake(name), primitive, int(offset), type_name, since))
+        target["fields"].append((snake_case(name), primitive, int(offset), type_name, since))
     return messages
 
 
@@ -216,7 +217,7 @@ def render_proxies(file_name: str, codec_module: str, codec: str, schema_module:
             if message.name in payload_follows:
                 method_doc = method_doc[:-1] + ", then ``payload`` (any bytes-like) after it."
             lines.append("")
-            lines += _wrap(f"    def {snake(message.name)}(self, ", params, ") -> bool:", " " * 12)
+            lines += _wrap(f"    def {snake_case(message.name)}(self, ", params, ") -> bool:", " " * 12)
             lines.append(f'        """{method_doc}"""')
             lines += _wrap(f"        return self.offer_message({codec}.{message.name}(",
                            [f"{n}={n}" for n in names], "))", " " * 12)
@@ -258,8 +259,6 @@ def main(argv=None) -> int:
                "Do not edit by hand: fix the generator or the spec and regenerate.\n")
         (ROOT / "aeron_numba" / "layout" / target).write_text(render(doc, const, title, schema_id, version, messages, enums))
         print(f"{target}: {len(messages)} messages, {len(enums)} enums")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     importlib.invalidate_caches()
     write_proxies()
     return 0

@@ -17,16 +17,16 @@ it never reaches the listener. Control-protocol rates are what this is for; data
 from __future__ import annotations
 
 import inspect
-import re
 from typing import Callable, Iterable
 
 from aeron_numba.codecs.sbe import MalformedMessageError, SbeCodec, SbeMessageBase, UnknownMessageError
 from aeron_numba.errors import AeronError
+from aeron_numba.layout.sbe import snake_case
 
 
 def handler_name(message_name: str) -> str:
     """``StartRecordingRequest`` -> ``on_start_recording_request`` (the listener method of a message)."""
-    return "on_" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", message_name).lower()
+    return "on_" + snake_case(message_name)
 
 
 class MissingHandlerError(AeronError, TypeError):

@@ -16,6 +16,7 @@ their null value; unknown trailing block bytes are skipped.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 MESSAGE_HEADER_LENGTH = 8
@@ -44,6 +45,12 @@ NULL_VALUES = {"version_t": 0, "capacity_t": 0}
 
 VAR_ASCII = "ascii"  # varAsciiEncoding
 VAR_DATA = "data"  # varDataEncoding
+
+
+def snake_case(name: str) -> str:
+    """A schema name as this project spells it: ``StartRecordingRequest`` -> ``start_recording_request``,
+    ``controlSessionId`` -> ``control_session_id`` (fields, generated send methods and ``on_`` handlers)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 @dataclass(frozen=True)
