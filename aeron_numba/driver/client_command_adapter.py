@@ -51,12 +51,6 @@ UNSUPPORTED: frozenset[int] = frozenset({
 })
 
 
-def skipped_record_error(reason: str, repair: HeadRepair) -> AeronError:
-    """The error-log entry for unreadable bytes padded over at the head of the to-driver buffer."""
-    return AeronError(f"to-driver buffer: {reason} at position {repair.position};"
-                      f" skipped {repair.skipped_length} bytes to the next record")
-
-
 def check_handlers(conductor, handlers: dict[int, str] = HANDLERS,
                    unsupported: frozenset[int] = UNSUPPORTED) -> dict[int, object]:
     """Every command of the schema is either decided by a conductor method that takes its decoded fields, or
@@ -95,33 +89,58 @@ def check_handlers(conductor, handlers: dict[int, str] = HANDLERS,
 
 
 class ClientCommandAdapter:
-    """``receive()`` drains up to a batch of commands and returns the work done.
+    """``receive()`` drains up to a batch of commands and returns the work done; ``check_for_blocked_commands``
+    (on the conductor's timer) repairs a head that stopped moving.
 
     ``conductor`` gets ``on_client_command(client_id)`` for every command that decodes (any command proves its
-    client alive, §11.5), then the command's ``on_<command>(**fields)``. ``error_log`` has ``record(error)``
-    and ``system_counters`` has ``increment(system_id)`` (ERRORS, UNBLOCKED_COMMANDS).
+    client alive, §11.5), then the command's ``on_<command>(**fields)``. ``record_error(error)`` records a failure
+    (the conductor's: distinct error log and ERRORS); ``system_counters.increment(UNBLOCKED_COMMANDS)`` counts a
+    repaired head. A head that has not moved for ``blocked_timeout_ns`` while commands wait is repaired.
     """
 
-    def __init__(self, to_driver: ManyToOneRingBuffer, conductor, client_proxy: ClientProxy, error_log,
-                 system_counters):
+    def __init__(self, to_driver: ManyToOneRingBuffer, conductor, client_proxy: ClientProxy, record_error,
+                 system_counters, *, blocked_timeout_ns: int, now_ns: int):
         self._to_driver = to_driver
         self._conductor = conductor
         self._client_proxy = client_proxy
-        self._error_log = error_log
+        self._record_error = record_error
         self._system_counters = system_counters
         self._handlers = check_handlers(conductor)
+        self._blocked_timeout_ns = blocked_timeout_ns
+        self._last_head = to_driver.consumer_position()
+        self._time_of_last_head_change_ns = now_ns
 
     def receive(self) -> int:
         messages = self._to_driver.read_messages(COMMAND_BATCH_LIMIT)
         if isinstance(messages, int):  # negative status: garbage where a record header should be
-            repair = self._to_driver.skip_unreadable_record()
-            if repair.repaired:
-                self._record_error(skipped_record_error(f"corrupt record header (status {messages})", repair))
-                self._system_counters.increment(cl.UNBLOCKED_COMMANDS)
+            self._on_head_repaired(f"corrupt record header (status {messages})",
+                                   self._to_driver.skip_unreadable_record())
             return 1
         for msg_type_id, body in messages:
             self.on_message(msg_type_id, body)
         return len(messages)
+
+    def check_for_blocked_commands(self, now_ns: int) -> int:
+        """A head that has not moved for the timeout while commands wait belongs to a dead or broken producer
+        (Aeron's to-driver unblock): unblock it the Agrona way, else pad over the record."""
+        head = self._to_driver.consumer_position()
+        if head != self._last_head or self._to_driver.producer_position() <= head:
+            self._last_head = head
+            self._time_of_last_head_change_ns = now_ns
+            return 0
+        if now_ns - self._time_of_last_head_change_ns < self._blocked_timeout_ns:
+            return 0
+        self._time_of_last_head_change_ns = now_ns
+        self._on_head_repaired("record blocked (length 0) with garbage in its header", self._to_driver.unblock_or_skip())
+        return 1
+
+    def _on_head_repaired(self, reason: str, repair: HeadRepair) -> None:
+        """Count a repaired head; garbage padded over is recorded too (a dead producer's claim is not an error)."""
+        if repair.skipped_length:
+            self._record_error(AeronError(f"to-driver buffer: {reason} at position {repair.position};"
+                                          f" skipped {repair.skipped_length} bytes to the next record"))
+        if repair.repaired:
+            self._system_counters.increment(cl.UNBLOCKED_COMMANDS)
 
     def on_message(self, msg_type_id: int, body: bytes) -> None:
         """Decode one command and dispatch it; every failure is answered, recorded and counted, never raised."""
@@ -142,7 +161,3 @@ class ClientCommandAdapter:
         except Exception as exc:  # noqa: BLE001 - every failure is answered and recorded, never fatal
             self._record_error(exc)
             self._client_proxy.on_error(correlation_id, error_code_of(exc), str(exc))
-
-    def _record_error(self, error: BaseException) -> None:
-        self._error_log.record(error)
-        self._system_counters.increment(cl.ERRORS)

@@ -29,7 +29,7 @@ from aeron_numba.layout import counters as cl
 from aeron_numba.layout import log_buffer_descriptor as log_buffer
 from aeron_numba.layout.log_buffers import LogBuffers
 
-from aeron_numba.driver.client_command_adapter import ClientCommandAdapter, skipped_record_error
+from aeron_numba.driver.client_command_adapter import ClientCommandAdapter
 from aeron_numba.driver.client_proxy import ClientProxy
 from aeron_numba.driver.command_errors import ControlProtocolError
 from aeron_numba.driver.context import DriverContext
@@ -109,11 +109,10 @@ class DriverConductor:
         self.now_ns = self.time_of_last_timer_ns = self.nano_clock()  # now_ns: this duty cycle's time
         self.last_heartbeat_ms = 0
         self.terminate_requested = False
-        self.last_command_head = 0
-        self.time_of_last_command_head_change_ns = self.time_of_last_timer_ns
         self.network = NetworkConductor(self)  # aeron:udp: endpoints, network publications, images
-        self.command_adapter = ClientCommandAdapter(self.to_driver, self, self.client_proxy, self.error_log,
-                                                    self.system_counters)
+        self.command_adapter = ClientCommandAdapter(
+            self.to_driver, self, self.client_proxy, self._record_error, self.system_counters,
+            blocked_timeout_ns=context.client_liveness_timeout_ns, now_ns=self.now_ns)
 
     # ------------------------------------------------------------------------------------ agent contract
     def role_name(self) -> str:
@@ -149,24 +148,6 @@ class DriverConductor:
             return 1
         return 0
 
-    def _check_for_blocked_commands(self, now_ns: int) -> int:
-        """A head that has not moved for the client liveness timeout while commands wait belongs to a dead
-        or broken producer (Aeron's to-driver unblock): unblock it the Agrona way, else skip the record."""
-        head = self.to_driver.consumer_position()
-        if head != self.last_command_head or self.to_driver.producer_position() <= head:
-            self.last_command_head = head
-            self.time_of_last_command_head_change_ns = now_ns
-            return 0
-        if now_ns - self.time_of_last_command_head_change_ns < self.ctx.client_liveness_timeout_ns:
-            return 0
-        self.time_of_last_command_head_change_ns = now_ns
-        repair = self.to_driver.unblock_or_skip()
-        if repair.skipped_length:
-            self._record_error(skipped_record_error("record blocked (length 0) with garbage in its header", repair))
-        if repair.repaired:
-            self.system_counters.increment(cl.UNBLOCKED_COMMANDS)
-        return 1
-
     def _record_error(self, error: BaseException | str) -> None:
         self.error_log.record(error)
         self.system_counters.increment(cl.ERRORS)
@@ -188,7 +169,7 @@ class DriverConductor:
         return session
 
     def on_timer(self, now_ns: int) -> int:
-        work = self._check_client_liveness() + self._check_for_blocked_commands(now_ns)
+        work = self._check_client_liveness() + self.command_adapter.check_for_blocked_commands(now_ns)
         work += self.network.on_timer(now_ns)
         for publication in list(self.publications):
             if publication.on_time_event(now_ns, self.system_counters):

@@ -63,9 +63,15 @@ class Rig:
         self.error_buffer = np.zeros(64 * 1024, np.uint8)
         self.system_counters = SystemCounters(np.zeros(64 * cl.COUNTER_LENGTH, np.uint8))
         self.conductor = conductor or RecordingConductor()
+        error_log = DistinctErrorLog(self.error_buffer, epoch_clock=lambda: 1_700_000_000_000)
+
+        def record_error(error):  # as the driver conductor records one
+            error_log.record(error)
+            self.system_counters.increment(cl.ERRORS)
+
         self.adapter = ClientCommandAdapter(
-            self.ring, self.conductor, ClientProxy(BroadcastTransmitter(broadcast)),
-            DistinctErrorLog(self.error_buffer, epoch_clock=lambda: 1_700_000_000_000), self.system_counters)
+            self.ring, self.conductor, ClientProxy(BroadcastTransmitter(broadcast)), record_error,
+            self.system_counters, blocked_timeout_ns=1_000_000_000, now_ns=0)
 
     def responses(self) -> list[tuple[int, dc.Message]]:
         return [(t, dc.decode_response(t, body, 0, len(body))) for t, body in self.receiver.receive_messages(256)]

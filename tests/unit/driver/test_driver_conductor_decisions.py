@@ -1,0 +1,103 @@
+"""The driver conductor's decisions called directly, with plain values and a recording proxy: no command bytes, no
+broadcast buffer (DESIGN.md: a conductor never touches bytes; a unit test drives it through its on_* methods)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aeron_numba.driver.command_errors import ControlProtocolError
+from aeron_numba.layout import control_protocol as cp
+from tests.unit.driver_support import Harness
+
+CLIENT_ID = 7
+
+
+class RecordingProxy:
+    """Stands in for ClientProxy: every response the conductor sends, as (method name, arguments)."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+
+    def __getattr__(self, name: str):
+        if not name.startswith("on_"):
+            raise AttributeError(name)
+
+        def record(*args, **kwargs):
+            self.calls.append((name, {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}))
+
+        return record
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+@pytest.fixture
+def harness(shm_dir):
+    harness = Harness(shm_dir / "aeron")
+    harness.conductor.client_proxy = RecordingProxy()
+    harness.conductor.on_client_command(CLIENT_ID)
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def conductor(harness):
+    return harness.conductor
+
+
+def test_a_publication_then_a_subscription_on_its_stream_link_an_image(conductor):
+    proxy = conductor.client_proxy
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=1001, channel="aeron:ipc")
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=101, registration_correlation_id=-1,
+                                  stream_id=1001, channel="aeron:ipc")
+    assert proxy.names() == ["on_publication_ready", "on_subscription_ready", "on_available_image"]
+    ready, subscribed, image = (args for _, args in proxy.calls)
+    assert (ready["correlation_id"], ready["registration_id"], ready["stream_id"], ready["is_exclusive"]) == \
+        (100, 100, 1001, False)
+    assert ready["log_file_name"].endswith("publications/100.logbuffer")
+    assert subscribed == {"arg0": 101, "arg1": -1}  # no channel status indicator for IPC
+    assert (image["correlation_id"], image["subscription_registration_id"], image["session_id"]) == \
+        (100, 101, ready["session_id"])
+    assert image["source_identity"] == "aeron:ipc"
+
+
+def test_a_second_shared_publication_on_the_stream_reuses_the_log(conductor):
+    proxy = conductor.client_proxy
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=5, channel="aeron:ipc")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=102, stream_id=5, channel="aeron:ipc")
+    first, second = (args for _, args in proxy.calls)
+    assert (second["correlation_id"], second["registration_id"]) == (102, 100)
+    assert second["log_file_name"] == first["log_file_name"]
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=103, stream_id=5, channel="aeron:ipc")
+    _, exclusive = proxy.calls[-1]
+    assert exclusive["is_exclusive"] and exclusive["registration_id"] == 103
+    assert exclusive["log_file_name"] != first["log_file_name"]
+
+
+@pytest.mark.parametrize("decision, error_code", [
+    ("on_remove_publication", cp.UNKNOWN_PUBLICATION),
+    ("on_remove_subscription", cp.UNKNOWN_SUBSCRIPTION),
+    ("on_remove_counter", cp.UNKNOWN_COUNTER),
+])
+def test_removing_what_the_client_never_added_is_refused_with_aeron_s_code(conductor, decision, error_code):
+    with pytest.raises(ControlProtocolError, match=f"client_id={CLIENT_ID} registration_id=555") as refused:
+        getattr(conductor, decision)(client_id=CLIENT_ID, correlation_id=200, registration_id=555)
+    assert refused.value.error_code == error_code
+    assert conductor.client_proxy.calls == []  # the adapter answers a refusal, not the conductor
+
+
+def test_a_counter_is_added_then_removed(harness, conductor):
+    proxy = conductor.client_proxy
+    conductor.on_add_counter(client_id=CLIENT_ID, correlation_id=300, type_id=1101, key=b"k", label="orders")
+    (_, ready), = proxy.calls
+    counter_id = ready["arg1"]
+    assert ready["arg0"] == 300 and harness.reader.get_counter_label(counter_id) == "orders"
+    conductor.on_remove_counter(client_id=CLIENT_ID, correlation_id=301, registration_id=300)
+    assert proxy.names()[1:] == ["on_operation_succeeded", "on_unavailable_counter"]
+    assert [args for _, args in proxy.calls[1:]] == [{"arg0": 301}, {"arg0": 300, "arg1": counter_id}]
+
+
+def test_terminate_driver_is_refused_unless_the_validator_allows_it(conductor):
+    with pytest.raises(ControlProtocolError, match="terminate driver refused") as refused:
+        conductor.on_terminate_driver(client_id=CLIENT_ID, correlation_id=400, token=b"")
+    assert refused.value.error_code == cp.GENERIC_ERROR and not conductor.terminate_requested
