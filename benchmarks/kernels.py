@@ -21,7 +21,7 @@ import numpy as np
 
 from aeron_numba.kernels import term_appender, term_reader
 from aeron_numba.kernels.handlers import FragmentHandler
-from aeron_numba.layout import log_buffer_descriptor as log_buffer, publication_status as publication
+from aeron_numba.layout import log_buffer_descriptor as lb, publication_status
 from aeron_numba.layout.log_buffers import LogBuffers
 
 TERM_LENGTH = 1024 * 1024
@@ -56,7 +56,7 @@ def append_and_read(log, pub_state, limit_buf, sub_pos, messages, length, exclus
                 result = term_appender.concurrent_offer(log, pub_state, limit_buf, src, 0, length, 0)
             if result > 0:
                 sent += 1
-            elif result != publication.ADMIN_ACTION:
+            elif result != publication_status.ADMIN_ACTION:
                 return -1
         before = sub_pos[0:8].view(np.int64)[0]
         after = before
@@ -67,7 +67,7 @@ def append_and_read(log, pub_state, limit_buf, sub_pos, messages, length, exclus
                 break
             after = position
         if after // term_length > before // term_length:  # clean the term we left, as the driver would
-            left = (before // term_length) % log_buffer.PARTITION_COUNT
+            left = (before // term_length) % lb.PARTITION_COUNT
             log[left * term_length : (left + 1) * term_length] = 0
     return ctx[0]
 
@@ -76,7 +76,7 @@ def measure(messages: int, length: int, exclusive: bool, work_dir: Path) -> floa
     path = work_dir / f"{'x' if exclusive else 'c'}.logbuffer"
     logbuf = LogBuffers.create(path, term_length=TERM_LENGTH, initial_term_id=0, session_id=1, stream_id=1)
     log = logbuf.buffer
-    pub_state = np.zeros(publication.PUB_STATE_LENGTH, np.int64)
+    pub_state = np.zeros(publication_status.PUB_STATE_LENGTH, np.int64)
     if exclusive:
         term_appender.exclusive_init_state(log, pub_state)
     limit = np.zeros(128, np.uint8)

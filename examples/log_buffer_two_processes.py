@@ -23,7 +23,7 @@ import numpy as np
 
 from aeron_numba.kernels import atomics, term_appender, term_reader
 from aeron_numba.kernels.handlers import FragmentHandler
-from aeron_numba.layout import frame, log_buffer_descriptor as log_buffer, publication_status as publication
+from aeron_numba.layout import frame, log_buffer_descriptor as lb, publication_status
 from aeron_numba.layout.counters import COUNTER_LENGTH
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
@@ -64,7 +64,7 @@ def _publish(log, pub_state, limit_buf, exclusive, seq, end_seq, scratch, length
         if result > 0:
             checksum = (checksum * 31 + seq + message_length) & 0xFFFF_FFFF
             seq += 1
-        elif result != publication.ADMIN_ACTION:
+        elif result != publication_status.ADMIN_ACTION:
             break
     return seq, checksum
 
@@ -100,7 +100,7 @@ def _subscribe(log, positions, handler, ctx, term_length, fragment_limit):
     fragments = term_reader.image_poll(log, positions, SUB_POS_OFFSET, fragment_limit, handler, ctx)
     after = atomics.get_int64(positions, SUB_POS_OFFSET)
     if after // term_length > before // term_length:
-        left = (before // term_length) % log_buffer.PARTITION_COUNT
+        left = (before // term_length) % lb.PARTITION_COUNT
         log[left * term_length : (left + 1) * term_length] = 0
     atomics.put_int64_release(positions, PUB_LMT_OFFSET, after + term_length // 2)
     return fragments
@@ -144,10 +144,10 @@ def run(messages: int, length: int, term_length: int, exclusive: bool) -> int:
         logbuf = LogBuffers.create(log_path, term_length=term_length, initial_term_id=1000, session_id=7, stream_id=1001)
         positions_file = MappedFile.create(positions_path, POSITIONS_FILE_LENGTH)
         log, positions = logbuf.buffer, positions_file.buffer
-        log[logbuf.metadata_offset + log_buffer.LOG_IS_CONNECTED_OFFSET] = 1
+        log[logbuf.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET] = 1
         positions[PUB_LMT_OFFSET : PUB_LMT_OFFSET + 8].view(np.int64)[0] = term_length // 2
-        pub_state = np.zeros(publication.PUB_STATE_LENGTH, np.int64)
-        pub_state[publication.PUB_STATE_LIMIT_COUNTER_OFFSET] = PUB_LMT_OFFSET
+        pub_state = np.zeros(publication_status.PUB_STATE_LENGTH, np.int64)
+        pub_state[publication_status.PUB_STATE_LIMIT_COUNTER_OFFSET] = PUB_LMT_OFFSET
         if exclusive:
             term_appender.exclusive_init_state(log, pub_state)
         scratch = np.zeros(FRAGMENTED_LENGTH, np.uint8)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--term-length", type=int, default=1024 * 1024)
     parser.add_argument("--exclusive", action="store_true", help="use an exclusive publication")
     args = parser.parse_args(argv)
-    log_buffer.check_term_length(args.term_length)
+    lb.check_term_length(args.term_length)
     return run(args.messages, args.length, args.term_length, args.exclusive)
 
 

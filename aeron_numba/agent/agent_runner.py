@@ -226,7 +226,8 @@ class AgentRunner:
 
     @staticmethod
     def start_on_thread(runner: "AgentRunner", name: str | None = None) -> threading.Thread:
-        """Run ``runner`` on a new daemon thread (tests and tools only: the GIL makes threads useless for work)."""
+        """Run ``runner`` on a new daemon thread: for agents that mostly wait (the client conductor, tests, tools); the
+        GIL makes threads useless for work that competes for the CPU."""
         thread = threading.Thread(target=runner.run, name=name or runner.role_name(), daemon=True)
         runner._thread = thread
         thread.start()

@@ -48,7 +48,6 @@ from aeron_numba.kernels.copying_poll import (
     poll_and_copy,
     store_position_if_owned,
 )
-from aeron_numba.kernels.position import position_bits_to_shift
 from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout import frame

@@ -18,7 +18,7 @@ from aeron_numba.kernels import atomics_for_python, term_appender
 from aeron_numba.kernels.broadcast import BroadcastReceiver, CopyBroadcastReceiver
 from aeron_numba.kernels.counters import CountersReader
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
-from aeron_numba.layout import broadcast, counters, log_buffer_descriptor as lb, publication_status as publication, ring_buffer
+from aeron_numba.layout import broadcast, counters, log_buffer_descriptor as lb, publication_status, ring_buffer
 from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH
 from aeron_numba.layout.log_buffers import initial_raw_tails
 
@@ -53,10 +53,10 @@ def warm_up_client_kernels() -> None:
         limit = np.zeros(counters.COUNTER_LENGTH, np.uint8)
         limit[:8].view(np.int64)[0] = 1 << 40
         message = np.zeros(64, np.uint8)
-        claim = np.zeros(publication.CLAIM_LENGTH, np.int64)
+        claim = np.zeros(publication_status.CLAIM_LENGTH, np.int64)
         for exclusive in (False, True):
             log = _scratch_log()
-            state = np.zeros(publication.PUB_STATE_LENGTH, np.int64)
+            state = np.zeros(publication_status.PUB_STATE_LENGTH, np.int64)
             if exclusive:
                 term_appender.exclusive_init_state(log, state)
                 offer, try_claim = term_appender.exclusive_offer, term_appender.exclusive_try_claim

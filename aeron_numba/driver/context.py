@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from aeron_numba.errors import ConfigurationError
-from aeron_numba.layout import cnc, frame, log_buffer_descriptor as log_buffer, udp_frames
+from aeron_numba.layout import cnc, frame, log_buffer_descriptor as lb, udp_frames
 from aeron_numba.layout.counters import DEFAULT_FREE_TO_REUSE_TIMEOUT_MS
 from aeron_numba.settings import boolean, duration, from_env, integer, setting, size, text
 
@@ -70,7 +70,7 @@ class DriverContext:
     send_to_status_poll_ratio: int = setting(6, "AERON_SEND_TO_STATUS_POLL_RATIO", integer)
     # Our test hook, like Aeron's debug channel endpoints: map loss-control.dat so tests can drop datagrams.
     loss_control_enabled: bool = setting(False, "AERON_DEBUG_LOSS_CONTROL", boolean)
-    file_page_size: int = setting(log_buffer.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", size)
+    file_page_size: int = setting(lb.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", size)
     conductor_buffer_length: int = setting(cnc.DEFAULT_TO_DRIVER_BUFFER_LENGTH, "AERON_CONDUCTOR_BUFFER_LENGTH", size)
     clients_buffer_length: int = setting(cnc.DEFAULT_TO_CLIENTS_BUFFER_LENGTH, "AERON_CLIENTS_BUFFER_LENGTH", size)
     counters_values_buffer_length: int = setting(
@@ -95,10 +95,10 @@ class DriverContext:
         from aeron_numba.aeron_dir import resolve_aeron_dir
 
         self.aeron_dir = str(resolve_aeron_dir(self.aeron_dir))
-        log_buffer.check_term_length(self.ipc_term_buffer_length)
-        log_buffer.check_term_length(self.term_buffer_length)
+        lb.check_term_length(self.ipc_term_buffer_length)
+        lb.check_term_length(self.term_buffer_length)
         frame.check_mtu_length(self.mtu_length)
-        log_buffer.check_page_size(self.file_page_size)
+        lb.check_page_size(self.file_page_size)
         frame.check_mtu_length(self.ipc_mtu_length)
         cnc.compute_sections(
             self.conductor_buffer_length, self.clients_buffer_length, self.counters_values_buffer_length,

@@ -26,7 +26,7 @@ from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
-from aeron_numba.layout import log_buffer_descriptor as log_buffer
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout.log_buffers import LogBuffers
 
 from aeron_numba.driver.client_command_adapter import ClientCommandAdapter
@@ -299,7 +299,7 @@ class DriverConductor:
         if publication is None:
             session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
             path = self.publications_dir / f"{correlation_id}.logbuffer"
-            self._check_storage_space(log_buffer.compute_log_length(params.term_length, self.ctx.file_page_size))
+            self._check_storage_space(lb.compute_log_length(params.term_length, self.ctx.file_page_size))
             publication = self.network.new_publication(correlation_id, client_id, stream_id, channel, params,
                                                        exclusive, session_id, path, self.now_ns)
         self.publication_links.append(PublicationLink(correlation_id, client_id, publication))
@@ -330,7 +330,7 @@ class DriverConductor:
         session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
         initial_term_id = params.initial_term_id if params.initial_term_id is not None else random.randint(-(2**31), 2**31 - 1)
         path = self.publications_dir / f"{registration_id}.logbuffer"
-        self._check_storage_space(log_buffer.compute_log_length(params.term_length, self.ctx.file_page_size))
+        self._check_storage_space(lb.compute_log_length(params.term_length, self.ctx.file_page_size))
         log = LogBuffers.create(
             path, term_length=params.term_length, initial_term_id=initial_term_id, session_id=session_id,
             stream_id=stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,

@@ -35,7 +35,7 @@ from aeron_numba.errors import AeronError, LayoutError
 from aeron_numba.kernels import counters as ck
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
-from aeron_numba.layout import log_buffer_descriptor as log_buffer
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.kernels import position as pos
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
@@ -247,7 +247,7 @@ class NetworkConductor:
                   control_address: tuple[str, int]) -> None:
         """A SETUP for a subscribed stream and a new session: create the image (or count a bogus SETUP)."""
         try:
-            log_buffer.check_term_length(setup["term_length"])
+            lb.check_term_length(setup["term_length"])
             frame.check_mtu_length(setup["mtu"])
             self._create_image(endpoint, setup, source, control_address)
         except LayoutError:
@@ -268,7 +268,7 @@ class NetworkConductor:
         term_length = setup["term_length"]
         self.images_dir.mkdir(parents=True, exist_ok=True)
         path = self.images_dir / f"{correlation_id}.logbuffer"
-        conductor._check_storage_space(log_buffer.compute_log_length(term_length, self.ctx.file_page_size))
+        conductor._check_storage_space(lb.compute_log_length(term_length, self.ctx.file_page_size))
         log = LogBuffers.create(
             path, term_length=term_length, initial_term_id=setup["initial_term_id"], session_id=setup["session_id"],
             stream_id=setup["stream_id"], correlation_id=correlation_id, mtu_length=setup["mtu"],

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.errors import InvalidChannelError
 from aeron_numba.layout import frame
-from aeron_numba.layout import log_buffer_descriptor as log_buffer
+from aeron_numba.layout import log_buffer_descriptor as lb
 
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver.ipc_publication import IpcPublication
@@ -34,7 +34,7 @@ class PublicationParams:
         term_length = ctx.term_buffer_length if network else ctx.ipc_term_buffer_length
         if uri.get(cu.TERM_LENGTH_PARAM):
             term_length = cu.parse_size(cu.TERM_LENGTH_PARAM, uri.get(cu.TERM_LENGTH_PARAM))
-        log_buffer.check_term_length(term_length)
+        lb.check_term_length(term_length)
         mtu = ctx.mtu_length if network else ctx.ipc_mtu_length
         if uri.get(cu.MTU_LENGTH_PARAM):
             mtu = cu.parse_size(cu.MTU_LENGTH_PARAM, uri.get(cu.MTU_LENGTH_PARAM))

@@ -23,7 +23,7 @@ from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
-from aeron_numba.layout import publication_status as pub_layout
+from aeron_numba.layout import publication_status
 from aeron_numba.layout.counters import COUNTER_LENGTH
 
 from aeron_numba.driver.context import DriverContext
@@ -94,8 +94,8 @@ def _exercise(conductor: DriverConductor, ring: ManyToOneRingBuffer, cnc_file: C
     ring.write(0x77, bytes(16))  # an unknown command: the error path
     tick()
     publication = conductor.publications[0]
-    state = np.zeros(pub_layout.PUB_STATE_LENGTH, np.int64)
-    state[pub_layout.PUB_STATE_LIMIT_COUNTER_OFFSET] = publication.pub_lmt_counter_id * COUNTER_LENGTH
+    state = np.zeros(publication_status.PUB_STATE_LENGTH, np.int64)
+    state[publication_status.PUB_STATE_LIMIT_COUNTER_OFFSET] = publication.pub_lmt_counter_id * COUNTER_LENGTH
     log = publication.log.buffer
     term_appender.concurrent_offer(log, state, cnc_file.counters_values_buffer, np.zeros(64, np.uint8), 0, 64, 0)
     for subscriber in publication.subscribers:  # the subscriber reads it: limit and cleaning move
@@ -130,8 +130,8 @@ def _exercise_udp(conductor: DriverConductor, send, tick, cnc_file: CncFile) -> 
          channel=f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k")
     tick_all(10)  # SETUP -> image -> status message -> connected
     publication = network.publications[0]
-    state = np.zeros(pub_layout.PUB_STATE_LENGTH, np.int64)
-    state[pub_layout.PUB_STATE_LIMIT_COUNTER_OFFSET] = publication.pub_lmt_counter_id * COUNTER_LENGTH
+    state = np.zeros(publication_status.PUB_STATE_LENGTH, np.int64)
+    state[publication_status.PUB_STATE_LIMIT_COUNTER_OFFSET] = publication.pub_lmt_counter_id * COUNTER_LENGTH
     term_appender.concurrent_offer(publication.log.buffer, state, cnc_file.counters_values_buffer,
                                    np.zeros(64, np.uint8), 0, 64, 0)
     tick_all(10)

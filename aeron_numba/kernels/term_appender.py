@@ -10,7 +10,7 @@ of the active partition (§4.2). Exclusive publications have a single writer tha
 ``pub_state`` and release-stores the tail before writing (§4.6). Both write frames the same way (§4.3):
 negative length first, header, payload, then the positive length with release order as the publish point.
 
-Return values follow Aeron: a new stream position (> 0) or a negative status of ``layout.publication``.
+Return values follow Aeron: a new stream position (> 0) or a negative status of ``layout.publication_status``.
 """
 
 
@@ -313,7 +313,7 @@ def concurrent_offer(log, pub_state, limit_buf, src, src_offset, length, reserve
     log : uint8[::1]
         The whole log buffer file.
     pub_state : int64[::1]
-        Publication state (``layout.publication.PUB_STATE_*``): closed flag and the byte offset of the
+        Publication state (``layout.publication_status.PUB_STATE_*``): closed flag and the byte offset of the
         ``pub-lmt`` counter value in ``limit_buf``.
     limit_buf : uint8[::1]
         Buffer holding the publication limit (the counters values section).

@@ -26,12 +26,6 @@ from harness.awaiting import await_condition
 from tests.unit.client_support import SMALL_CNC, FakeDriver, connect, epoch_ms, mapping_count
 
 
-@pytest.fixture
-def driver(shm_dir):
-    with FakeDriver(shm_dir / "aeron") as fake:
-        yield fake
-
-
 # ------------------------------------------------------------------------------------------------ connect
 def test_connect_gets_a_client_id_and_closes(driver):
     aeron, errors = connect(driver)

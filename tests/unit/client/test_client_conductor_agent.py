@@ -65,12 +65,6 @@ def conductor_threads(client_id: int) -> list[threading.Thread]:
 
 
 @pytest.fixture
-def driver(shm_dir):
-    with FakeDriver(shm_dir / "aeron") as fake:
-        yield fake
-
-
-@pytest.fixture
 def manual_driver(shm_dir):
     """A driver whose duty cycle only runs when the test calls ``do_work()``."""
     with FakeDriver(shm_dir / "aeron", start=False) as fake:

@@ -27,13 +27,7 @@ from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout import frame
 from harness.awaiting import await_condition
-from tests.unit.client_support import TERM_LENGTH, FakeDriver, connect, poll_until
-
-
-@pytest.fixture
-def driver(shm_dir):
-    with FakeDriver(shm_dir / "aeron") as fake:
-        yield fake
+from tests.unit.client_support import TERM_LENGTH, connect, poll_until
 
 
 @pytest.fixture

@@ -39,12 +39,6 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 
 @pytest.fixture
-def driver(shm_dir):
-    with FakeDriver(shm_dir / "aeron") as fake:
-        yield fake
-
-
-@pytest.fixture
 def client(driver):
     aeron, errors = connect(driver, resource_linger_duration_ns=0)
     yield aeron, errors

@@ -7,7 +7,7 @@ import pytest
 
 from aeron_numba.errors import ConfigurationError, LayoutError
 from aeron_numba.kernels import position
-from aeron_numba.layout import bits, broadcast, cnc, counters, error_log, frame, log_buffer_descriptor as log_buffer, publication_status as publication
+from aeron_numba.layout import bits, broadcast, cnc, counters, error_log, frame, log_buffer_descriptor as lb, publication_status
 from aeron_numba.layout import ring_buffer
 
 
@@ -34,51 +34,51 @@ def test_bad_mtu_is_rejected_with_the_value(mtu):
 
 
 def test_log_buffer_section_2():
-    assert log_buffer.PARTITION_COUNT == 3
-    assert (log_buffer.TERM_MIN_LENGTH, log_buffer.TERM_MAX_LENGTH) == (65536, 1 << 30)
-    assert (log_buffer.PAGE_MIN_SIZE, log_buffer.PAGE_MAX_SIZE, log_buffer.LOG_META_DATA_LENGTH) == (4096, 1 << 30, 4096)
+    assert lb.PARTITION_COUNT == 3
+    assert (lb.TERM_MIN_LENGTH, lb.TERM_MAX_LENGTH) == (65536, 1 << 30)
+    assert (lb.PAGE_MIN_SIZE, lb.PAGE_MAX_SIZE, lb.LOG_META_DATA_LENGTH) == (4096, 1 << 30, 4096)
     offsets = [
-        log_buffer.TERM_TAIL_COUNTERS_OFFSET, log_buffer.LOG_ACTIVE_TERM_COUNT_OFFSET,
-        log_buffer.LOG_END_OF_STREAM_POSITION_OFFSET, log_buffer.LOG_IS_CONNECTED_OFFSET,
-        log_buffer.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, log_buffer.LOG_CORRELATION_ID_OFFSET,
-        log_buffer.LOG_INITIAL_TERM_ID_OFFSET, log_buffer.LOG_DEFAULT_FRAME_HEADER_LENGTH_OFFSET,
-        log_buffer.LOG_MTU_LENGTH_OFFSET, log_buffer.LOG_TERM_LENGTH_OFFSET, log_buffer.LOG_PAGE_SIZE_OFFSET,
-        log_buffer.LOG_PUBLICATION_WINDOW_LENGTH_OFFSET, log_buffer.LOG_RECEIVER_WINDOW_LENGTH_OFFSET,
-        log_buffer.LOG_SOCKET_SNDBUF_LENGTH_OFFSET, log_buffer.LOG_OS_DEFAULT_SOCKET_SNDBUF_LENGTH_OFFSET,
-        log_buffer.LOG_OS_MAX_SOCKET_SNDBUF_LENGTH_OFFSET, log_buffer.LOG_SOCKET_RCVBUF_LENGTH_OFFSET,
-        log_buffer.LOG_OS_DEFAULT_SOCKET_RCVBUF_LENGTH_OFFSET, log_buffer.LOG_OS_MAX_SOCKET_RCVBUF_LENGTH_OFFSET,
-        log_buffer.LOG_MAX_RESEND_OFFSET, log_buffer.LOG_DEFAULT_FRAME_HEADER_OFFSET,
-        log_buffer.LOG_ENTITY_TAG_OFFSET, log_buffer.LOG_RESPONSE_CORRELATION_ID_OFFSET,
-        log_buffer.LOG_LINGER_TIMEOUT_NS_OFFSET, log_buffer.LOG_UNTETHERED_WINDOW_LIMIT_TIMEOUT_NS_OFFSET,
-        log_buffer.LOG_UNTETHERED_RESTING_TIMEOUT_NS_OFFSET, log_buffer.LOG_IS_GROUP_OFFSET,
-        log_buffer.LOG_IS_RESPONSE_OFFSET, log_buffer.LOG_REJOIN_OFFSET, log_buffer.LOG_RELIABLE_OFFSET,
-        log_buffer.LOG_SPARSE_OFFSET, log_buffer.LOG_SIGNAL_EOS_OFFSET,
-        log_buffer.LOG_SPIES_SIMULATE_CONNECTION_OFFSET, log_buffer.LOG_TETHER_OFFSET,
+        lb.TERM_TAIL_COUNTERS_OFFSET, lb.LOG_ACTIVE_TERM_COUNT_OFFSET,
+        lb.LOG_END_OF_STREAM_POSITION_OFFSET, lb.LOG_IS_CONNECTED_OFFSET,
+        lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, lb.LOG_CORRELATION_ID_OFFSET,
+        lb.LOG_INITIAL_TERM_ID_OFFSET, lb.LOG_DEFAULT_FRAME_HEADER_LENGTH_OFFSET,
+        lb.LOG_MTU_LENGTH_OFFSET, lb.LOG_TERM_LENGTH_OFFSET, lb.LOG_PAGE_SIZE_OFFSET,
+        lb.LOG_PUBLICATION_WINDOW_LENGTH_OFFSET, lb.LOG_RECEIVER_WINDOW_LENGTH_OFFSET,
+        lb.LOG_SOCKET_SNDBUF_LENGTH_OFFSET, lb.LOG_OS_DEFAULT_SOCKET_SNDBUF_LENGTH_OFFSET,
+        lb.LOG_OS_MAX_SOCKET_SNDBUF_LENGTH_OFFSET, lb.LOG_SOCKET_RCVBUF_LENGTH_OFFSET,
+        lb.LOG_OS_DEFAULT_SOCKET_RCVBUF_LENGTH_OFFSET, lb.LOG_OS_MAX_SOCKET_RCVBUF_LENGTH_OFFSET,
+        lb.LOG_MAX_RESEND_OFFSET, lb.LOG_DEFAULT_FRAME_HEADER_OFFSET,
+        lb.LOG_ENTITY_TAG_OFFSET, lb.LOG_RESPONSE_CORRELATION_ID_OFFSET,
+        lb.LOG_LINGER_TIMEOUT_NS_OFFSET, lb.LOG_UNTETHERED_WINDOW_LIMIT_TIMEOUT_NS_OFFSET,
+        lb.LOG_UNTETHERED_RESTING_TIMEOUT_NS_OFFSET, lb.LOG_IS_GROUP_OFFSET,
+        lb.LOG_IS_RESPONSE_OFFSET, lb.LOG_REJOIN_OFFSET, lb.LOG_RELIABLE_OFFSET,
+        lb.LOG_SPARSE_OFFSET, lb.LOG_SIGNAL_EOS_OFFSET,
+        lb.LOG_SPIES_SIMULATE_CONNECTION_OFFSET, lb.LOG_TETHER_OFFSET,
     ]
     assert offsets == [0, 24, 128, 136, 140, 256, 264, 268, 272, 276, 280, 284, 288, 292, 296, 300, 304, 308, 312,
                        316, 320, 448, 456, 464, 472, 480, 488, 489, 490, 491, 492, 493, 494, 495]
-    assert log_buffer.compute_log_length(64 * 1024) == 200_704
-    assert log_buffer.compute_log_length(16 * 1024 * 1024) == 50_335_744
-    assert log_buffer.compute_log_length(64 * 1024 * 1024) == 201_330_688
-    assert log_buffer.compute_log_length(64 * 1024, page_size=2 * 1024 * 1024) == 2 * 1024 * 1024
-    assert log_buffer.metadata_offset(200_704) == 3 * 65536
+    assert lb.compute_log_length(64 * 1024) == 200_704
+    assert lb.compute_log_length(16 * 1024 * 1024) == 50_335_744
+    assert lb.compute_log_length(64 * 1024 * 1024) == 201_330_688
+    assert lb.compute_log_length(64 * 1024, page_size=2 * 1024 * 1024) == 2 * 1024 * 1024
+    assert lb.metadata_offset(200_704) == 3 * 65536
 
 
 @pytest.mark.parametrize("term_length", [0, 32 * 1024, 100_000, 2 << 30, 3 * 65536])
 def test_bad_term_length_is_rejected(term_length):
     with pytest.raises(ConfigurationError, match=f"term_length={term_length}"):
-        log_buffer.check_term_length(term_length)
+        lb.check_term_length(term_length)
 
 
 @pytest.mark.parametrize("page_size", [0, 1024, 5000, 2 << 30])
 def test_bad_page_size_is_rejected(page_size):
     with pytest.raises(ConfigurationError, match=f"page_size={page_size}"):
-        log_buffer.check_page_size(page_size)
+        lb.check_page_size(page_size)
 
 
 def test_log_file_shorter_than_its_terms_is_rejected():
     with pytest.raises(LayoutError, match="file_length=100000"):
-        log_buffer.check_log_file(100_000, 65536, 4096)
+        lb.check_log_file(100_000, 65536, 4096)
 
 
 def test_position_math_section_3():
@@ -188,5 +188,5 @@ def test_error_log_section_10():
 
 
 def test_publication_status_codes_section_4_5():
-    assert (publication.NOT_CONNECTED, publication.BACK_PRESSURED, publication.ADMIN_ACTION, publication.CLOSED,
-            publication.MAX_POSITION_EXCEEDED, publication.ERROR) == (-1, -2, -3, -4, -5, -6)
+    assert (publication_status.NOT_CONNECTED, publication_status.BACK_PRESSURED, publication_status.ADMIN_ACTION, publication_status.CLOSED,
+            publication_status.MAX_POSITION_EXCEEDED, publication_status.ERROR) == (-1, -2, -3, -4, -5, -6)
