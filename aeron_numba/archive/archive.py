@@ -59,6 +59,7 @@ class Archive:
             self.ctx.archive_dir, archive_id=archive_id, control_channel=self.ctx.control_channel,
             control_stream_id=self.ctx.control_stream_id, local_control_channel=self.ctx.local_control_channel,
             local_control_stream_id=self.ctx.local_control_stream_id,
+            events_channel=self.ctx.recording_events_channel, events_stream_id=self.ctx.recording_events_stream_id,
             aeron_directory=str(self.aeron.context.aeron_dir), error_buffer_length=self.ctx.error_buffer_length)
         self.catalog = Catalog.open(self.ctx.archive_dir, capacity=self.ctx.catalog_capacity,
                                     checksum_algorithm=self.ctx.record_checksum_algorithm)

@@ -7,7 +7,10 @@ recorder and replayer on one thread). Requests come decoded from the ``ControlSe
 the session, its authentication and authorisation) as ``on_<request>(session, **fields)`` calls; every one gets
 a ControlResponse on its session through the session's ``ControlResponseProxy`` (or, for listings, descriptors
 then a terminating response), and a bad one an ERROR with the archive error code, never a crash. What cannot be
-decoded is recorded in the mark file's error log and dropped by the adapter. The conductor never touches bytes.
+decoded is recorded in the mark file's error log and dropped by the adapter. The conductor never touches bytes:
+the archive counters are ``ArchiveCounters``'s, channels are derived in ``recording_channels``, segment files
+are cut and deleted in ``segment_files``, and with recording events enabled the recording sessions publish them
+through the ``RecordingEventsProxy`` made here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aeron_numba.archive.archive_counters import ArchiveCounters
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.archive.control_session import (
@@ -32,38 +36,13 @@ from aeron_numba.archive.control_session import (
 )
 from aeron_numba.archive.control_session_adapter import ControlSessionAdapter
 from aeron_numba.archive.mark_file import ArchiveMarkFile
-from aeron_numba.archive.recording_session import RecordingSession, RecordingState, rec_pos_key, rec_pos_label
+from aeron_numba.archive.recording_channels import replay_channel, strip_channel
+from aeron_numba.archive.recording_session import RecordingSession, RecordingState
 from aeron_numba.archive.replay_session import ReplaySession, ReplayState, replay_position_error
-from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError, segment_files
-from aeron_numba.codecs.channel_uri import ChannelUri
+from aeron_numba.archive.segment_files import RecordingWriter, delete_segment_files, truncate_segment_files
+from aeron_numba.codecs.archive_proxies import RecordingEventsProxy
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
-
-#: Channel parameters that identify a recorded stream (Aeron's stripped channel): the rest (term length, MTU,
-#: linger...) does not change which stream it is.
-STRIPPED_PARAMS = ("endpoint", "interface", "control", "control-mode", "tags", "rejoin", "group", "tether", "fc",
-                   "gtag", "cc", "so-rcvbuf", "so-sndbuf", "rcv-wnd", "session-id", "alias")
-LOCAL = A.SOURCE_LOCATIONS["LOCAL"]
-
-
-def strip_channel(channel: str) -> str:
-    uri = ChannelUri.parse(channel)
-    params = {k: v for k, v in uri.params.items() if k in STRIPPED_PARAMS}
-    return str(ChannelUri(uri.media, params, uri.prefix))
-
-
-def replay_channel(channel: str, descriptor, position: int) -> str:
-    """The replay publication's channel: the client's, positioned so that replayed positions equal recorded
-    ones (init-term-id, term-id, term-offset) with the recording's term length and MTU (§6.3)."""
-    uri = ChannelUri.parse(channel)
-    term_length = descriptor.term_buffer_length
-    params = {k: v for k, v in uri.params.items()
-              if k not in ("init-term-id", "term-id", "term-offset", "term-length", "mtu")}
-    params.update({"init-term-id": str(descriptor.initial_term_id),
-                   "term-id": str(descriptor.initial_term_id + position // term_length),
-                   "term-offset": str(position & (term_length - 1)), "term-length": str(term_length),
-                   "mtu": str(descriptor.mtu_length)})
-    return str(ChannelUri(uri.media, params, uri.prefix))
 
 
 @dataclass
@@ -94,6 +73,9 @@ class ArchiveConductor:
         self.nano_clock = nano_clock
         self.epoch_clock = epoch_clock
         self.archive_id = ctx.archive_id if ctx.archive_id != A.NULL_VALUE else aeron.client_id
+        # Recording sessions publish their events here (Aeron's RecordingEventsProxy); None: disabled.
+        self.recording_events = RecordingEventsProxy(aeron.add_exclusive_publication(
+            ctx.recording_events_channel, ctx.recording_events_stream_id)) if ctx.recording_events_enabled else None
         # A client's request publication going away (closed, or its client timed out by the driver) ends the control
         # sessions that came on it, even when another client's subscription keeps their response stream connected.
         self._gone_request_images: collections.deque = collections.deque()
@@ -117,25 +99,7 @@ class ArchiveConductor:
         self._lock = threading.Lock()
         self.replay_buffer = np.zeros(ctx.file_io_max_length, dtype=np.uint8)
         self._next_mark_update_ns = 0
-        self.errors_recorded = 0
-        # The archive counters of §4.4 (key: the archive id), read by aeron-stat and tests.
-        key = self.archive_id.to_bytes(8, "little", signed=True)
-        suffix = f" - archiveId={self.archive_id}"
-        self.error_counter = aeron.add_counter(A.ARCHIVE_ERROR_COUNT_TYPE_ID, key, f"Archive Errors{suffix}")
-        self.control_sessions_counter = aeron.add_counter(A.ARCHIVE_CONTROL_SESSIONS_TYPE_ID, key,
-                                                          f"Archive Control Sessions{suffix}")
-        self.recording_sessions_counter = aeron.add_counter(A.ARCHIVE_RECORDING_SESSIONS_TYPE_ID, key,
-                                                            f"Archive Recording Sessions{suffix}")
-        self.replay_sessions_counter = aeron.add_counter(A.ARCHIVE_REPLAY_SESSIONS_TYPE_ID, key,
-                                                         f"Archive Replay Sessions{suffix}")
-        self._session_counts = (0, 0, 0)  # what the three counters above hold
-        self.io_counters = {name: aeron.add_counter(type_id, key, f"{label}{suffix}") for name, type_id, label in (
-            ("max_write_ns", A.ARCHIVE_RECORDER_MAX_WRITE_TIME_TYPE_ID, "archive-recorder max write time in ns"),
-            ("write_bytes", A.ARCHIVE_RECORDER_TOTAL_WRITE_BYTES_TYPE_ID, "archive-recorder total write bytes"),
-            ("write_ns", A.ARCHIVE_RECORDER_TOTAL_WRITE_TIME_TYPE_ID, "archive-recorder total write time in ns"),
-            ("max_read_ns", A.ARCHIVE_REPLAYER_MAX_READ_TIME_TYPE_ID, "archive-replayer max read time in ns"),
-            ("read_bytes", A.ARCHIVE_REPLAYER_TOTAL_READ_BYTES_TYPE_ID, "archive-replayer total read bytes"),
-            ("read_ns", A.ARCHIVE_REPLAYER_TOTAL_READ_TIME_TYPE_ID, "archive-replayer total read time in ns"))}
+        self.counters = ArchiveCounters(aeron, self.archive_id)  # §4.4, read by aeron-stat and tests
 
     def role_name(self) -> str:
         return "archive-conductor"
@@ -168,33 +132,14 @@ class ArchiveConductor:
             work += replay.do_work()
             if replay.state in (ReplayState.DONE, ReplayState.INACTIVE):
                 self._end_replay(replay_session_id, replay)
-        counts = (len(self.control_sessions), len(self.recordings), len(self.replays))
-        if counts != self._session_counts:  # three counter stores only when a session came or went
-            self._session_counts = counts
-            self.control_sessions_counter.set(counts[0])
-            self.recording_sessions_counter.set(counts[1])
-            self.replay_sessions_counter.set(counts[2])
+        self.counters.update_session_counts(len(self.control_sessions), len(self.recordings), len(self.replays))
         if now_ns >= self._next_mark_update_ns:
             self._next_mark_update_ns = now_ns + A.MARK_ACTIVITY_UPDATE_INTERVAL_MS * 1_000_000
             self.mark_file.update_activity_timestamp(self.epoch_clock())
         return work
 
-    def _on_write(self, length: int, ns: int) -> None:
-        self._count_io("write", length, ns)
-
-    def _on_read(self, length: int, ns: int) -> None:
-        self._count_io("read", length, ns)
-
-    def _count_io(self, kind: str, length: int, ns: int) -> None:
-        counters = self.io_counters
-        counters[f"{kind}_bytes"].get_and_add(length)
-        counters[f"{kind}_ns"].get_and_add(ns)
-        if ns > counters[f"max_{kind}_ns"].get():
-            counters[f"max_{kind}_ns"].set(ns)
-
     def record_error(self, error: BaseException | str) -> None:
-        self.errors_recorded += 1
-        self.error_counter.increment()
+        self.counters.on_error()
         self.mark_file.error_log.record(error)
 
     # ------------------------------------------------------------------------------------------ requests
@@ -327,16 +272,15 @@ class ArchiveConductor:
                 session_id=image.session_id, stream_id=owner.stream_id, stripped_channel=owner.stripped_channel,
                 original_channel=owner.original_channel, source_identity=image.source_identity)
             signal = "START"
-        counter = self.aeron.add_counter(
-            A.RECORDING_POSITION_TYPE_ID, rec_pos_key(recording_id, image.session_id, image.source_identity,
-                                                      self.archive_id),
-            rec_pos_label(recording_id, image.session_id, owner.stream_id, owner.stripped_channel, self.archive_id))
+        counter = self.counters.add_recording_position(recording_id, image.session_id, image.source_identity,
+                                                       owner.stream_id, owner.stripped_channel)
         writer = RecordingWriter(self.ctx.archive_dir, recording_id, start_position, image.join_position,
                                  image.term_buffer_length, segment_length, self.ctx.record_checksum_algorithm)
         self.recordings[recording_id] = RecordingSession(
             catalog=self.catalog, recording_id=recording_id, image=image, writer=writer, position_counter=counter,
             file_io_max_length=self.ctx.file_io_max_length, epoch_clock=self.epoch_clock,
-            subscription_id=subscription_id, on_write=self._on_write)
+            subscription_id=subscription_id, on_write=self.counters.on_write, recording_events=self.recording_events,
+            stream_id=owner.stream_id, original_channel=owner.original_channel, on_error=self.record_error)
         self._recording_owner[recording_id] = owner
         if session is not None:
             session.signal(owner.correlation_id, recording_id, subscription_id, image.join_position, signal)
@@ -520,24 +464,12 @@ class ArchiveConductor:
             session.error(correlation_id, "GENERIC",
                           f"cannot truncate recording id={recording_id}: it is being replayed")
             return
-        self._truncate_files(d, position)
+        truncate_segment_files(self.ctx.archive_dir, recording_id, d.start_position, position, d.term_buffer_length,
+                               d.segment_file_length)
         self.catalog.update_stop_position(recording_id, position, self.epoch_clock())
         session.respond(correlation_id, OK, 0)
 
-    def _truncate_files(self, d, position: int) -> None:
-        """Delete the segments wholly after ``position`` and zero the rest of the one holding it."""
-        base_at = A.segment_file_base_position(d.start_position, position, d.term_buffer_length,
-                                               d.segment_file_length)
-        for base, path in segment_files(self.ctx.archive_dir, d.recording_id):
-            if base > base_at or (base == base_at and position == base and position > d.start_position):
-                path.unlink()
-            elif base == base_at:
-                with open(path, "r+b") as f:
-                    f.seek(position - base)
-                    f.write(bytes(d.segment_file_length - (position - base)))
-
     def on_purge_recording_request(self, session, correlation_id, recording_id, **_) -> None:
-        recording_id = recording_id
         if not self._known(session, correlation_id, recording_id):
             return
         if recording_id in self.recordings or any(
@@ -546,8 +478,7 @@ class ArchiveConductor:
                           f"cannot purge recording id={recording_id}: it is being recorded or replayed")
             return
         self.catalog.change_state(recording_id, A.RECORDING_STATE_DELETED)
-        for _, path in segment_files(self.ctx.archive_dir, recording_id):
-            path.unlink()
+        delete_segment_files(self.ctx.archive_dir, recording_id)
         session.respond(correlation_id, OK, 0)
         session.signal(correlation_id, recording_id, A.NULL_VALUE, A.NULL_POSITION, "DELETE")
 
@@ -602,7 +533,7 @@ class ArchiveConductor:
             replay_buffer=buffer, stop_position=lambda: self.catalog.stop_position(recording_id),
             recorded_position=lambda: self._recorded_position(recording_id), bound=bound,
             checksum_algorithm=self.ctx.replay_checksum_algorithm, connect_timeout_ns=self.ctx.connect_timeout_ns,
-            nano_clock=self.nano_clock, on_read=self._on_read)
+            nano_clock=self.nano_clock, on_read=self.counters.on_read)
         self._replay_owner[replay_session_id] = (session.control_session_id, correlation_id)
         session.respond(correlation_id, OK, replay_session_id)
 
@@ -654,6 +585,6 @@ class ArchiveConductor:
             session.close()
         for subscription in self.control_subscriptions:
             subscription.close()
-        for counter in (self.error_counter, self.control_sessions_counter, self.recording_sessions_counter,
-                        self.replay_sessions_counter, *self.io_counters.values()):
-            counter.close()
+        if self.recording_events is not None:
+            self.recording_events.publication.close()
+        self.counters.close()

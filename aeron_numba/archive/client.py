@@ -15,12 +15,13 @@ from typing import Callable
 
 from aeron_numba.archive.authentication import CredentialsSupplier, NullCredentialsSupplier
 from aeron_numba.archive.control_response_poller import ControlResponsePoller, RecordingSignal
+from aeron_numba.archive.recording_events_adapter import RecordingEventsAdapter
 from aeron_numba.codecs.archive_proxies import ArchiveProxy
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
-__all__ = ["AeronArchive", "AeronArchiveContext", "ArchiveError", "RecordingSignal"]
+__all__ = ["AeronArchive", "AeronArchiveContext", "ArchiveError", "RecordingEventsAdapter", "RecordingSignal"]
 
 _ERROR_NAMES = {code: name for name, code in A.ARCHIVE_ERROR_CODES.items()}
 

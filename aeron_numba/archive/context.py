@@ -7,10 +7,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aeron_numba.archive.authentication import AllowAllAuthorisationService, NullAuthenticator, load_supplier
+from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.checksum import checksum_algorithm
-from aeron_numba.settings import duration, from_env, integer, setting, size, text
+from aeron_numba.settings import boolean, duration, from_env, integer, setting, size, text
+
+
+def check_recording_events_channel(channel: str) -> None:
+    """Raise ``ConfigurationError`` unless recording events can be published on ``channel`` through our driver."""
+    use = "use aeron:ipc, or a unicast aeron:udp?endpoint=host:port that the listeners subscribe to"
+    if not channel:
+        raise ConfigurationError(f"recording_events_channel must be set when recording_events_enabled is true: {use}")
+    uri = ChannelUri.parse(channel)  # InvalidChannelError (a ConfigurationError) names what is wrong
+    if uri.get("control-mode") == "dynamic":
+        # Aeron's suggested channel (A.DEFAULT_RECORDING_EVENTS_CHANNEL) is dynamic MDC; this media driver's
+        # subscriptions do not elicit a SETUP through the control address, so no listener would ever connect.
+        raise ConfigurationError(f"recording_events_channel={channel!r}: control-mode=dynamic (multi-destination-"
+                                 f"cast) subscriptions are not served by the aeron-numba media driver; {use}")
 
 
 @dataclass
@@ -44,6 +58,13 @@ class ArchiveContext:
     #: (``authentication.py``); empty: authenticate everyone, allow everything (Aeron's defaults).
     authenticator_supplier: str = setting("", "AERON_AUTHENTICATOR_SUPPLIER", text)
     authorisation_service_supplier: str = setting("", "AERON_ARCHIVE_AUTHORISATION_SERVICE_SUPPLIER", text)
+    #: RecordingStarted / RecordingProgress / RecordingStopped published on an exclusive publication of this
+    #: channel and stream (Aeron's recording events). Off by default; the channel has no default in the
+    #: archive (Aeron 1.48's Archive.Context leaves it unset: it must be given when enabled).
+    recording_events_enabled: bool = setting(False, "AERON_ARCHIVE_RECORDING_EVENTS_ENABLED", boolean)
+    recording_events_channel: str = setting("", "AERON_ARCHIVE_RECORDING_EVENTS_CHANNEL", text)
+    recording_events_stream_id: int = setting(A.DEFAULT_RECORDING_EVENTS_STREAM_ID,
+                                              "AERON_ARCHIVE_RECORDING_EVENTS_STREAM_ID", integer)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "ArchiveContext":
@@ -76,6 +97,8 @@ class ArchiveContext:
         if not self.local_control_channel:
             raise ConfigurationError("local_control_channel must not be empty")
         idle_strategy_from_name(self.idle_strategy)
+        if self.recording_events_enabled:
+            check_recording_events_channel(self.recording_events_channel)
         self.authenticator_factory = load_supplier(self.authenticator_supplier, "authenticator_supplier",
                                                    NullAuthenticator)
         self.authorisation_service_factory = load_supplier(

@@ -9,6 +9,13 @@ is undone, as ``block_poll`` drops its copy then), and then sets ``rec-pos``
 goes (closed or end of stream, once everything up to its end was written), or when a write fails (disk full:
 the error is kept for the conductor to report, the recording stopped cleanly at the last whole block). The
 catalog then gets the stop position and timestamp.
+
+With recording events enabled (``recording_events``: the archive's ``RecordingEventsProxy``), the session
+publishes them as Aeron's RecordingSession does: RecordingStarted on its first duty cycle, RecordingProgress in
+any later cycle that finds the recorded position past the last one announced (a progress the publication did not
+take is sent again, with the newer position, next cycle), RecordingStopped when it stops; each carries the
+image's join position as the start position. An event the publication refuses is dropped: the recording never
+waits for the events channel.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from aeron_numba.kernels.segment_scanner import (
     record_block_extent,
 )
 from aeron_numba.layout import archive as A
+from aeron_numba.layout.publication_status import CLOSED, MAX_POSITION_EXCEEDED
 
 
 class RecordingState(enum.Enum):
@@ -34,25 +42,15 @@ class RecordingState(enum.Enum):
     STOPPED = "stopped"  # everything written, catalog updated, files closed
 
 
-def rec_pos_key(recording_id: int, session_id: int, source_identity: str, archive_id: int) -> bytes:
-    """The ``rec-pos`` counter key (§4.4), the source identity truncated so the key fits 112 bytes."""
-    source = source_identity.encode("ascii", errors="replace")[:A.REC_POS_MAX_SOURCE_IDENTITY_LENGTH]
-    return (recording_id.to_bytes(8, "little", signed=True) + session_id.to_bytes(4, "little", signed=True)
-            + len(source).to_bytes(4, "little") + source + archive_id.to_bytes(8, "little", signed=True))
-
-
-def rec_pos_label(recording_id: int, session_id: int, stream_id: int, stripped_channel: str, archive_id: int) -> str:
-    """``rec-pos: <recordingId> <sessionId> <streamId> <strippedChannel> - archiveId=<archiveId>`` (§4.4)."""
-    suffix = f" - archiveId={archive_id}"
-    head = f"rec-pos: {recording_id} {session_id} {stream_id} "
-    return head + stripped_channel[:max(0, 380 - len(head) - len(suffix))] + suffix
-
-
 class RecordingSession:
     def __init__(self, *, catalog: Catalog, recording_id: int, image, writer: RecordingWriter, position_counter,
                  file_io_max_length: int = A.DEFAULT_FILE_IO_MAX_LENGTH, epoch_clock=None,
-                 subscription_id: int = A.NULL_VALUE, on_write=None):
-        """``on_write(bytes, ns)``: told of every block written and how long the write took (recorder counters)."""
+                 subscription_id: int = A.NULL_VALUE, on_write=None, recording_events=None, stream_id: int = 0,
+                 original_channel: str = "", on_error=None):
+        """``on_write(bytes, ns)``: told of every block written and how long the write took (recorder counters).
+        ``recording_events``: a ``RecordingEventsProxy`` or None (disabled); ``stream_id`` and
+        ``original_channel`` (the recording subscription's) go into RecordingStarted; ``on_error(text)`` hears
+        of an events publication that can take no more (closed, at its max position)."""
         self.catalog = catalog
         self.recording_id = recording_id
         self.subscription_id = subscription_id  # the archive's recording subscription the image came on
@@ -66,6 +64,12 @@ class RecordingSession:
         self.error: BaseException | None = None
         self._stop_requested = False
         self._extent = np.zeros(2, dtype=np.int64)  # record_block_extent's answer
+        self.recording_events = recording_events
+        self.stream_id = stream_id
+        self.original_channel = original_channel
+        self.on_error = on_error
+        self._started_sent = False
+        self._progress_event_position = image.join_position
         position_counter.set(writer.position)
 
     @property
@@ -80,6 +84,13 @@ class RecordingSession:
         if self.state is RecordingState.STOPPED:
             return 0
         work = 0
+        events = self.recording_events
+        if events is not None and not self._started_sent:
+            self._started_sent = True
+            image = self.image
+            self._sent(events.recording_started(self.recording_id, image.join_position, image.session_id,
+                                                self.stream_id, self.original_channel, image.source_identity))
+            work += 1
         if not self._stop_requested:
             try:
                 work = self._record_block()
@@ -92,10 +103,26 @@ class RecordingSession:
                 self.position_counter.set(self.writer.position)
             elif self.image.is_closed or self.image.is_end_of_stream:
                 self._stop_requested = True
+            if events is not None and self.error is None and self._progress_event_position < self.writer.position:
+                position = self.writer.position
+                if self._sent(events.recording_progress(self.recording_id, self.image.join_position, position)):
+                    self._progress_event_position = position
         if self._stop_requested:
             self._stop()
+            if events is not None:
+                self._sent(events.recording_stopped(self.recording_id, self.image.join_position, self.writer.position))
             work += 1
         return work
+
+    def _sent(self, taken: bool) -> bool:
+        """Whether the events publication took an event; one it can never take again is reported."""
+        if not taken and self.on_error is not None:
+            result = self.recording_events.last_result
+            if result == CLOSED:
+                self.on_error("recording events publication is closed")
+            elif result == MAX_POSITION_EXCEEDED:
+                self.on_error("recording events publication at max position")
+        return taken
 
     def _record_block(self) -> int:
         """One block from the image's log straight into the segment file (Aeron's ``blockPoll`` with the

@@ -45,6 +45,27 @@ def segment_files(archive_dir: str | os.PathLike, recording_id: int) -> list[tup
     return sorted(found)
 
 
+def truncate_segment_files(archive_dir: str | os.PathLike, recording_id: int, start_position: int, position: int,
+                           term_length: int, segment_length: int) -> None:
+    """Cut a recording's files at ``position`` (a TruncateRecording): delete the segments wholly after it, and
+    zero the rest of the one holding it (a segment starting exactly at ``position`` past the start goes too:
+    nothing of it is kept)."""
+    base_at = A.segment_file_base_position(start_position, position, term_length, segment_length)
+    for base, path in segment_files(archive_dir, recording_id):
+        if base > base_at or (base == base_at and position == base and position > start_position):
+            path.unlink()
+        elif base == base_at:
+            with open(path, "r+b") as f:
+                f.seek(position - base)
+                f.write(bytes(segment_length - (position - base)))
+
+
+def delete_segment_files(archive_dir: str | os.PathLike, recording_id: int) -> None:
+    """Delete every segment file of a recording (a PurgeRecording)."""
+    for _, path in segment_files(archive_dir, recording_id):
+        path.unlink()
+
+
 def _whole_frames_length(block: np.ndarray, written: int) -> int:
     """Bytes of whole frames at the start of ``block`` within its first ``written`` bytes."""
     at = 0

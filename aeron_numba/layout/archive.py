@@ -235,6 +235,8 @@ DEFAULT_LOCAL_CONTROL_STREAM_ID = 10
 DEFAULT_LOCAL_CONTROL_CHANNEL = "aeron:ipc?term-length=64k"
 DEFAULT_RESPONSE_STREAM_ID = 20
 DEFAULT_RECORDING_EVENTS_STREAM_ID = 30
+#: Aeron's AeronArchive.Configuration.RECORDING_EVENTS_CHANNEL_DEFAULT (dynamic MDC). Aeron's archive does not
+#: fall back on it: its recording events channel is unset unless configured.
 DEFAULT_RECORDING_EVENTS_CHANNEL = "aeron:udp?control-mode=dynamic|control=localhost:8030"
 DEFAULT_FILE_IO_MAX_LENGTH = 1024 * 1024
 DEFAULT_MAX_CONCURRENT_RECORDINGS = 20

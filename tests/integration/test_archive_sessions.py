@@ -12,8 +12,9 @@ import time
 import numpy as np
 import pytest
 
+from aeron_numba.archive.archive_counters import rec_pos_key, rec_pos_label
 from aeron_numba.archive.catalog import Catalog
-from aeron_numba.archive.recording_session import RecordingSession, RecordingState, rec_pos_key, rec_pos_label
+from aeron_numba.archive.recording_session import RecordingSession, RecordingState
 from aeron_numba.archive.replay_session import ReplaySession, ReplayState, replay_position_error
 from aeron_numba.archive.segment_files import RecordingWriter, segment_files
 from aeron_numba.client import Aeron, Context, FragmentAssembler

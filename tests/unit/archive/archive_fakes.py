@@ -10,14 +10,18 @@ from aeron_numba.codecs.archive_messages import ARCHIVE
 
 
 class Counter:
-    def __init__(self):
+    def __init__(self, type_id=0, key=b"", label=""):
+        self.type_id, self.key, self.label = type_id, key, label
         self.value = 0
+        self.stores = 0  # set() calls
+        self.is_closed = False
 
     def get(self):
         return self.value
 
     def set(self, value):
         self.value = value
+        self.stores += 1
 
     def increment(self):
         self.value += 1
@@ -27,7 +31,7 @@ class Counter:
         return self.value - delta
 
     def close(self):
-        pass
+        self.is_closed = True
 
 
 class Publication:
@@ -37,12 +41,15 @@ class Publication:
         self.channel, self.stream_id, self.session_id = channel, stream_id, session_id
         self.is_connected = True
         self.raw: list[bytes] = []
+        self.results: list[int] = []  # what the next offers answer instead of taking the message
 
     @property
     def sent(self):
         return [ARCHIVE.decode(data) for data in self.raw]
 
     def offer(self, buffer, offset=0, length=None):
+        if self.results:
+            return self.results.pop(0)
         self.raw.append(bytes(buffer[offset:offset + length]))
         return 64 * len(self.raw)
 
@@ -62,8 +69,9 @@ class Fragment:
 class Subscription:
     """Delivers the fragments queued in ``fragments`` (bytes, request image session id)."""
 
-    def __init__(self, registration_id):
-        self.registration_id = registration_id
+    def __init__(self, registration_id, channel="", stream_id=0, handlers=None):
+        self.registration_id, self.channel, self.stream_id = registration_id, channel, stream_id
+        self.handlers = handlers or {}  # available_image_handler / unavailable_image_handler as given
         self.fragments: list[tuple[bytes, int]] = []
 
     def poll(self, handler, limit):
@@ -85,9 +93,10 @@ class Aeron:
         self._ids = itertools.count(1000)
         self.subscriptions: list[Subscription] = []
         self.publications: list[Publication] = []
+        self.counters: list[Counter] = []
 
     def add_subscription(self, channel, stream_id, **handlers):
-        subscription = Subscription(next(self._ids))
+        subscription = Subscription(next(self._ids), channel, stream_id, handlers)
         self.subscriptions.append(subscription)
         return subscription
 
@@ -97,7 +106,9 @@ class Aeron:
         return publication
 
     def add_counter(self, type_id, key, label):
-        return Counter()
+        counter = Counter(type_id, key, label)
+        self.counters.append(counter)
+        return counter
 
 
 @dataclass

@@ -36,7 +36,7 @@ def test_requests_of_unknown_sessions_and_unasked_challenge_responses_are_record
     assert errors == ["ArchiveIdRequest for unknown control session id=999",
                       f"ChallengeResponse for control session id={session.control_session_id}, which is active, "
                       "not challenged"]
-    assert session.publication.raw == [] and conductor.errors_recorded == 2
+    assert session.publication.raw == [] and conductor.counters.errors.get() == 2
 
 
 @pytest.mark.parametrize("name", UNSUPPORTED_REQUESTS)
@@ -70,7 +70,7 @@ def test_a_request_the_conductor_cannot_do_is_answered_and_recorded(conductor):
     [response] = session.publication.sent
     assert (response.correlation_id, response.code) == (8, ERROR)
     assert response.error_message.startswith("StartRecordingRequest: ")
-    assert conductor.errors_recorded == 1
+    assert conductor.counters.errors.get() == 1
 
 
 def test_garbage_on_the_control_channel_is_counted_and_recorded_and_the_archive_carries_on(conductor):
@@ -78,7 +78,7 @@ def test_garbage_on_the_control_channel_is_counted_and_recorded_and_the_archive_
     deliver(conductor, b"\x00" * 5)
     deliver(conductor, ARCHIVE.encode(ARCHIVE.ControlResponse(control_session_id=session.control_session_id)))
     adapter = conductor.control_session_adapter
-    assert adapter.malformed_count == 2 and conductor.error_counter.get() == 2
+    assert adapter.malformed_count == 2 and conductor.counters.errors.get() == 2
     assert all(e.startswith("ControlSessionAdapter: message dropped: ") for e in conductor.mark_file.error_log.errors)
     deliver(conductor, ARCHIVE.ArchiveIdRequest(control_session_id=session.control_session_id, correlation_id=9))
     [response] = session.publication.sent
