@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from aeron_numba.archive.client import AeronArchive, ArchiveError
+from aeron_numba.archive.client import AeronArchive, ArchiveError, RecordingEventsAdapter
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
@@ -485,3 +485,47 @@ def test_the_archive_files_of_a_real_run_read_back_with_a_parser_written_from_th
         if flags & 0x40:
             messages.append(partial)
     assert messages == [payload for payload, _ in sent]
+
+
+EVENTS_CHANNEL, EVENTS_STREAM = "aeron:ipc?term-length=64k", 31
+
+
+def test_recording_events_from_start_through_progress_to_stop(process_manager, aeron_dir, tmp_path):
+    stack = Stack(process_manager, aeron_dir, tmp_path / "archive",
+                  AERON_ARCHIVE_RECORDING_EVENTS_ENABLED="true",
+                  AERON_ARCHIVE_RECORDING_EVENTS_CHANNEL=EVENTS_CHANNEL,
+                  AERON_ARCHIVE_RECORDING_EVENTS_STREAM_ID=str(EVENTS_STREAM))
+    try:
+        archive, aeron = stack.archive, stack.aeron
+        events = []
+
+        class Listener:
+            def on_recording_started(self, recording_id, start_position, session_id, stream_id, channel,
+                                     source_identity):
+                events.append(("started", recording_id, start_position, session_id, stream_id, channel))
+
+            def on_recording_progress(self, recording_id, start_position, position):
+                events.append(("progress", recording_id, start_position, position))
+
+            def on_recording_stopped(self, recording_id, start_position, stop_position):
+                events.append(("stopped", recording_id, start_position, stop_position))
+
+        adapter = RecordingEventsAdapter(Listener(), aeron.add_subscription(EVENTS_CHANNEL, EVENTS_STREAM))
+        await_condition(lambda: adapter.subscription.is_connected, 10, "the archive's events publication")
+        archive.start_recording(RECORDED, STREAM)
+        publication = aeron.add_exclusive_publication(RECORDED, STREAM)
+        (start,) = signals(archive, "START")
+        publish(publication, 500, random.Random(5), wait=adapter.poll)
+        end = publication.position
+        await_condition(lambda: adapter.poll() >= 0 and events and events[-1][0] == "progress"
+                        and events[-1][3] == end, 30, "a progress event at the end of what was published")
+        archive.stop_recording(RECORDED, STREAM)
+        await_condition(lambda: adapter.poll() >= 0 and events[-1][0] == "stopped", 10, "the stopped event")
+        recording_id = start.recording_id
+        assert events[0] == ("started", recording_id, 0, publication.session_id, STREAM, RECORDED)
+        progress = [e[3] for e in events if e[0] == "progress"]
+        assert progress == sorted(set(progress)) and progress[-1] == end  # each one further on
+        assert [e[0] for e in events] == ["started"] + ["progress"] * len(progress) + ["stopped"]
+        assert events[-1] == ("stopped", recording_id, 0, end) and adapter.malformed_count == 0
+    finally:
+        stack.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
 
 from aeron_numba.archive.archive_conductor import ArchiveConductor
@@ -13,6 +14,7 @@ from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.archive.control_session import ControlSessionState
 from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.layout import archive as A
+from aeron_numba.layout.publication_status import BACK_PRESSURED, CLOSED
 from tests.unit.archive.archive_fakes import Aeron, MarkFile
 
 OK, ERROR = A.CONTROL_RESPONSE_CODES["OK"], A.CONTROL_RESPONSE_CODES["ERROR"]
@@ -98,3 +100,112 @@ def test_close_session_ends_it(conductor):
     conductor.on_close_session_request(session, control_session_id=session.control_session_id)
     conductor.do_work()
     assert conductor.control_sessions == {} and not session.publication.is_connected
+
+
+# ------------------------------------------------------------------------------------- recording events
+TERM = 64 * 1024
+
+
+class Image:
+    """A subscription's image over a real log, as the recorder reads it (``block_poll``'s buffers)."""
+
+    def __init__(self, shm_dir, subscription_registration_id):
+        from aeron_numba.layout import counters as C
+        from aeron_numba.layout.log_buffers import LogBuffers
+        from tests.unit.log_support import LimitCounter, new_pub_state
+
+        self.log_buffer = LogBuffers.create(shm_dir / "image.logbuffer", term_length=TERM, initial_term_id=5,
+                                            session_id=77, stream_id=1001).buffer
+        self._state, self._limit = new_pub_state(self.log_buffer, True), LimitCounter()
+        self.counters_metadata_buffer = np.zeros(4 * C.METADATA_LENGTH, dtype=np.uint8)
+        self.position_buffer = np.zeros(4 * C.COUNTER_LENGTH, dtype=np.uint8)
+        self.subscriber_position_id, self.subscription_registration_id = 2, subscription_registration_id
+        self.counters_metadata_buffer[2 * C.METADATA_LENGTH + C.METADATA_STATE_OFFSET] = C.RECORD_ALLOCATED
+        self.position_buffer[2 * C.COUNTER_LENGTH + C.COUNTER_REGISTRATION_ID_OFFSET:][:8].view(np.int64)[0] = \
+            subscription_registration_id
+        self.position_offset = 2 * C.COUNTER_LENGTH + C.COUNTER_VALUE_OFFSET
+        self.join_position, self.initial_term_id, self.term_buffer_length, self.mtu_length = 0, 5, TERM, 1408
+        self.session_id, self.source_identity = 77, "aeron:ipc"
+        self.is_closed = self.is_end_of_stream = False
+
+    def publish(self, count: int) -> int:
+        """Append ``count`` 500-byte messages (544-byte frames); returns the log's new end position."""
+        from tests.unit.log_support import offer_until_done
+
+        for _ in range(count):
+            position = offer_until_done(self.log_buffer, self._state, self._limit, np.ones(500, np.uint8), True)
+            assert position > 0
+        return position
+
+
+def record(conductor, shm_dir, channel="aeron:ipc?term-length=64k|alias=x"):
+    """A client starts a recording of ``channel`` and an image comes: returns (image, its recording id)."""
+    session = connected_session(conductor)
+    conductor.on_start_recording_request(session, correlation_id=20, stream_id=1001, channel=channel)
+    subscription = conductor.aeron.subscriptions[-1]
+    image = Image(shm_dir, subscription.registration_id)
+    subscription.handlers["available_image_handler"](image)
+    conductor.do_work()
+    [recording_id] = conductor.recordings
+    return image, recording_id
+
+
+@pytest.fixture
+def events_conductor(tmp_path):
+    ctx = ArchiveContext(archive_dir=str(tmp_path), recording_events_enabled=True,
+                         recording_events_channel="aeron:ipc?term-length=64k", recording_events_stream_id=31,
+                         segment_file_length=TERM, file_io_max_length=TERM).conclude()
+    with Catalog.open(tmp_path) as catalog:
+        conductor = ArchiveConductor(ctx, Aeron(), MarkFile(), catalog, nano_clock=lambda: 0, epoch_clock=lambda: 5)
+        yield conductor
+        conductor.on_close()
+
+
+def test_recording_events_are_started_progress_once_a_cycle_and_stopped(events_conductor, shm_dir):
+    conductor = events_conductor
+    [events] = conductor.aeron.publications  # made at start, before any control session's
+    assert (events.channel, events.stream_id) == ("aeron:ipc?term-length=64k", 31)
+    image, recording_id = record(conductor, shm_dir)
+    assert [type(e).__name__ for e in events.sent] == ["RecordingStarted"]
+    [started] = events.sent
+    assert (started.recording_id, started.start_position, started.session_id, started.stream_id, started.channel,
+            started.source_identity) == (recording_id, 0, 77, 1001, "aeron:ipc?term-length=64k|alias=x", "aeron:ipc")
+
+    first = image.publish(3)
+    conductor.do_work()
+    conductor.do_work()  # nothing new recorded: no event
+    second = image.publish(2)
+    events.results = [BACK_PRESSURED] * 3  # this cycle's progress is dropped, not waited for...
+    conductor.do_work()
+    conductor.do_work()  # ...and the next cycle announces where the recording got
+    image.is_end_of_stream = True
+    conductor.do_work()
+    assert recording_id not in conductor.recordings
+    assert [(type(e).__name__, e.recording_id, e.start_position) for e in events.sent[1:]] == \
+        [("RecordingProgress", recording_id, 0)] * 2 + [("RecordingStopped", recording_id, 0)]
+    assert [events.sent[1].position, events.sent[2].position, events.sent[3].stop_position] == [first, second, second]
+    assert second == 5 * 544 and conductor.mark_file.error_log.errors == []
+
+
+def test_an_events_publication_that_can_take_no_more_is_recorded_and_the_recording_carries_on(events_conductor,
+                                                                                                shm_dir):
+    conductor = events_conductor
+    [events] = conductor.aeron.publications
+    image, recording_id = record(conductor, shm_dir)
+    events.results = [CLOSED]
+    end = image.publish(1)
+    conductor.do_work()
+    assert conductor.mark_file.error_log.errors == ["recording events publication is closed"]
+    assert conductor.recordings[recording_id].position == end and conductor.counters.errors.get() == 1
+
+
+def test_with_recording_events_disabled_no_events_publication_is_made(conductor, shm_dir):
+    assert conductor.recording_events is None and conductor.aeron.publications == []
+    image, recording_id = record(conductor, shm_dir)
+    image.publish(3)
+    conductor.do_work()
+    image.is_end_of_stream = True
+    conductor.do_work()
+    assert recording_id not in conductor.recordings and conductor.catalog.stop_position(recording_id) == 3 * 544
+    [response_publication] = conductor.aeron.publications  # the control session's, nothing else
+    assert all(type(m).__name__ in ("ControlResponse", "RecordingSignalEvent") for m in response_publication.sent)

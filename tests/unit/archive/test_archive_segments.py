@@ -10,7 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError, recover_stop_position, segment_files
+from aeron_numba.archive.segment_files import (
+    RecordingWriter,
+    SegmentFileError,
+    delete_segment_files,
+    recover_stop_position,
+    segment_files,
+    truncate_segment_files,
+)
 from aeron_numba.kernels.replay_rewrite import frame_checksum
 from aeron_numba.kernels.term_scanner import scan_block
 from aeron_numba.layout.checksum import CHECKSUM_CRC32C, CHECKSUM_NONE
@@ -311,3 +318,23 @@ def test_record_block_extent_and_commit_as_block_poll(shm_dir):
     values[counter_id * C.COUNTER_LENGTH + C.COUNTER_REGISTRATION_ID_OFFSET] = registration_id + 1  # reused
     assert not commit_record_block(metadata, values, counter_id, registration_id, position_offset, 0)
     assert int(values[position_offset:position_offset + 8].view(np.int64)[0]) == end  # not stored
+
+
+def test_truncate_deletes_the_segments_after_the_position_and_zeroes_the_rest_of_its_own(shm_dir, tmp_path):
+    log, end = publish(shm_dir, [500] * 300)  # 544-byte frames over three terms
+    writer = RecordingWriter(tmp_path, 4, 0, 0, TERM, TERM)
+    record(writer, log, 0, end)
+    writer.close()
+    other = RecordingWriter(tmp_path, 5, 0, 0, TERM, TERM)  # another recording's files are left alone
+    record(other, log, 0, 544)
+    other.close()
+    assert [base for base, _ in segment_files(tmp_path, 4)] == [0, TERM, 2 * TERM]
+    truncate_segment_files(tmp_path, 4, 0, TERM + 544 * 3, TERM, TERM)
+    assert [base for base, _ in segment_files(tmp_path, 4)] == [0, TERM]
+    data = (tmp_path / f"4-{TERM}.rec").read_bytes()
+    assert data[:544 * 3] == bytes(log[TERM:TERM + 544 * 3]) and data[544 * 3:] == bytes(TERM - 544 * 3)
+    assert recover_stop_position(tmp_path, 4, 0, TERM, TERM) == TERM + 544 * 3
+    truncate_segment_files(tmp_path, 4, 0, TERM, TERM, TERM)  # at a segment's start: nothing of it is kept
+    assert [base for base, _ in segment_files(tmp_path, 4)] == [0]
+    delete_segment_files(tmp_path, 4)
+    assert segment_files(tmp_path, 4) == [] and [base for base, _ in segment_files(tmp_path, 5)] == [0]
