@@ -101,4 +101,4 @@ def test_a_response_that_cannot_be_encoded_answers_its_request_with_an_error(con
     assert (response.correlation_id, response.code, response.relevant_id) == \
         (9, ERROR, A.ARCHIVE_ERROR_CODES["GENERIC"])
     assert response.error_message.startswith("ArchiveIdRequest: ") and "not ASCII" in response.error_message
-    assert conductor.errors_recorded == 1
+    assert conductor.counters.errors.get() == 1
