@@ -92,14 +92,16 @@ class RecordingSession:
                                                 self.stream_id, self.original_channel, image.source_identity))
             work += 1
         if not self._stop_requested:
+            recorded = 0
             try:
-                work = self._record_block()
+                recorded = self._record_block()
             except (OSError, SegmentFileError) as exc:
                 # Disk full, a file size limit, a segment that cannot be made: the image has moved past the block
                 # (block_poll consumed it), so no later block may be written: stop at the last whole one.
                 self.error = exc
                 self._stop_requested = True
-            if work:
+            work += recorded
+            if recorded:
                 self.position_counter.set(self.writer.position)
             elif self.image.is_closed or self.image.is_end_of_stream:
                 self._stop_requested = True
