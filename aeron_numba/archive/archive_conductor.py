@@ -515,10 +515,9 @@ class ArchiveConductor:
         if error is not None:
             session.error(correlation_id, "GENERIC", error)
             return
-        file_io = file_io_max_length
-        if 0 < file_io < d.mtu_length:
+        if 0 < file_io_max_length < d.mtu_length:
             session.error(correlation_id, "GENERIC",
-                          f"fileIoMaxLength={file_io} must be >= the recording's mtu={d.mtu_length}")
+                          f"fileIoMaxLength={file_io_max_length} must be >= the recording's mtu={d.mtu_length}")
             return
         start = d.start_position if position == A.NULL_POSITION else position
         publication = self.aeron.add_exclusive_publication(replay_channel(channel, d, start),
@@ -526,7 +525,8 @@ class ArchiveConductor:
         replay_id = self._next_replay_id
         self._next_replay_id += 1
         replay_session_id = (replay_id << 32) | (publication.session_id & 0xFFFFFFFF)
-        buffer = self.replay_buffer if file_io <= 0 else self.replay_buffer[:min(file_io, self.replay_buffer.size)]
+        buffer = self.replay_buffer if file_io_max_length <= 0 else \
+            self.replay_buffer[:min(file_io_max_length, self.replay_buffer.size)]
         self.replays[replay_session_id] = ReplaySession(
             replay_session_id=replay_session_id, descriptor=d, publication=publication,
             archive_dir=self.ctx.archive_dir, position=position, length=length,
