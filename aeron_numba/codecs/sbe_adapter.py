@@ -16,9 +16,9 @@ it never reaches the listener. Control-protocol rates are what this is for; data
 
 from __future__ import annotations
 
-import inspect
 from typing import Callable, Iterable
 
+from aeron_numba.codecs.dispatch import call_mismatch
 from aeron_numba.codecs.sbe import MalformedMessageError, SbeCodec, SbeMessageBase, UnknownMessageError
 from aeron_numba.errors import AeronError
 from aeron_numba.layout.sbe import snake_case
@@ -77,12 +77,11 @@ class SbeAdapter:
                     f"{self.name}: {message_name} (templateId={message.template_id}) has no handler "
                     f"{type(listener).__name__}.{method} and is not declared unsupported")
             fields = codec.attribute_names(message_name)
-            try:
-                inspect.signature(handler).bind(*context, **dict.fromkeys(fields))
-            except TypeError as exc:
+            mismatch = call_mismatch(handler, fields, context)
+            if mismatch is not None:
                 raise MissingHandlerError(
                     f"{self.name}: {type(listener).__name__}.{method} cannot take {message_name}'s "
-                    f"({', '.join(context)}; {', '.join(fields)}): {exc}") from None
+                    f"({', '.join(context)}; {', '.join(fields)}): {mismatch}")
             self._handlers[message.template_id] = handler
 
     @property

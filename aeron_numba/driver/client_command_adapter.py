@@ -15,9 +15,8 @@ bad input.
 
 from __future__ import annotations
 
-import inspect
-
 from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.codecs.dispatch import call_mismatch
 from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels.ring_buffer import HeadRepair, ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
@@ -76,11 +75,10 @@ def check_handlers(conductor, handlers: dict[int, str] = HANDLERS,
         if not callable(method):
             problems.append(f"{type(conductor).__name__} has no method {name} for command typeId={msg_type_id}")
             continue
-        try:
-            inspect.signature(method).bind(**dict.fromkeys(dc.message_fields(message_class)))
-        except TypeError as exc:
+        mismatch = call_mismatch(method, dc.message_fields(message_class))
+        if mismatch is not None:
             problems.append(f"{type(conductor).__name__}.{name} does not take the fields of"
-                            f" {message_class.__name__} {dc.message_fields(message_class)}: {exc}")
+                            f" {message_class.__name__} {dc.message_fields(message_class)}: {mismatch}")
             continue
         bound[msg_type_id] = method
     if problems:
