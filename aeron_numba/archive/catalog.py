@@ -68,11 +68,12 @@ class Catalog:
     # ----------------------------------------------------------------------------------------- opening
     @classmethod
     def open(cls, archive_dir: str | os.PathLike, *, capacity: int = A.DEFAULT_CATALOG_CAPACITY,
-             checksum_algorithm: int = CHECKSUM_NONE, create: bool = True) -> "Catalog":
-        """Map the dir's catalog, creating an empty one of ``capacity`` bytes if there is none (and ``create``)."""
+             checksum_algorithm: int = CHECKSUM_NONE, create: bool = True, read_only: bool = False) -> "Catalog":
+        """Map the dir's catalog, creating an empty one of ``capacity`` bytes if there is none (and ``create``);
+        ``read_only`` maps an existing one for reading only (tools describing a dir they must not change)."""
         path = Path(archive_dir) / A.CATALOG_FILE
         if path.exists():
-            mapped = MappedFile.open(path, min_length=A.CATALOG_HEADER_LENGTH)
+            mapped = MappedFile.open(path, min_length=A.CATALOG_HEADER_LENGTH, read_only=read_only)
         elif not create:
             raise CatalogError(f"no catalog at {path}")
         else:
@@ -161,7 +162,13 @@ class Catalog:
         return recording_id
 
     def _grow(self, needed: int) -> None:
-        capacity = A.grown_catalog_capacity(self._mapped.length, needed)
+        self.grow_to(A.grown_catalog_capacity(self._mapped.length, needed))
+
+    def grow_to(self, capacity: int) -> None:
+        """Make the file ``capacity`` bytes long if that is more than it is now (a smaller one is no change)."""
+        A.check_catalog_capacity(capacity)
+        if capacity <= self._mapped.length:
+            return
         self._mapped.close()
         os.truncate(self.path, capacity)
         self._mapped = MappedFile.open(self.path)
@@ -195,6 +202,11 @@ class Catalog:
         atomics_for_python.put_int64_release(self._mapped.buffer, offset + _START_POSITION, start_position)
         self._update_checksum(offset, self._body_length(offset))
 
+    def update_checksum(self, recording_id: int) -> None:
+        """Recompute the descriptor checksum with the catalog's algorithm (a tool adding checksums afterwards)."""
+        offset = self._entry(recording_id)
+        self._update_checksum(offset, self._body_length(offset))
+
     def change_state(self, recording_id: int, state: int) -> None:
         if state not in (A.RECORDING_STATE_INVALID, A.RECORDING_STATE_VALID, A.RECORDING_STATE_DELETED):
             raise CatalogError(f"recording state={state} is not INVALID 0, VALID 1 or DELETED 2")
@@ -222,6 +234,28 @@ class Catalog:
         offset = self._entry(recording_id)
         start = offset + A.DESCRIPTOR_HEADER_LENGTH
         return bytes(self._mapped.buffer[start:start + self._body_length(offset)])
+
+    @property
+    def version(self) -> int:
+        return _i32(self._mapped.buffer, A.CATALOG_VERSION_OFFSET)
+
+    def entry_header(self, recording_id: int) -> tuple[int, int, int]:
+        """The entry's ``RecordingDescriptorHeader``: (body length, state, checksum)."""
+        offset = self._entry(recording_id)
+        buffer = self._mapped.buffer
+        return (self._body_length(offset), _i32(buffer, offset + A.DESCRIPTOR_STATE_OFFSET),
+                _i32(buffer, offset + A.DESCRIPTOR_CHECKSUM_OFFSET))
+
+    def entry_bytes(self, recording_id: int) -> bytes:
+        """The whole entry, header and aligned body, as stored."""
+        offset = self._entry(recording_id)
+        return bytes(self._mapped.buffer[offset:offset + A.DESCRIPTOR_HEADER_LENGTH + self._body_length(offset)])
+
+    def computed_checksum(self, recording_id: int) -> int:
+        """The descriptor checksum the catalog's algorithm gives for the entry's body now."""
+        offset = self._entry(recording_id)
+        return int(frame_checksum(self.checksum_algorithm, self._mapped.buffer, offset + A.DESCRIPTOR_HEADER_LENGTH,
+                                  self._body_length(offset)))
 
     def checksum_matches(self, recording_id: int) -> bool:
         """Whether the stored descriptor checksum is that of the body (always True without an algorithm)."""

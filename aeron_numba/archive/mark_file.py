@@ -128,10 +128,10 @@ class ArchiveMarkFile:
             return True
 
     @classmethod
-    def open(cls, archive_dir: str | os.PathLike, epoch_clock=_epoch_ms) -> "ArchiveMarkFile":
+    def open(cls, archive_dir: str | os.PathLike, epoch_clock=_epoch_ms, *, read_only: bool = False) -> "ArchiveMarkFile":
         """Map an existing mark file (tools: pid, errors); checks its header and version."""
         path = Path(archive_dir) / A.MARK_FILE
-        mapped = MappedFile.open(path, min_length=A.MARK_HEADER_LENGTH)
+        mapped = MappedFile.open(path, min_length=A.MARK_HEADER_LENGTH, read_only=read_only)
         try:
             schema_id = int(mapped.buffer[4:6].view(np.uint16)[0])
             version = int(atomics_for_python.get_int32_acquire(mapped.buffer, A.MARK_VERSION_OFFSET))
@@ -164,6 +164,18 @@ class ArchiveMarkFile:
     @property
     def activity_timestamp(self) -> int:
         return int(atomics_for_python.get_int64_acquire(self._mapped.buffer, A.MARK_ACTIVITY_TIMESTAMP_OFFSET))
+
+    @property
+    def version(self) -> int:
+        return int(atomics_for_python.get_int32_acquire(self._mapped.buffer, A.MARK_VERSION_OFFSET))
+
+    def stream_ids(self) -> tuple[int, int, int]:
+        """Control, local control and recording-events stream ids."""
+        return struct.unpack_from("<iii", self._mapped.buffer, A.MARK_CONTROL_STREAM_ID_OFFSET)
+
+    @property
+    def header_length(self) -> int:
+        return struct.unpack_from("<i", self._mapped.buffer, A.MARK_HEADER_LENGTH_OFFSET)[0]
 
     def strings(self) -> dict[str, str]:
         """The four channel/dir strings, read with their lengths checked against the header length."""

@@ -47,14 +47,16 @@ class MappedFile:
         return cls(path, mm)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, min_length: int = 1) -> "MappedFile":
-        """Map an existing file read-write; it must be at least ``min_length`` bytes long."""
-        fd = os.open(path, os.O_RDWR)
+    def open(cls, path: str | os.PathLike, min_length: int = 1, *, read_only: bool = False) -> "MappedFile":
+        """Map an existing file read-write (or ``read_only``: its ``buffer`` then refuses writes); it must be at
+        least ``min_length`` bytes long."""
+        fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
         try:
             length = os.fstat(fd).st_size
             if length < min_length:
                 raise LayoutError(f"{path}: file length={length} < required {min_length}")
-            mm = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            protection = mmap.PROT_READ if read_only else mmap.PROT_READ | mmap.PROT_WRITE
+            mm = mmap.mmap(fd, length, mmap.MAP_SHARED, protection)
         finally:
             os.close(fd)
         return cls(path, mm)
