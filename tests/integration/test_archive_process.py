@@ -377,8 +377,8 @@ def test_a_flipped_byte_in_a_segment_is_caught_by_checksum_verified_replay_and_b
     finally:
         stack.close()
     stack.archive_process.terminate(10)
-    assert archive_tool([str(stack.archive_dir), "verify", "-a", "CRC-32C"]) == 1
-    assert f"recording {start.recording_id}: INVALID: checksum mismatch" in capsys.readouterr().out
+    assert archive_tool([str(stack.archive_dir), "verify", "-a", "-checksum", "CRC-32C"]) == 255  # ArchiveTool's -1
+    assert f"(recordingId={start.recording_id}, file={segment}) ERR: checksum failed" in capsys.readouterr().out
 
 
 def test_an_abandoned_control_client_is_closed_after_the_liveness_timeout_and_the_archive_goes_on(stack):
