@@ -26,7 +26,7 @@ import os
 import struct
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -108,7 +108,6 @@ class Command:
     all_segment_files: bool = False
     checksum: int = CHECKSUM_NONE
     apply_checksum: bool = False
-    rest: list[str] = field(default_factory=list)
 
 
 def _number(command: str, what: str, text: str, minimum: int = 0) -> int:
@@ -318,11 +317,11 @@ def _dump_recording(console: Console, archive_dir: Path, catalog: Catalog, rid: 
         console.println("Recording is empty")
         return
     end = d.stop_position if d.stop_position != A.NULL_POSITION else _NO_LIMIT
-    position, countdown = d.start_position, limit
+    position, countdown, mapped = d.start_position, limit, {}
     while True:
         console.println()
         console.print(f"Frame at position [{position}] ")
-        step = _dump_frame(console, archive_dir, d, position)
+        step = _dump_frame(console, archive_dir, d, position, mapped)
         if step <= 0:
             return  # nothing written there (or no segment file): the reader is done
         position += step
@@ -339,13 +338,17 @@ def _dump_recording(console: Console, archive_dir: Path, catalog: Catalog, rid: 
             return
 
 
-def _dump_frame(console: Console, archive_dir: Path, d, position: int) -> int:
-    """Print the frame at ``position``; its aligned length, or 0 where no frame was written."""
+def _dump_frame(console: Console, archive_dir: Path, d, position: int, mapped: dict) -> int:
+    """Print the frame at ``position``; its aligned length, or 0 where no frame was written. ``mapped`` keeps
+    the current segment file's read-only map (one per segment, not per frame)."""
     base = A.segment_file_base_position(d.start_position, position, d.term_buffer_length, d.segment_file_length)
-    path = archive_dir / A.segment_file_name(d.recording_id, base)
-    if not path.exists():
+    if base not in mapped:
+        path = archive_dir / A.segment_file_name(d.recording_id, base)
+        mapped.clear()
+        mapped[base] = np.memmap(path, dtype=np.uint8, mode="r") if path.exists() else None
+    segment = mapped[base]
+    if segment is None:
         return 0
-    segment = np.memmap(path, dtype=np.uint8, mode="r")
     offset = position - base
     if offset + F.HEADER_LENGTH > segment.size:
         return 0
@@ -460,17 +463,14 @@ def _verify_recording(console: Console, command: Command, catalog: Catalog, rid:
         stored = catalog.entry_header(rid)[2]
         if computed != stored:
             problem = f"invalid Catalog checksum: expected={computed}, actual={stored}"
-    if problem is None and highest is not None:
+    line = None if problem is None else f"(recordingId={rid}) ERR: {problem}"
+    if line is None and highest is not None:
         for name in (sorted(names, key=_segment_position) if command.all_segment_files else [highest]):
-            problem = _segment_file_problem(command.archive_dir / name, d, command)
-            if problem is not None:
+            line = _segment_file_problem(command.archive_dir / name, d, command)  # names the file
+            if line is not None:
                 break
-        if problem is not None:
-            console.println(problem)  # already says which file
-            catalog.change_state(rid, A.RECORDING_STATE_INVALID)
-            return False
-    if problem is not None:
-        console.println(f"(recordingId={rid}) ERR: {problem}")
+    if line is not None:
+        console.println(line)
         catalog.change_state(rid, A.RECORDING_STATE_INVALID)
         return False
     if computed_stop != d.stop_position:
