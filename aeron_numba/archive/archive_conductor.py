@@ -91,6 +91,8 @@ class ArchiveConductor:
         self.recording_subscriptions: dict[int, RecordingSubscription] = {}
         self.recordings: dict[int, RecordingSession] = {}  # recording id -> active session
         self._recording_owner: dict[int, RecordingSubscription] = {}  # recording id -> what started it
+        # Stopped by identity: no longer a recording subscription, kept open while another of its recordings runs.
+        self._released_subscriptions: dict[int, RecordingSubscription] = {}
         self.replays: dict[int, ReplaySession] = {}
         self._replay_owner: dict[int, tuple[int, int]] = {}  # replay session id -> (control session, correlation)
         self._next_control_session_id = 1
@@ -305,6 +307,7 @@ class ArchiveConductor:
             if (owner.auto_stop or recording.error is not None) and \
                     recording.subscription_id in self.recording_subscriptions:
                 self._stop_subscription(recording.subscription_id)
+        self._close_released_subscription(recording.subscription_id)
 
     def _stop_subscription(self, subscription_id: int) -> bool:
         owner = self.recording_subscriptions.pop(subscription_id, None)
@@ -361,10 +364,25 @@ class ArchiveConductor:
         if not self.catalog.has_recording(recording_id):
             session.error(correlation_id, "UNKNOWN_RECORDING", f"unknown recording id={recording_id}")
             return
+        # As Aeron: the recording's subscription goes with it (the stream can be recorded again at once), closed
+        # when no other image's recording still reads from it; OK answers 1 when a subscription was found.
         recording = self.recordings.get(recording_id)
+        found = 0
         if recording is not None:
             recording.request_stop()
-        session.respond(correlation_id, OK, 1 if recording is not None else 0)
+            owner = self.recording_subscriptions.pop(recording.subscription_id, None)
+            if owner is not None:
+                found = 1
+                self._released_subscriptions[recording.subscription_id] = owner
+                self._close_released_subscription(recording.subscription_id, stopping=recording_id)
+        session.respond(correlation_id, OK, found)
+
+    def _close_released_subscription(self, subscription_id: int, stopping: int = A.NULL_VALUE) -> None:
+        """Close a subscription no longer recorded from once no recording (but ``stopping``) still reads it."""
+        if subscription_id in self._released_subscriptions and not any(
+                r.subscription_id == subscription_id and recording_id != stopping
+                for recording_id, r in self.recordings.items()):
+            self._released_subscriptions.pop(subscription_id).subscription.close()
 
     # ----------------------------------------------------------------------------------------- queries
     def _known(self, session, correlation_id: int, recording_id: int) -> bool:
@@ -464,10 +482,10 @@ class ArchiveConductor:
             session.error(correlation_id, "GENERIC",
                           f"cannot truncate recording id={recording_id}: it is being replayed")
             return
-        truncate_segment_files(self.ctx.archive_dir, recording_id, d.start_position, position, d.term_buffer_length,
-                               d.segment_file_length)
         self.catalog.update_stop_position(recording_id, position, self.epoch_clock())
-        session.respond(correlation_id, OK, 0)
+        deleted = truncate_segment_files(self.ctx.archive_dir, recording_id, d.start_position, d.stop_position,
+                                         position, d.term_buffer_length, d.segment_file_length)
+        self._deleted(session, correlation_id, recording_id, deleted)
 
     def on_purge_recording_request(self, session, correlation_id, recording_id, **_) -> None:
         if not self._known(session, correlation_id, recording_id):
@@ -478,9 +496,14 @@ class ArchiveConductor:
                           f"cannot purge recording id={recording_id}: it is being recorded or replayed")
             return
         self.catalog.change_state(recording_id, A.RECORDING_STATE_DELETED)
-        delete_segment_files(self.ctx.archive_dir, recording_id)
-        session.respond(correlation_id, OK, 0)
-        session.signal(correlation_id, recording_id, A.NULL_VALUE, A.NULL_POSITION, "DELETE")
+        self._deleted(session, correlation_id, recording_id, delete_segment_files(self.ctx.archive_dir, recording_id))
+
+    @staticmethod
+    def _deleted(session, correlation_id: int, recording_id: int, file_count: int) -> None:
+        """Answer a truncate or purge as Aeron does: OK with the number of segment files deleted, then (the files
+        gone) the DELETE signal, its subscription id and position null."""
+        session.respond(correlation_id, OK, file_count)
+        session.signal(correlation_id, recording_id, A.NULL_VALUE, A.NULL_VALUE, "DELETE")
 
     # ---------------------------------------------------------------------------------------- replay
     def on_replay_request(self, session, correlation_id: int, recording_id: int, position: int, length: int,
@@ -579,7 +602,7 @@ class ArchiveConductor:
             replay.close()
         for recording in self.recordings.values():
             recording.close()
-        for owner in self.recording_subscriptions.values():
+        for owner in (*self.recording_subscriptions.values(), *self._released_subscriptions.values()):
             owner.subscription.close()
         for session in self.control_sessions.values():
             session.close()

@@ -204,11 +204,13 @@ class AeronArchive:
     def get_max_recorded_position(self, recording_id: int) -> int:
         return self._relevant(self._proxy.max_recorded_position_request, recording_id=recording_id)
 
-    def truncate_recording(self, recording_id: int, position: int) -> None:
-        self._call(self._proxy.truncate_recording_request, recording_id=recording_id, position=position)
+    def truncate_recording(self, recording_id: int, position: int) -> int:
+        """Cut the recording at ``position``; returns how many segment files the archive deleted."""
+        return self._relevant(self._proxy.truncate_recording_request, recording_id=recording_id, position=position)
 
-    def purge_recording(self, recording_id: int) -> None:
-        self._call(self._proxy.purge_recording_request, recording_id=recording_id)
+    def purge_recording(self, recording_id: int) -> int:
+        """Delete the recording and its files; returns how many segment files the archive deleted."""
+        return self._relevant(self._proxy.purge_recording_request, recording_id=recording_id)
 
     def find_last_matching_recording(self, min_recording_id: int, channel_fragment: str, stream_id: int,
                                      session_id: int = A.NULL_VALUE) -> int:

@@ -45,25 +45,39 @@ def segment_files(archive_dir: str | os.PathLike, recording_id: int) -> list[tup
     return sorted(found)
 
 
-def truncate_segment_files(archive_dir: str | os.PathLike, recording_id: int, start_position: int, position: int,
-                           term_length: int, segment_length: int) -> None:
+def truncate_segment_files(archive_dir: str | os.PathLike, recording_id: int, start_position: int,
+                           stop_position: int, position: int, term_length: int, segment_length: int) -> int:
     """Cut a recording's files at ``position`` (a TruncateRecording): delete the segments wholly after it, and
     zero the rest of the one holding it (a segment starting exactly at ``position`` past the start goes too:
-    nothing of it is kept)."""
+    nothing of it is kept; a cut at the start position deletes every file).
+
+    Returns how many segment files it deleted, counted as Aeron's archive counts them for its answer: the segments
+    from the cut to ``stop_position``, a segment starting exactly at the stop position included though a recorder
+    that stopped there never made it.
+    """
+    if position == start_position:
+        return delete_segment_files(archive_dir, recording_id)
     base_at = A.segment_file_base_position(start_position, position, term_length, segment_length)
-    for base, path in segment_files(archive_dir, recording_id):
-        if base > base_at or (base == base_at and position == base and position > start_position):
-            path.unlink()
-        elif base == base_at:
+    offset = position - base_at
+    doomed = [] if offset > 0 else [base_at]
+    if offset > 0 and position != stop_position:
+        path = Path(archive_dir) / A.segment_file_name(recording_id, base_at)
+        if path.exists():
             with open(path, "r+b") as f:
-                f.seek(position - base)
-                f.write(bytes(segment_length - (position - base)))
+                f.seek(offset)
+                f.write(bytes(segment_length - offset))
+    doomed.extend(range(base_at + segment_length, stop_position + 1, segment_length))
+    for base in doomed:
+        (Path(archive_dir) / A.segment_file_name(recording_id, base)).unlink(missing_ok=True)
+    return len(doomed)
 
 
-def delete_segment_files(archive_dir: str | os.PathLike, recording_id: int) -> None:
-    """Delete every segment file of a recording (a PurgeRecording)."""
-    for _, path in segment_files(archive_dir, recording_id):
+def delete_segment_files(archive_dir: str | os.PathLike, recording_id: int) -> int:
+    """Delete every segment file of a recording (a PurgeRecording); returns how many there were."""
+    files = segment_files(archive_dir, recording_id)
+    for _, path in files:
         path.unlink()
+    return len(files)
 
 
 def _whole_frames_length(block: np.ndarray, written: int) -> int:

@@ -163,12 +163,17 @@ def test_record_list_replay_and_the_errors_of_bad_requests(stack):
     with pytest.raises(ArchiveError, match=f"position={end} must be less than the stop position={end}"):
         archive.start_replay(recording_id, end, -1, "aeron:ipc", REPLAY_STREAM)
 
-    archive.truncate_recording(recording_id, middle)
+    def segment_count():
+        return sum(1 for p in stack.archive_dir.iterdir() if p.name.startswith(f"{recording_id}-"))
+
+    before = segment_count()
+    assert archive.truncate_recording(recording_id, middle) == before - segment_count() > 0  # files deleted
     assert archive.get_stop_position(recording_id) == middle
     assert replayed(archive, aeron, recording_id, -1, -1, 1500) == sent[:1500]
     with pytest.raises(ArchiveError, match="invalid truncate position=40"):
         archive.truncate_recording(recording_id, 40)
-    archive.purge_recording(recording_id)
+    before = segment_count()
+    assert archive.purge_recording(recording_id) == before > 0 and segment_count() == 0
     assert archive.list_recording(recording_id) == 0
     assert archive.list_recordings(0, 10) == 0
     with pytest.raises(ArchiveError, match=f"unknown recording id={recording_id}"):

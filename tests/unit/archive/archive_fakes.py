@@ -73,6 +73,7 @@ class Subscription:
         self.registration_id, self.channel, self.stream_id = registration_id, channel, stream_id
         self.handlers = handlers or {}  # available_image_handler / unavailable_image_handler as given
         self.fragments: list[tuple[bytes, int]] = []
+        self.is_closed = False
 
     def poll(self, handler, limit):
         count = 0
@@ -83,7 +84,7 @@ class Subscription:
         return count
 
     def close(self):
-        pass
+        self.is_closed = True
 
 
 class Aeron:

@@ -209,3 +209,96 @@ def test_with_recording_events_disabled_no_events_publication_is_made(conductor,
     assert recording_id not in conductor.recordings and conductor.catalog.stop_position(recording_id) == 3 * 544
     [response_publication] = conductor.aeron.publications  # the control session's, nothing else
     assert all(type(m).__name__ in ("ControlResponse", "RecordingSignalEvent") for m in response_publication.sent)
+
+
+# ------------------------------------------------------------------------ stop recording by identity
+SIGNAL = {name: code for name, code in A.RECORDING_SIGNALS.items()}
+
+
+def test_stop_recording_by_identity_closes_the_subscription_and_the_stream_can_be_recorded_again(conductor,
+                                                                                               shm_dir):
+    image, recording_id = record(conductor, shm_dir)
+    subscription = conductor.aeron.subscriptions[-1]
+    [session] = conductor.control_sessions.values()
+    session.publication.raw.clear()
+    conductor.on_stop_recording_by_identity_request(session, correlation_id=21, recording_id=recording_id)
+    conductor.do_work()
+    response, stop = session.publication.sent
+    assert (response.correlation_id, response.code, response.relevant_id) == (21, OK, 1)  # a subscription found
+    assert (stop.recording_id, stop.signal) == (recording_id, SIGNAL["STOP"])
+    assert subscription.is_closed and conductor.recording_subscriptions == {} and conductor.recordings == {}
+    session.publication.raw.clear()
+
+    conductor.on_start_recording_request(session, correlation_id=22, stream_id=1001,
+                                         channel="aeron:ipc?term-length=64k|alias=x")
+    [started] = session.publication.sent
+    assert (started.correlation_id, started.code) == (22, OK)  # not ACTIVE_SUBSCRIPTION
+    assert started.relevant_id == conductor.aeron.subscriptions[-1].registration_id != subscription.registration_id
+
+
+def test_stop_recording_by_identity_of_a_stopped_recording_answers_zero(conductor):
+    recording_id = add_recording(conductor.catalog, 1)
+    session = connected_session(conductor)
+    conductor.on_stop_recording_by_identity_request(session, correlation_id=23, recording_id=recording_id)
+    [response] = session.publication.sent
+    assert (response.correlation_id, response.code, response.relevant_id) == (23, OK, 0)
+
+
+# -------------------------------------------------------------------------------- truncate / purge
+SEGMENT = 64 * 1024
+
+
+def segmented_recording(conductor, stop_position):
+    """A stopped recording of 64k segments with a file for every segment up to ``stop_position``."""
+    recording_id = conductor.catalog.add_recording(
+        start_position=0, start_timestamp=1, initial_term_id=0, segment_file_length=SEGMENT,
+        term_buffer_length=SEGMENT, mtu_length=1408, session_id=3, stream_id=1001, stripped_channel="aeron:ipc",
+        original_channel="aeron:ipc", source_identity="aeron:ipc", stop_position=stop_position, stop_timestamp=2)
+    for base in range(0, stop_position, SEGMENT):
+        with open(f"{conductor.ctx.archive_dir}/{A.segment_file_name(recording_id, base)}", "wb") as f:
+            f.write(b"\x01" * SEGMENT)
+    return recording_id
+
+
+def segment_bases(conductor, recording_id):
+    from aeron_numba.archive.segment_files import segment_files
+
+    return [base for base, _ in segment_files(conductor.ctx.archive_dir, recording_id)]
+
+
+def test_truncate_answers_the_segment_files_deleted_then_signals_delete(conductor):
+    recording_id = segmented_recording(conductor, 3 * SEGMENT + 1024)
+    session = connected_session(conductor)
+    conductor.on_truncate_recording_request(session, correlation_id=30, recording_id=recording_id,
+                                            position=SEGMENT + 512)
+    response, delete = session.publication.sent
+    assert (response.correlation_id, response.code, response.relevant_id) == (30, OK, 2)
+    assert (delete.correlation_id, delete.recording_id, delete.subscription_id, delete.position, delete.signal) == \
+        (30, recording_id, A.NULL_VALUE, A.NULL_VALUE, SIGNAL["DELETE"])
+    assert segment_bases(conductor, recording_id) == [0, SEGMENT]
+    with open(f"{conductor.ctx.archive_dir}/{A.segment_file_name(recording_id, SEGMENT)}", "rb") as f:
+        kept = f.read()
+    assert kept == b"\x01" * 512 + bytes(SEGMENT - 512)  # what lay past the cut is zeroed
+    assert conductor.catalog.stop_position(recording_id) == SEGMENT + 512
+
+
+def test_truncate_at_the_stop_position_deletes_nothing_and_still_signals_delete(conductor):
+    recording_id = segmented_recording(conductor, SEGMENT + 1024)
+    session = connected_session(conductor)
+    conductor.on_truncate_recording_request(session, correlation_id=31, recording_id=recording_id,
+                                            position=SEGMENT + 1024)
+    response, delete = session.publication.sent
+    assert (response.code, response.relevant_id) == (OK, 0) and delete.signal == SIGNAL["DELETE"]
+    assert segment_bases(conductor, recording_id) == [0, SEGMENT]
+
+
+def test_purge_answers_the_segment_files_deleted_then_signals_delete(conductor):
+    recording_id = segmented_recording(conductor, 2 * SEGMENT + 32)
+    session = connected_session(conductor)
+    conductor.on_purge_recording_request(session, correlation_id=32, recording_id=recording_id)
+    response, delete = session.publication.sent
+    assert (response.correlation_id, response.code, response.relevant_id) == (32, OK, 3)
+    assert (delete.correlation_id, delete.recording_id, delete.subscription_id, delete.position, delete.signal) == \
+        (32, recording_id, A.NULL_VALUE, A.NULL_VALUE, SIGNAL["DELETE"])
+    assert segment_bases(conductor, recording_id) == []
+    assert conductor.catalog.state(recording_id) == A.RECORDING_STATE_DELETED

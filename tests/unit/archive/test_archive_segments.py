@@ -329,12 +329,13 @@ def test_truncate_deletes_the_segments_after_the_position_and_zeroes_the_rest_of
     record(other, log, 0, 544)
     other.close()
     assert [base for base, _ in segment_files(tmp_path, 4)] == [0, TERM, 2 * TERM]
-    truncate_segment_files(tmp_path, 4, 0, TERM + 544 * 3, TERM, TERM)
+    assert truncate_segment_files(tmp_path, 4, 0, end, TERM + 544 * 3, TERM, TERM) == 1
     assert [base for base, _ in segment_files(tmp_path, 4)] == [0, TERM]
     data = (tmp_path / f"4-{TERM}.rec").read_bytes()
     assert data[:544 * 3] == bytes(log[TERM:TERM + 544 * 3]) and data[544 * 3:] == bytes(TERM - 544 * 3)
     assert recover_stop_position(tmp_path, 4, 0, TERM, TERM) == TERM + 544 * 3
-    truncate_segment_files(tmp_path, 4, 0, TERM, TERM, TERM)  # at a segment's start: nothing of it is kept
+    # At a segment's start: nothing of it is kept.
+    assert truncate_segment_files(tmp_path, 4, 0, TERM + 544 * 3, TERM, TERM, TERM) == 1
     assert [base for base, _ in segment_files(tmp_path, 4)] == [0]
-    delete_segment_files(tmp_path, 4)
+    assert delete_segment_files(tmp_path, 4) == 1
     assert segment_files(tmp_path, 4) == [] and [base for base, _ in segment_files(tmp_path, 5)] == [0]
