@@ -80,10 +80,17 @@ class AeronArchive:
                     raise ArchiveError(f"no archive on {ctx.control_request_channel} stream "
                                        f"{ctx.control_request_stream_id} within the message timeout")
                 time.sleep(0.001)
+            # A response channel on port 0 is sent with the port the driver bound, as the Java client does:
+            # the archive could never answer to port 0.
+            while (response_channel := subscription.try_resolve_channel_endpoint_port()) is None:
+                if time.monotonic_ns() > deadline:
+                    raise ArchiveError(f"the control response channel {ctx.control_response_channel} did not become "
+                                       f"active (status {subscription.channel_status}) within the message timeout")
+                time.sleep(0.001)
             correlation_id = aeron.next_correlation_id()
             archive._send(archive._proxy.auth_connect_request, correlation_id=correlation_id,
                           response_stream_id=ctx.control_response_stream_id, version=A.ARCHIVE_PROTOCOL_VERSION,
-                          response_channel=ctx.control_response_channel,
+                          response_channel=response_channel,
                           encoded_credentials=bytes(ctx.credentials_supplier.encoded_credentials()))
             response = archive._await(correlation_id)
             archive._poller.control_session_id = response.control_session_id

@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from aeron_numba.client.image import _HEADER_LENGTH, Image, _check_fragment_limit
+from aeron_numba.client.local_socket_address_status import channel_status, local_socket_addresses
+from aeron_numba.codecs.channel_uri import ENDPOINT_PARAM, ChannelUri
 from aeron_numba.kernels.copying_poll import RESULT_NEXT_FRAME
+from aeron_numba.layout.counters import CHANNEL_STATUS_ACTIVE
 
 if TYPE_CHECKING:
     from aeron_numba.client.client_conductor import ClientConductor
@@ -128,6 +131,29 @@ class Subscription:
     @property
     def is_closed(self) -> bool:
         return self._is_closed
+
+    # ------------------------------------------------------------------------------ channel endpoint
+    @property
+    def channel_status(self) -> int:
+        """The channel endpoint's status (``layout.counters.CHANNEL_STATUS_*``): ACTIVE for IPC."""
+        return channel_status(self._conductor.counters_reader, self.channel_status_id)
+
+    def local_socket_addresses(self) -> list[str]:
+        """The ``host:port`` addresses the driver bound for this subscription's channel (none for IPC)."""
+        return local_socket_addresses(self._conductor.counters_reader, self.channel_status_id)
+
+    def try_resolve_channel_endpoint_port(self) -> str | None:
+        """The channel with its ``endpoint``'s wildcard port 0 replaced by the port the driver bound (Aeron's
+        ``tryResolveChannelEndpointPort``); the channel as given when it has no wildcard port or the driver shows
+        other than one bound address; None while the endpoint is not yet ACTIVE."""
+        if self.channel_status != CHANNEL_STATUS_ACTIVE:
+            return None
+        addresses = self.local_socket_addresses()
+        uri = ChannelUri.parse(self.channel)
+        endpoint = uri.get(ENDPOINT_PARAM)
+        if len(addresses) == 1 and endpoint is not None and endpoint.endswith(":0"):
+            return str(uri.replace_endpoint_wildcard_port(addresses[0]))
+        return self.channel
 
     def close(self) -> None:
         """Send REMOVE_SUBSCRIPTION and close every image (their unavailable handler is called). Idempotent."""

@@ -89,6 +89,21 @@ class ChannelUri:
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.params.get(key, default)
 
+    def replace_endpoint_wildcard_port(self, resolved_endpoint: str) -> "ChannelUri":
+        """This channel with the port of ``resolved_endpoint`` (``host:port``, as bound) in place of an
+        ``endpoint``'s wildcard port 0, its host kept as given (Aeron's ``replaceEndpointWildcardPort``); with no
+        ``endpoint`` the resolved one is added. Any other endpoint is kept."""
+        host, colon, port = resolved_endpoint.rpartition(":")
+        if not colon or not port:
+            raise InvalidChannelError(f"resolved endpoint '{resolved_endpoint}' has no port")
+        if port == "0":
+            raise InvalidChannelError(f"resolved endpoint '{resolved_endpoint}' has the wildcard port 0")
+        existing = self.params.get(ENDPOINT_PARAM)
+        if existing is not None and not existing.endswith(":0"):
+            return self
+        endpoint = resolved_endpoint if existing is None else f"{existing[:-2]}:{port}"
+        return ChannelUri(self.media, {**self.params, ENDPOINT_PARAM: endpoint}, self.prefix)
+
     def __str__(self) -> str:
         head = (self.prefix + ":" if self.prefix else "") + f"{AERON_SCHEME}:{self.media}"
         if not self.params:

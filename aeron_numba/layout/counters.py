@@ -94,6 +94,12 @@ CHANNEL_KEY_CHANNEL_LENGTH_OFFSET = 0
 CHANNEL_KEY_CHANNEL_OFFSET = 4
 CHANNEL_KEY_MAX_CHANNEL_LENGTH = MAX_KEY_LENGTH - CHANNEL_KEY_CHANNEL_OFFSET  # 108
 
+# Local socket address key (type 14, ``snd-local-sockaddr`` / ``rcv-local-sockaddr``): the channel status counter
+# it belongs to, then the bound address as ``host:port`` (the port resolved when the channel asked for 0).
+LOCAL_SOCKADDR_KEY_CHANNEL_STATUS_ID_OFFSET = 0
+LOCAL_SOCKADDR_KEY_ADDRESS_LENGTH_OFFSET = 4
+LOCAL_SOCKADDR_KEY_ADDRESS_OFFSET = 8
+
 # Client heartbeat key (type 11).
 HEARTBEAT_KEY_CLIENT_ID_OFFSET = 0
 

@@ -534,3 +534,35 @@ def test_recording_events_from_start_through_progress_to_stop(process_manager, a
         assert events[-1] == ("stopped", recording_id, 0, end) and adapter.malformed_count == 0
     finally:
         stack.close()
+
+
+def test_a_client_whose_response_channel_asks_for_port_0_is_answered_on_the_port_bound(process_manager, aeron_dir,
+                                                                                      tmp_path):
+    import socket
+
+    from aeron_numba.archive.client import AeronArchiveContext
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    control = f"aeron:udp?endpoint=localhost:{port}"
+    # Its own stream id: the local IPC control channel's requests are not also this subscription's.
+    stack = Stack(process_manager, aeron_dir, tmp_path / "archive", AERON_ARCHIVE_CONTROL_CHANNEL=control,
+                  AERON_ARCHIVE_CONTROL_STREAM_ID="11")
+    try:
+        stack.archive.start_recording(RECORDED, STREAM, "LOCAL")
+        publication = stack.aeron.add_exclusive_publication(RECORDED, STREAM)
+        signals(stack.archive, "START")
+        publish(publication, 10, random.Random(3))
+        ctx = AeronArchiveContext(control_request_channel=control, control_request_stream_id=11,
+                                  control_response_channel="aeron:udp?endpoint=localhost:0",
+                                  message_timeout_ns=10_000_000_000)
+        remote = AeronArchive.connect(stack.aeron, ctx)
+        try:
+            listed = []
+            assert remote.list_recordings(0, 10, listed.append) == 1
+            assert listed[0].stream_id == STREAM and listed[0].original_channel == RECORDED
+        finally:
+            remote.close()
+    finally:
+        stack.close()

@@ -43,3 +43,19 @@ def test_value_parsers():
         parse_int32("session-id", str(1 << 32))
     with pytest.raises(InvalidChannelError, match="must be 'true' or 'false'"):
         parse_bool("tether", "yes")
+
+
+@pytest.mark.parametrize("uri, resolved, expected", [
+    ("aeron:udp?endpoint=localhost:0", "127.0.0.1:40123", "aeron:udp?endpoint=localhost:40123"),  # host kept
+    ("aeron:udp?endpoint=[::1]:0|mtu=8k", "[::1]:5", "aeron:udp?endpoint=[::1]:5|mtu=8k"),
+    ("aeron:udp?endpoint=localhost:7", "127.0.0.1:40123", "aeron:udp?endpoint=localhost:7"),  # not a wildcard
+    ("aeron:udp?control=localhost:9", "127.0.0.1:40123", "aeron:udp?control=localhost:9|endpoint=127.0.0.1:40123"),
+])
+def test_an_endpoints_wildcard_port_is_replaced_by_the_resolved_one(uri, resolved, expected):
+    assert str(ChannelUri.parse(uri).replace_endpoint_wildcard_port(resolved)) == expected
+
+
+@pytest.mark.parametrize("resolved, message", [("127.0.0.1", "has no port"), ("127.0.0.1:0", "wildcard port 0")])
+def test_a_resolved_endpoint_without_a_port_is_refused(resolved, message):
+    with pytest.raises(InvalidChannelError, match=message):
+        ChannelUri.parse("aeron:udp?endpoint=localhost:0").replace_endpoint_wildcard_port(resolved)
