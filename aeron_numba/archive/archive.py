@@ -52,7 +52,10 @@ class Archive:
         self.ctx = ctx.conclude()
         warm_up_archive_kernels()
         Path(self.ctx.archive_dir).mkdir(parents=True, exist_ok=True)
-        self.aeron = aeron if aeron is not None else Aeron.connect(Context(aeron_dir=ctx.aeron_dir))
+        # Named as the Java archive names its client (its client-heartbeat counter's label shows it).
+        client_name = "archive" if self.ctx.archive_id == A.NULL_VALUE else f"archive-{self.ctx.archive_id}"
+        self.aeron = aeron if aeron is not None else Aeron.connect(Context(aeron_dir=ctx.aeron_dir,
+                                                                           client_name=client_name))
         self._owns_aeron = aeron is None
         archive_id = self.ctx.archive_id if self.ctx.archive_id != A.NULL_VALUE else self.aeron.client_id
         self.mark_file = ArchiveMarkFile.create(
@@ -69,7 +72,8 @@ class Archive:
         self.ctx.archive_id = archive_id
         self.conductor = ArchiveConductor(self.ctx, self.aeron, self.mark_file, self.catalog)
         self.runner = AgentRunner(self.conductor, idle_strategy_from_name(self.ctx.idle_strategy),
-                                  self.conductor.record_error)
+                                  self.conductor.record_error,
+                                  duty_cycle_tracker=self.conductor.counters.duty_cycle_tracker())
 
     def run(self) -> None:
         close_on_signals(self.runner)

@@ -101,7 +101,8 @@ class ArchiveConductor:
         self._lock = threading.Lock()
         self.replay_buffer = np.zeros(ctx.file_io_max_length, dtype=np.uint8)
         self._next_mark_update_ns = 0
-        self.counters = ArchiveCounters(aeron, self.archive_id)  # §4.4, read by aeron-stat and tests
+        self.counters = ArchiveCounters(aeron, self.archive_id,  # §4.4, read by aeron-stat and tests
+                                        conductor_cycle_threshold_ns=ctx.conductor_cycle_threshold_ns)
 
     def role_name(self) -> str:
         return "archive-conductor"

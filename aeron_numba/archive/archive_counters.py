@@ -2,13 +2,17 @@
 labels, and how they are kept.
 
 Each archive has an error count, three session counts (control, recording, replay: stored only when one came or
-went, so a duty cycle without news writes nothing) and six recorder/replayer I/O counters (bytes, time, the
-longest single write or read). All are keyed by the archive id and labelled ``<name> - archiveId=<id>``, as
-Aeron's ArchiveCounters. Every recording also gets a ``rec-pos`` counter (Aeron's RecordingPos).
+went, so a duty cycle without news writes nothing), six recorder/replayer I/O counters (bytes, time, the
+longest single write or read) and its conductor's two duty-cycle counters (the longest cycle, and how many took
+longer than the threshold), labelled as the Java archive labels them in its SHARED threading mode, ours (conductor,
+recorder and replayer take turns on one thread; Java adds a recorder and a replayer pair only when DEDICATED).
+All are keyed by the archive id and labelled ``<name> - archiveId=<id>``, as Aeron's ArchiveCounters. Every
+recording also gets a ``rec-pos`` counter (Aeron's RecordingPos).
 """
 
 from __future__ import annotations
 
+from aeron_numba.agent import DutyCycleTracker
 from aeron_numba.layout import archive as A
 
 #: (attribute, counter type id, label) of the recorder and replayer I/O counters.
@@ -39,9 +43,10 @@ def rec_pos_label(recording_id: int, session_id: int, stream_id: int, stripped_c
 class ArchiveCounters:
     """One archive's counters, allocated through its Aeron client (``aeron.add_counter``)."""
 
-    def __init__(self, aeron, archive_id: int):
+    def __init__(self, aeron, archive_id: int, conductor_cycle_threshold_ns: int = A.DEFAULT_CYCLE_THRESHOLD_NS):
         self.aeron = aeron
         self.archive_id = archive_id
+        self.conductor_cycle_threshold_ns = conductor_cycle_threshold_ns
         key = archive_id.to_bytes(8, "little", signed=True)
         suffix = f" - archiveId={archive_id}"
         self.errors = aeron.add_counter(A.ARCHIVE_ERROR_COUNT_TYPE_ID, key, f"Archive Errors{suffix}")
@@ -53,6 +58,23 @@ class ArchiveCounters:
                                                  f"Archive Replay Sessions{suffix}")
         self._session_counts = (0, 0, 0)  # what the three counters above hold
         self.io = {name: aeron.add_counter(type_id, key, f"{label}{suffix}") for name, type_id, label in IO_COUNTERS}
+        self.max_cycle_time = aeron.add_counter(
+            A.ARCHIVE_MAX_CYCLE_TIME_TYPE_ID, key, f"archive-conductor max cycle time in ns: SHARED{suffix}")
+        self.cycle_time_threshold_exceeded = aeron.add_counter(
+            A.ARCHIVE_CYCLE_TIME_THRESHOLD_EXCEEDED_TYPE_ID, key,
+            f"archive-conductor work cycle time exceeded count: threshold={conductor_cycle_threshold_ns}ns SHARED"
+            f"{suffix}")
+
+    def duty_cycle_tracker(self) -> DutyCycleTracker:
+        """The conductor's duty cycles into the two cycle-time counters (the archive's runner times them)."""
+        longest = self.max_cycle_time
+
+        def propose_max(cycle_ns: int) -> None:  # the archive is the counter's only writer
+            if cycle_ns > longest.get():
+                longest.set(cycle_ns)
+
+        return DutyCycleTracker(propose_max, self.cycle_time_threshold_exceeded,
+                                cycle_time_threshold_ns=self.conductor_cycle_threshold_ns)
 
     def on_error(self) -> None:
         self.errors.increment()
@@ -90,5 +112,5 @@ class ArchiveCounters:
 
     def close(self) -> None:
         for counter in (self.errors, self.control_sessions, self.recording_sessions, self.replay_sessions,
-                        *self.io.values()):
+                        *self.io.values(), self.max_cycle_time, self.cycle_time_threshold_exceeded):
             counter.close()

@@ -54,6 +54,9 @@ class ArchiveContext:
     #: 0 means one segment file length (Aeron's default).
     low_storage_space_threshold: int = setting(0, "AERON_ARCHIVE_LOW_STORAGE_SPACE_THRESHOLD", size)
     idle_strategy: str = setting("backoff", "AERON_ARCHIVE_IDLE_STRATEGY", text)
+    #: A conductor duty cycle longer than this counts in ``archive-conductor work cycle time exceeded count``.
+    conductor_cycle_threshold_ns: int = setting(A.DEFAULT_CYCLE_THRESHOLD_NS, "AERON_ARCHIVE_CONDUCTOR_CYCLE_THRESHOLD",
+                                                duration)
     #: ``"package.module:factory"`` of the control sessions' Authenticator / AuthorisationService
     #: (``authentication.py``); empty: authenticate everyone, allow everything (Aeron's defaults).
     authenticator_supplier: str = setting("", "AERON_AUTHENTICATOR_SUPPLIER", text)
@@ -85,7 +88,7 @@ class ArchiveContext:
             raise ConfigurationError(f"file_io_max_length={self.file_io_max_length} must be in "
                                      f"[4096, segment_file_length={self.segment_file_length}]")
         for name in ("max_concurrent_recordings", "max_concurrent_replays", "connect_timeout_ns",
-                     "session_liveness_check_interval_ns", "error_buffer_length"):
+                     "session_liveness_check_interval_ns", "error_buffer_length", "conductor_cycle_threshold_ns"):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")
         self.record_checksum_algorithm = checksum_algorithm(self.record_checksum)

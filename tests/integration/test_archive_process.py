@@ -566,3 +566,29 @@ def test_a_client_whose_response_channel_asks_for_port_0_is_answered_on_the_port
             remote.close()
     finally:
         stack.close()
+
+
+def test_the_archive_counts_its_duty_cycles_and_its_client_is_named_as_javas(stack):
+    from harness.aeron_dirs import AeronCounters
+
+    def counters():
+        with AeronCounters.open(stack.aeron_dir) as reader:
+            return [(c.type_id, c.label, c.value) for c in reader.counters()]
+
+    archive_id = stack.archive.get_archive_id()
+    suffix = f" - archiveId={archive_id}"
+    await_condition(lambda: any(t == A.ARCHIVE_MAX_CYCLE_TIME_TYPE_ID and v > 0 for t, _, v in counters()), 10,
+                    "a duty cycle measured")
+    found = counters()
+    assert [label for t, label, _ in found if t in (A.ARCHIVE_MAX_CYCLE_TIME_TYPE_ID,
+                                                    A.ARCHIVE_CYCLE_TIME_THRESHOLD_EXCEEDED_TYPE_ID)] == [
+        f"archive-conductor max cycle time in ns: SHARED{suffix}",
+        f"archive-conductor work cycle time exceeded count: threshold=1000000000ns SHARED{suffix}"]
+
+    def heartbeat_labels():  # the client names itself in the label at its first heartbeat
+        prefix = f"client-heartbeat: id={archive_id} name="
+        return [label for t, label, _ in counters() if t == 11 and label.startswith(prefix)]
+
+    await_condition(heartbeat_labels, 10, "the archive's client heartbeat labelled")
+    [label] = heartbeat_labels()
+    assert " name=archive " in label  # archiveId unset: Java's archive names its client "archive"

@@ -25,7 +25,22 @@ def test_each_counter_has_its_type_the_archive_id_as_key_and_its_label():
         (A.ARCHIVE_REPLAYER_MAX_READ_TIME_TYPE_ID, key, "archive-replayer max read time in ns - archiveId=7"),
         (A.ARCHIVE_REPLAYER_TOTAL_READ_BYTES_TYPE_ID, key, "archive-replayer total read bytes - archiveId=7"),
         (A.ARCHIVE_REPLAYER_TOTAL_READ_TIME_TYPE_ID, key, "archive-replayer total read time in ns - archiveId=7"),
+        (A.ARCHIVE_MAX_CYCLE_TIME_TYPE_ID, key, "archive-conductor max cycle time in ns: SHARED - archiveId=7"),
+        (A.ARCHIVE_CYCLE_TIME_THRESHOLD_EXCEEDED_TYPE_ID, key,
+         "archive-conductor work cycle time exceeded count: threshold=1000000000ns SHARED - archiveId=7"),
     ]
+
+
+def test_the_conductors_duty_cycles_keep_the_longest_and_count_those_over_the_threshold():
+    counters = ArchiveCounters(Aeron(), archive_id=2, conductor_cycle_threshold_ns=5_000)
+    assert counters.cycle_time_threshold_exceeded.label == \
+        "archive-conductor work cycle time exceeded count: threshold=5000ns SHARED - archiveId=2"
+    tracker = counters.duty_cycle_tracker()
+    for cycle_ns in (1_000, 7_000, 3_000, 5_000, 6_000):
+        tracker.record(cycle_ns)
+    assert (counters.max_cycle_time.value, counters.cycle_time_threshold_exceeded.value) == (7_000, 2)
+    counters.close()
+    assert counters.max_cycle_time.is_closed and counters.cycle_time_threshold_exceeded.is_closed
 
 
 def test_session_counts_are_stored_only_when_one_changed():

@@ -1,4 +1,5 @@
-"""ArchiveContext's recording events settings: Aeron's names and defaults, and what conclude() refuses."""
+"""ArchiveContext's settings (recording events, the conductor cycle threshold): Aeron's names and defaults, and
+what conclude() refuses."""
 
 from __future__ import annotations
 
@@ -41,3 +42,12 @@ def test_enabled_recording_events_need_a_channel_this_driver_serves(tmp_path, ch
 def test_an_events_flag_that_is_not_a_boolean_is_refused():
     with pytest.raises(ConfigurationError, match="AERON_ARCHIVE_RECORDING_EVENTS_ENABLED='maybe' must be true or"):
         ArchiveContext.from_env({"AERON_ARCHIVE_RECORDING_EVENTS_ENABLED": "maybe"})
+
+
+def test_the_conductor_cycle_threshold_is_one_second_unless_set_and_must_be_positive(tmp_path):
+    assert ArchiveContext.from_env({}, archive_dir=str(tmp_path)).conclude().conductor_cycle_threshold_ns == \
+        1_000_000_000
+    ctx = ArchiveContext.from_env({"AERON_ARCHIVE_CONDUCTOR_CYCLE_THRESHOLD": "5ms"}, archive_dir=str(tmp_path))
+    assert ctx.conclude().conductor_cycle_threshold_ns == 5_000_000
+    with pytest.raises(ConfigurationError, match="conductor_cycle_threshold_ns=0 must be > 0"):
+        ArchiveContext(archive_dir=str(tmp_path), conductor_cycle_threshold_ns=0).conclude()
