@@ -93,7 +93,7 @@ class ChannelUri:
         """This channel with the port of ``resolved_endpoint`` (``host:port``, as bound) in place of an
         ``endpoint``'s wildcard port 0, its host kept as given (Aeron's ``replaceEndpointWildcardPort``); with no
         ``endpoint`` the resolved one is added. Any other endpoint is kept."""
-        host, colon, port = resolved_endpoint.rpartition(":")
+        _, colon, port = resolved_endpoint.rpartition(":")
         if not colon or not port:
             raise InvalidChannelError(f"resolved endpoint '{resolved_endpoint}' has no port")
         if port == "0":
