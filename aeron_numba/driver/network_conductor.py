@@ -149,7 +149,9 @@ class NetworkConductor:
         )
         counter_ids = []
         try:
-            for name, type_id in ((cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID),
+            # Aeron's order: pub-pos, pub-lmt, snd-pos, snd-lmt, snd-bpe.
+            for name, type_id in ((cl.PUBLISHER_POS_NAME, cl.PUBLISHER_POS_TYPE_ID),
+                                  (cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID),
                                   (cl.SENDER_POSITION_NAME, cl.SENDER_POSITION_TYPE_ID),
                                   (cl.SENDER_LIMIT_NAME, cl.SENDER_LIMIT_TYPE_ID),
                                   (cl.SENDER_BPE_NAME, cl.SENDER_BPE_TYPE_ID)):
@@ -158,8 +160,9 @@ class NetworkConductor:
             publication = NetworkPublication(
                 registration_id=registration_id, session_id=session_id, stream_id=stream_id,
                 channel=channel, endpoint=endpoint, exclusive=exclusive, log=log,
-                pub_lmt_counter_id=counter_ids[0], snd_pos_counter_id=counter_ids[1],
-                snd_lmt_counter_id=counter_ids[2], snd_bpe_counter_id=counter_ids[3],
+                pub_pos_counter_id=counter_ids[0], pub_lmt_counter_id=counter_ids[1],
+                snd_pos_counter_id=counter_ids[2], snd_lmt_counter_id=counter_ids[3],
+                snd_bpe_counter_id=counter_ids[4],
                 term_window_length=params.term_window_length, values_buffer=self.counters.values_buffer,
                 system_counters=self.system_counters, now_ns=now_ns,
                 unblock_timeout_ns=self.ctx.publication_unblock_timeout_ns,
@@ -188,8 +191,9 @@ class NetworkConductor:
         self.sender.remove_publication(publication)
         self.publications.remove(publication)
         publication.endpoint.remove_publication(publication)
-        for counter_id in (publication.pub_lmt_counter_id, publication.snd_pos_counter_id,
-                           publication.snd_lmt_counter_id, publication.snd_bpe_counter_id):
+        for counter_id in (publication.pub_pos_counter_id, publication.pub_lmt_counter_id,
+                           publication.snd_pos_counter_id, publication.snd_lmt_counter_id,
+                           publication.snd_bpe_counter_id):
             self.counters.free(counter_id)
         self.conductor._close_log(publication.log)
         self._release_send_endpoint(publication.endpoint)

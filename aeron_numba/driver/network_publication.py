@@ -57,6 +57,7 @@ class NetworkPublication:
     endpoint: object  # SendChannelEndpoint
     exclusive: bool
     log: LogBuffers
+    pub_pos_counter_id: int
     pub_lmt_counter_id: int
     snd_pos_counter_id: int
     snd_lmt_counter_id: int
@@ -102,7 +103,7 @@ class NetworkPublication:
         self.end_of_stream_position = None
         self.retransmits: dict[tuple[int, int], _Retransmit] = {}
         self.control = np.zeros(2 * ul.SETUP_FRAME_LENGTH, dtype=np.uint8)  # scratch for one control frame
-        for counter_id in (self.pub_lmt_counter_id, self.snd_pos_counter_id):
+        for counter_id in (self.pub_pos_counter_id, self.pub_lmt_counter_id, self.snd_pos_counter_id):
             self._set_counter(counter_id, start)
         self._set_counter(self.snd_lmt_counter_id, self.sender_limit)
 
@@ -274,9 +275,11 @@ class NetworkPublication:
 
     # ---------------------------------------------------------------------------------- conductor side
     def update_pub_pos_and_pub_lmt(self) -> int:
-        """Every conductor cycle: ``pub-lmt`` = ``snd-pos`` + window while connected, else held at ``snd-pos``."""
+        """Every conductor cycle: publish ``pub-pos`` (the sampled producer position); ``pub-lmt`` = ``snd-pos``
+        + window while connected, else held at ``snd-pos``."""
         if self.state is not State.ACTIVE:
             return 0
+        self._set_counter(self.pub_pos_counter_id, self.producer_position())
         sender_position = self.sender_position
         work = 0
         if self.has_receivers:
@@ -299,6 +302,8 @@ class NetworkPublication:
             if not self.exclusive:
                 self._check_for_blocked_publisher(now_ns)
         elif self.state is State.DRAINING:
+            # Draining publishers may still complete claims made before the close: pub-pos keeps following.
+            self._set_counter(self.pub_pos_counter_id, self.producer_position())
             if self._is_drained(now_ns):
                 self.state = State.LINGER
                 self.time_of_linger_ns = now_ns

@@ -17,6 +17,7 @@ from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
 from aeron_numba.driver.warmup import warm_up_driver_kernels
+from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels.loss_report import LossReportReader
@@ -161,6 +162,29 @@ def test_a_stream_connects_flows_and_reports_its_counters(harness):
     assert harness.system_counter(cl.STATUS_MESSAGES_SENT) > 0
     assert harness.system_counter(cl.BYTES_SENT) > payload_bytes and harness.system_counter(cl.BYTES_RECEIVED) > payload_bytes
     assert harness.system_counter(cl.NAK_MESSAGES_SENT) == 0 and harness.system_counter(cl.INVALID_PACKETS) == 0
+    stream.close()
+
+
+def test_a_network_publication_has_a_sampled_pub_pos_freed_with_it(harness):
+    """As the C and Java drivers: pub-pos (type 12) beside pub-lmt, snd-pos, snd-lmt and snd-bpe, labelled as
+    the IPC one, holding the producer position, gone with the publication."""
+    stream = Stream(harness)
+    (pub_pos,) = harness.counters_by_type(cl.PUBLISHER_POS_TYPE_ID)
+    channel = f"aeron:udp?endpoint=127.0.0.1:{stream.port}|term-length=64k"
+    registration_id, session_id = stream.pub.registration_id, stream.pub.session_id
+    assert pub_pos.label == f"pub-pos (sampled): {registration_id} {session_id} {STREAM} {channel}"
+    key = ck.stream_counter_key(registration_id, session_id, STREAM, channel)
+    assert pub_pos.key[:len(key)] == key
+    assert pub_pos.registration_id == registration_id
+    assert pub_pos.value == int(TA.producer_position(stream.log.buffer))
+    stream.offer_all([b"x" * 100] * 3)
+    run(harness, stream.client, 1)
+    assert harness.reader.get_counter_value(pub_pos.counter_id) == int(TA.producer_position(stream.log.buffer)) > pub_pos.value
+    stream.client.send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=stream.pub_id)
+    stream.settle(100, step_ms=10)
+    run(harness, stream.client, 20, step_ms=20)
+    assert harness.conductor.network.publications == []
+    assert harness.counters_by_type(cl.PUBLISHER_POS_TYPE_ID) == []
     stream.close()
 
 
