@@ -71,6 +71,13 @@ class SubscriptionLink:
     untethered_window_limit_timeout_ns: int = 0
     untethered_resting_timeout_ns: int = 0
     endpoint: object = None  # the ReceiveChannelEndpoint of an aeron:udp subscription
+    is_ipc: bool = False
+    session_id: int | None = None  # session-id= on the channel: only that session's images
+
+    def matches_ipc_publication(self, publication: IpcPublication) -> bool:
+        """Aeron's match: an ``aeron:ipc`` subscription on the stream, with no session id or the publication's."""
+        return self.is_ipc and self.stream_id == publication.stream_id and \
+            (self.session_id is None or self.session_id == publication.session_id)
 
 
 @dataclass
@@ -283,7 +290,7 @@ class DriverConductor:
         self._send_publication_ready(correlation_id, publication, NULL_CHANNEL_STATUS_ID, exclusive)
         if publication.ref_count == 1:
             for subscription in self.subscriptions:
-                if subscription.stream_id == publication.stream_id:
+                if subscription.matches_ipc_publication(publication):
                     self._link_image(subscription, publication)
 
     def _add_network_publication(self, client_id: int, correlation_id: int, stream_id: int, channel_uri: str,
@@ -472,7 +479,10 @@ class DriverConductor:
                 uri, cu.UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM, self.ctx.untethered_window_limit_timeout_ns),
             untethered_resting_timeout_ns=_duration_param(
                 uri, cu.UNTETHERED_RESTING_TIMEOUT_PARAM, self.ctx.untethered_resting_timeout_ns),
+            is_ipc=uri.is_ipc,
         )
+        if uri.get(cu.SESSION_ID_PARAM):
+            link.session_id = cu.parse_int32(cu.SESSION_ID_PARAM, uri.get(cu.SESSION_ID_PARAM))
         if not uri.is_ipc:
             endpoint = self.network.add_subscription(link, UdpChannel.parse(channel))
             self.subscriptions.append(link)
@@ -482,7 +492,7 @@ class DriverConductor:
         self.subscriptions.append(link)
         self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
         for publication in self.publications:
-            if publication.state is State.ACTIVE and publication.stream_id == stream_id:
+            if publication.state is State.ACTIVE and link.matches_ipc_publication(publication):
                 self._link_image(link, publication)
 
     def on_remove_subscription(self, client_id: int, correlation_id: int, registration_id: int) -> None:

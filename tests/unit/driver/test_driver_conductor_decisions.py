@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from aeron_numba.driver.command_errors import ControlProtocolError
+from aeron_numba.errors import InvalidChannelError
 from aeron_numba.layout import control_protocol as cp
 from tests.unit.driver_support import Harness
 
@@ -72,6 +73,60 @@ def test_a_second_shared_publication_on_the_stream_reuses_the_log(conductor):
     _, exclusive = proxy.calls[-1]
     assert exclusive["is_exclusive"] and exclusive["registration_id"] == 103
     assert exclusive["log_file_name"] != first["log_file_name"]
+
+
+def _images(proxy) -> list[tuple[int, int]]:
+    """(subscription registration id, publication registration id) of every available image sent."""
+    return [(args["subscription_registration_id"], args["correlation_id"])
+            for name, args in proxy.calls if name == "on_available_image"]
+
+
+@pytest.mark.parametrize("publication_first", [True, False])
+def test_an_ipc_publication_links_only_to_ipc_subscriptions_on_its_stream(conductor, publication_first):
+    """As Aeron: a UDP subscription on the same stream id gets no IPC image (it listens on a socket)."""
+    def publish():
+        conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10, channel="aeron:ipc")
+
+    if publication_first:
+        publish()
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=101, registration_correlation_id=-1,
+                                  stream_id=10, channel="aeron:udp?endpoint=127.0.0.1:0")
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=102, registration_correlation_id=-1,
+                                  stream_id=10, channel="aeron:ipc")
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=103, registration_correlation_id=-1,
+                                  stream_id=11, channel="aeron:ipc")
+    if not publication_first:
+        publish()
+    assert _images(conductor.client_proxy) == [(102, 100)]
+    (publication,) = conductor.publications
+    assert [s.subscription.registration_id for s in publication.subscribers] == [102]
+
+
+@pytest.mark.parametrize("subscription_first", [True, False])
+def test_session_id_on_an_ipc_subscription_channel_filters_its_images(conductor, subscription_first):
+    def subscribe():
+        conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=200, registration_correlation_id=-1,
+                                      stream_id=10, channel="aeron:ipc?session-id=77")
+        conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=201, registration_correlation_id=-1,
+                                      stream_id=10, channel="aeron:ipc")
+
+    if subscription_first:
+        subscribe()
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10,
+                                           channel="aeron:ipc?session-id=76")
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=101, stream_id=10,
+                                           channel="aeron:ipc?session-id=77")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=102, stream_id=10, channel="aeron:ipc")
+    if not subscription_first:
+        subscribe()
+    assert sorted(_images(conductor.client_proxy)) == [(200, 101), (201, 100), (201, 101), (201, 102)]
+
+
+def test_a_bad_session_id_on_a_subscription_channel_is_refused(conductor):
+    with pytest.raises(InvalidChannelError, match="session-id='x7' is not an integer"):
+        conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=200, registration_correlation_id=-1,
+                                      stream_id=10, channel="aeron:ipc?session-id=x7")
+    assert conductor.subscriptions == []
 
 
 @pytest.mark.parametrize("decision, error_code", [
