@@ -25,6 +25,16 @@ class InvalidChannelError(ConfigurationError):
     """A channel URI does not follow spec/transport.md §12 (the driver answers INVALID_CHANNEL)."""
 
 
+class ChannelParameterError(InvalidChannelError):
+    """A channel parameter's value is refused: a number that does not parse, a term length, MTU, port or start
+    position out of range. Aeron's C driver answers these GENERIC_ERROR (its EINVAL), keeping INVALID_CHANNEL
+    for a malformed URI, and so does ours."""
+
+
+class UnknownHostError(InvalidChannelError):
+    """A channel names a host that does not resolve (the driver answers UNKNOWN_HOST, as Aeron's C driver)."""
+
+
 # ------------------------------------------------------------------------------------------------ client
 
 

@@ -5,7 +5,8 @@ Shared by the command adapter (which answers every failure) and the conductor (w
 
 from __future__ import annotations
 
-from aeron_numba.errors import AeronError, ConfigurationError, CountersFullError
+from aeron_numba.errors import (AeronError, ChannelParameterError, ConfigurationError, CountersFullError,
+                                UnknownHostError)
 from aeron_numba.layout import control_protocol as cp
 
 from aeron_numba.driver.network_conductor import ChannelEndpointError
@@ -23,7 +24,11 @@ def error_code_of(exc: Exception) -> int:
     """The §11.4 code a client gets for a failed command."""
     if isinstance(exc, ControlProtocolError):
         return exc.error_code
-    if isinstance(exc, ConfigurationError):  # bad channel URI or stream parameters
+    if isinstance(exc, ChannelParameterError):  # a value Aeron's C driver refuses with EINVAL
+        return cp.GENERIC_ERROR
+    if isinstance(exc, UnknownHostError):
+        return cp.UNKNOWN_HOST
+    if isinstance(exc, ConfigurationError):  # a malformed channel URI
         return cp.INVALID_CHANNEL
     if isinstance(exc, CountersFullError):
         return cp.RESOURCE_TEMPORARILY_UNAVAILABLE

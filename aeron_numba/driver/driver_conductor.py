@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import channel_uri as cu
-from aeron_numba.errors import CountersFullError, InvalidChannelError
+from aeron_numba.errors import ChannelParameterError, CountersFullError, InvalidChannelError
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels.broadcast import BroadcastTransmitter
 from aeron_numba.kernels.error_log import DistinctErrorLog
@@ -37,6 +37,7 @@ from aeron_numba.driver.ipc_publication import ImageChange, IpcPublication, Stat
 from aeron_numba.driver.network_conductor import NetworkConductor
 from aeron_numba.driver.publication_params import PublicationParams
 from aeron_numba.driver.system_counters import SystemCounters
+from aeron_numba.driver import uri_params as up
 from aeron_numba.driver.udp_channel import UdpChannel
 
 PUBLICATIONS_DIR = "publications"
@@ -297,6 +298,9 @@ class DriverConductor:
                                  exclusive: bool) -> None:
         channel = UdpChannel.parse(channel_uri)
         params = PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
+        if not channel.is_multi_destination and channel.remote_data is not None and channel.remote_data[1] == 0:
+            # Nothing could ever be sent there (sendto port 0 is EINVAL); Aeron refuses it with these words.
+            raise ChannelParameterError(f"{cu.ENDPOINT_PARAM} has port=0 for publication: channel={channel_uri}")
         publication = None
         if not exclusive:
             publication = self.network.find_shared_publication(channel, stream_id, params.session_id)
@@ -427,6 +431,8 @@ class DriverConductor:
         destination = UdpChannel.parse(channel)
         if destination.remote_data is None:
             raise ControlProtocolError(cp.INVALID_CHANNEL, f"destination '{channel}' needs endpoint=host:port")
+        if destination.remote_data[1] == 0:
+            raise ChannelParameterError(f"{cu.ENDPOINT_PARAM} has port=0 for send destination: channel={channel}")
         return endpoint, destination.remote_data
 
     def _find_publication_link(self, client_id: int, registration_id: int) -> PublicationLink | None:
@@ -474,15 +480,14 @@ class DriverConductor:
         uri = self._channel(channel)
         link = SubscriptionLink(
             correlation_id, client_id, stream_id, channel,
-            tether=cu.parse_bool(cu.TETHER_PARAM, uri.get(cu.TETHER_PARAM, "true")),
+            tether=up.bool_param(uri, cu.TETHER_PARAM, True),
             untethered_window_limit_timeout_ns=_duration_param(
                 uri, cu.UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM, self.ctx.untethered_window_limit_timeout_ns),
             untethered_resting_timeout_ns=_duration_param(
                 uri, cu.UNTETHERED_RESTING_TIMEOUT_PARAM, self.ctx.untethered_resting_timeout_ns),
-            is_ipc=uri.is_ipc,
+            is_ipc=uri.is_ipc, session_id=up.int32_param(uri, cu.SESSION_ID_PARAM),
         )
-        if uri.get(cu.SESSION_ID_PARAM):
-            link.session_id = cu.parse_int32(cu.SESSION_ID_PARAM, uri.get(cu.SESSION_ID_PARAM))
+        up.bool_param(uri, cu.RELIABLE_PARAM, True)  # refused here, as Aeron does, not at the image's SETUP
         if not uri.is_ipc:
             endpoint = self.network.add_subscription(link, UdpChannel.parse(channel))
             self.subscriptions.append(link)
@@ -548,7 +553,7 @@ def _duration_param(uri: cu.ChannelUri, name: str, default_ns: int) -> int:
     value = uri.get(name)
     if not value:
         return default_ns
-    duration_ns = cu.parse_duration_ns(name, value)
+    duration_ns = up.duration_param(uri, name)
     if duration_ns <= 0:
         raise InvalidChannelError(f"{name}={value} must be > 0")
     return duration_ns

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aeron_numba.codecs import channel_uri as cu
-from aeron_numba.errors import InvalidChannelError
+from aeron_numba.errors import ChannelParameterError, InvalidChannelError
 from aeron_numba.layout import frame
-from aeron_numba.layout import log_buffer_descriptor as lb
 
 from aeron_numba.driver.context import DriverContext
+from aeron_numba.driver import uri_params as up
 from aeron_numba.driver.ipc_publication import IpcPublication
 
 
@@ -31,56 +31,56 @@ class PublicationParams:
     @classmethod
     def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool,
                  network: bool = False) -> "PublicationParams":
-        term_length = ctx.term_buffer_length if network else ctx.ipc_term_buffer_length
-        if uri.get(cu.TERM_LENGTH_PARAM):
-            term_length = cu.parse_size(cu.TERM_LENGTH_PARAM, uri.get(cu.TERM_LENGTH_PARAM))
-        lb.check_term_length(term_length)
-        mtu = ctx.mtu_length if network else ctx.ipc_mtu_length
-        if uri.get(cu.MTU_LENGTH_PARAM):
-            mtu = cu.parse_size(cu.MTU_LENGTH_PARAM, uri.get(cu.MTU_LENGTH_PARAM))
-        frame.check_mtu_length(mtu)
-        linger = ctx.publication_linger_timeout_ns
-        if uri.get(cu.LINGER_PARAM):
-            linger = cu.parse_duration_ns(cu.LINGER_PARAM, uri.get(cu.LINGER_PARAM))
-        window = ctx.publication_term_window_length if network else ctx.ipc_publication_term_window_length
-        if uri.get(cu.PUBLICATION_WINDOW_PARAM):
-            window = cu.parse_size(cu.PUBLICATION_WINDOW_PARAM, uri.get(cu.PUBLICATION_WINDOW_PARAM))
+        """Aeron's order of checks and its refusals (``uri_params``: GENERIC_ERROR, as the C driver)."""
+        session_id = up.int32_param(uri, cu.SESSION_ID_PARAM)
+        linger = up.duration_param(uri, cu.LINGER_PARAM)
+        linger = ctx.publication_linger_timeout_ns if linger is None else linger
+        term_length = up.size_param(uri, cu.TERM_LENGTH_PARAM)
+        if term_length is None:
+            term_length = ctx.term_buffer_length if network else ctx.ipc_term_buffer_length
+        else:
+            up.check_term_length(term_length)
+        mtu = up.size_param(uri, cu.MTU_LENGTH_PARAM)
+        if mtu is None:
+            mtu = ctx.mtu_length if network else ctx.ipc_mtu_length
+        else:
+            up.check_mtu_length(mtu)
+        window = up.size_param(uri, cu.PUBLICATION_WINDOW_PARAM)
+        if window is None:
+            window = ctx.publication_term_window_length if network else ctx.ipc_publication_term_window_length
         window = window if 0 < window < term_length // 2 else term_length // 2
-        params = cls(term_length, mtu, linger, window)
-        if uri.get(cu.SESSION_ID_PARAM):
-            params.session_id = cu.parse_int32(cu.SESSION_ID_PARAM, uri.get(cu.SESSION_ID_PARAM))
-        position_params = [uri.get(p) for p in (cu.INITIAL_TERM_ID_PARAM, cu.TERM_ID_PARAM, cu.TERM_OFFSET_PARAM)]
-        if any(p is not None for p in position_params):
-            if not exclusive:
+        params = cls(term_length, mtu, linger, window, session_id)
+        names = (cu.INITIAL_TERM_ID_PARAM, cu.TERM_ID_PARAM, cu.TERM_OFFSET_PARAM)
+        initial_term_id, term_id = up.int32_param(uri, names[0]), up.int32_param(uri, names[1])
+        term_offset_text = uri.get(names[2])
+        given = sum(value is not None for value in (initial_term_id, term_id, term_offset_text))
+        if given:
+            if given < 3:
+                raise ChannelParameterError(f"params: {' '.join(names)} must be used as a complete set")
+            if not exclusive:  # Aeron's C driver takes them on a shared publication too; ours refuses
                 raise InvalidChannelError(
-                    f"channel '{uri}': init-term-id, term-id and term-offset are only for exclusive publications"
-                )
-            if not all(p is not None for p in position_params):
-                raise InvalidChannelError(f"channel '{uri}': init-term-id, term-id and term-offset must be given together")
-            params.initial_term_id = cu.parse_int32(cu.INITIAL_TERM_ID_PARAM, position_params[0])
-            params.term_id = cu.parse_int32(cu.TERM_ID_PARAM, position_params[1])
-            params.term_offset = cu.parse_int32(cu.TERM_OFFSET_PARAM, position_params[2])
-            if not 0 <= params.term_offset <= term_length or params.term_offset % frame.FRAME_ALIGNMENT:
-                raise InvalidChannelError(
-                    f"term-offset={params.term_offset} must be in [0, term-length={term_length}] and a multiple of"
-                    f" {frame.FRAME_ALIGNMENT}"
-                )
-            term_count = ((params.term_id - params.initial_term_id + 2**31) % 2**32) - 2**31
-            if term_count < 0:
-                raise InvalidChannelError(
-                    f"term-id={params.term_id} is before init-term-id={params.initial_term_id}"
-                )
+                    f"channel '{uri}': init-term-id, term-id and term-offset are only for exclusive publications")
+            if not term_offset_text.isdigit():
+                raise ChannelParameterError(f"could not parse {names[2]}={term_offset_text} in URI")
+            term_offset = int(term_offset_text)
+            if ((term_id - initial_term_id + 2**31) % 2**32) - 2**31 < 0:
+                # C names term-offset where it prints the term id: quoted as Aeron writes it.
+                raise ChannelParameterError(f"Param difference greater than 2^31 - 1: {names[0]}={initial_term_id}"
+                                            f" {names[2]}={term_id}")
+            if term_offset > term_length:
+                raise ChannelParameterError(
+                    f"Param {names[2]}={term_offset} > {cu.TERM_LENGTH_PARAM}={term_length}")
+            if term_offset % frame.FRAME_ALIGNMENT:
+                raise ChannelParameterError(f"Param {names[2]}={term_offset} must be multiple of FRAME_ALIGNMENT")
+            params.initial_term_id, params.term_id, params.term_offset = initial_term_id, term_id, term_offset
         return params
 
     def check_matches(self, publication: IpcPublication) -> None:
-        """A concurrent publication joining an existing log must not ask for different log settings."""
-        if self.term_length != publication.log.term_length:
-            raise InvalidChannelError(
-                f"term-length={self.term_length} does not match existing publication's"
-                f" term-length={publication.log.term_length}"
-            )
-        if self.mtu_length != publication.log.mtu_length:
-            raise InvalidChannelError(
-                f"mtu={self.mtu_length} does not match existing publication's mtu={publication.log.mtu_length}"
-            )
+        """A concurrent publication joining an existing log must not ask for different log settings (Aeron's
+        check and words, GENERIC_ERROR)."""
+        for name, requested, existing in ((cu.MTU_LENGTH_PARAM, self.mtu_length, publication.log.mtu_length),
+                                          (cu.TERM_LENGTH_PARAM, self.term_length, publication.log.term_length)):
+            if requested != existing:
+                raise ChannelParameterError(
+                    f"existing publication has different '{name}': existing={existing} requested={requested}")
 

@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from aeron_numba.codecs import channel_uri as cu
-from aeron_numba.errors import InvalidChannelError
+from aeron_numba.errors import ChannelParameterError, InvalidChannelError, UnknownHostError
 
 CONTROL_PARAM = "control"
 CONTROL_MODE_PARAM = "control-mode"
@@ -51,27 +51,34 @@ Address = tuple[str, int]
 
 
 def parse_host_port(name: str, value: str, *, port_required: bool = True) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port`` accepted) -> (host, port); raises ``InvalidChannelError`` naming the value."""
+    """``host:port`` (``[v6]:port`` accepted) -> (host, port); a bad port is refused with Aeron's C driver's words
+    and code (``ChannelParameterError``: GENERIC_ERROR), followed by the line C appends naming the parameter."""
     host, sep, port_text = value.rpartition(":")
     if not sep:
         if port_required:
-            raise InvalidChannelError(f"{name}={value!r} must be host:port")
+            raise ChannelParameterError(f"port invalid: \n{_unresolved(name, value)}")
         host, port_text = value, "0"
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not host:
-        raise InvalidChannelError(f"{name}={value!r} has no host")
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise InvalidChannelError(f"{name}={value!r}: port {port_text!r} must be in [0, 65535]")
+    if not port_text.isdigit():
+        raise ChannelParameterError(f"port invalid: {port_text}\n{_unresolved(name, value)}")
+    if int(port_text) > 65535:
+        raise ChannelParameterError(f"port out of range: {port_text}\n{_unresolved(name, value)}")
     return host, int(port_text)
 
 
+def _unresolved(name: str, value: str) -> str:
+    return f"Unresolved - {name}={value}, name-and-port={value}"
+
+
 def resolve(name: str, host: str, port: int) -> Address:
-    """The IPv4 socket address of ``host:port`` (names resolved once, here)."""
+    """The IPv4 socket address of ``host:port`` (names resolved once, here); an unknown (or empty) host is
+    UNKNOWN_HOST with the C driver's words."""
     try:
         infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)
     except socket.gaierror as exc:
-        raise InvalidChannelError(f"{name}={host}:{port} could not be resolved: {exc.strerror}") from None
+        raise UnknownHostError(f"Unable to resolve host=({host}): ({exc.errno}) {exc.strerror}\n"
+                               f"{_unresolved(name, f'{host}:{port}')}") from None
     address = infos[0][4]
     return address[0], address[1]
 
@@ -128,9 +135,9 @@ def multicast_control_address(data_group: Address) -> Address:
     last octet must be odd, so control groups never land on another channel's data group."""
     octets = bytearray(socket.inet_aton(data_group[0]))
     if octets[-1] % 2 == 0:
-        raise InvalidChannelError(
-            f"{cu.ENDPOINT_PARAM}={data_group[0]}:{data_group[1]}: multicast data address must be odd"
-            f" (last octet {octets[-1]} is even; the control group is the data group + 1)")
+        raise ChannelParameterError(
+            f"Multicast data address must be odd\n{cu.ENDPOINT_PARAM}={data_group[0]}:{data_group[1]}: last octet"
+            f" {octets[-1]} is even (the control group is the data group + 1)")
     octets[-1] = (octets[-1] + 1) & 0xFF  # .255 -> .0, as Aeron's byte arithmetic does
     return socket.inet_ntoa(bytes(octets)), data_group[1]
 

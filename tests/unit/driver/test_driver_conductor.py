@@ -142,11 +142,11 @@ def test_exclusive_publication_at_a_start_position(harness):
     (0x77, b"\x00" * 16, cp.UNKNOWN_COMMAND_TYPE_ID),
     (cp.ADD_PUBLICATION, b"\x01" * 20, cp.MALFORMED_COMMAND),
     (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:tcp").encode(), cp.INVALID_CHANNEL),
-    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:ipc?term-length=1000").encode(), cp.INVALID_CHANNEL),
+    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:ipc?term-length=1000").encode(), cp.GENERIC_ERROR),
     (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:udp").encode(), cp.INVALID_CHANNEL),
-    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:udp?endpoint=localhost").encode(), cp.INVALID_CHANNEL),
+    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:udp?endpoint=localhost").encode(), cp.GENERIC_ERROR),
     (cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage(1, 2, -1, 3, "aeron:udp?endpoint=localhost:99999").encode(),
-     cp.INVALID_CHANNEL),
+     cp.GENERIC_ERROR),
     (cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage(1, 2, -1, 3, "aeron-spy:aeron:ipc").encode(), cp.INVALID_CHANNEL),
     (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:ipc?init-term-id=1|term-id=2|term-offset=0").encode(),
      cp.INVALID_CHANNEL),
@@ -171,6 +171,89 @@ def test_bad_commands_get_an_error_and_an_error_log_entry(harness, msg_type_id, 
                 channel="aeron:ipc")
     harness.work()
     assert [t for t, _ in client.responses()] == [cp.ON_SUBSCRIPTION_READY]
+
+
+PUB, SUB, XPUB = cp.ADD_PUBLICATION, cp.ADD_SUBSCRIPTION, cp.ADD_EXCLUSIVE_PUBLICATION
+
+
+@pytest.mark.parametrize("command, channel, code, message", [
+    # A value Aeron's C driver refuses with EINVAL is GENERIC_ERROR, with its words (first line of the message).
+    (PUB, "aeron:udp?endpoint=localhost:99999", cp.GENERIC_ERROR, "port out of range: 99999"),
+    (SUB, "aeron:udp?endpoint=localhost:99999", cp.GENERIC_ERROR, "port out of range: 99999"),
+    (PUB, "aeron:udp?endpoint=localhost:4o00", cp.GENERIC_ERROR, "port invalid: 4o00"),
+    (PUB, "aeron:ipc?term-length=1000", cp.GENERIC_ERROR, "term length less than min length of 65536: length=1000"),
+    (PUB, "aeron:ipc?term-length=2g", cp.GENERIC_ERROR,
+     "term length greater than max length of 1073741824: length=2147483648"),
+    (PUB, "aeron:ipc?term-length=96k", cp.GENERIC_ERROR, "term length not a power of 2: length=98304"),
+    (PUB, "aeron:ipc?term-length=64q", cp.GENERIC_ERROR, "could not parse term-length=64q in URI"),
+    (PUB, "aeron:udp?endpoint=localhost:40123|mtu=100", cp.GENERIC_ERROR,
+     "mtuLength must be a multiple of FRAME_ALIGNMENT: mtuLength=100"),
+    (PUB, "aeron:ipc?mtu=32", cp.GENERIC_ERROR,
+     "mtuLength must be a > HEADER_LENGTH and <= MAX_UDP_PAYLOAD_LENGTH: mtuLength=32"),
+    (PUB, "aeron:ipc?linger=soon", cp.GENERIC_ERROR, "could not parse linger=soon in URI"),
+    (PUB, "aeron:ipc?session-id=5000000000", cp.GENERIC_ERROR,
+     "could not parse session-id=5000000000 as int32_t in URI: Numerical result out of range"),
+    (SUB, "aeron:ipc?session-id=x7", cp.GENERIC_ERROR, "could not parse session-id=x7 as int32_t in URI"),
+    (SUB, "aeron:ipc?tether=maybe", cp.GENERIC_ERROR, "could not parse tether=maybe as bool from URI"),
+    (SUB, "aeron:udp?endpoint=localhost:0|reliable=mostly", cp.GENERIC_ERROR,
+     "could not parse reliable=mostly as bool from URI"),
+    (XPUB, "aeron:ipc?init-term-id=5", cp.GENERIC_ERROR,
+     "params: init-term-id term-id term-offset must be used as a complete set"),
+    (XPUB, "aeron:ipc?init-term-id=5|term-id=6|term-offset=16", cp.GENERIC_ERROR,
+     "Param term-offset=16 must be multiple of FRAME_ALIGNMENT"),
+    (XPUB, "aeron:ipc?init-term-id=5|term-id=6|term-offset=131072", cp.GENERIC_ERROR,
+     "Param term-offset=131072 > term-length=65536"),
+    (XPUB, "aeron:ipc?init-term-id=5|term-id=4|term-offset=0", cp.GENERIC_ERROR,
+     "Param difference greater than 2^31 - 1: init-term-id=5 term-offset=4"),
+    (PUB, "aeron:udp?endpoint=no-such-host.invalid:40123", cp.UNKNOWN_HOST,
+     "Unable to resolve host=(no-such-host.invalid): (-2) Name or service not known"),
+    # A malformed URI stays INVALID_CHANNEL, as in Aeron.
+    (PUB, "aeron:tcp?endpoint=localhost:40123", cp.INVALID_CHANNEL, None),
+    (PUB, "aeron:udp?term-length=64k", cp.INVALID_CHANNEL, None),
+    (SUB, "aeron:ipc?tether=", cp.INVALID_CHANNEL, None),
+])
+def test_bad_channel_parameters_get_the_c_driver_s_code_and_message(harness, command, channel, code, message):
+    client = RawClient(harness.cnc)
+    if command == SUB:
+        correlation_id = client.send(SUB, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=5,
+                                     channel=channel)
+    else:
+        correlation_id = client.send(command, dc.PublicationMessage, stream_id=5, channel=channel)
+    harness.work()
+    (response_type, error), = client.responses()
+    assert response_type == cp.ON_ERROR and error.offending_command_correlation_id == correlation_id
+    assert (cp.ERROR_CODE_NAMES[error.error_code], error.error_message.splitlines()[0] if message else None) == \
+        (cp.ERROR_CODE_NAMES[code], message)
+    assert harness.conductor.publications == harness.conductor.network.publications == []
+    assert harness.conductor.subscriptions == []
+
+
+def test_a_shared_publication_asking_for_other_log_settings_is_refused_with_the_c_driver_s_words(harness):
+    client = RawClient(harness.cnc)
+    client.send(PUB, dc.PublicationMessage, stream_id=5, channel="aeron:ipc?term-length=64k")
+    client.send(PUB, dc.PublicationMessage, stream_id=5, channel="aeron:ipc?term-length=128k")
+    client.send(PUB, dc.PublicationMessage, stream_id=5, channel="aeron:ipc?mtu=4096")
+    harness.work()
+    ready, term_length, mtu = client.responses()
+    assert ready[0] == cp.ON_PUBLICATION_READY
+    assert [(t, e.error_code, e.error_message) for t, e in (term_length, mtu)] == [
+        (cp.ON_ERROR, cp.GENERIC_ERROR, "existing publication has different 'term-length': existing=65536"
+                                        " requested=131072"),
+        (cp.ON_ERROR, cp.GENERIC_ERROR, "existing publication has different 'mtu': existing=1408 requested=4096")]
+
+
+@pytest.mark.parametrize("channel", ["aeron:udp?endpoint=localhost:0", "aeron:udp?endpoint=127.0.0.1:0|term-length=64k"])
+def test_a_udp_publication_to_port_0_is_refused_as_aeron_refuses_it(harness, channel):
+    """Nothing can be sent to port 0: accepted, it would log EINVAL on every SETUP it tried to send."""
+    client = RawClient(harness.cnc)
+    client.send(PUB, dc.PublicationMessage, stream_id=5, channel=channel)
+    harness.work()
+    (response_type, error), = client.responses()
+    assert (response_type, error.error_code, error.error_message) == \
+        (cp.ON_ERROR, cp.GENERIC_ERROR, f"endpoint has port=0 for publication: channel={channel}")
+    network = harness.conductor.network
+    assert network.publications == [] and network.send_endpoints == {}
+    assert harness.counters_by_type(cl.SENDER_POSITION_TYPE_ID) == []
 
 
 def test_add_and_remove_counter(harness):
@@ -431,11 +514,12 @@ def test_a_tethered_subscriber_is_never_dropped_however_far_behind(harness):
     assert harness.reader.get_counter_value(pub.position_limit_counter_id) == TERM_LENGTH // 2
 
 
-@pytest.mark.parametrize("channel", ["aeron:ipc?tether=maybe", "aeron:ipc?tether=false|untethered-resting-timeout=0"])
-def test_bad_tether_parameters_are_refused(harness, channel):
+@pytest.mark.parametrize("channel, code", [("aeron:ipc?tether=maybe", cp.GENERIC_ERROR),
+                                           ("aeron:ipc?tether=false|untethered-resting-timeout=0", cp.INVALID_CHANNEL)])
+def test_bad_tether_parameters_are_refused(harness, channel, code):
     client = RawClient(harness.cnc)
     client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
                 channel=channel)
     harness.work()
     (t, error), = client.responses()
-    assert t == cp.ON_ERROR and error.error_code == cp.INVALID_CHANNEL
+    assert t == cp.ON_ERROR and error.error_code == code

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from aeron_numba.driver.command_errors import ControlProtocolError
-from aeron_numba.errors import InvalidChannelError
+from aeron_numba.errors import ChannelParameterError
 from aeron_numba.layout import control_protocol as cp
 from tests.unit.driver_support import Harness
 
@@ -123,7 +123,7 @@ def test_session_id_on_an_ipc_subscription_channel_filters_its_images(conductor,
 
 
 def test_a_bad_session_id_on_a_subscription_channel_is_refused(conductor):
-    with pytest.raises(InvalidChannelError, match="session-id='x7' is not an integer"):
+    with pytest.raises(ChannelParameterError, match="^could not parse session-id=x7 as int32_t in URI$"):
         conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=200, registration_correlation_id=-1,
                                       stream_id=10, channel="aeron:ipc?session-id=x7")
     assert conductor.subscriptions == []

@@ -72,7 +72,7 @@ def test_multicast_and_mdc_default_to_max_flow_control():
 
 
 @pytest.mark.parametrize("channel, message", [
-    ("aeron:udp?endpoint=239.255.90.2:40456", "endpoint=239.255.90.2:40456: multicast data address must be odd"),
+    ("aeron:udp?endpoint=239.255.90.2:40456", "Multicast data address must be odd\nendpoint=239.255.90.2:40456: last"),
     ("aeron:udp?endpoint=224.0.1.0:40456", "last octet 0 is even"),
     ("aeron:udp?endpoint=239.255.90.1:0", "multicast endpoint=239.255.90.1:0 needs a port > 0"),
     ("aeron:udp?endpoint=239.255.90.1:40456|control=127.0.0.1:40457", "takes no control or control-mode"),
@@ -118,10 +118,10 @@ def test_bad_multicast_feedback_settings_are_refused(max_backoff, group_size, me
 
 @pytest.mark.parametrize("channel, message", [
     ("aeron:udp", "needs endpoint=host:port"),
-    ("aeron:udp?endpoint=localhost", "must be host:port"),
-    ("aeron:udp?endpoint=localhost:70000", "port '70000' must be in [0, 65535]"),
-    ("aeron:udp?endpoint=:4000", "has no host"),
-    ("aeron:udp?endpoint=no-such-host.invalid:4000", "could not be resolved"),
+    ("aeron:udp?endpoint=localhost", "port invalid: \nUnresolved - endpoint=localhost,"),
+    ("aeron:udp?endpoint=localhost:70000", "port out of range: 70000\nUnresolved - endpoint=localhost:70000"),
+    ("aeron:udp?endpoint=:4000", "Unable to resolve host=(): (-2)"),
+    ("aeron:udp?endpoint=no-such-host.invalid:4000", "Unable to resolve host=(no-such-host.invalid)"),
     ("aeron:udp?endpoint=localhost:4000|control-mode=sideways", "control-mode='sideways'"),
     ("aeron:udp?endpoint=localhost:4000|ttl=300", "ttl=300 must be in [0, 255]"),
     ("aeron:ipc", "is not aeron:udp"),

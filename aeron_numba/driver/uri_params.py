@@ -1,0 +1,81 @@
+"""The driver's reading of channel parameter values, refused with the messages of Aeron's C driver
+(aeron_uri.c, aeron_driver_uri.c, aeron_logbuffer_descriptor.c, aeron_driver_context.c).
+
+The C driver refuses a value that does not parse or is out of range with EINVAL, which a client sees as
+GENERIC_ERROR: these raise ``ChannelParameterError``. A malformed URI stays ``InvalidChannelError``
+(INVALID_CHANNEL). The codecs' ``parse_*`` helpers, which also read environment settings, keep their own words.
+"""
+
+from __future__ import annotations
+
+from aeron_numba.codecs import channel_uri as cu
+from aeron_numba.errors import ChannelParameterError, InvalidChannelError
+from aeron_numba.layout import frame
+from aeron_numba.layout import log_buffer_descriptor as lb
+
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+
+def size_param(uri: cu.ChannelUri, name: str) -> int | None:
+    """``64k``-style size, or None when absent."""
+    value = uri.get(name)
+    if value is None:
+        return None
+    try:
+        return cu.parse_size(name, value)
+    except InvalidChannelError:
+        raise ChannelParameterError(f"could not parse {name}={value} in URI") from None
+
+
+def duration_param(uri: cu.ChannelUri, name: str) -> int | None:
+    """``10ms``-style duration in ns, or None when absent."""
+    value = uri.get(name)
+    if value is None:
+        return None
+    try:
+        return cu.parse_duration_ns(name, value)
+    except InvalidChannelError:
+        raise ChannelParameterError(f"could not parse {name}={value} in URI") from None
+
+
+def int32_param(uri: cu.ChannelUri, name: str) -> int | None:
+    """A signed 32-bit integer, or None when absent."""
+    value = uri.get(name)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        # C appends strerror(errno), which is "Success" for letters (strtol sets no errno): left out.
+        raise ChannelParameterError(f"could not parse {name}={value} as int32_t in URI") from None
+    if not _I32_MIN <= number <= _I32_MAX:
+        raise ChannelParameterError(f"could not parse {name}={value} as int32_t in URI: Numerical result out of range")
+    return number
+
+
+def bool_param(uri: cu.ChannelUri, name: str, default: bool) -> bool:
+    value = uri.get(name)
+    if value is None:
+        return default
+    if value in ("true", "false"):
+        return value == "true"
+    raise ChannelParameterError(f"could not parse {name}={value} as bool from URI")
+
+
+def check_term_length(term_length: int) -> None:
+    if term_length < lb.TERM_MIN_LENGTH:
+        raise ChannelParameterError(
+            f"term length less than min length of {lb.TERM_MIN_LENGTH}: length={term_length}")
+    if term_length > lb.TERM_MAX_LENGTH:
+        raise ChannelParameterError(
+            f"term length greater than max length of {lb.TERM_MAX_LENGTH}: length={term_length}")
+    if term_length & (term_length - 1):
+        raise ChannelParameterError(f"term length not a power of 2: length={term_length}")
+
+
+def check_mtu_length(mtu_length: int) -> None:
+    if not frame.HEADER_LENGTH < mtu_length <= frame.MAX_UDP_PAYLOAD_LENGTH:
+        raise ChannelParameterError(
+            f"mtuLength must be a > HEADER_LENGTH and <= MAX_UDP_PAYLOAD_LENGTH: mtuLength={mtu_length}")
+    if mtu_length % frame.FRAME_ALIGNMENT:
+        raise ChannelParameterError(f"mtuLength must be a multiple of FRAME_ALIGNMENT: mtuLength={mtu_length}")
