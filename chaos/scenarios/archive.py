@@ -26,9 +26,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.client import AeronArchive
 from aeron_numba.archive.mark_file import ArchiveMarkFile
 from aeron_numba.kernels.error_log import ErrorLogReader
+from aeron_numba.layout.archive import RECORDING_STATE_INVALID
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from chaos import faults
 from chaos.scenario import CLIENT_TIMEOUTS, LIVENESS_TIMEOUT_S, PROCESS_START_TIMEOUT_S, STREAM, Scenario
@@ -570,9 +572,18 @@ class ArchiveSegmentByteFlipped(Scenario):
         finally:
             aeron.close()
         stop_archive(ctx, stream.archive, stream.archive_dir)
+        # ArchiveTool's command line: verify every segment file of the recording with the CRC-32C checksum.
         tool = ctx.pm.spawn_module("archive-tool", "aeron_numba.tools.archive_tool", str(stream.archive_dir),
-                                   "verify", str(recording_id), "-a", "CRC-32C")
+                                   "verify", str(recording_id), "-a", "-checksum", "CRC-32C")
         ctx.metrics.update(verify_exit_code=tool.wait(60), verify_output=tool.stdout().strip())
+        catalog = Catalog.open(stream.archive_dir, create=False, read_only=True)
+        try:
+            ctx.metrics["state_after_verify"] = catalog.state(recording_id)
+        finally:
+            catalog.close()
+        flipped = ctx.metrics["flipped_frame"]
+        ctx.metrics["flipped_segment"] = [str(path) for base, path in segment_files(stream.archive_dir, recording_id)
+                                          if base <= flipped][-1]
 
     @staticmethod
     def _flip_payload_byte(ctx, archive_dir: Path, descriptor, message: dict) -> int:
@@ -607,10 +618,15 @@ class ArchiveSegmentByteFlipped(Scenario):
         if not (m["flipped_frame_end"] - m["replay_block"] <= end <= flipped):
             failures.append(f"the failed replay reached {end}: not within one {m['replay_block']}-byte block before "
                             f"the flipped frame at {flipped}")
-        expected = f"recording {m['recording_id']}: INVALID: checksum mismatch in the frame at position {flipped}"
-        if m["verify_exit_code"] != 1 or expected not in m["verify_output"]:
+        # ArchiveTool's verdict: the segment file holding the flipped frame fails its checksum, the recording is
+        # marked INVALID, and the tool exits with its -1 (255).
+        expected = f"(recordingId={m['recording_id']}, file={m['flipped_segment']}) ERR: checksum failed"
+        if m["verify_exit_code"] != 255 or expected not in m["verify_output"]:
             failures.append(f"archive-tool verify exited {m['verify_exit_code']} with {m['verify_output']!r}, "
-                            f"expected 1 and {expected!r}")
+                            f"expected 255 and {expected!r}")
+        if m["state_after_verify"] != RECORDING_STATE_INVALID:
+            failures.append(f"recording {m['recording_id']} is in state {m['state_after_verify']} after verify, "
+                            f"expected INVALID ({RECORDING_STATE_INVALID})")
         if [f"checksum mismatch at position {flipped}" in e for e in m["archive_errors"]] != [True]:
             failures.append(f"archive error log {m['archive_errors']}: expected exactly the failed replay's error")
         m["archive_errors"] = []  # checked here; check_recording would flag the expected one
