@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import secrets
 import shutil
 import threading
 import time
@@ -39,8 +40,19 @@ from aeron_numba.archive.mark_file import ArchiveMarkFile
 from aeron_numba.archive.recording_channels import replay_channel, strip_channel
 from aeron_numba.archive.recording_session import RecordingSession, RecordingState
 from aeron_numba.archive.replay_session import ReplaySession, ReplayState, replay_position_error
-from aeron_numba.archive.segment_files import RecordingWriter, delete_segment_files, truncate_segment_files
+from aeron_numba.archive.segment_files import (
+    RecordingWriter,
+    SegmentFileError,
+    attach_start_positions,
+    delete_segment_files,
+    delete_segments,
+    detached_segment_bases,
+    lowest_segment_base,
+    move_segments,
+    truncate_segment_files,
+)
 from aeron_numba.codecs.archive_proxies import RecordingEventsProxy
+from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
@@ -57,6 +69,33 @@ class RecordingSubscription:
     stream_id: int
     auto_stop: bool
     extend_recording_id: int = A.NULL_VALUE  # an ExtendRecording: the image continues this recording
+
+
+def _migrate_error(src, dst) -> str | None:
+    """Why ``src``'s segment files cannot go to ``dst`` (Aeron's words), or None: ``src`` must be stopped, both
+    of one stream and geometry, adjoining at a position on a segment boundary of both."""
+    if src.stop_position == A.NULL_POSITION:
+        return f"recording {src.recording_id} is still active"
+    for name, label in (("segment_file_length", "SegmentFileLength"), ("term_buffer_length", "TermBufferLength"),
+                        ("initial_term_id", "InitialTermId"), ("stream_id", "StreamId"), ("mtu_length", "MtuLength")):
+        if getattr(src, name) != getattr(dst, name):
+            return f"invalid migrate: src{label}={getattr(src, name)} dst{label}={getattr(dst, name)}"
+    if src.stop_position == dst.start_position:
+        join_position = src.stop_position
+    elif src.start_position == dst.stop_position:
+        join_position = src.start_position
+    else:
+        return (f"invalid migrate: src and dst are not contiguous srcStartPosition={src.start_position} "
+                f"srcStopPosition={src.stop_position} dstStartPosition={dst.start_position} "
+                f"dstStopPosition={dst.stop_position}")
+    for label, d in (("src", src), ("dst", dst)):
+        if A.segment_file_base_position(d.start_position, join_position, d.term_buffer_length,
+                                        d.segment_file_length) != join_position:
+            return (f"invalid migrate: join position is not on segment boundary of {label} recording "
+                    f"seamPosition={join_position} startPosition={d.start_position} "
+                    f"stopPosition={d.stop_position} termBufferLength={d.term_buffer_length} "
+                    f"segmentFileLength={d.segment_file_length}")
+    return None
 
 
 class ArchiveConductor:
@@ -95,6 +134,9 @@ class ArchiveConductor:
         self._released_subscriptions: dict[int, RecordingSubscription] = {}
         self.replays: dict[int, ReplaySession] = {}
         self._replay_owner: dict[int, tuple[int, int]] = {}  # replay session id -> (control session, correlation)
+        # Replay token -> (recording id, control session id, deadline ns): a replay request on a response channel
+        # (from another request image) names its session by one, as Aeron's archive does.
+        self._replay_tokens: dict[int, tuple[int, int, int]] = {}
         self._next_control_session_id = 1
         self._next_replay_id = 1
         self._images: collections.deque = collections.deque()  # (recording subscription id, image) from the client
@@ -135,6 +177,8 @@ class ArchiveConductor:
             work += replay.do_work()
             if replay.state in (ReplayState.DONE, ReplayState.INACTIVE):
                 self._end_replay(replay_session_id, replay)
+        if self._replay_tokens:
+            self._expire_replay_tokens(now_ns)
         self.counters.update_session_counts(len(self.control_sessions), len(self.recordings), len(self.replays))
         if now_ns >= self._next_mark_update_ns:
             self._next_mark_update_ns = now_ns + A.MARK_ACTIVITY_UPDATE_INTERVAL_MS * 1_000_000
@@ -499,6 +543,127 @@ class ArchiveConductor:
         self.catalog.change_state(recording_id, A.RECORDING_STATE_DELETED)
         self._deleted(session, correlation_id, recording_id, delete_segment_files(self.ctx.archive_dir, recording_id))
 
+    # ------------------------------------------------------------------------------- segment operations
+    def on_detach_segments_request(self, session, correlation_id, recording_id, new_start_position, **_) -> None:
+        """Move the start position to a later segment boundary: the files before it stay, detached."""
+        if self._known(session, correlation_id, recording_id) and \
+                self._valid_detach(session, correlation_id, recording_id, new_start_position):
+            self.catalog.update_start_position(recording_id, new_start_position)
+            session.respond(correlation_id, OK, 0)
+
+    def on_delete_detached_segments_request(self, session, correlation_id, recording_id, **_) -> None:
+        """Delete the files before the start position, from the lowest there is."""
+        if not self._known(session, correlation_id, recording_id):
+            return
+        lowest = lowest_segment_base(self.ctx.archive_dir, recording_id)
+        d = self.catalog.descriptor(recording_id)
+        bases = [] if lowest is None else detached_segment_bases(lowest, d.start_position, d.term_buffer_length,
+                                                                 d.segment_file_length)
+        self._delete_segments(session, correlation_id, recording_id, bases)
+
+    def on_purge_segments_request(self, session, correlation_id, recording_id, new_start_position, **_) -> None:
+        """A detach and the deletion of the files it left behind, at once."""
+        if not (self._known(session, correlation_id, recording_id) and
+                self._valid_detach(session, correlation_id, recording_id, new_start_position)):
+            return
+        d = self.catalog.descriptor(recording_id)
+        self.catalog.update_start_position(recording_id, new_start_position)
+        self._delete_segments(session, correlation_id, recording_id, detached_segment_bases(
+            d.start_position, new_start_position, d.term_buffer_length, d.segment_file_length))
+
+    def on_attach_segments_request(self, session, correlation_id, recording_id, **_) -> None:
+        """Take back the detached files still there before the start position; OK answers how many."""
+        if not self._known(session, correlation_id, recording_id):
+            return
+        d = self.catalog.descriptor(recording_id)
+        count = 0
+        try:
+            for start_position in attach_start_positions(self.ctx.archive_dir, recording_id, d.start_position,
+                                                         d.segment_file_length, d.term_buffer_length,
+                                                         d.initial_term_id, d.stream_id):
+                self.catalog.update_start_position(recording_id, start_position)  # each file as it is found good
+                count += 1
+        except SegmentFileError as exc:
+            session.error(correlation_id, "GENERIC", str(exc))
+            return
+        session.respond(correlation_id, OK, count)
+
+    def on_migrate_segments_request(self, session, correlation_id, src_recording_id, dst_recording_id, **_) -> None:
+        """Give a stopped recording's files to the recording it adjoins (either end), on a segment boundary; the
+        source is left empty (stop = start). OK answers the files moved."""
+        if not (self._known(session, correlation_id, src_recording_id) and
+                self._known(session, correlation_id, dst_recording_id)):
+            return
+        src, dst = self.catalog.descriptor(src_recording_id), self.catalog.descriptor(dst_recording_id)
+        error = _migrate_error(src, dst)
+        if error is not None:
+            session.error(correlation_id, "GENERIC", error)
+            return
+        try:
+            moved, empty = move_segments(self.ctx.archive_dir, src_recording_id, dst_recording_id, src.start_position,
+                                         src.stop_position, src.term_buffer_length, src.segment_file_length)
+        except SegmentFileError as exc:
+            session.error(correlation_id, "GENERIC", str(exc))
+            return
+        if src.stop_position == dst.start_position:
+            self.catalog.update_start_position(dst_recording_id, src.start_position)
+        else:
+            self.catalog.update_stop_position(dst_recording_id, src.stop_position, dst.stop_timestamp)
+        self.catalog.update_stop_position(src_recording_id, src.start_position, src.stop_timestamp)
+        session.respond(correlation_id, OK, moved)
+        failed = delete_segments(self.ctx.archive_dir, src_recording_id, empty)
+        self._delete_failed(session, correlation_id, failed)
+        if moved > 0 or empty:  # as Aeron: nothing moved and nothing to delete, no signal
+            session.signal(correlation_id, src_recording_id, A.NULL_VALUE, A.NULL_VALUE, "DELETE")
+
+    def _valid_detach(self, session, correlation_id: int, recording_id: int, position: int) -> bool:
+        """Aeron's rules for a new start position: on a segment boundary past the first segment, not past the
+        segment being recorded (or the last one), nor past the segment a replay of the recording is reading."""
+        d = self.catalog.descriptor(recording_id)
+        start, term_length, segment_length = d.start_position, d.term_buffer_length, d.segment_file_length
+        lower_bound = A.segment_file_base_position(start, start, term_length, segment_length) + segment_length
+        if position != A.segment_file_base_position(start, position, term_length, segment_length):
+            session.error(correlation_id, "GENERIC", f"invalid segment start: newStartPosition={position}")
+            return False
+        if position < lower_bound:
+            session.error(correlation_id, "GENERIC",
+                          f"invalid detach: newStartPosition={position} lowerBound={lower_bound}")
+            return False
+        end = self._recorded_position(recording_id)
+        upper_bound = A.segment_file_base_position(start, end, term_length, segment_length)
+        if position > upper_bound:
+            session.error(correlation_id, "GENERIC",
+                          f"invalid detach: in use, newStartPosition={position} upperBound={upper_bound}")
+            return False
+        reading = [(A.segment_file_base_position(r.descriptor.start_position, r.position, term_length,
+                                                 segment_length), r) for r in self.replays.values()
+                   if r.descriptor.recording_id == recording_id]
+        reading = [(base, r) for base, r in reading if position > base]
+        if reading:
+            base, replay = min(reading, key=lambda item: item[0])
+            publication = replay.publication
+            session_id = publication.session_id - (1 << 32) if publication.session_id >= 1 << 31 else \
+                publication.session_id
+            session.error(correlation_id, "GENERIC",
+                          f"invalid detach: replay in progress -  state={replay.state.name} "
+                          f"newStartPosition={position} upperBound={base} sessionId={session_id} "
+                          f"streamId={publication.stream_id} channel={publication.channel}")
+            return False
+        return True
+
+    def _delete_segments(self, session, correlation_id: int, recording_id: int, bases: list[int]) -> None:
+        """Answer with how many segment files go, delete them, then signal DELETE (Aeron's order: a file that
+        could not be deleted is an ERROR between the two)."""
+        session.respond(correlation_id, OK, len(bases))
+        self._delete_failed(session, correlation_id, delete_segments(self.ctx.archive_dir, recording_id, bases))
+        session.signal(correlation_id, recording_id, A.NULL_VALUE, A.NULL_VALUE, "DELETE")
+
+    def _delete_failed(self, session, correlation_id: int, failed) -> None:
+        for path in failed:
+            message = f"unable to delete segment file: {path}"
+            session.error(correlation_id, "GENERIC", message)
+            self.record_error(message)
+
     @staticmethod
     def _deleted(session, correlation_id: int, recording_id: int, file_count: int) -> None:
         """Answer a truncate or purge as Aeron does: OK with the number of segment files deleted, then (the files
@@ -507,14 +672,52 @@ class ArchiveConductor:
         session.signal(correlation_id, recording_id, A.NULL_VALUE, A.NULL_VALUE, "DELETE")
 
     # ---------------------------------------------------------------------------------------- replay
+    def on_replay_token_request(self, session, correlation_id: int, recording_id: int, **_) -> None:
+        """A token, good for one connect timeout, by which a replay request on a response channel names this
+        session and recording; OK answers it."""
+        token = A.NULL_VALUE
+        while token == A.NULL_VALUE or token in self._replay_tokens:
+            token = secrets.randbits(64) - (1 << 63)
+        self._replay_tokens[token] = (recording_id, session.control_session_id,
+                                      self.nano_clock() + self.ctx.connect_timeout_ns)
+        session.respond(correlation_id, OK, token)
+
+    def _replay_session(self, session, correlation_id: int, recording_id: int, replay_token: int, channel: str):
+        """The session a replay request is for: with a token on a response channel (control-mode=response), the
+        one that was given the token for this recording within the connect timeout; else the request's own. None
+        (the request answered with an ERROR, and recorded, where Aeron only records it) for a token unknown,
+        expired or of another recording."""
+        if replay_token == A.NULL_VALUE or ChannelUri.parse(channel).get("control-mode") != "response":
+            return session
+        recording, control_session_id, deadline_ns = self._replay_tokens.get(replay_token, (None, None, 0))
+        owner = self.control_sessions.get(control_session_id)
+        if recording != recording_id or self.nano_clock() >= deadline_ns or owner is None:
+            message = f"Unknown session or token timeout for replayToken={replay_token}"
+            session.error(correlation_id, "GENERIC", message)
+            self.record_error(message)
+            return None
+        return owner
+
+    def _expire_replay_tokens(self, now_ns: int) -> None:
+        for token, (_, _, deadline_ns) in list(self._replay_tokens.items()):
+            if deadline_ns <= now_ns:
+                del self._replay_tokens[token]
+
     def on_replay_request(self, session, correlation_id: int, recording_id: int, position: int, length: int,
-                          replay_stream_id: int, file_io_max_length: int, replay_channel: str, **_) -> None:
+                          replay_stream_id: int, file_io_max_length: int, replay_channel: str,
+                          replay_token: int = A.NULL_VALUE, **_) -> None:
+        session = self._replay_session(session, correlation_id, recording_id, replay_token, replay_channel)
+        if session is None:
+            return
         self._start_replay(session, correlation_id, recording_id, position, length, replay_stream_id,
                            file_io_max_length, replay_channel, bound=None)
 
     def on_bounded_replay_request(self, session, correlation_id: int, recording_id: int, position: int, length: int,
                                   limit_counter_id: int, replay_stream_id: int, file_io_max_length: int,
-                                  replay_channel: str, **_) -> None:
+                                  replay_channel: str, replay_token: int = A.NULL_VALUE, **_) -> None:
+        session = self._replay_session(session, correlation_id, recording_id, replay_token, replay_channel)
+        if session is None:
+            return
         counters = self.aeron.counters_reader
         try:
             counters.get_counter_value(limit_counter_id)
@@ -593,6 +796,9 @@ class ArchiveConductor:
     # ------------------------------------------------------------------------------------------ closing
     def _close_control_session(self, control_session_id: int) -> None:
         session = self.control_sessions.pop(control_session_id)
+        for token, (_, owner, _) in list(self._replay_tokens.items()):
+            if owner == control_session_id:
+                del self._replay_tokens[token]
         for replay_session_id, (owner, _) in list(self._replay_owner.items()):
             if owner == control_session_id:
                 self.replays[replay_session_id].request_stop()

@@ -23,11 +23,9 @@ from aeron_numba.codecs.sbe_adapter import SbeAdapter
 from aeron_numba.errors import AeronError
 from aeron_numba.layout.archive_schema import ARCHIVE_SCHEMA_ID
 
-#: Requests this archive answers with ERROR GENERIC "not supported" (replication, segment management, tokens).
+#: Requests this archive answers with ERROR GENERIC "not supported" (replication).
 UNSUPPORTED_REQUESTS = (
-    "ReplicateRequest", "StopReplicationRequest", "DetachSegmentsRequest", "DeleteDetachedSegmentsRequest",
-    "PurgeSegmentsRequest", "AttachSegmentsRequest", "MigrateSegmentsRequest", "TaggedReplicateRequest",
-    "ReplicateRequest2", "ReplayTokenRequest",
+    "ReplicateRequest", "StopReplicationRequest", "TaggedReplicateRequest", "ReplicateRequest2",
 )
 _CONNECTS = frozenset(ARCHIVE.schema.message(name).template_id for name in ("ConnectRequest", "AuthConnectRequest"))
 _CHALLENGE_RESPONSE = ARCHIVE.schema.message("ChallengeResponse").template_id

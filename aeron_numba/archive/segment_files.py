@@ -1,5 +1,6 @@
-"""A recording's segment files (spec/archive.md §4): writing blocks of recorded frames, and finding where an
-interrupted recording's frames end.
+"""A recording's segment files (spec/archive.md §4): writing blocks of recorded frames, finding where an
+interrupted recording's frames end, and the file work of the segment operations (truncate, purge, detach and
+attach, delete, migrate).
 
 ``RecordingWriter`` writes the blocks a recorder takes from an image (whole frames of one term, from the term
 scanner) byte for byte at ``position - segment base``: a lone PAD frame as its 32-byte header only, the file
@@ -78,6 +79,130 @@ def delete_segment_files(archive_dir: str | os.PathLike, recording_id: int) -> i
     for _, path in files:
         path.unlink()
     return len(files)
+
+
+def lowest_segment_base(archive_dir: str | os.PathLike, recording_id: int) -> int | None:
+    """The lowest base position among the recording's segment files, those renamed for deletion (``.del``)
+    included, or None when it has none."""
+    lowest = None
+    for path in Path(archive_dir).iterdir():
+        name = path.name[:-len(A.DELETE_SUFFIX)] if path.name.endswith(A.DELETE_SUFFIX) else path.name
+        parsed = A.parse_segment_file_name(name)
+        if parsed is not None and parsed[0] == recording_id and (lowest is None or parsed[1] < lowest):
+            lowest = parsed[1]
+    return lowest
+
+
+def detached_segment_bases(previous_start_position: int, start_position: int, term_length: int,
+                           segment_length: int) -> list[int]:
+    """Bases of the segments before the one holding ``start_position``, down to the one that held
+    ``previous_start_position``, lowest first: the files a start position moved past left behind."""
+    lowest = A.segment_file_base_position(previous_start_position, previous_start_position, term_length,
+                                          segment_length)
+    start_base = A.segment_file_base_position(start_position, start_position, term_length, segment_length)
+    return list(range(start_base - segment_length, lowest - 1, -segment_length))[::-1]
+
+
+def delete_segments(archive_dir: str | os.PathLike, recording_id: int, bases) -> list[Path]:
+    """Delete the recording's segment files at ``bases``; one already gone may have been renamed for deletion
+    (``.del``), which goes then. Returns the files that could not be deleted."""
+    failed = []
+    for base in bases:
+        path = Path(archive_dir) / A.segment_file_name(recording_id, base)
+        for candidate in (path, path.with_name(path.name + A.DELETE_SUFFIX)):
+            try:
+                candidate.unlink()
+                break
+            except FileNotFoundError:
+                continue
+            except OSError:
+                failed.append(candidate)
+                break
+    return failed
+
+
+def attach_start_positions(archive_dir: str | os.PathLike, recording_id: int, start_position: int,
+                           segment_length: int, term_length: int, initial_term_id: int, stream_id: int):
+    """The start positions a recording gets back as the segment files before its start are attached again,
+    one per file, walking down from the segment before ``start_position`` while files are there.
+
+    A file whose first term starts with a frame moves the start to its base and the walk goes on; one whose first
+    frame lies further in moves the start to that frame, and the walk ends. Raises ``SegmentFileError`` (with
+    Aeron's words) for a file of the wrong length, without a frame in its first term, or whose first frame is not
+    of the recording (term id, stream id); the positions yielded before stand.
+    """
+    position = start_position - segment_length
+    while position >= 0:
+        path = Path(archive_dir) / A.segment_file_name(recording_id, position)
+        if not path.exists():
+            return
+        file_length = path.stat().st_size
+        if file_length != segment_length:
+            raise SegmentFileError(f"fileLength={file_length} not equal to segmentLength={segment_length}")
+        term_id = initial_term_id + (position >> (term_length.bit_length() - 1))
+        term_offset = _first_frame_offset(path, term_id, term_length, stream_id)
+        yield position + term_offset
+        if term_offset != 0:
+            return
+        position -= segment_length
+
+
+def _first_frame_offset(path: Path, term_id: int, term_length: int, stream_id: int) -> int:
+    """Offset of the first frame in the file's first term, checked to be of ``term_id`` and ``stream_id``."""
+    with open(path, "rb") as f:
+        term = np.frombuffer(f.read(term_length), dtype=np.uint8)
+    usable = term.size - term.size % frame.FRAME_ALIGNMENT
+    lengths = term[:usable].view(np.int32)[::frame.FRAME_ALIGNMENT // 4] if usable else np.zeros(0, np.int32)
+    found = np.flatnonzero(lengths > 0)
+    if found.size == 0:
+        raise SegmentFileError(f"fragment not found in first term of segment {path}")
+    offset = int(found[0]) * frame.FRAME_ALIGNMENT
+    header = term[offset:offset + frame.HEADER_LENGTH]
+    if header.size < frame.HEADER_LENGTH:
+        raise SegmentFileError(f"fragment not found in first term of segment {path}")
+    file_term_id = int(header[frame.TERM_ID_FIELD_OFFSET:frame.TERM_ID_FIELD_OFFSET + 4].view(np.int32)[0])
+    if file_term_id != term_id:
+        raise SegmentFileError(f"term id does not match: actual={file_term_id} expected={term_id}")
+    file_stream_id = int(header[frame.STREAM_ID_FIELD_OFFSET:frame.STREAM_ID_FIELD_OFFSET + 4].view(np.int32)[0])
+    if file_stream_id != stream_id:
+        raise SegmentFileError(f"stream id does not match: actual={file_stream_id} expected={stream_id}")
+    return offset
+
+
+def move_segments(archive_dir: str | os.PathLike, src_recording_id: int, dst_recording_id: int, start_position: int,
+                  stop_position: int, term_length: int, segment_length: int) -> tuple[int, list[int]]:
+    """Rename a stopped recording's segment files to another recording's (a MigrateSegments): every file from the
+    one holding ``start_position`` to the one holding ``stop_position``, but a segment starting exactly at the stop
+    position (nothing was recorded in it), whose base is returned to be deleted instead.
+
+    All are checked before any is moved: a missing source or an existing destination raises ``SegmentFileError``
+    (Aeron's words) and nothing moves. Returns (files moved, bases of the empty segment to delete)."""
+    first = A.segment_file_base_position(start_position, start_position, term_length, segment_length)
+    last = A.segment_file_base_position(start_position, stop_position, term_length, segment_length)
+    bases = range(first, last + 1, segment_length)
+    directory = Path(archive_dir)
+    for base in bases:
+        if base == stop_position:
+            continue
+        src = directory / A.segment_file_name(src_recording_id, base)
+        dst = directory / A.segment_file_name(dst_recording_id, base)
+        if not src.exists():
+            raise SegmentFileError(f"missing src segment file {src}")
+        if dst.exists():
+            raise SegmentFileError(f"preexisting dst segment file {dst}")
+    moved, empty = 0, []
+    for base in bases:
+        if base == stop_position:
+            empty.append(base)
+            continue
+        src = directory / A.segment_file_name(src_recording_id, base)
+        dst = directory / A.segment_file_name(dst_recording_id, base)
+        try:
+            os.rename(src, dst)
+        except OSError:
+            raise SegmentFileError(f"failed to rename {src} to {dst}") from None
+        moved += 1
+    return moved, empty
 
 
 def _whole_frames_length(block: np.ndarray, written: int) -> int:
