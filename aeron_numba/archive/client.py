@@ -219,6 +219,36 @@ class AeronArchive:
         """Delete the recording and its files; returns how many segment files the archive deleted."""
         return self._relevant(self._proxy.purge_recording_request, recording_id=recording_id)
 
+    # ------------------------------------------------------------------------------------------ segments
+    def detach_segments(self, recording_id: int, new_start_position: int) -> None:
+        """Move the recording's start to ``new_start_position`` (a segment boundary): the segment files before it
+        stay on disk, detached, until deleted or attached again."""
+        self._call(self._proxy.detach_segments_request, recording_id=recording_id,
+                   new_start_position=new_start_position)
+
+    def delete_detached_segments(self, recording_id: int) -> int:
+        """Delete the detached segment files; returns how many the archive deletes (a DELETE signal follows)."""
+        return self._relevant(self._proxy.delete_detached_segments_request, recording_id=recording_id)
+
+    def purge_segments(self, recording_id: int, new_start_position: int) -> int:
+        """Detach up to ``new_start_position`` and delete what was detached; returns the files deleted."""
+        return self._relevant(self._proxy.purge_segments_request, recording_id=recording_id,
+                              new_start_position=new_start_position)
+
+    def attach_segments(self, recording_id: int) -> int:
+        """Attach the detached segment files still there back to the recording; returns how many."""
+        return self._relevant(self._proxy.attach_segments_request, recording_id=recording_id)
+
+    def migrate_segments(self, src_recording_id: int, dst_recording_id: int) -> int:
+        """Move a stopped recording's segment files to the recording it adjoins; returns the files moved."""
+        return self._relevant(self._proxy.migrate_segments_request, src_recording_id=src_recording_id,
+                              dst_recording_id=dst_recording_id)
+
+    def request_replay_token(self, recording_id: int) -> int:
+        """A token naming this session and recording (for one connect timeout) for a replay request sent on a
+        response channel (``control-mode=response``), as Aeron's client asks for one."""
+        return self._relevant(self._proxy.replay_token_request, recording_id=recording_id)
+
     def find_last_matching_recording(self, min_recording_id: int, channel_fragment: str, stream_id: int,
                                      session_id: int = A.NULL_VALUE) -> int:
         """The id of the newest recording from ``min_recording_id`` on whose channel contains the fragment, or -1."""

@@ -1,6 +1,6 @@
 """The archive as a process (``python -m aeron_numba.archive``) driven through ``AeronArchive`` over its control
 protocol, beside a media driver process: record, list, position queries, replay, errors, truncate, purge,
-and recovery of a recording whose archive was SIGKILLed."""
+segment operations, and recovery of a recording whose archive was SIGKILLed."""
 
 from __future__ import annotations
 
@@ -178,6 +178,61 @@ def test_record_list_replay_and_the_errors_of_bad_requests(stack):
     assert archive.list_recordings(0, 10) == 0
     with pytest.raises(ArchiveError, match=f"unknown recording id={recording_id}"):
         archive.get_stop_position(recording_id)
+
+
+def test_segments_detached_are_attached_back_then_deleted_and_the_archive_still_replays_and_verifies(stack,
+                                                                                                    capsys):
+    from aeron_numba.tools.archive_tool import main as archive_tool
+
+    archive, aeron = stack.archive, stack.aeron
+    segment = 128 * 1024  # AERON_ARCHIVE_SEGMENT_FILE_LENGTH
+    archive.start_recording(RECORDED, STREAM)
+    publication = aeron.add_exclusive_publication(RECORDED, STREAM)
+    (start,) = signals(archive, "START")
+    rid = start.recording_id
+    sent = publish(publication, 600, random.Random(13))
+    await_condition(lambda: archive.get_recording_position(rid) == publication.position, 30, "recorded")
+    archive.stop_recording(RECORDED, STREAM)
+    signals(archive, "STOP")
+    assert publication.position > 3 * segment
+
+    def segment_bases():
+        return sorted(int(p.name.split("-")[1].split(".")[0]) for p in stack.archive_dir.iterdir()
+                      if p.name.startswith(f"{rid}-"))
+
+    new_start = 2 * segment
+    after = [m for m in sent if m[1] > new_start]  # messages never span terms: these begin at or past it
+    archive.detach_segments(rid, new_start)
+    assert archive.get_start_position(rid) == new_start and segment_bases()[:2] == [0, segment]  # still there
+    assert replayed(archive, aeron, rid, -1, -1, len(after)) == after
+    with pytest.raises(ArchiveError, match=f"invalid detach: newStartPosition={segment} lowerBound={3 * segment}"):
+        archive.detach_segments(rid, segment)
+
+    assert archive.attach_segments(rid) == 2
+    assert archive.get_start_position(rid) == 0
+    assert replayed(archive, aeron, rid, -1, -1, len(sent)) == sent
+
+    archive.detach_segments(rid, new_start)
+    assert archive.delete_detached_segments(rid) == 2
+    signals(archive, "DELETE")
+    assert segment_bases()[0] == new_start
+    assert archive.attach_segments(rid) == 0  # nothing left to attach
+    assert replayed(archive, aeron, rid, -1, -1, len(after)) == after
+    assert archive.request_replay_token(rid) not in (archive.request_replay_token(rid), -1)
+    new_start = 3 * segment
+    after = [m for m in sent if m[1] > new_start]
+    assert archive.purge_segments(rid, new_start) == 1
+    signals(archive, "DELETE")
+    assert segment_bases()[0] == new_start and archive.get_start_position(rid) == new_start
+    assert replayed(archive, aeron, rid, -1, -1, len(after)) == after
+
+    stack.close()
+    stack.archive_process.terminate(10)
+    capsys.readouterr()
+    assert archive_tool([str(stack.archive_dir), "verify", "-a"]) == 0
+    assert f"(recordingId={rid}) OK" in capsys.readouterr().out
+    assert archive_tool([str(stack.archive_dir), "describe", str(rid)]) == 0
+    assert f"startPosition={new_start}" in capsys.readouterr().out.replace(" ", "")
 
 
 def test_a_recording_whose_archive_was_killed_is_recovered_to_its_last_whole_frame(stack):

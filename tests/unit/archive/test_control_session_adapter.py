@@ -50,6 +50,25 @@ def test_an_unsupported_request_is_answered_generic_not_supported(conductor, nam
     assert response.error_message == f"request {name} (templateId={template_id}) is not supported by this archive"
 
 
+def test_segment_requests_and_replay_tokens_reach_the_conductor(conductor):
+    session = connected_session(conductor)
+    sid = session.control_session_id
+    deliver(conductor, ARCHIVE.ReplayTokenRequest(control_session_id=sid, correlation_id=5, recording_id=0))
+    deliver(conductor, ARCHIVE.AttachSegmentsRequest(control_session_id=sid, correlation_id=6, recording_id=0))
+    [token, attach] = session.publication.sent
+    assert (token.correlation_id, token.code) == (5, A.CONTROL_RESPONSE_CODES["OK"])
+    assert list(conductor._replay_tokens) == [token.relevant_id]
+    assert (attach.correlation_id, attach.relevant_id) == (6, A.ARCHIVE_ERROR_CODES["UNKNOWN_RECORDING"])
+    # The replay request's token field (since schema version 10) is decoded and looked at.
+    session.publication.raw.clear()
+    deliver(conductor, ARCHIVE.ReplayRequest(control_session_id=sid, correlation_id=7, recording_id=0,
+                                             position=-1, length=-1, replay_stream_id=9, file_io_max_length=0,
+                                             replay_token=token.relevant_id + 1,
+                                             replay_channel="aeron:udp?control-mode=response|control=h:1"))
+    [refused] = session.publication.sent
+    assert refused.error_message == f"Unknown session or token timeout for replayToken={token.relevant_id + 1}"
+
+
 def test_an_unauthorised_request_is_refused_but_a_keep_alive_is_always_allowed(conductor):
     class OnlyKeepAlive:
         def is_authorised(self, protocol_id, action_id, type_, principal):
