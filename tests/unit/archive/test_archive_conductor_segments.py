@@ -68,6 +68,18 @@ def answers(session):
             (m.correlation_id, m.code, m.relevant_id, m.error_message) for m in sent]
 
 
+def connected_session_second(conductor):
+    """Another client's session (its own request image and response publication)."""
+    before = set(conductor.control_sessions)
+    conductor.on_connect_request((1, 43), correlation_id=11, response_stream_id=21,
+                                 version=A.ARCHIVE_PROTOCOL_VERSION, response_channel="aeron:ipc")
+    [new_id] = set(conductor.control_sessions) - before
+    session = conductor.control_sessions[new_id]
+    conductor.do_work()
+    session.publication.raw.clear()
+    return session
+
+
 def start_position(conductor, recording_id):
     return conductor.catalog.descriptor(recording_id).start_position
 
@@ -350,14 +362,3 @@ def test_a_token_on_a_channel_that_is_not_a_response_channel_is_not_looked_at(co
     [(correlation_id, code, _, _)] = answers(session)
     assert (correlation_id, code) == (5, OK)
 
-
-def connected_session_second(conductor):
-    """Another client's session (its own request image and response publication)."""
-    before = set(conductor.control_sessions)
-    conductor.on_connect_request((1, 43), correlation_id=11, response_stream_id=21,
-                                 version=A.ARCHIVE_PROTOCOL_VERSION, response_channel="aeron:ipc")
-    [new_id] = set(conductor.control_sessions) - before
-    session = conductor.control_sessions[new_id]
-    conductor.do_work()
-    session.publication.raw.clear()
-    return session

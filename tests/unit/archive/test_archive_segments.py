@@ -339,3 +339,25 @@ def test_truncate_deletes_the_segments_after_the_position_and_zeroes_the_rest_of
     assert [base for base, _ in segment_files(tmp_path, 4)] == [0]
     assert delete_segment_files(tmp_path, 4) == 1
     assert segment_files(tmp_path, 4) == [] and [base for base, _ in segment_files(tmp_path, 5)] == [0]
+
+
+def test_detached_segment_bases_are_those_a_start_position_moved_past_lowest_first():
+    from aeron_numba.archive.segment_files import detached_segment_bases
+
+    segment = 2 * TERM
+    assert detached_segment_bases(96, 3 * segment, TERM, segment) == [0, segment, 2 * segment]
+    assert detached_segment_bases(segment, segment, TERM, segment) == []
+
+
+def test_move_segments_checks_every_file_before_it_renames_any(tmp_path):
+    from aeron_numba.archive.segment_files import move_segments
+    from aeron_numba.layout import archive as A
+
+    for base in (0, 2 * TERM):  # the one at TERM is missing
+        (tmp_path / A.segment_file_name(1, base)).write_bytes(b"x")
+    with pytest.raises(SegmentFileError, match=f"missing src segment file {tmp_path / A.segment_file_name(1, TERM)}"):
+        move_segments(tmp_path, 1, 2, 0, 3 * TERM - 32, TERM, TERM)
+    assert segment_files(tmp_path, 2) == [] and len(segment_files(tmp_path, 1)) == 2
+    (tmp_path / A.segment_file_name(1, TERM)).write_bytes(b"x")
+    assert move_segments(tmp_path, 1, 2, 0, 3 * TERM, TERM, TERM) == (3, [3 * TERM])  # the stop's: not moved
+    assert [base for base, _ in segment_files(tmp_path, 2)] == [0, TERM, 2 * TERM]
