@@ -94,3 +94,30 @@ class DutyCycleTracker:
 
     def statistics(self) -> DutyCycleStatistics:
         return DutyCycleStatistics(self._cycles, self._last_ns, self._max_ns, self._exceeded)
+
+
+class SharedDutyCycleTracker:
+    """One duty cycle measured for several agents that share a thread (Aeron's SHARED threading mode).
+
+    In aeronmd's SHARED mode the conductor, sender and receiver each time the same loop, so each agent's "max
+    cycle time" counter gets the shared cycle and each agent's own threshold decides its "exceeded" count.
+    ``agents`` holds one ``(max_cycle_time, threshold_exceeded, cycle_time_threshold_ns)`` per agent, the first
+    two as for ``DutyCycleTracker``. A max counter is only proposed a new maximum: a smaller value cannot change
+    it, and skipping it keeps the per-cycle cost to a comparison however many agents share the thread.
+    """
+
+    def __init__(self, agents):
+        self._agents = [DutyCycleTracker(max_cycle_time, threshold_exceeded, cycle_time_threshold_ns=threshold_ns)
+                        for max_cycle_time, threshold_exceeded, threshold_ns in agents]  # each checks its threshold
+        if not self._agents:
+            raise ConfigurationError("SharedDutyCycleTracker needs at least one agent")
+        self._min_threshold_ns = min(t.cycle_time_threshold_ns for t in self._agents)
+        self._max_ns = 0
+
+    def record(self, cycle_time_ns: int) -> None:
+        """Report one measured cycle of the shared thread."""
+        if cycle_time_ns > self._max_ns or cycle_time_ns > self._min_threshold_ns:
+            if cycle_time_ns > self._max_ns:
+                self._max_ns = cycle_time_ns
+            for tracker in self._agents:
+                tracker.record(cycle_time_ns)

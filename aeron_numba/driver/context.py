@@ -81,7 +81,11 @@ class DriverContext:
     publication_reserved_session_id_low: int = setting(-1, "AERON_PUBLICATION_RESERVED_SESSION_ID_LOW", integer)
     publication_reserved_session_id_high: int = setting(1000, "AERON_PUBLICATION_RESERVED_SESSION_ID_HIGH", integer)
     conductor_idle_strategy: str = setting("backoff", "AERON_CONDUCTOR_IDLE_STRATEGY", text)
-    conductor_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_CONDUCTOR_CYCLE_THRESHOLD", duration)
+    conductor_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_CONDUCTOR_CYCLE_THRESHOLD", duration)
+    sender_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_SENDER_CYCLE_THRESHOLD", duration)
+    receiver_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_RECEIVER_CYCLE_THRESHOLD", duration)
+    # Shown in the "Resolution changes" counter's label (": driverName=<name>"), empty by default as in aeronmd.
+    resolver_name: str = setting("", "AERON_DRIVER_RESOLVER_NAME", text)
     allow_terminate_driver: bool = setting(False, "AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW", boolean)
     driver_name: str = setting("", "AERON_DRIVER_NAME", text)
 
@@ -110,7 +114,8 @@ class DriverContext:
                     "publication_connection_timeout_ns", "publication_heartbeat_timeout_ns",
                     "publication_setup_timeout_ns", "status_message_timeout_ns", "nak_unicast_retry_delay_ratio",
                     "max_resend", "send_to_status_poll_ratio", "nak_multicast_max_backoff_ns",
-                    "nak_multicast_group_size")
+                    "nak_multicast_group_size", "conductor_cycle_threshold_ns", "sender_cycle_threshold_ns",
+                    "receiver_cycle_threshold_ns")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")

@@ -351,11 +351,12 @@ class DriverConductor:
         key = ck.stream_counter_key(registration_id, session_id, stream_id, channel)
         counter_ids = []
         try:
-            for name, type_id in ((cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID),
-                                  (cl.PUBLISHER_POS_NAME, cl.PUBLISHER_POS_TYPE_ID)):
+            # The C driver's order, pub-pos then pub-lmt; only pub-lmt names the client as its owner.
+            for name, type_id, owner_id in ((cl.PUBLISHER_POS_NAME, cl.PUBLISHER_POS_TYPE_ID, cl.DEFAULT_OWNER_ID),
+                                            (cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID, client_id)):
                 label = ck.stream_counter_label(name, registration_id, session_id, stream_id, channel)
                 counter_ids.append(self.counters.allocate(
-                    label, type_id, key, registration_id=registration_id, owner_id=client_id))
+                    label, type_id, key, registration_id=registration_id, owner_id=owner_id))
         except CountersFullError:
             for counter_id in counter_ids:
                 self.counters.free(counter_id)
@@ -365,8 +366,8 @@ class DriverConductor:
         window = params.term_window_length
         publication = IpcPublication(
             registration_id=registration_id, session_id=session_id, stream_id=stream_id,
-            channel=channel, exclusive=exclusive, log=log, pub_lmt_counter_id=counter_ids[0],
-            pub_pos_counter_id=counter_ids[1], term_window_length=window,
+            channel=channel, exclusive=exclusive, log=log, pub_pos_counter_id=counter_ids[0],
+            pub_lmt_counter_id=counter_ids[1], term_window_length=window,
             unblock_timeout_ns=self.ctx.publication_unblock_timeout_ns,
             values_buffer=self.counters.values_buffer, now_ns=self.now_ns,
         )

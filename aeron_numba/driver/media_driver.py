@@ -15,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, DutyCycleTracker, close_on_signals
+from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, close_on_signals
 from aeron_numba.agent import idle_strategy_from_name
+from aeron_numba.agent.duty_cycle_tracker import SharedDutyCycleTracker
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.errors import AeronError, LayoutError
 from aeron_numba.kernels.loss_report import LossReport
@@ -32,6 +33,7 @@ from aeron_numba.driver.warmup import warm_up_driver_kernels
 LOSS_REPORT_FILE = "loss-report.dat"
 DRIVER_VERSION = "0.1.0"
 DRIVER_SEMANTIC_VERSION = semantic_version(0, 1, 0)
+THREADING_MODE_SHARED = "SHARED"  # the one mode we run: conductor, sender and receiver on one thread
 
 
 class ActiveDriverError(AeronError):
@@ -66,6 +68,32 @@ def prepare_aeron_dir(ctx: DriverContext) -> None:
     aeron_dir.mkdir(parents=True)
 
 
+def system_counter_label_suffixes(ctx: DriverContext) -> dict[int, str]:
+    """What the C driver appends to the system counter labels (aeron_system_counters.c and the conductor's
+    init): version and commit, the resolver name, the threading mode and each agent's cycle threshold."""
+    version = f": version={DRIVER_VERSION} commit=aeron-numba"
+    mode = THREADING_MODE_SHARED
+    return {
+        cl.ERRORS: version,
+        cl.AERON_VERSION: version,
+        cl.RESOLUTION_CHANGES: f": driverName={ctx.resolver_name}",
+        cl.CONDUCTOR_MAX_CYCLE_TIME: f": {mode}",
+        cl.SENDER_MAX_CYCLE_TIME: f": {mode}",
+        cl.RECEIVER_MAX_CYCLE_TIME: f": {mode}",
+        cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED: f": threshold={ctx.conductor_cycle_threshold_ns}ns {mode}",
+        cl.SENDER_CYCLE_TIME_THRESHOLD_EXCEEDED: f": threshold={ctx.sender_cycle_threshold_ns}ns {mode}",
+        cl.RECEIVER_CYCLE_TIME_THRESHOLD_EXCEEDED: f": threshold={ctx.receiver_cycle_threshold_ns}ns {mode}",
+    }
+
+
+def _max_proposer(counters, system_id: int):
+    return lambda ns: counters.propose_max(system_id, ns)
+
+
+def _incrementer(counters, system_id: int):
+    return lambda: counters.increment(system_id)
+
+
 class MediaDriver:
     """The driver running in this process: owns cnc.dat, loss-report.dat and the conductor."""
 
@@ -90,28 +118,31 @@ class MediaDriver:
         clocks = {k: v for k, v in (("nano_clock", nano_clock), ("epoch_clock", epoch_clock)) if v is not None}
         self.conductor = DriverConductor(self.ctx, self.cnc_file, loss_report=LossReport(self.loss_report.buffer),
                                          **clocks)
-        version = f"version={DRIVER_VERSION} commit=aeron-numba"
-        self.conductor.counters.allocate_system_counters({
-            cl.ERRORS: f": {version}",
-            cl.AERON_VERSION: f": {version}",
-            cl.CONDUCTOR_MAX_CYCLE_TIME: ": SHARED",
-            cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED: f": threshold={self.ctx.conductor_cycle_threshold_ns}ns SHARED",
-        })
-        self.conductor.system_counters.increment(cl.AERON_VERSION, DRIVER_SEMANTIC_VERSION)
+        self.conductor.counters.allocate_system_counters(system_counter_label_suffixes(self.ctx))
+        counters = self.conductor.system_counters
+        counters.increment(cl.AERON_VERSION, DRIVER_SEMANTIC_VERSION)
+        # As aeronmd: the files the driver itself maps count from the start (cnc.dat, loss-report.dat).
+        counters.increment(cl.BYTES_CURRENTLY_MAPPED, self.cnc_file.buffer.size + self.ctx.loss_report_buffer_length)
         self.conductor.on_start()
         self.cnc_file.signal_ready()  # clients may connect from here on (§6.1)
-        counters = self.conductor.system_counters
-        # SHARED threading mode: conductor, sender and receiver take turns on this thread.
+        # SHARED threading mode: conductor, sender and receiver take turns on this thread, and each one's cycle
+        # time counters get the shared cycle (with its own threshold), as in aeronmd.
         network = self.conductor.network
         self.runner = AgentRunner(
             CompositeAgent(_TerminatingConductor(self.conductor), network.sender, network.receiver),
             idle_strategy_from_name(self.ctx.conductor_idle_strategy),
             self.conductor._record_error,
-            duty_cycle_tracker=DutyCycleTracker(
-                lambda ns: counters.propose_max(cl.CONDUCTOR_MAX_CYCLE_TIME, ns),
-                lambda: counters.increment(cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED),
-                cycle_time_threshold_ns=self.ctx.conductor_cycle_threshold_ns,
-            ),
+            duty_cycle_tracker=SharedDutyCycleTracker([
+                (_max_proposer(counters, max_id), _incrementer(counters, exceeded_id), threshold_ns)
+                for max_id, exceeded_id, threshold_ns in (
+                    (cl.CONDUCTOR_MAX_CYCLE_TIME, cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED,
+                     self.ctx.conductor_cycle_threshold_ns),
+                    (cl.SENDER_MAX_CYCLE_TIME, cl.SENDER_CYCLE_TIME_THRESHOLD_EXCEEDED,
+                     self.ctx.sender_cycle_threshold_ns),
+                    (cl.RECEIVER_MAX_CYCLE_TIME, cl.RECEIVER_CYCLE_TIME_THRESHOLD_EXCEEDED,
+                     self.ctx.receiver_cycle_threshold_ns),
+                )
+            ]),
         )
 
     def run(self) -> None:

@@ -16,7 +16,6 @@ a random multicast backoff instead of the unicast NAK delay.
 from __future__ import annotations
 
 import random
-import struct
 from pathlib import Path
 
 from aeron_numba.codecs import channel_uri as cu
@@ -41,9 +40,6 @@ from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
 
 IMAGES_DIR = "images"
-SOCKADDR_KEY = struct.Struct("<ii")
-SND_LOCAL_SOCKADDR_NAME = "snd-local-sockaddr"
-RCV_LOCAL_SOCKADDR_NAME = "rcv-local-sockaddr"
 
 
 class ChannelEndpointError(AeronError):
@@ -74,13 +70,15 @@ class NetworkConductor:
         return self.counters.allocate(label, type_id, key, registration_id=registration_id, owner_id=owner_id)
 
     def _channel_status_counters(self, name: str, type_id: int, sockaddr_name: str, channel: str,
-                                 address: tuple[str, int]) -> tuple[int, int]:
-        status_id = self.counters.allocate(ck.channel_status_label(name, channel), type_id,
-                                           ck.channel_status_key(channel))
-        text = f"{address[0]}:{address[1]}".encode()
-        sockaddr_id = self.counters.allocate(f"{sockaddr_name}: {status_id} {address[0]}:{address[1]}",
+                                 address: tuple[str, int], registration_id: int) -> tuple[int, int]:
+        """The endpoint's status counter, labelled with its bound address as the C driver labels it, then the
+        local socket address counter naming it; both carry the registration id of the command that made them."""
+        bound = f"{address[0]}:{address[1]}"
+        status_id = self.counters.allocate(ck.channel_status_label(name, channel, bound), type_id,
+                                           ck.channel_status_key(channel), registration_id=registration_id)
+        sockaddr_id = self.counters.allocate(ck.local_sockaddr_label(sockaddr_name, status_id, bound),
                                              cl.LOCAL_SOCKET_ADDRESS_STATUS_TYPE_ID,
-                                             SOCKADDR_KEY.pack(status_id, len(text)) + text)
+                                             ck.local_sockaddr_key(status_id, bound), registration_id=registration_id)
         for counter_id in (status_id, sockaddr_id):
             ck.set_counter_value(self.counters.values_buffer, counter_id, cl.CHANNEL_STATUS_ACTIVE)
         return status_id, sockaddr_id
@@ -100,17 +98,14 @@ class NetworkConductor:
                 f"channel '{channel}': cannot open UDP socket on {where}: {exc.strerror}") from None
 
     # ------------------------------------------------------------------------------- send endpoints
-    def _send_endpoint(self, channel: UdpChannel) -> SendChannelEndpoint:
+    def _send_endpoint(self, channel: UdpChannel, registration_id: int) -> SendChannelEndpoint:
         endpoint = self.send_endpoints.get(channel.canonical_form)
         if endpoint is not None:
             return endpoint
-        # MDC binds its control address; multicast its control group, where the receivers' SMs and NAKs go.
-        bind = channel.remote_control if channel.is_multi_destination or channel.is_multicast else None
-        bind = bind if bind is not None else channel.local_data  # manual MDC without control=: any port
-        transport = self._transport(bind, channel)
+        transport = self._transport(channel.send_bind_address(), channel)
         status_id, sockaddr_id = self._channel_status_counters(
-            cl.SEND_CHANNEL_STATUS_NAME, cl.SEND_CHANNEL_STATUS_TYPE_ID, SND_LOCAL_SOCKADDR_NAME, str(channel),
-            transport.local_address)
+            cl.SEND_CHANNEL_STATUS_NAME, cl.SEND_CHANNEL_STATUS_TYPE_ID, cl.SND_LOCAL_SOCKADDR_NAME, str(channel),
+            transport.local_address, registration_id)
         endpoint = SendChannelEndpoint(channel, transport, self.system_counters, status_id)
         endpoint.sockaddr_counter_id = sockaddr_id
         self.send_endpoints[channel.canonical_form] = endpoint
@@ -138,7 +133,7 @@ class NetworkConductor:
 
     def new_publication(self, registration_id: int, client_id: int, stream_id: int, channel: UdpChannel, params,
                         exclusive: bool, session_id: int, log_path: Path, now_ns: int) -> NetworkPublication:
-        endpoint = self._send_endpoint(channel)
+        endpoint = self._send_endpoint(channel, registration_id)
         initial_term_id = params.initial_term_id if params.initial_term_id is not None else \
             random.randint(-(2**31), 2**31 - 1)
         log = LogBuffers.create(
@@ -149,14 +144,15 @@ class NetworkConductor:
         )
         counter_ids = []
         try:
-            # Aeron's order: pub-pos, pub-lmt, snd-pos, snd-lmt, snd-bpe.
+            # Aeron's order: pub-pos, pub-lmt, snd-pos, snd-lmt, snd-bpe; only pub-lmt names the client its owner.
             for name, type_id in ((cl.PUBLISHER_POS_NAME, cl.PUBLISHER_POS_TYPE_ID),
                                   (cl.PUBLISHER_LIMIT_NAME, cl.PUBLISHER_LIMIT_TYPE_ID),
                                   (cl.SENDER_POSITION_NAME, cl.SENDER_POSITION_TYPE_ID),
                                   (cl.SENDER_LIMIT_NAME, cl.SENDER_LIMIT_TYPE_ID),
                                   (cl.SENDER_BPE_NAME, cl.SENDER_BPE_TYPE_ID)):
+                owner_id = client_id if type_id == cl.PUBLISHER_LIMIT_TYPE_ID else cl.DEFAULT_OWNER_ID
                 counter_ids.append(self._stream_counter(name, type_id, registration_id, session_id,
-                                                        stream_id, channel.original, client_id))
+                                                        stream_id, channel.original, owner_id))
             publication = NetworkPublication(
                 registration_id=registration_id, session_id=session_id, stream_id=stream_id,
                 channel=channel, endpoint=endpoint, exclusive=exclusive, log=log,
@@ -205,8 +201,8 @@ class NetworkConductor:
             bind = channel.remote_data if channel.remote_data is not None else channel.local_data
             transport = self._transport(bind, channel)
             status_id, sockaddr_id = self._channel_status_counters(
-                cl.RECEIVE_CHANNEL_STATUS_NAME, cl.RECEIVE_CHANNEL_STATUS_TYPE_ID, RCV_LOCAL_SOCKADDR_NAME,
-                str(channel), transport.local_address)
+                cl.RECEIVE_CHANNEL_STATUS_NAME, cl.RECEIVE_CHANNEL_STATUS_TYPE_ID, cl.RCV_LOCAL_SOCKADDR_NAME,
+                str(channel), transport.local_address, link.registration_id)
             endpoint = ReceiveChannelEndpoint(channel, transport, self.system_counters, status_id, self.receiver_id,
                                               self._on_setup, cool_down_ns=self.ctx.image_liveness_timeout_ns)
             endpoint.sockaddr_counter_id = sockaddr_id
@@ -283,8 +279,9 @@ class NetworkConductor:
         join_position = pos.compute_position(setup["active_term_id"], setup["term_offset"], bits,
                                              setup["initial_term_id"])
         channel = str(endpoint.channel)
+        # As the C driver: the image's counters name the channel of the first subscription that wants the stream.
         counter_ids = [self._stream_counter(name, type_id, correlation_id, setup["session_id"], setup["stream_id"],
-                                            channel)
+                                            links[0].channel)
                        for name, type_id in ((cl.RECEIVER_HWM_NAME, cl.RECEIVER_HWM_TYPE_ID),
                                              (cl.RECEIVER_POSITION_NAME, cl.RECEIVER_POSITION_TYPE_ID))]
         reliable = cu.parse_bool(cu.RELIABLE_PARAM, endpoint.channel.get(cu.RELIABLE_PARAM, "true"))

@@ -142,6 +142,16 @@ def multicast_control_address(data_group: Address) -> Address:
     return socket.inet_ntoa(bytes(octets)), data_group[1]
 
 
+def route_source_address(remote: Address) -> str | None:
+    """The local IPv4 address the kernel picks to send to ``remote`` (None when it has no route there)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(remote)  # a UDP connect only selects the route; nothing is sent
+        except OSError:
+            return None
+        return probe.getsockname()[0]
+
+
 def _group_semantics(channel: str, value: str | None) -> bool | None:
     if value is None or value == GROUP_INFER:
         return None
@@ -221,6 +231,18 @@ class UdpChannel:
         if remote is None:  # manual MDC without control=: no address of its own
             return f"UDP-{_format(self.local_data)}-{CONTROL_MODE_MANUAL}"
         return f"UDP-{_format(self.local_data)}-{_format(remote)}"
+
+    def send_bind_address(self) -> Address:
+        """Where a publication's send endpoint binds: MDC its control address, multicast its control group, else
+        the ``interface`` (or any). A unicast endpoint with no interface binds the local address the kernel sends
+        from to reach the endpoint: the address Aeron's connected send socket has, which peers answer to and
+        which snd-local-sockaddr shows (not 0.0.0.0)."""
+        if self.is_multi_destination or self.is_multicast:
+            return self.remote_control if self.remote_control is not None else self.local_data  # manual MDC: any
+        if self.local_data[0] != ANY_ADDRESS[0] or self.remote_data is None:
+            return self.local_data
+        source = route_source_address(self.remote_data)
+        return self.local_data if source is None else (source, self.local_data[1])
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.uri.get(key, default)

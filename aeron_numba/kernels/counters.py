@@ -54,6 +54,10 @@ from aeron_numba.layout.counters import (
     DEFAULT_OWNER_ID,
     DEFAULT_REFERENCE_ID,
     DEFAULT_REGISTRATION_ID,
+    LOCAL_SOCKADDR_KEY_ADDRESS_LENGTH_OFFSET,
+    LOCAL_SOCKADDR_KEY_ADDRESS_OFFSET,
+    LOCAL_SOCKADDR_KEY_CHANNEL_STATUS_ID_OFFSET,
+    LOCAL_SOCKADDR_KEY_MAX_ADDRESS_LENGTH,
     MAX_KEY_LENGTH,
     MAX_LABEL_LENGTH,
     METADATA_FREE_FOR_REUSE_DEADLINE_OFFSET,
@@ -573,19 +577,20 @@ def stream_counter_key(registration_id: int, session_id: int, stream_id: int, ch
 def stream_counter_label(
     name: str, registration_id: int, session_id: int, stream_id: int, channel: str, suffix: str = ""
 ) -> str:
-    """``"<name>: <registrationId> <sessionId> <streamId> <channel><suffix>"``, e.g. ``pub-lmt: 5 1234 1001 aeron:ipc``.
+    """``"<name>: <registrationId> <sessionId> <streamId> <channel> <suffix>"``, e.g. ``pub-lmt: 5 1234 1001 aeron:ipc ``.
 
-    The Java driver's form (no trailing space when the suffix is empty; §9.4).
+    The C driver's form (aeron_stream_counter_allocate): the space before the suffix is there even when the
+    suffix is empty, so AeronStat shows our labels exactly as aeronmd's.
     """
-    return f"{name}: {registration_id} {session_id} {stream_id} {channel}{suffix}"
+    return f"{name}: {registration_id} {session_id} {stream_id} {channel} {suffix}"
 
 
 def subscriber_position_label(
     registration_id: int, session_id: int, stream_id: int, channel: str, join_position: int
 ) -> str:
-    """``sub-pos`` label: the stream label with `` @<joinPosition>`` appended (§9.4)."""
+    """``sub-pos`` label: the stream label with ``@<joinPosition>`` as its suffix (§9.4)."""
     return stream_counter_label(
-        SUBSCRIBER_POSITION_NAME, registration_id, session_id, stream_id, channel, f" @{join_position}"
+        SUBSCRIBER_POSITION_NAME, registration_id, session_id, stream_id, channel, f"@{join_position}"
     )
 
 
@@ -595,9 +600,25 @@ def channel_status_key(channel: str) -> bytes:
     return struct.pack("<i", len(channel_bytes)) + channel_bytes
 
 
-def channel_status_label(name: str, channel: str) -> str:
-    """``"snd-channel: <channel>"`` / ``"rcv-channel: <channel>"`` (§9.4)."""
-    return f"{name}: {channel}"
+def channel_status_label(name: str, channel: str, bind_address: str | None = None) -> str:
+    """``"snd-channel: <channel> <bindAddress>"`` / ``"rcv-channel: ..."``: the C driver appends the bound
+    ``host:port`` once the endpoint's socket is open (aeron_channel_endpoint_status_update_label)."""
+    return f"{name}: {channel}" if bind_address is None else f"{name}: {channel} {bind_address}"
+
+
+def local_sockaddr_key(channel_status_id: int, address: str) -> bytes:
+    """Local socket address key (type 14): the channel status counter id, then ``host:port`` (at most 103 bytes)."""
+    address_bytes = _ascii(address)[:LOCAL_SOCKADDR_KEY_MAX_ADDRESS_LENGTH]
+    key = bytearray(LOCAL_SOCKADDR_KEY_ADDRESS_OFFSET + len(address_bytes))
+    struct.pack_into("<i", key, LOCAL_SOCKADDR_KEY_CHANNEL_STATUS_ID_OFFSET, channel_status_id)
+    struct.pack_into("<i", key, LOCAL_SOCKADDR_KEY_ADDRESS_LENGTH_OFFSET, len(address_bytes))
+    key[LOCAL_SOCKADDR_KEY_ADDRESS_OFFSET:] = address_bytes
+    return bytes(key)
+
+
+def local_sockaddr_label(name: str, channel_status_id: int, address: str) -> str:
+    """``"snd-local-sockaddr: <channelStatusId> <host:port>"`` / ``"rcv-local-sockaddr: ..."``."""
+    return f"{name}: {channel_status_id} {address}"
 
 
 def heartbeat_counter_key(client_id: int) -> bytes:

@@ -32,6 +32,7 @@ def harness(shm_dir):
 
 
 def test_add_publication_answers_with_its_log_and_counters(harness):
+    mapped_at_start = harness.system_counter(cl.BYTES_CURRENTLY_MAPPED)  # cnc.dat and loss-report.dat
     client = RawClient(harness.cnc)
     correlation_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1001, channel="aeron:ipc")
     harness.work()
@@ -43,11 +44,11 @@ def test_add_publication_answers_with_its_log_and_counters(harness):
     with LogBuffers.open(ready.log_file_name) as log:
         assert log.term_length == TERM_LENGTH and log.session_id == ready.session_id
         assert log.correlation_id == correlation_id
-        assert harness.system_counter(cl.BYTES_CURRENTLY_MAPPED) == log.buffer.size
+        assert harness.system_counter(cl.BYTES_CURRENTLY_MAPPED) == mapped_at_start + log.buffer.size
     labels = {c.counter_id: c.label for c in harness.reader.counters()}
-    assert labels[ready.position_limit_counter_id] == f"pub-lmt: {correlation_id} {ready.session_id} 1001 aeron:ipc"
+    assert labels[ready.position_limit_counter_id] == f"pub-lmt: {correlation_id} {ready.session_id} 1001 aeron:ipc "
     pub_pos = harness.counters_by_type(cl.PUBLISHER_POS_TYPE_ID)
-    assert [c.label for c in pub_pos] == [f"pub-pos (sampled): {correlation_id} {ready.session_id} 1001 aeron:ipc"]
+    assert [c.label for c in pub_pos] == [f"pub-pos (sampled): {correlation_id} {ready.session_id} 1001 aeron:ipc "]
     heartbeat, = harness.counters_by_type(cl.CLIENT_HEARTBEAT_TYPE_ID)
     assert heartbeat.label == f"client-heartbeat: id={client.client_id}"
     assert not (-1 <= ready.session_id <= 1000)  # the reserved range is never auto-assigned
@@ -272,6 +273,7 @@ def test_add_and_remove_counter(harness):
 
 
 def test_removed_publication_drains_lingers_and_is_deleted(harness):
+    mapped_at_start = harness.system_counter(cl.BYTES_CURRENTLY_MAPPED)  # cnc.dat and loss-report.dat
     client = RawClient(harness.cnc)
     pub_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=5, channel="aeron:ipc")
     sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=5,
@@ -288,7 +290,7 @@ def test_removed_publication_drains_lingers_and_is_deleted(harness):
     assert not os.path.exists(pub.log_file_name)
     assert harness.counters_by_type(cl.SUBSCRIBER_POSITION_TYPE_ID) == []
     assert harness.counters_by_type(cl.PUBLISHER_LIMIT_TYPE_ID) == []
-    assert harness.system_counter(cl.BYTES_CURRENTLY_MAPPED) == 0
+    assert harness.system_counter(cl.BYTES_CURRENTLY_MAPPED) == mapped_at_start
 
 
 def test_silent_client_is_timed_out_and_its_resources_freed(harness):

@@ -148,7 +148,7 @@ def test_a_stream_connects_flows_and_reports_its_counters(harness):
     assert stream.image.source_identity.startswith("127.0.0.1:")
     assert "/images/" in stream.image.log_file_name
     assert reader.get_counter_label(stream.receive_status_id) == \
-        "rcv-channel: aeron:udp?endpoint=127.0.0.1:0"
+        f"rcv-channel: aeron:udp?endpoint=127.0.0.1:0 127.0.0.1:{stream.port}"
     assert reader.get_counter_value(stream.receive_status_id) == cl.CHANNEL_STATUS_ACTIVE
     assert reader.get_counter_label(stream.pub.channel_status_indicator_id).startswith("snd-channel: aeron:udp?")
     labels = [c.label for c in reader.counters()]
@@ -172,7 +172,7 @@ def test_a_network_publication_has_a_sampled_pub_pos_freed_with_it(harness):
     (pub_pos,) = harness.counters_by_type(cl.PUBLISHER_POS_TYPE_ID)
     channel = f"aeron:udp?endpoint=127.0.0.1:{stream.port}|term-length=64k"
     registration_id, session_id = stream.pub.registration_id, stream.pub.session_id
-    assert pub_pos.label == f"pub-pos (sampled): {registration_id} {session_id} {STREAM} {channel}"
+    assert pub_pos.label == f"pub-pos (sampled): {registration_id} {session_id} {STREAM} {channel} "
     key = ck.stream_counter_key(registration_id, session_id, STREAM, channel)
     assert pub_pos.key[:len(key)] == key
     assert pub_pos.registration_id == registration_id

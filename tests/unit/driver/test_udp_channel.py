@@ -17,6 +17,19 @@ from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.layout import udp_frames as ul
 
 
+@pytest.mark.parametrize("uri, bind", [
+    # Unicast with no interface: the address the kernel sends from to reach the endpoint (Aeron's connected
+    # socket has it), so snd-local-sockaddr shows 127.0.0.1, not 0.0.0.0.
+    ("aeron:udp?endpoint=localhost:40123", ("127.0.0.1", 0)),
+    ("aeron:udp?endpoint=127.0.0.1:40123|interface=127.0.0.1:40200", ("127.0.0.1", 40200)),
+    ("aeron:udp?endpoint=239.255.90.1:40123|interface=127.0.0.1", ("239.255.90.2", 40123)),
+    ("aeron:udp?control=127.0.0.1:40300|control-mode=dynamic", ("127.0.0.1", 40300)),
+    ("aeron:udp?control-mode=manual", ("0.0.0.0", 0)),
+])
+def test_a_send_endpoint_binds_where_aeron_would(uri, bind):
+    assert UdpChannel.parse(uri).send_bind_address() == bind
+
+
 def test_unicast_endpoint_is_resolved_once_and_named_canonically():
     channel = UdpChannel.parse("aeron:udp?endpoint=localhost:40123|term-length=64k")
     assert channel.remote_data == ("127.0.0.1", 40123) and channel.local_data == ("0.0.0.0", 0)

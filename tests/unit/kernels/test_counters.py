@@ -371,7 +371,8 @@ def test_system_counters_allocation():
 
 
 def test_stream_key_and_label_helpers():
-    assert k.stream_counter_label(lay.PUBLISHER_LIMIT_NAME, 5, 1234, 1001, "aeron:ipc") == "pub-lmt: 5 1234 1001 aeron:ipc"
+    # The C driver's form: a space after the channel even with no suffix.
+    assert k.stream_counter_label(lay.PUBLISHER_LIMIT_NAME, 5, 1234, 1001, "aeron:ipc") == "pub-lmt: 5 1234 1001 aeron:ipc "
     assert k.subscriber_position_label(7, 1, 2, "aeron:ipc", 4096) == "sub-pos: 7 1 2 aeron:ipc @4096"
     key = k.stream_counter_key(5, 1234, 1001, "aeron:ipc")
     assert struct.unpack_from("<qiii", key, 0) == (5, 1234, 1001, 9)
@@ -382,6 +383,14 @@ def test_stream_key_and_label_helpers():
     assert key[20:] == long_channel.encode()[:92]
     assert k.channel_status_key("aeron:udp") == struct.pack("<i", 9) + b"aeron:udp"
     assert k.channel_status_label(lay.SEND_CHANNEL_STATUS_NAME, "aeron:udp") == "snd-channel: aeron:udp"
+    assert k.channel_status_label(lay.RECEIVE_CHANNEL_STATUS_NAME, "aeron:udp?endpoint=localhost:0", "127.0.0.1:40123") \
+        == "rcv-channel: aeron:udp?endpoint=localhost:0 127.0.0.1:40123"
+    key = k.local_sockaddr_key(7, "127.0.0.1:40123")
+    assert struct.unpack_from("<ii", key, 0) == (7, 15) and key[8:] == b"127.0.0.1:40123"
+    key = k.local_sockaddr_key(7, "h" * 200)  # C keeps a NUL inside the 112-byte key: 103 characters at most
+    assert struct.unpack_from("<i", key, 4)[0] == 103 and len(key) == 111
+    assert k.local_sockaddr_label(lay.SND_LOCAL_SOCKADDR_NAME, 7, "127.0.0.1:40123") == \
+        "snd-local-sockaddr: 7 127.0.0.1:40123"
     assert k.heartbeat_counter_key(-3) == struct.pack("<q", -3)
     assert k.heartbeat_counter_label(42) == "client-heartbeat: id=42"
     assert (

@@ -54,9 +54,9 @@ MDC = "aeron:udp?endpoint=224.0.1.1:40456|interface=localhost"
 
 # Rows expected after the 40 system counters (id 42 is freed, so it is skipped).
 STREAM_ROWS = [
-    " 40:               65,536 - pub-lmt: 5 1234 1001 aeron:ipc",
+    " 40:               65,536 - pub-lmt: 5 1234 1001 aeron:ipc ",  # aeronmd's trailing space
     " 41:                4,096 - sub-pos: 7 1234 1001 aeron:ipc @0",
-    " 43:                    1 - snd-channel: aeron:udp?endpoint=localhost:20121",
+    " 43:                    1 - snd-channel: aeron:udp?endpoint=localhost:20121 127.0.0.1:54321",
     " 44:    1,738,591,506,779 - client-heartbeat: id=99",
     " 45:       -9,876,543,210 - custom counter",
 ]
@@ -95,7 +95,8 @@ def _write_driver_files(directory: Path) -> None:
          stream_counter_key(7, 1234, 1001, "aeron:ipc"), 4096),
         (stream_counter_label("rcv-pos", 8, 77, 10, UDP), counters.RECEIVER_POSITION_TYPE_ID,
          stream_counter_key(8, 77, 10, UDP), 5),
-        (channel_status_label("snd-channel", UDP), counters.SEND_CHANNEL_STATUS_TYPE_ID, channel_status_key(UDP),
+        (channel_status_label("snd-channel", UDP, "127.0.0.1:54321"), counters.SEND_CHANNEL_STATUS_TYPE_ID,
+         channel_status_key(UDP),
          counters.CHANNEL_STATUS_ACTIVE),
         (heartbeat_counter_label(99), counters.CLIENT_HEARTBEAT_TYPE_ID, heartbeat_counter_key(99), NOW_MS - 10),
         ("custom counter", 1001, b"", -9_876_543_210),
