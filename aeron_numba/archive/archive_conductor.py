@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aeron_numba.archive.archive_counters import ArchiveCounters
+from aeron_numba.archive.async_connect import AsyncConnect
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.archive.control_session import (
@@ -40,6 +41,7 @@ from aeron_numba.archive.mark_file import ArchiveMarkFile
 from aeron_numba.archive.recording_channels import replay_channel, strip_channel
 from aeron_numba.archive.recording_session import RecordingSession, RecordingState
 from aeron_numba.archive.replay_session import ReplaySession, ReplayState, replay_position_error
+from aeron_numba.archive.replication_session import ReplicationSession
 from aeron_numba.archive.segment_files import (
     RecordingWriter,
     SegmentFileError,
@@ -139,6 +141,8 @@ class ArchiveConductor:
         self._replay_tokens: dict[int, tuple[int, int, int]] = {}
         self._next_control_session_id = 1
         self._next_replay_id = 1
+        self.replications: dict[int, ReplicationSession] = {}  # replication id -> session
+        self._replication_owner: dict[int, int] = {}  # replication id -> control session id
         self._images: collections.deque = collections.deque()  # (recording subscription id, image) from the client
         self._lock = threading.Lock()
         self.replay_buffer = np.zeros(ctx.file_io_max_length, dtype=np.uint8)
@@ -179,6 +183,10 @@ class ArchiveConductor:
                 self._end_replay(replay_session_id, replay)
         if self._replay_tokens:
             self._expire_replay_tokens(now_ns)
+        for replication_id, replication in list(self.replications.items()):
+            work += replication.do_work()
+            if replication.is_done:
+                self._end_replication(replication_id)
         self.counters.update_session_counts(len(self.control_sessions), len(self.recordings), len(self.replays))
         if now_ns >= self._next_mark_update_ns:
             self._next_mark_update_ns = now_ns + A.MARK_ACTIVITY_UPDATE_INTERVAL_MS * 1_000_000
@@ -239,23 +247,24 @@ class ArchiveConductor:
 
     # -------------------------------------------------------------------------------------- recording
     def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool,
-                         extend_recording_id: int = A.NULL_VALUE) -> None:
+                         extend_recording_id: int = A.NULL_VALUE) -> RecordingSubscription | None:
+        """Subscribe to record ``channel``/``stream_id``; answers OK with the subscription id, or the error."""
         if len(self.recordings) >= self.ctx.max_concurrent_recordings:
             session.error(correlation_id, "MAX_RECORDINGS",
                           f"max concurrent recordings reached: {self.ctx.max_concurrent_recordings}")
-            return
+            return None
         free = shutil.disk_usage(self.ctx.archive_dir).free
         if free < self.ctx.low_storage_space_threshold:
             session.error(correlation_id, "STORAGE_SPACE",
                           f"insufficient usable storage for new recording: {free} bytes free < threshold "
                           f"{self.ctx.low_storage_space_threshold}")
-            return
+            return None
         stripped = strip_channel(channel)
         for existing in self.recording_subscriptions.values():
             if existing.stripped_channel == stripped and existing.stream_id == stream_id:
                 session.error(correlation_id, "ACTIVE_SUBSCRIPTION",
                               f"recording exists for streamId={stream_id} channel={stripped}")
-                return
+                return None
         holder: list[int] = []
 
         def on_image(image):  # client conductor thread: hand over to the archive's
@@ -267,10 +276,11 @@ class ArchiveConductor:
         with self._lock:  # images that came before the id was known
             self._images = collections.deque((subscription.registration_id if s is None else s, i)
                                              for s, i in self._images)
-        self.recording_subscriptions[subscription.registration_id] = RecordingSubscription(
-            subscription, session.control_session_id, correlation_id, channel, stripped, stream_id, auto_stop,
-            extend_recording_id)
+        owner = RecordingSubscription(subscription, session.control_session_id, correlation_id, channel, stripped,
+                                      stream_id, auto_stop, extend_recording_id)
+        self.recording_subscriptions[subscription.registration_id] = owner
         session.respond(correlation_id, OK, subscription.registration_id)
+        return owner
 
     def on_start_recording_request(self, session, correlation_id, stream_id, channel, **_) -> None:
         self._start_recording(session, correlation_id, channel, stream_id, False)
@@ -793,6 +803,123 @@ class ArchiveConductor:
                 session.error(correlation_id, "GENERIC", f"replay session {replay_session_id}: {replay.error}")
         replay.close()
 
+    # ------------------------------------------------------------------------------------------- replication
+    def on_replicate_request(self, session, correlation_id: int, src_recording_id: int, dst_recording_id: int,
+                             src_control_stream_id: int, src_control_channel: str, live_destination: str,
+                             **_) -> None:
+        self._replicate(session, correlation_id, src_recording_id, dst_recording_id, A.NULL_POSITION, A.NULL_VALUE,
+                        A.NULL_VALUE, src_control_stream_id, src_control_channel, live_destination, "",
+                        A.NULL_VALUE, A.NULL_VALUE, b"", "")
+
+    def on_tagged_replicate_request(self, session, correlation_id: int, src_recording_id: int, dst_recording_id: int,
+                                    channel_tag_id: int, subscription_tag_id: int, src_control_stream_id: int,
+                                    src_control_channel: str, live_destination: str, **_) -> None:
+        self._replicate(session, correlation_id, src_recording_id, dst_recording_id, A.NULL_POSITION,
+                        channel_tag_id, subscription_tag_id, src_control_stream_id, src_control_channel,
+                        live_destination, "", A.NULL_VALUE, A.NULL_VALUE, b"", "")
+
+    def on_replicate_request2(self, session, correlation_id: int, src_recording_id: int, dst_recording_id: int,
+                              stop_position: int, channel_tag_id: int, subscription_tag_id: int,
+                              src_control_stream_id: int, src_control_channel: str, live_destination: str,
+                              replication_channel: str, file_io_max_length: int = A.NULL_VALUE,
+                              replication_session_id: int = A.NULL_VALUE, encoded_credentials: bytes = b"",
+                              src_response_channel: str = "", **_) -> None:
+        self._replicate(session, correlation_id, src_recording_id, dst_recording_id, stop_position, channel_tag_id,
+                        subscription_tag_id, src_control_stream_id, src_control_channel, live_destination,
+                        replication_channel, file_io_max_length, replication_session_id, encoded_credentials,
+                        src_response_channel)
+
+    def _replicate(self, session, correlation_id: int, src_recording_id: int, dst_recording_id: int,
+                   stop_position: int, channel_tag_id: int, subscription_tag_id: int, src_control_stream_id: int,
+                   src_control_channel: str, live_destination: str, replication_channel: str,
+                   file_io_max_length: int, replication_session_id: int, encoded_credentials: bytes,
+                   src_response_channel: str) -> None:
+        """Aeron's ArchiveConductor.replicate: check the request, start a ``ReplicationSession``, answer OK with its
+        replication id (its signals and errors carry that id)."""
+        channel = replication_channel or self.ctx.replication_channel
+        if not channel:
+            session.error(correlation_id, "GENERIC", "no replication channel: the request names none and the "
+                                                     "archive has no AERON_ARCHIVE_REPLICATION_CHANNEL")
+            return
+        if ChannelUri.parse(channel).get("control-mode") is not None:
+            session.error(correlation_id, "GENERIC", f"replication channel {channel!r}: control-mode (response "
+                                                     f"channels, multi-destination) is not supported by this archive")
+            return
+        if live_destination:  # Aeron merges into the live stream: needs MDS subscriptions our driver lacks
+            session.error(correlation_id, "GENERIC", f"liveDestination={live_destination!r}: merging a replication "
+                                                     f"into a live stream is not supported by this archive")
+            return
+        if channel_tag_id != A.NULL_VALUE or subscription_tag_id != A.NULL_VALUE:
+            session.error(correlation_id, "GENERIC", f"tagged replication (channelTagId={channel_tag_id}, "
+                                                     f"subscriptionTagId={subscription_tag_id}) needs tagged, "
+                                                     f"multi-destination subscriptions, not supported by this archive")
+            return
+        has_recording = self.catalog.has_recording(dst_recording_id)
+        if dst_recording_id != A.NULL_VALUE and not has_recording:
+            session.error(correlation_id, "UNKNOWN_RECORDING", f"unknown destination recording id {dst_recording_id}")
+            return
+        if has_recording and (self.catalog.stop_position(dst_recording_id) == A.NULL_POSITION
+                              or dst_recording_id in self.recordings):
+            session.error(correlation_id, "ACTIVE_RECORDING", f"cannot replicate to active recording {dst_recording_id}")
+            return
+        response_channel = src_response_channel or self.ctx.archive_client_control_response_channel
+        if not response_channel:
+            session.error(correlation_id, "GENERIC", "no response channel for the source archive: the request names "
+                                                     "none, and the archive has no AERON_ARCHIVE_CONTROL_RESPONSE_"
+                                                     "CHANNEL nor a control channel to derive it from")
+            return
+        replication_id = self._next_control_session_id  # Aeron's one session id sequence
+        self._next_control_session_id += 1
+        timeout_ns = self.ctx.archive_client_message_timeout_ns
+
+        def connect():
+            return AsyncConnect(self.aeron, control_request_channel=src_control_channel,
+                                control_request_stream_id=src_control_stream_id,
+                                control_response_channel=response_channel, encoded_credentials=encoded_credentials,
+                                message_timeout_ns=timeout_ns, nano_clock=self.nano_clock)
+
+        self.replications[replication_id] = ReplicationSession(
+            replication_id=replication_id, src_recording_id=src_recording_id, dst_recording_id=dst_recording_id,
+            stop_position=stop_position, replication_channel=channel, file_io_max_length=file_io_max_length,
+            replication_session_id=replication_session_id, control_session=session, conductor=self,
+            catalog=self.catalog, connect=connect, next_correlation_id=self.aeron.next_correlation_id,
+            message_timeout_ns=timeout_ns, nano_clock=self.nano_clock, epoch_clock=self.epoch_clock,
+            on_error=self.record_error)
+        self._replication_owner[replication_id] = session.control_session_id
+        session.respond(correlation_id, OK, replication_id)
+
+    def on_stop_replication_request(self, session, correlation_id: int, replication_id: int, **_) -> None:
+        replication = self.replications.get(replication_id)
+        if replication is None:
+            session.error(correlation_id, "UNKNOWN_REPLICATION", f"unknown replication id {replication_id}")
+            return
+        replication.abort("stop replication")
+        self._end_replication(replication_id)
+        session.respond(correlation_id, OK, 0)
+
+    def extend_for_replication(self, session, replication_id: int, recording_id: int, stream_id: int,
+                               channel: str) -> object | None:
+        """A replication's recording subscription (Aeron's extendRecording, REMOTE, auto-stop): its image extends
+        ``recording_id``; answers and signals carry the replication id. None when refused (the error sent)."""
+        d = self.catalog.descriptor(recording_id)
+        if stream_id != d.stream_id:
+            session.error(replication_id, "UNKNOWN_RECORDING", f"cannot extend recording {recording_id} with "
+                                                               f"streamId={stream_id} for existing streamId={d.stream_id}")
+            return None
+        if recording_id in self.recordings:
+            session.error(replication_id, "ACTIVE_RECORDING", f"cannot extend active recording {recording_id}")
+            return None
+        owner = self._start_recording(session, replication_id, channel, stream_id, True, recording_id)
+        return owner.subscription if owner is not None else None
+
+    def stop_recording_subscription(self, subscription_id: int) -> None:
+        self._stop_subscription(subscription_id)
+
+    def _end_replication(self, replication_id: int) -> None:
+        replication = self.replications.pop(replication_id)
+        self._replication_owner.pop(replication_id, None)
+        replication.close()
+
     # ------------------------------------------------------------------------------------------ closing
     def _close_control_session(self, control_session_id: int) -> None:
         session = self.control_sessions.pop(control_session_id)
@@ -802,9 +929,16 @@ class ArchiveConductor:
         for replay_session_id, (owner, _) in list(self._replay_owner.items()):
             if owner == control_session_id:
                 self.replays[replay_session_id].request_stop()
+        for replication_id, owner in list(self._replication_owner.items()):
+            if owner == control_session_id:  # nobody left to hear its signals
+                self.replications[replication_id].abort("its control session closed")
+                self._end_replication(replication_id)
         session.close()
 
     def on_close(self) -> None:
+        for replication_id in list(self.replications):
+            self.replications[replication_id].abort("archive closing")
+            self._end_replication(replication_id)
         for replay in self.replays.values():
             replay.close()
         for recording in self.recordings.values():

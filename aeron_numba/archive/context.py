@@ -27,6 +27,30 @@ def check_recording_events_channel(channel: str) -> None:
                                  f"cast) subscriptions are not served by the aeron-numba media driver; {use}")
 
 
+def check_replication_channel(channel: str) -> None:
+    """Raise ``ConfigurationError`` unless this archive can record replays from another archive on ``channel``."""
+    uri = ChannelUri.parse(channel)  # InvalidChannelError (a ConfigurationError) names what is wrong
+    if uri.get("control-mode") is not None:
+        # Aeron's response channels (control-mode=response, replay tokens) and multi-destination subscriptions
+        # are not served by this media driver.
+        raise ConfigurationError(f"replication_channel={channel!r}: control-mode={uri.get('control-mode')} is not "
+                                 f"supported by the aeron-numba archive; use aeron:udp?endpoint=host:port (port 0: "
+                                 f"any free port)")
+
+
+def derive_archive_client_response_channel(control_channel: str) -> str:
+    """Aeron's derivation of the archive's own client response channel (replication): the control channel's
+    host with any port; empty when there is no remote control channel to take it from."""
+    if not control_channel:
+        return ""
+    endpoint = ChannelUri.parse(control_channel).get("endpoint")
+    if endpoint is None or ":" not in endpoint:
+        raise ConfigurationError(f"cannot derive archive_client_control_response_channel: control_channel="
+                                 f"{control_channel!r} has no endpoint in the <host>:<port> format; set "
+                                 f"AERON_ARCHIVE_CONTROL_RESPONSE_CHANNEL")
+    return f"aeron:udp?endpoint={endpoint.rsplit(':', 1)[0]}:0"
+
+
 @dataclass
 class ArchiveContext:
     archive_dir: str = setting(A.DEFAULT_ARCHIVE_DIR, "AERON_ARCHIVE_DIR", text)
@@ -68,6 +92,15 @@ class ArchiveContext:
     recording_events_channel: str = setting("", "AERON_ARCHIVE_RECORDING_EVENTS_CHANNEL", text)
     recording_events_stream_id: int = setting(A.DEFAULT_RECORDING_EVENTS_STREAM_ID,
                                               "AERON_ARCHIVE_RECORDING_EVENTS_STREAM_ID", integer)
+    #: The channel replays from a source archive come in on (Aeron's replicationChannel, which has no default: a
+    #: replication request that names none is refused when this is not set either).
+    replication_channel: str = setting("", "AERON_ARCHIVE_REPLICATION_CHANNEL", text)
+    #: The response channel of this archive's control sessions on a source archive (replication); empty: derived
+    #: from control_channel as Aeron derives it (its host, port 0).
+    archive_client_control_response_channel: str = setting("", "AERON_ARCHIVE_CONTROL_RESPONSE_CHANNEL", text)
+    #: How long a replication waits for each answer of the source archive (the archive client's message timeout).
+    archive_client_message_timeout_ns: int = setting(A.DEFAULT_MESSAGE_TIMEOUT_NS, "AERON_ARCHIVE_MESSAGE_TIMEOUT",
+                                                     duration)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "ArchiveContext":
@@ -88,7 +121,8 @@ class ArchiveContext:
             raise ConfigurationError(f"file_io_max_length={self.file_io_max_length} must be in "
                                      f"[4096, segment_file_length={self.segment_file_length}]")
         for name in ("max_concurrent_recordings", "max_concurrent_replays", "connect_timeout_ns",
-                     "session_liveness_check_interval_ns", "error_buffer_length", "conductor_cycle_threshold_ns"):
+                     "session_liveness_check_interval_ns", "error_buffer_length", "conductor_cycle_threshold_ns",
+                     "archive_client_message_timeout_ns"):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}={getattr(self, name)} must be > 0")
         self.record_checksum_algorithm = checksum_algorithm(self.record_checksum)
@@ -102,6 +136,10 @@ class ArchiveContext:
         idle_strategy_from_name(self.idle_strategy)
         if self.recording_events_enabled:
             check_recording_events_channel(self.recording_events_channel)
+        if self.replication_channel:
+            check_replication_channel(self.replication_channel)
+        if not self.archive_client_control_response_channel:
+            self.archive_client_control_response_channel = derive_archive_client_response_channel(self.control_channel)
         self.authenticator_factory = load_supplier(self.authenticator_supplier, "authenticator_supplier",
                                                    NullAuthenticator)
         self.authorisation_service_factory = load_supplier(

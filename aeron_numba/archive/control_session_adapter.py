@@ -23,10 +23,9 @@ from aeron_numba.codecs.sbe_adapter import SbeAdapter
 from aeron_numba.errors import AeronError
 from aeron_numba.layout.archive_schema import ARCHIVE_SCHEMA_ID
 
-#: Requests this archive answers with ERROR GENERIC "not supported" (replication).
-UNSUPPORTED_REQUESTS = (
-    "ReplicateRequest", "StopReplicationRequest", "TaggedReplicateRequest", "ReplicateRequest2",
-)
+#: Requests this archive answers with ERROR GENERIC "not supported": none now (every request of the schema is
+#: implemented); kept for a schema version that adds one.
+UNSUPPORTED_REQUESTS: tuple[str, ...] = ()
 _CONNECTS = frozenset(ARCHIVE.schema.message(name).template_id for name in ("ConnectRequest", "AuthConnectRequest"))
 _CHALLENGE_RESPONSE = ARCHIVE.schema.message("ChallengeResponse").template_id
 #: Requests an authenticated session may always make: ending or keeping alive its own session.

@@ -83,6 +83,9 @@ class Subscription:
             count += 1
         return count
 
+    def try_resolve_channel_endpoint_port(self):
+        return self.channel
+
     def close(self):
         self.is_closed = True
 
@@ -95,6 +98,9 @@ class Aeron:
         self.subscriptions: list[Subscription] = []
         self.publications: list[Publication] = []
         self.counters: list[Counter] = []
+
+    def next_correlation_id(self):
+        return next(self._ids)
 
     def add_subscription(self, channel, stream_id, **handlers):
         subscription = Subscription(next(self._ids), channel, stream_id, handlers)

@@ -302,3 +302,69 @@ def test_purge_answers_the_segment_files_deleted_then_signals_delete(conductor):
         (32, recording_id, A.NULL_VALUE, A.NULL_VALUE, SIGNAL["DELETE"])
     assert segment_bases(conductor, recording_id) == []
     assert conductor.catalog.state(recording_id) == A.RECORDING_STATE_DELETED
+
+
+# ----------------------------------------------------------------------------------------------- replication
+def replicate(conductor, session, correlation_id=60, dst_recording_id=A.NULL_VALUE, live_destination="",
+              replication_channel="aeron:udp?endpoint=localhost:0", channel_tag_id=A.NULL_VALUE):
+    conductor.on_replicate_request2(
+        session, correlation_id=correlation_id, src_recording_id=3, dst_recording_id=dst_recording_id,
+        stop_position=A.NULL_POSITION, channel_tag_id=channel_tag_id, subscription_tag_id=A.NULL_VALUE,
+        src_control_stream_id=10, src_control_channel="aeron:udp?endpoint=localhost:8010",
+        live_destination=live_destination, replication_channel=replication_channel, file_io_max_length=A.NULL_VALUE,
+        replication_session_id=A.NULL_VALUE, encoded_credentials=b"",
+        src_response_channel="aeron:udp?endpoint=localhost:0")
+    conductor.do_work()
+    return session.publication.sent
+
+
+@pytest.mark.parametrize("kwargs, code, message", [
+    (dict(replication_channel=""), "GENERIC", "no replication channel: the request names none and the archive has "
+                                              "no AERON_ARCHIVE_REPLICATION_CHANNEL"),
+    (dict(live_destination="aeron:udp?endpoint=localhost:9999"), "GENERIC",
+     "liveDestination='aeron:udp?endpoint=localhost:9999': merging a replication into a live stream is not "
+     "supported by this archive"),
+    (dict(channel_tag_id=5), "GENERIC", "tagged replication (channelTagId=5, subscriptionTagId=-1) needs tagged, "
+                                        "multi-destination subscriptions, not supported by this archive"),
+    (dict(dst_recording_id=12), "UNKNOWN_RECORDING", "unknown destination recording id 12"),
+])
+def test_a_replicate_request_the_archive_cannot_do_is_refused(conductor, kwargs, code, message):
+    session = connected_session(conductor)
+    [response] = replicate(conductor, session, **kwargs)
+    assert (response.correlation_id, response.code, response.relevant_id, response.error_message) == \
+        (60, ERROR, A.ARCHIVE_ERROR_CODES[code], message)
+    assert conductor.replications == {}
+
+
+def test_replicating_into_an_active_recording_is_refused(conductor):
+    dst = conductor.catalog.add_recording(
+        start_position=0, start_timestamp=1, initial_term_id=0, segment_file_length=128 << 20,
+        term_buffer_length=64 * 1024, mtu_length=1408, session_id=1, stream_id=1001, stripped_channel="aeron:ipc",
+        original_channel="aeron:ipc", source_identity="aeron:ipc")  # stop position NULL: being recorded
+    session = connected_session(conductor)
+    [response] = replicate(conductor, session, dst_recording_id=dst)
+    assert (response.code, response.relevant_id, response.error_message) == \
+        (ERROR, A.ARCHIVE_ERROR_CODES["ACTIVE_RECORDING"], f"cannot replicate to active recording {dst}")
+
+
+def test_a_replication_is_answered_with_its_id_and_stopped_by_it(conductor):
+    session = connected_session(conductor)
+    [ok] = replicate(conductor, session)
+    assert (ok.correlation_id, ok.code) == (60, OK)
+    replication_id = ok.relevant_id
+    assert list(conductor.replications) == [replication_id]
+    # Its first duty cycles asked the source archive's control channel for a session.
+    assert conductor.aeron.publications[-1].channel == "aeron:udp?endpoint=localhost:8010"
+    session.publication.raw.clear()
+    conductor.on_stop_replication_request(session, correlation_id=61, replication_id=replication_id)
+    conductor.do_work()
+    end, ok = session.publication.sent
+    assert (end.correlation_id, end.signal, end.recording_id) == \
+        (replication_id, A.RECORDING_SIGNALS["REPLICATE_END"], A.NULL_VALUE)
+    assert (ok.correlation_id, ok.code) == (61, OK)
+    assert conductor.replications == {}
+    conductor.on_stop_replication_request(session, correlation_id=62, replication_id=replication_id)
+    conductor.do_work()
+    [unknown] = session.publication.sent[2:]
+    assert (unknown.correlation_id, unknown.code, unknown.relevant_id, unknown.error_message) == \
+        (62, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLICATION"], f"unknown replication id {replication_id}")

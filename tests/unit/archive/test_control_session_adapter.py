@@ -39,15 +39,22 @@ def test_requests_of_unknown_sessions_and_unasked_challenge_responses_are_record
     assert session.publication.raw == [] and conductor.counters.errors.get() == 2
 
 
-@pytest.mark.parametrize("name", UNSUPPORTED_REQUESTS)
-def test_an_unsupported_request_is_answered_generic_not_supported(conductor, name):
+def test_every_request_is_implemented_and_replication_requests_reach_the_conductor(conductor):
+    assert UNSUPPORTED_REQUESTS == ()
     session = connected_session(conductor)
-    deliver(conductor, getattr(ARCHIVE, name)(control_session_id=session.control_session_id, correlation_id=5))
-    [response] = session.publication.sent
-    assert (response.correlation_id, response.code, response.relevant_id) == \
-        (5, ERROR, A.ARCHIVE_ERROR_CODES["GENERIC"])
-    template_id = ARCHIVE.schema.message(name).template_id
-    assert response.error_message == f"request {name} (templateId={template_id}) is not supported by this archive"
+    sid = session.control_session_id
+    deliver(conductor, ARCHIVE.StopReplicationRequest(control_session_id=sid, correlation_id=5, replication_id=77))
+    deliver(conductor, ARCHIVE.ReplicateRequest(control_session_id=sid, correlation_id=6, src_recording_id=1,
+                                                dst_recording_id=A.NULL_VALUE, src_control_stream_id=10,
+                                                src_control_channel="aeron:udp?endpoint=localhost:8010",
+                                                live_destination="aeron:udp?endpoint=localhost:9000"))
+    unknown, refused = session.publication.sent
+    assert (unknown.correlation_id, unknown.code, unknown.relevant_id, unknown.error_message) == \
+        (5, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLICATION"], "unknown replication id 77")
+    # The legacy request has no replication channel and this archive none configured: refused before liveDestination.
+    assert (refused.correlation_id, refused.code, refused.error_message) == \
+        (6, ERROR, "no replication channel: the request names none and the archive has no "
+                   "AERON_ARCHIVE_REPLICATION_CHANNEL")
 
 
 def test_segment_requests_and_replay_tokens_reach_the_conductor(conductor):

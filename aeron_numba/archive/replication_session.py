@@ -1,0 +1,307 @@
+"""One replication (spec/archive.md §6.2, Aeron's ReplicationSession): a recording of another archive copied into
+this one, the source replaying it to this archive's replication channel and this archive recording that replay.
+
+A state machine the archive conductor runs once per duty cycle; no step waits:
+
+CONNECT: a control session on the source archive (``AsyncConnect``); not made: ERROR
+REPLICATION_CONNECTION_FAILURE. REPLICATE_DESCRIPTOR: ListRecording of the source recording; unknown: ERROR
+UNKNOWN_RECORDING. A new destination recording (``dst_recording_id`` NULL) is added to the catalog as the
+source's descriptor, empty at the source's start position, with the REPLICATE signal; a given one is extended from
+its stop position. A source recording that is empty, or that stopped where the destination stops, is in SYNC at
+once. EXTEND: the conductor records the replication channel (``session-id`` the replay's, ``rejoin=false``) as an
+extension of the destination, auto-stopped; the EXTEND signal comes when the image joins. REPLAY: a replay of
+the source from the destination's position (to ``stop_position`` if given, else to the end) to the resolved
+replication channel. AWAIT_IMAGE: the replay's image on the recording subscription. REPLICATE: until the recorded
+image reaches the source's stop position (SYNC), the requested stop position, the end of the replay, or the image
+goes (the source died: no SYNC). DONE, then ``close``: the recording subscription stops (STOP signal when the
+recording has ended), a replay still running at the source is stopped, the source session is closed, and
+REPLICATE_END goes out.
+
+As Aeron: signals and errors carry the replication id as their correlation id; each step waiting on the source has
+the archive client's message timeout (an ERROR GENERIC when it passes), and an ERROR from the source ends the
+replication with an ERROR GENERIC carrying its message. The live merge (``liveDestination``) and the replay token
+steps of Aeron's session are not here: the conductor refuses those requests.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+
+from aeron_numba.archive.async_connect import ArchiveConnectError
+from aeron_numba.codecs.channel_uri import ChannelUri
+from aeron_numba.errors import AeronError
+from aeron_numba.layout import archive as A
+
+_OK = A.CONTROL_RESPONSE_CODES["OK"]
+_ERROR = A.CONTROL_RESPONSE_CODES["ERROR"]
+_RECORDING_UNKNOWN = A.CONTROL_RESPONSE_CODES["RECORDING_UNKNOWN"]
+
+
+class ReplicationState(enum.Enum):
+    CONNECT = "connect"
+    REPLICATE_DESCRIPTOR = "replicate descriptor"
+    EXTEND = "extend"
+    REPLAY = "replay"
+    AWAIT_IMAGE = "await image"
+    REPLICATE = "replicate"
+    DONE = "done"
+
+
+class ReplicationError(AeronError):
+    """A replication step failed; ``error_code`` is the archive error code its ERROR response carries."""
+
+    def __init__(self, message: str, error_code: str = "GENERIC"):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class ReplicationSession:
+    def __init__(self, *, replication_id: int, src_recording_id: int, dst_recording_id: int, stop_position: int,
+                 replication_channel: str, file_io_max_length: int, replication_session_id: int, control_session,
+                 conductor, catalog, connect, next_correlation_id, message_timeout_ns: int,
+                 nano_clock=time.monotonic_ns,
+                 epoch_clock=lambda: time.time_ns() // 1_000_000, on_error=None):
+        """``connect()`` starts the ``AsyncConnect`` to the source archive. ``conductor`` records for the session:
+        ``extend_for_replication(control_session, replication_id, recording_id, stream_id, channel)`` returns
+        the recording subscription (or None, the error already sent) and ``stop_recording_subscription(id)``
+        ends it. ``on_error(text)`` records what went wrong in the archive's error log."""
+        self.replication_id = replication_id
+        self.src_recording_id = src_recording_id
+        self.dst_recording_id = dst_recording_id
+        self.dst_stop_position = stop_position
+        self.replication_channel = replication_channel
+        self.file_io_max_length = file_io_max_length
+        self.replication_session_id = replication_session_id
+        self.control_session = control_session
+        self.conductor = conductor
+        self.catalog = catalog
+        self._connect = connect
+        self.next_correlation_id = next_correlation_id  # the archive's Aeron client's
+        self.message_timeout_ns = message_timeout_ns
+        self.nano_clock = nano_clock
+        self.epoch_clock = epoch_clock
+        self.on_error = on_error or (lambda text: None)
+        self.state = ReplicationState.CONNECT
+        self.reason = ""
+        self.async_connect = None
+        self.source = None  # ArchiveConnection once connected
+        self.recording_subscription = None
+        self.image = None
+        self.replay_position = A.NULL_POSITION
+        self.src_stop_position = A.NULL_POSITION
+        self.replay_stream_id = 0
+        self.replay_session_id = 0
+        self.src_replay_session_id = A.NULL_VALUE
+        self._active_correlation_id = A.NULL_VALUE
+        self._action_deadline_ns = nano_clock() + message_timeout_ns
+        if dst_recording_id != A.NULL_VALUE:
+            self.replay_position = catalog.stop_position(dst_recording_id)
+
+    @property
+    def is_done(self) -> bool:
+        return self.state is ReplicationState.DONE
+
+    def abort(self, reason: str) -> None:
+        """StopReplication, or the archive closing: done at once (``close`` tidies up)."""
+        self._state(ReplicationState.DONE, reason)
+
+    # ---------------------------------------------------------------------------------------- duty cycle
+    def do_work(self) -> int:
+        if self.state is ReplicationState.DONE:
+            return 0
+        if self.recording_subscription is not None and self.recording_subscription.is_closed:
+            self._state(ReplicationState.DONE, "recording subscription closed")
+            return 1
+        try:
+            return self._STEPS[self.state](self)
+        except ArchiveConnectError as exc:
+            self._fail(f"Replication connection failed={exc}", "REPLICATION_CONNECTION_FAILURE")
+        except ReplicationError as exc:
+            self._fail(str(exc), exc.error_code)
+        except (AeronError, OSError, ValueError) as exc:  # the source's driver or channel refused something
+            self._fail(str(exc), "GENERIC")
+        return 1
+
+    def _connect_step(self) -> int:
+        if self.async_connect is None:
+            self.async_connect = self._connect()
+            return 1
+        step = self.async_connect.step
+        connection = self.async_connect.poll()
+        if connection is None:
+            return int(self.async_connect.step is not step)
+        self.source = connection
+        self.async_connect = None
+        self._state(ReplicationState.REPLICATE_DESCRIPTOR, "connected to the source archive")
+        return 1
+
+    def _replicate_descriptor(self) -> int:
+        source = self.source
+        if self._active_correlation_id == A.NULL_VALUE:
+            return self._send("list the source recording descriptor", source.proxy.list_recording_request,
+                              recording_id=self.src_recording_id)
+        work = source.poller.poll()
+        descriptors = source.poller.descriptors.pop(self._active_correlation_id, None)
+        if descriptors:
+            self._on_recording_descriptor(descriptors[0])
+            return 1
+        response = self._response()
+        if response is not None and response.code == _RECORDING_UNKNOWN:
+            raise ReplicationError(f"unknown src recording id {self.src_recording_id}", "UNKNOWN_RECORDING")
+        self._check_timeout("failed to fetch remote recording descriptor", work)
+        return work
+
+    def _on_recording_descriptor(self, d) -> None:
+        self.src_stop_position = d.stop_position
+        self.replay_stream_id = d.stream_id
+        self.replay_session_id = d.session_id if self.replication_session_id == A.NULL_VALUE \
+            else self.replication_session_id
+        if self.file_io_max_length != A.NULL_VALUE and self.file_io_max_length < d.mtu_length:
+            raise ReplicationError(f"Replication fileIoMaxLength ({self.file_io_max_length}) is less than than the "
+                                   f"recording mtuLength ({d.mtu_length})")
+        if self.dst_recording_id == A.NULL_VALUE:
+            self.replay_position = d.start_position
+            self.dst_recording_id = self.catalog.add_recording(
+                start_position=d.start_position, stop_position=d.start_position, start_timestamp=d.start_timestamp,
+                stop_timestamp=d.start_timestamp, initial_term_id=d.initial_term_id,
+                segment_file_length=d.segment_file_length, term_buffer_length=d.term_buffer_length,
+                mtu_length=d.mtu_length, session_id=d.session_id, stream_id=d.stream_id,
+                stripped_channel=d.stripped_channel, original_channel=d.original_channel,
+                source_identity=d.source_identity)
+            self._signal(d.start_position, "REPLICATE")
+        if d.start_position == d.stop_position or d.stop_position == self.catalog.stop_position(self.dst_recording_id):
+            self._signal(d.stop_position, "SYNC")
+            self._state(ReplicationState.DONE, "in sync")
+        else:
+            self._state(ReplicationState.EXTEND, "")
+
+    def _extend(self) -> int:
+        uri = ChannelUri.parse(self.replication_channel)
+        params = dict(uri.params)
+        params["rejoin"] = "false"
+        params["session-id"] = str(self.replay_session_id)
+        channel = str(ChannelUri(uri.media, params, uri.prefix))
+        subscription = self.conductor.extend_for_replication(self.control_session, self.replication_id,
+                                                            self.dst_recording_id, self.replay_stream_id, channel)
+        if subscription is None:
+            self._state(ReplicationState.DONE, "the destination recording cannot be extended")
+        else:
+            self.recording_subscription = subscription
+            self._state(ReplicationState.REPLAY, "")
+        return 1
+
+    def _replay(self) -> int:
+        source = self.source
+        if self._active_correlation_id == A.NULL_VALUE:
+            resolved = self.recording_subscription.try_resolve_channel_endpoint_port()
+            if resolved is None:
+                self._check_timeout("failed to resolve subscription endpoint: channel="
+                                    f"{self.recording_subscription.channel}", 0)
+                return 0
+            uri = ChannelUri.parse(resolved)
+            params = {k: v for k, v in uri.params.items() if k != "rejoin"}
+            params["session-id"] = str(self.replay_session_id)
+            length = A.NULL_LENGTH if self.dst_stop_position == A.NULL_POSITION \
+                else self.dst_stop_position - self.replay_position
+            return self._send("send replay request", source.proxy.replay_request,
+                              recording_id=self.src_recording_id, position=self.replay_position, length=length,
+                              replay_stream_id=self.replay_stream_id, file_io_max_length=self.file_io_max_length,
+                              replay_token=A.NULL_VALUE, replay_channel=str(ChannelUri(uri.media, params, uri.prefix)))
+        work = source.poller.poll()
+        response = self._response()
+        if response is not None:
+            self.src_replay_session_id = response.relevant_id
+            self._state(ReplicationState.AWAIT_IMAGE, f"srcReplaySessionId={self.src_replay_session_id}")
+            return 1
+        self._check_timeout(f"failed get acknowledgement of replay request to: {self.replication_channel}", work)
+        return work
+
+    def _await_image(self) -> int:
+        image = self.recording_subscription.image_by_session_id(self.replay_session_id)
+        if image is None:
+            self._check_timeout(f"failed get replay image for sessionId {self.replay_session_id} on channel "
+                                f"{self.recording_subscription.channel}", 0)
+            return 0
+        self.image = image
+        self._state(ReplicationState.REPLICATE, f"image joined at {image.join_position}")
+        return 1
+
+    def _replicate(self) -> int:
+        image = self.image
+        is_closed, is_end_of_stream, position = image.is_closed, image.is_end_of_stream, image.position
+        synced = self.src_stop_position != A.NULL_POSITION and position >= self.src_stop_position
+        if synced or (self.dst_stop_position != A.NULL_POSITION and position >= self.dst_stop_position) or \
+                is_end_of_stream or is_closed:
+            if synced:
+                self._signal(position, "SYNC")
+            self.src_replay_session_id = A.NULL_VALUE  # the replay ended on its own: nothing to stop
+            self._state(ReplicationState.DONE, "sync" if synced else "done")
+            return 1
+        return 0
+
+    _STEPS = {
+        ReplicationState.CONNECT: _connect_step,
+        ReplicationState.REPLICATE_DESCRIPTOR: _replicate_descriptor,
+        ReplicationState.EXTEND: _extend,
+        ReplicationState.REPLAY: _replay,
+        ReplicationState.AWAIT_IMAGE: _await_image,
+        ReplicationState.REPLICATE: _replicate,
+    }
+
+    # ------------------------------------------------------------------------------------------- helpers
+    def _send(self, what: str, send_method, **fields) -> int:
+        correlation_id = self.next_correlation_id()
+        if send_method(control_session_id=self.source.control_session_id, correlation_id=correlation_id, **fields):
+            self._active_correlation_id = correlation_id
+            self._action_deadline_ns = self.nano_clock() + self.message_timeout_ns
+            return 1
+        self._check_timeout(f"failed to {what}", 0)
+        return 0
+
+    def _response(self):
+        """The source's answer to the request in flight; an ERROR ends the replication with its message."""
+        response = self.source.poller.responses.pop(self._active_correlation_id, None)
+        if response is not None and response.code == _ERROR:
+            raise ReplicationError(response.error_message)
+        return response
+
+    def _check_timeout(self, what: str, work: int) -> None:
+        if work == 0 and self.nano_clock() >= self._action_deadline_ns:
+            raise ReplicationError(what)
+
+    def _state(self, state: ReplicationState, reason: str) -> None:
+        self.state = state
+        self.reason = reason
+        self._active_correlation_id = A.NULL_VALUE
+        self._action_deadline_ns = self.nano_clock() + self.message_timeout_ns
+
+    def _fail(self, message: str, error_code: str) -> None:
+        self._state(ReplicationState.DONE, message)
+        self.on_error(f"replication id={self.replication_id}: {message}")
+        self.control_session.error(self.replication_id, error_code, message)
+
+    def _signal(self, position: int, signal: str) -> None:
+        subscription_id = self.recording_subscription.registration_id if self.recording_subscription is not None \
+            else A.NULL_VALUE
+        self.control_session.signal(self.replication_id, self.dst_recording_id, subscription_id, position, signal)
+
+    # ------------------------------------------------------------------------------------------- closing
+    def close(self) -> None:
+        """Stop the recording and the source's replay, leave the source archive, and signal REPLICATE_END."""
+        if self.recording_subscription is not None:
+            self.conductor.stop_recording_subscription(self.recording_subscription.registration_id)
+            self.recording_subscription = None
+        source = self.source
+        try:
+            if self.src_replay_session_id != A.NULL_VALUE and source is not None:
+                source.proxy.stop_replay_request(source.control_session_id, self.next_correlation_id(),
+                                                 self.src_replay_session_id)
+                self.src_replay_session_id = A.NULL_VALUE
+            if self.async_connect is not None:
+                self.async_connect.close()
+            if source is not None:
+                source.close()
+        except (AeronError, OSError) as exc:  # the source's side is already gone: nothing more to tidy there
+            self.on_error(f"replication id={self.replication_id} closing: {exc}")
+        self._signal(A.NULL_POSITION, "REPLICATE_END")
