@@ -312,6 +312,58 @@ class AeronArchive:
     def stop_all_replays(self, recording_id: int = A.NULL_VALUE) -> None:
         self._call(self._proxy.stop_all_replays_request, recording_id=recording_id)
 
+    # ---------------------------------------------------------------------------------------- replication
+    def replicate(self, src_recording_id: int, dst_recording_id: int, src_control_stream_id: int,
+                  src_control_channel: str, live_destination: str | None = None, *,
+                  stop_position: int = A.NULL_POSITION, replication_channel: str | None = None,
+                  file_io_max_length: int = A.NULL_VALUE, replication_session_id: int = A.NULL_VALUE,
+                  encoded_credentials: bytes = b"", src_response_channel: str | None = None) -> int:
+        """Have this archive copy recording ``src_recording_id`` of the archive on ``src_control_channel`` /
+        ``src_control_stream_id`` (``dst_recording_id`` NULL: into a new recording; else extending that one), to
+        ``stop_position`` or the source's end, over ``replication_channel`` (None: the archive's). Returns the
+        replication id: the recording signals (REPLICATE, EXTEND, SYNC, STOP, REPLICATE_END) and a later ERROR carry
+        it as their correlation id. Sent as ReplicateRequest2, as Aeron's client sends every replicate."""
+        return self._replicate(src_recording_id, dst_recording_id, stop_position, A.NULL_VALUE, A.NULL_VALUE,
+                               src_control_stream_id, src_control_channel, live_destination, replication_channel,
+                               file_io_max_length, replication_session_id, encoded_credentials, src_response_channel)
+
+    def tagged_replicate(self, src_recording_id: int, dst_recording_id: int, channel_tag_id: int,
+                         subscription_tag_id: int, src_control_stream_id: int, src_control_channel: str,
+                         live_destination: str | None = None, *, stop_position: int = A.NULL_POSITION,
+                         replication_channel: str | None = None) -> int:
+        """``replicate`` with the recording subscription's channel and subscription tags."""
+        return self._replicate(src_recording_id, dst_recording_id, stop_position, channel_tag_id, subscription_tag_id,
+                               src_control_stream_id, src_control_channel, live_destination, replication_channel,
+                               A.NULL_VALUE, A.NULL_VALUE, b"", None)
+
+    def _replicate(self, src_recording_id, dst_recording_id, stop_position, channel_tag_id, subscription_tag_id,
+                   src_control_stream_id, src_control_channel, live_destination, replication_channel,
+                   file_io_max_length, replication_session_id, encoded_credentials, src_response_channel) -> int:
+        if live_destination and replication_session_id != A.NULL_VALUE:
+            raise ValueError("live_destination and replication_session_id can not be specified together")
+        return self._relevant(self._proxy.replicate_request2, src_recording_id=src_recording_id,
+                              dst_recording_id=dst_recording_id, stop_position=stop_position,
+                              channel_tag_id=channel_tag_id, subscription_tag_id=subscription_tag_id,
+                              src_control_stream_id=src_control_stream_id, file_io_max_length=file_io_max_length,
+                              replication_session_id=replication_session_id, src_control_channel=src_control_channel,
+                              live_destination=live_destination or "", replication_channel=replication_channel or "",
+                              encoded_credentials=bytes(encoded_credentials),
+                              src_response_channel=src_response_channel or "")
+
+    def stop_replication(self, replication_id: int) -> None:
+        """Stop a replication; ``ArchiveError`` UNKNOWN_REPLICATION when there is none with that id."""
+        self._call(self._proxy.stop_replication_request, replication_id=replication_id)
+
+    def try_stop_replication(self, replication_id: int) -> bool:
+        """``stop_replication``, False instead of an error when there is no such replication (any longer)."""
+        try:
+            self.stop_replication(replication_id)
+            return True
+        except ArchiveError as exc:
+            if exc.error_code == A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLICATION"]:
+                return False
+            raise
+
     # -------------------------------------------------------------------------------------------- signals
     def poll_for_recording_signals(self, consumer: Callable[[RecordingSignal], None] | None = None) -> int:
         """Deliver the recording signals received so far (and any now waiting) to ``consumer``."""
