@@ -15,7 +15,8 @@ from chaos.scenarios.disk_full import DiskFull
 from chaos.scenarios.driver_killed import DriverStopped
 from chaos.scenarios.untethered_subscriber import UntetheredSubscriber
 from chaos.scenarios.archive import (ArchiveControlClientAbandoned, ArchiveKilledMidRecording,
-                                    ArchiveLiveTailReplay, ArchiveSegmentByteFlipped, ArchiveStorageExhausted)
+                                    ArchiveLiveTailReplay, ArchiveReplicationSourceKilled, ArchiveSegmentByteFlipped,
+                                    ArchiveStorageExhausted)
 from chaos.scenarios.udp import (UdpFixedGap, UdpPartition, UdpRandomLoss, UdpReceiverDriverKilled,
                                  UdpSenderDriverKilled)
 
@@ -26,4 +27,4 @@ SCENARIOS = {s.name: s for s in (SubscriberKilled(), SharedPublisherKilled(), Pu
                                  UdpFixedGap(), UdpPartition(), UdpReceiverDriverKilled(), UdpSenderDriverKilled(),
                                  ArchiveKilledMidRecording(), ArchiveStorageExhausted(),
                                  ArchiveControlClientAbandoned(), ArchiveLiveTailReplay(),
-                                 ArchiveSegmentByteFlipped())}
+                                 ArchiveSegmentByteFlipped(), ArchiveReplicationSourceKilled())}

@@ -17,6 +17,9 @@
   segment file is flipped after it stopped. A checksum-verified replay fails at that frame (an error to the
   client, nothing from the bad block delivered), replays on either side of it are intact, the archive goes on
   answering, and ``archive-tool verify`` finds the mismatch at that frame and marks the recording INVALID.
+* archive-replication-source-killed: an archive replicating another's recording over UDP loses the source archive
+  (SIGKILL) mid-copy: REPLICATE_END without SYNC, the copy stopped at a frame boundary and byte-identical to the
+  source so far, archive-tool verify passes, the destination archive and both drivers go on.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from aeron_numba.kernels.error_log import ErrorLogReader
 from aeron_numba.layout.archive import RECORDING_STATE_INVALID
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from chaos import faults
-from chaos.scenario import CLIENT_TIMEOUTS, LIVENESS_TIMEOUT_S, PROCESS_START_TIMEOUT_S, STREAM, Scenario
+from chaos.scenario import (CLIENT_TIMEOUTS, LIVENESS_TIMEOUT_S, PROCESS_START_TIMEOUT_S, STREAM, UDP_DRIVER_ENV,
+                            Scenario)
 from chaos.workload import CHANNEL, HEADER_BYTES, message_bytes
 from harness.awaiting import NotYet, await_condition
 
@@ -631,3 +635,128 @@ class ArchiveSegmentByteFlipped(Scenario):
             failures.append(f"archive error log {m['archive_errors']}: expected exactly the failed replay's error")
         m["archive_errors"] = []  # checked here; check_recording would flag the expected one
         return failures + check_recording(ctx)
+
+
+REPLICATION_ARCHIVE_ENV = {"AERON_ARCHIVE_RECORD_CHECKSUM": "CRC-32", "AERON_ARCHIVE_MESSAGE_TIMEOUT": "5s"}
+
+
+class ArchiveReplicationSourceKilled(Scenario):
+    """An archive replicates a stopped recording from another archive (each beside its own driver, over UDP) and
+    the source archive is SIGKILLed mid-copy. As Aeron's ReplicationSession: the replay image goes once the source's
+    driver has timed its client out, the replication ends without SYNC (REPLICATE_END), its recording stops (STOP)
+    at a frame boundary short of the source's end, what was copied is byte-identical to the source's files, the
+    destination archive answers on and exits cleanly, and archive-tool verify (CRC-32) passes on its recording."""
+
+    name = "archive-replication-source-killed"
+    summary = ("SIGKILL the source archive mid-replication: REPLICATE_END without SYNC, the copy stops at a frame "
+               "boundary byte-identical to the source, archive-tool verify passes, nothing else goes down")
+    counter_deltas = {}
+    driver_env = UDP_DRIVER_ENV
+
+    def run(self, ctx):
+        from aeron_numba.layout import archive as A
+
+        ctx.start_peer_driver("driver-src")
+        src_dir, dst_dir = ctx.run_dir / "src-archive", ctx.run_dir / "dst-archive"
+        src_control = f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}"
+        src = ctx.pm.spawn_module("archive-src", "aeron_numba.archive", "--archive-dir", str(src_dir), env={
+            **ARCHIVE_ENV, **REPLICATION_ARCHIVE_ENV, "AERON_DIR": str(ctx.peer.aeron_dir),
+            "AERON_ARCHIVE_CONTROL_CHANNEL": src_control})
+        src.await_output("aeron-numba archive", PROCESS_START_TIMEOUT_S)
+        ctx.timeline.event("process_start", name="archive-src", role="archive", pid=src.pid, archive_dir=str(src_dir))
+        dst = start_archive(ctx, "archive-dst", dst_dir, {
+            **REPLICATION_ARCHIVE_ENV, "AERON_ARCHIVE_CONTROL_CHANNEL": f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}",
+            "AERON_ARCHIVE_REPLICATION_CHANNEL": "aeron:udp?endpoint=127.0.0.1:0"})
+        src_stop = self._record_on_source(ctx, 8 << 20 if ctx.quick else 64 << 20)
+        aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
+        try:
+            client = AeronArchive.connect(aeron)
+            replication_id = client.replicate(0, A.NULL_VALUE, A.DEFAULT_CONTROL_STREAM_ID, src_control)
+            signals = []
+
+            def poll():
+                client.poll_for_recording_signals(
+                    lambda s: signals.append(s) if s.correlation_id == replication_id else None)
+                return signals
+
+            await_condition(lambda: any(s.signal == "EXTEND" for s in poll()), 60, "the replication's EXTEND")
+            dst_id = signals[0].recording_id
+            await_condition(lambda: client.get_recording_position(dst_id) >= src_stop // 4, 120,
+                            "a quarter of the recording copied")
+            fault_ts = faults.kill(ctx, _Process("archive-src", src))
+            ctx.faulted.discard("archive-src")  # not a workload worker: its exit is this scenario's to check
+            await_condition(lambda: any(s.signal == "REPLICATE_END" for s in poll()), 60, "REPLICATE_END")
+            end_ts = ctx.timeline.event("observed", what="REPLICATE_END")["ts_ns"]
+            ctx.record_recovery(fault_ts, end_ts, "the source's death to REPLICATE_END")
+            await_condition(lambda: any(s.signal == "STOP" for s in poll()), 30, "the recording's STOP")
+            ctx.metrics.update(signals=[s.signal for s in signals], src_stop=src_stop, dst_id=dst_id,
+                               dst_stop=client.get_stop_position(dst_id), error=client.poll_for_error_response(),
+                               answering=client.get_archive_id() != A.NULL_VALUE)
+            client.close()
+        finally:
+            aeron.close()
+        stop_archive(ctx, dst, dst_dir)
+        ctx.metrics["identical"] = self._copied_prefix_identical(src_dir, dst_dir, ctx.metrics["dst_id"],
+                                                                 ctx.metrics["dst_stop"])
+        tool = ctx.pm.spawn_module("archive-tool", "aeron_numba.tools.archive_tool", str(dst_dir), "verify",
+                                   str(ctx.metrics["dst_id"]), "-a", "-checksum", "CRC-32")
+        ctx.metrics.update(verify_exit_code=tool.wait(60), verify_output=tool.stdout().strip())
+
+    @staticmethod
+    def _record_on_source(ctx, length: int) -> int:
+        """A stopped recording (id 0) of ``length`` bytes of messages on the source archive; its stop position."""
+        channel = "aeron:ipc?term-length=1m"
+        aeron = Aeron.connect(Context(aeron_dir=str(ctx.peer.aeron_dir)))
+        try:
+            client = AeronArchive.connect(aeron)
+            subscription_id = client.start_recording(channel, STREAM)
+            publication = aeron.add_exclusive_publication(channel, STREAM)
+            payload, position = bytes(range(256)) * 16, 0
+            while position < length:
+                result = publication.offer(payload)
+                if result > 0:
+                    position = result
+                else:
+                    time.sleep(0.0001)
+            await_condition(lambda: client.get_recording_position(0) == position, 120, "the source recording")
+            client.stop_recording_subscription(subscription_id)
+            publication.close()
+            await_condition(lambda: client.get_stop_position(0) == position, 30, "the source recording stopped")
+            client.close()
+            ctx.timeline.event("observed", what="source recording", stop_position=position)
+            return position
+        finally:
+            aeron.close()
+
+    @staticmethod
+    def _copied_prefix_identical(src_dir: Path, dst_dir: Path, dst_id: int, dst_stop: int) -> bool:
+        """Every byte the destination recorded (to its stop position) equals the source's at the same position."""
+        for base, path in segment_files(dst_dir, dst_id):
+            copied = max(0, min(dst_stop - base, path.stat().st_size))
+            if path.read_bytes()[:copied] != (src_dir / f"0-{base}.rec").read_bytes()[:copied]:
+                return False
+        return True
+
+    def check(self, ctx, before, after):
+        m = ctx.metrics
+        failures = []
+        if "SYNC" in m["signals"] or m["signals"][-2:] not in (["REPLICATE_END", "STOP"], ["STOP", "REPLICATE_END"]):
+            failures.append(f"signals {m['signals']}: expected REPLICATE, EXTEND, then REPLICATE_END and STOP, no SYNC")
+        if not (0 < m["dst_stop"] < m["src_stop"]) or m["dst_stop"] % 32:
+            failures.append(f"destination stopped at {m['dst_stop']}: expected a frame boundary in (0, "
+                            f"{m['src_stop']}) (the copy was cut mid-way)")
+        if not m["identical"]:
+            failures.append("the copied part of the recording differs from the source's segment files")
+        if m["verify_exit_code"] != 0:
+            failures.append(f"archive-tool verify exited {m['verify_exit_code']}: {m['verify_output']!r}")
+        if not m["answering"]:
+            failures.append("the destination archive did not answer after the source died")
+        return failures
+
+
+def _free_udp_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
