@@ -16,6 +16,11 @@ included), and each archive figure as a fraction of its floor (issue target: at 
 Beside them, the same messages through a plain IPC stream of the same term length (a compiled publisher thread,
 the same compiled consumer), with the archive and its driver still running: what a log carries here, the
 ceiling of any replay, which must go through one. The replay is also given as a fraction of it.
+
+Then a second archive process on the same driver (its own archive dir, local control stream 11) replicates the
+recording from the first (ReplicateRequest2; the replay comes over a UDP loopback replication channel through the
+driver's sender and receiver): the replication figure runs from the replicate request to its REPLICATE_END
+signal, beside the plain replay of the same recording above.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from aeron_numba.archive.client import AeronArchive
+from aeron_numba.archive.client import AeronArchive, AeronArchiveContext
 from aeron_numba.client import Aeron, Context
-from aeron_numba.layout.archive import RECORDING_POSITION_TYPE_ID
+from aeron_numba.layout.archive import DEFAULT_LOCAL_CONTROL_CHANNEL, NULL_VALUE, RECORDING_POSITION_TYPE_ID
 from benchmarks import loops
 from harness.aeron_dirs import await_cnc_ready, new_aeron_dir, remove_aeron_dir
 from harness.awaiting import await_condition
@@ -166,13 +171,41 @@ def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
             publication.close()
             subscription.close()
             ipc_s = stream_ipc(aeron, size, messages, tsc_hz)
+            replicate_s = replicate(processes, aeron, aeron_dir, root / f"replica-{size}", recording_id, end)
         write_s, read_s = floor_write_read(root, end)
         return {"size": size, "messages": messages, "bytes": end, "record_s": record_s, "replay_s": replay_s,
-                "ipc_s": ipc_s, "floor_write_s": write_s, "floor_read_s": read_s}
+                "ipc_s": ipc_s, "replicate_s": replicate_s, "floor_write_s": write_s, "floor_read_s": read_s}
     finally:
         processes.close()
         remove_aeron_dir(aeron_dir)
         shutil.rmtree(archive_dir, ignore_errors=True)
+        shutil.rmtree(root / f"replica-{size}", ignore_errors=True)
+
+
+def replicate(processes, aeron, aeron_dir: Path, replica_dir: Path, recording_id: int, end: int) -> float:
+    """Seconds for a second archive to replicate ``recording_id`` (``end`` bytes) from the first, over UDP."""
+    replica = processes.spawn_module(
+        "replica", "aeron_numba.archive", "--archive-dir", str(replica_dir),
+        env={"AERON_DIR": str(aeron_dir), "AERON_ARCHIVE_IDLE_STRATEGY": "backoff",
+             "AERON_ARCHIVE_FILE_IO_MAX_LENGTH": str(FILE_IO_MAX_LENGTH),
+             "AERON_ARCHIVE_LOCAL_CONTROL_STREAM_ID": "11", "AERON_ARCHIVE_CONTROL_RESPONSE_CHANNEL": "aeron:ipc",
+             "AERON_ARCHIVE_REPLICATION_CHANNEL": "aeron:udp?endpoint=127.0.0.1:0"})
+    replica.await_output("aeron-numba archive", 120)
+    with AeronArchive.connect(aeron, AeronArchiveContext(control_request_stream_id=11,
+                                                         control_response_stream_id=21)) as archive:
+        signals = []
+        os.sync()
+        t0 = time.perf_counter()
+        replication_id = archive.replicate(recording_id, NULL_VALUE, 10, DEFAULT_LOCAL_CONTROL_CHANNEL)
+        await_condition(lambda: archive.poll_for_recording_signals(signals.append) >= 0 and any(
+            s.signal == "REPLICATE_END" for s in signals), 600, "REPLICATE_END", poll_interval_s=RECORDED_POLL_S)
+        seconds = time.perf_counter() - t0
+        names = [s.signal for s in signals if s.correlation_id == replication_id]
+        if "SYNC" not in names:
+            raise RuntimeError(f"replication ended without SYNC: {names}, {archive.poll_for_error_response()}")
+        dst_id = signals[0].recording_id
+        await_condition(lambda: archive.get_stop_position(dst_id) == end, 30, "the replica stopped at the end")
+    return seconds
 
 
 def table(results: list[dict]) -> str:
@@ -181,9 +214,10 @@ def table(results: list[dict]) -> str:
     for r in results:
         for name, seconds, floor in (("record", r["record_s"], r["floor_write_s"]),
                                      ("replay", r["replay_s"], r["floor_read_s"]),
+                                     ("replicate", r["replicate_s"], r["floor_read_s"]),
                                      ("IPC stream", r["ipc_s"], r["floor_read_s"])):
             mb, floor_mb = r["bytes"] / seconds / 1e6, r["bytes"] / floor / 1e6
-            of_ipc = f"{r['ipc_s'] / seconds:>12.2f}" if name == "replay" else f"{'':>12}"
+            of_ipc = f"{r['ipc_s'] / seconds:>12.2f}" if name in ("replay", "replicate") else f"{'':>12}"
             lines.append(f"{r['size']:>5}B  {name:<10}  {r['messages'] / seconds:>12,.0f}  {mb:>9,.0f}  "
                          f"{floor_mb:>10,.0f}  {mb / floor_mb:>7.2f}  {of_ipc}")
     return "\n".join(lines)
