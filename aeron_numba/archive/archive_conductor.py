@@ -2,7 +2,7 @@
 
 One duty cycle polls the control subscriptions (the local IPC control channel, and the remote one if
 configured), turns images that appeared on recording subscriptions into recording sessions, then runs every
-control session, recording session and replay session once (Aeron's SHARED threading mode: conductor,
+control session, recording session, replay session and replication session once (Aeron's SHARED threading mode: conductor,
 recorder and replayer on one thread). Requests come decoded from the ``ControlSessionAdapter`` (which checks
 the session, its authentication and authorisation) as ``on_<request>(session, **fields)`` calls; every one gets
 a ControlResponse on its session through the session's ``ControlResponseProxy`` (or, for listings, descriptors
@@ -10,7 +10,8 @@ then a terminating response), and a bad one an ERROR with the archive error code
 decoded is recorded in the mark file's error log and dropped by the adapter. The conductor never touches bytes:
 the archive counters are ``ArchiveCounters``'s, channels are derived in ``recording_channels``, segment files
 are cut and deleted in ``segment_files``, and with recording events enabled the recording sessions publish them
-through the ``RecordingEventsProxy`` made here.
+through the ``RecordingEventsProxy`` made here. A replication (``ReplicationSession``) is a client of another
+archive recording that archive's replay here as an extension made through ``extend_for_replication``.
 """
 
 from __future__ import annotations
@@ -883,8 +884,7 @@ class ArchiveConductor:
             stop_position=stop_position, replication_channel=channel, file_io_max_length=file_io_max_length,
             replication_session_id=replication_session_id, control_session=session, conductor=self,
             catalog=self.catalog, connect=connect, next_correlation_id=self.aeron.next_correlation_id,
-            message_timeout_ns=timeout_ns, nano_clock=self.nano_clock, epoch_clock=self.epoch_clock,
-            on_error=self.record_error)
+            message_timeout_ns=timeout_ns, nano_clock=self.nano_clock, on_error=self.record_error)
         self._replication_owner[replication_id] = session.control_session_id
         session.respond(correlation_id, OK, replication_id)
 

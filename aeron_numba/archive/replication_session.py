@@ -33,7 +33,6 @@ from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
-_OK = A.CONTROL_RESPONSE_CODES["OK"]
 _ERROR = A.CONTROL_RESPONSE_CODES["ERROR"]
 _RECORDING_UNKNOWN = A.CONTROL_RESPONSE_CODES["RECORDING_UNKNOWN"]
 
@@ -60,8 +59,7 @@ class ReplicationSession:
     def __init__(self, *, replication_id: int, src_recording_id: int, dst_recording_id: int, stop_position: int,
                  replication_channel: str, file_io_max_length: int, replication_session_id: int, control_session,
                  conductor, catalog, connect, next_correlation_id, message_timeout_ns: int,
-                 nano_clock=time.monotonic_ns,
-                 epoch_clock=lambda: time.time_ns() // 1_000_000, on_error=None):
+                 nano_clock=time.monotonic_ns, on_error=None):
         """``connect()`` starts the ``AsyncConnect`` to the source archive. ``conductor`` records for the session:
         ``extend_for_replication(control_session, replication_id, recording_id, stream_id, channel)`` returns
         the recording subscription (or None, the error already sent) and ``stop_recording_subscription(id)``
@@ -80,7 +78,6 @@ class ReplicationSession:
         self.next_correlation_id = next_correlation_id  # the archive's Aeron client's
         self.message_timeout_ns = message_timeout_ns
         self.nano_clock = nano_clock
-        self.epoch_clock = epoch_clock
         self.on_error = on_error or (lambda text: None)
         self.state = ReplicationState.CONNECT
         self.reason = ""
@@ -121,6 +118,9 @@ class ReplicationSession:
             self._fail(str(exc), exc.error_code)
         except (AeronError, OSError, ValueError) as exc:  # the source's driver or channel refused something
             self._fail(str(exc), "GENERIC")
+        except Exception as exc:  # a bug: as Aeron, the client hears of it and the conductor's runner counts it
+            self._fail(str(exc), "GENERIC")
+            raise
         return 1
 
     def _connect_step(self) -> int:
