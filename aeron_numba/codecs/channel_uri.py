@@ -37,6 +37,7 @@ PUBLICATION_WINDOW_PARAM = "pub-wnd"
 UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM = "untethered-window-limit-timeout"
 UNTETHERED_RESTING_TIMEOUT_PARAM = "untethered-resting-timeout"
 ENDPOINT_PARAM = "endpoint"
+SPIES_SIMULATE_CONNECTION_PARAM = "ssc"
 
 _SIZE = re.compile(r"(\d+)([kKmMgG]?)")
 _DURATION = re.compile(r"(\d+)(ns|us|ms|s)?")

@@ -72,6 +72,7 @@ class SubscriptionLink:
     untethered_window_limit_timeout_ns: int = 0
     untethered_resting_timeout_ns: int = 0
     endpoint: object = None  # the ReceiveChannelEndpoint of an aeron:udp subscription
+    spy_channel: object = None  # the UdpChannel an aeron-spy: subscription spies on
     is_ipc: bool = False
     session_id: int | None = None  # session-id= on the channel: only that session's images
 
@@ -79,6 +80,13 @@ class SubscriptionLink:
         """Aeron's match: an ``aeron:ipc`` subscription on the stream, with no session id or the publication's."""
         return self.is_ipc and self.stream_id == publication.stream_id and \
             (self.session_id is None or self.session_id == publication.session_id)
+
+    def matches_network_publication(self, publication) -> bool:
+        """Aeron's spy match: a spy on the publication's stream and channel (same canonical form), with no
+        session id or the publication's."""
+        return self.spy_channel is not None and self.stream_id == publication.stream_id and \
+            (self.session_id is None or self.session_id == publication.session_id) and \
+            self.spy_channel.canonical_form == publication.channel.canonical_form
 
 
 @dataclass
@@ -245,10 +253,11 @@ class DriverConductor:
         self._release_client(client_id)
 
     # ------------------------------------------------------------------------------------- publications
-    def _channel(self, channel: str) -> cu.ChannelUri:
+    def _publication_channel(self, channel: str) -> cu.ChannelUri:
         uri = cu.ChannelUri.parse(channel)
         if uri.is_spy:
-            raise ControlProtocolError(cp.INVALID_CHANNEL, f"channel '{channel}': spies are not supported by this driver")
+            raise ControlProtocolError(
+                cp.INVALID_CHANNEL, f"channel '{channel}': {cu.SPY_QUALIFIER}: is for subscriptions only")
         return uri
 
     def _allocate_session_id(self) -> int:
@@ -267,7 +276,7 @@ class DriverConductor:
 
     def _add_publication(self, client_id: int, correlation_id: int, stream_id: int, channel: str,
                          exclusive: bool) -> None:
-        uri = self._channel(channel)
+        uri = self._publication_channel(channel)
         if not uri.is_ipc:
             self._add_network_publication(client_id, correlation_id, stream_id, channel, exclusive)
             return
@@ -315,6 +324,8 @@ class DriverConductor:
                                                        exclusive, session_id, path, self.now_ns)
         self.publication_links.append(PublicationLink(correlation_id, client_id, publication))
         self._send_publication_ready(correlation_id, publication, publication.endpoint.status_counter_id, exclusive)
+        if publication.ref_count == 1:
+            self.network.link_spies(publication, self.subscriptions)
 
     def _send_publication_ready(self, correlation_id: int, publication, channel_status_indicator_id: int,
                                 exclusive: bool) -> None:
@@ -478,7 +489,7 @@ class DriverConductor:
     # ------------------------------------------------------------------------------------ subscriptions
     def on_add_subscription(self, client_id: int, correlation_id: int, registration_correlation_id: int,
                             stream_id: int, channel: str) -> None:
-        uri = self._channel(channel)
+        uri = cu.ChannelUri.parse(channel)
         link = SubscriptionLink(
             correlation_id, client_id, stream_id, channel,
             tether=up.bool_param(uri, cu.TETHER_PARAM, True),
@@ -489,6 +500,12 @@ class DriverConductor:
             is_ipc=uri.is_ipc, session_id=up.int32_param(uri, cu.SESSION_ID_PARAM),
         )
         up.bool_param(uri, cu.RELIABLE_PARAM, True)  # refused here, as Aeron does, not at the image's SETUP
+        if uri.is_spy:
+            link.spy_channel = self.network.spy_channel(channel)
+            self.subscriptions.append(link)
+            self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
+            self.network.link_spy(link)
+            return
         if not uri.is_ipc:
             endpoint = self.network.add_subscription(link, UdpChannel.parse(channel))
             self.subscriptions.append(link)
@@ -513,7 +530,7 @@ class DriverConductor:
 
     def _remove_subscription_link(self, link: SubscriptionLink) -> None:
         self.subscriptions.remove(link)
-        if link.endpoint is not None:
+        if link.endpoint is not None or link.spy_channel is not None:
             self.network.remove_subscription(link)
             link.images.clear()
             return

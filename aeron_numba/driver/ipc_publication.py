@@ -136,36 +136,9 @@ class IpcPublication:
         return [self._get_counter(s.counter_id) for s in self.subscribers if s.counts_for_flow_control]
 
     def check_untethered_subscriptions(self, now_ns: int) -> list[tuple[SubscriberPosition, ImageChange]]:
-        """§15.2 on each timer tick while ACTIVE; returns the image changes the clients must be told about.
-
-        An untethered subscriber at or below ``consumer - window + window/4`` (about to block the publisher)
-        for the window limit timeout is dropped (LINGER: it still holds the limit while its client lets go of
-        the image), after another window limit timeout it RESTS (ignored by flow control, its data may be
-        overwritten), and after the resting timeout it rejoins at the consumer position.
-        """
-        changes = []
-        window = self.term_window_length
-        window_limit = self.consumer_position - window + window // 4
-        for subscriber in self.subscribers:
-            if subscriber.tethered:
-                continue
-            link = subscriber.subscription
-            since_update_ns = now_ns - subscriber.time_of_last_update_ns
-            if subscriber.tether_state is TetherState.ACTIVE:
-                if self._get_counter(subscriber.counter_id) > window_limit:
-                    subscriber.time_of_last_update_ns = now_ns
-                elif since_update_ns > link.untethered_window_limit_timeout_ns:
-                    subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.LINGER, now_ns
-                    changes.append((subscriber, ImageChange.UNAVAILABLE))
-            elif subscriber.tether_state is TetherState.LINGER:
-                if since_update_ns > link.untethered_window_limit_timeout_ns:
-                    subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.RESTING, now_ns
-            elif since_update_ns > link.untethered_resting_timeout_ns:
-                subscriber.join_position = self.consumer_position
-                self._set_counter(subscriber.counter_id, subscriber.join_position)
-                subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.ACTIVE, now_ns
-                changes.append((subscriber, ImageChange.AVAILABLE))
-        return changes
+        """§15.2 on each timer tick while ACTIVE, against the consumer position (see ``check_untethered``)."""
+        return check_untethered(self.subscribers, self.consumer_position, self.term_window_length, now_ns,
+                                self.values_buffer)
 
     # ---------------------------------------------------------------------------------------- duty cycle
     def update_pub_pos_and_pub_lmt(self) -> int:
@@ -236,3 +209,37 @@ class IpcPublication:
             self.log.buffer, self.log.metadata_offset + lb.LOG_END_OF_STREAM_POSITION_OFFSET, producer
         )
         self.state = State.DRAINING
+
+
+def check_untethered(subscribers: list[SubscriberPosition], reference_position: int, window: int, now_ns: int,
+                     values_buffer: np.ndarray) -> list[tuple[SubscriberPosition, ImageChange]]:
+    """§15.2 for the subscribers of one log (an IPC publication's, or a network publication's spies, where the
+    reference is the sender position); returns the image changes the clients must be told about.
+
+    An untethered subscriber at or below ``reference - window + window/4`` (about to block the publisher)
+    for the window limit timeout is dropped (LINGER: it still holds the limit while its client lets go of
+    the image), after another window limit timeout it RESTS (ignored by flow control, its data may be
+    overwritten), and after the resting timeout it rejoins at the reference position.
+    """
+    changes = []
+    window_limit = reference_position - window + window // 4
+    for subscriber in subscribers:
+        if subscriber.tethered:
+            continue
+        link = subscriber.subscription
+        since_update_ns = now_ns - subscriber.time_of_last_update_ns
+        if subscriber.tether_state is TetherState.ACTIVE:
+            if int(counters_kernels.get_counter_value(values_buffer, subscriber.counter_id)) > window_limit:
+                subscriber.time_of_last_update_ns = now_ns
+            elif since_update_ns > link.untethered_window_limit_timeout_ns:
+                subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.LINGER, now_ns
+                changes.append((subscriber, ImageChange.UNAVAILABLE))
+        elif subscriber.tether_state is TetherState.LINGER:
+            if since_update_ns > link.untethered_window_limit_timeout_ns:
+                subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.RESTING, now_ns
+        elif since_update_ns > link.untethered_resting_timeout_ns:
+            subscriber.join_position = reference_position
+            counters_kernels.set_counter_value(values_buffer, subscriber.counter_id, reference_position)
+            subscriber.tether_state, subscriber.time_of_last_update_ns = TetherState.ACTIVE, now_ns
+            changes.append((subscriber, ImageChange.AVAILABLE))
+    return changes

@@ -11,6 +11,11 @@ messages and NAKs come back there) and sends to the data group; its receive endp
 group and answers to the control group. An image has group semantics when its channel is multicast or its
 SETUP carries the group flag (``group=`` on the subscription overrides both, as in Aeron): its NAKs then wait
 a random multicast backoff instead of the unicast NAK delay.
+
+Spies (``aeron-spy:aeron:udp?...`` subscriptions) link to every local network publication of their stream and
+channel (same canonical form, and session when they name one), as Aeron's driver links them: an image over the
+publication's own log, joined at its sender position, with the source identity ``aeron:ipc`` and a ``sub-pos``
+labelled with the spy's channel. They are told the image is unavailable when the publication has drained.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import flow_control_for
 from aeron_numba.driver.loss_generator import LossControl
+from aeron_numba.driver.ipc_publication import ImageChange, State
 from aeron_numba.driver.network_publication import NetworkPublication
 from aeron_numba.driver.publication_image import ImageState, ImageSubscriber, PublicationImage
 from aeron_numba.driver.receive_channel_endpoint import ReceiveChannelEndpoint
@@ -40,6 +46,7 @@ from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
 
 IMAGES_DIR = "images"
+SPY_SOURCE_IDENTITY = cu.IPC_CHANNEL  # what Aeron's driver names as the source of a spy's image
 
 
 class ChannelEndpointError(AeronError):
@@ -169,6 +176,7 @@ class NetworkConductor:
                 retransmit_delay_ns=self.ctx.retransmit_unicast_delay_ns,
                 retransmit_linger_ns=self.ctx.retransmit_unicast_linger_ns, max_resend=self.ctx.max_resend,
                 flow_control=flow_control_for(channel.uri, multi_receiver=channel.has_group_semantics),
+                spies_simulate_connection=params.spies_simulate_connection,
             )
         except Exception:
             for counter_id in counter_ids:
@@ -184,6 +192,7 @@ class NetworkConductor:
         return publication
 
     def delete_publication(self, publication: NetworkPublication) -> None:
+        self._unlink_spies(publication)
         self.sender.remove_publication(publication)
         self.publications.remove(publication)
         publication.endpoint.remove_publication(publication)
@@ -219,7 +228,72 @@ class NetworkConductor:
                     image.state is ImageState.ACTIVE:
                 self._link_subscriber(image, link, image.rebuild_position)
 
+    # ------------------------------------------------------------------------------------------ spies
+    def spy_channel(self, channel: str) -> UdpChannel:
+        """The UDP channel an ``aeron-spy:`` subscription names (refused as any UDP channel would be)."""
+        return UdpChannel.parse(channel[len(cu.SPY_QUALIFIER) + 1:])
+
+    def link_spy(self, link) -> None:
+        """A new spy: an image of every matching publication that still takes subscribers."""
+        for publication in self.publications:
+            if publication.is_accepting_spies and link.matches_network_publication(publication):
+                self._link_spy(link, publication)
+
+    def link_spies(self, publication: NetworkPublication, subscriptions) -> None:
+        """A new publication: an image for every spy already waiting for it."""
+        for link in subscriptions:
+            if link.matches_network_publication(publication) and publication.registration_id not in link.images:
+                self._link_spy(link, publication)
+
+    def _link_spy(self, link, publication: NetworkPublication) -> None:
+        join_position = publication.join_position
+        label = ck.subscriber_position_label(link.registration_id, publication.session_id, publication.stream_id,
+                                             link.channel, join_position)
+        key = ck.stream_counter_key(link.registration_id, publication.session_id, publication.stream_id,
+                                    link.channel)
+        counter_id = self.counters.allocate(label, cl.SUBSCRIBER_POSITION_TYPE_ID, key,
+                                            registration_id=link.registration_id, owner_id=link.client_id,
+                                            reference_id=publication.registration_id)
+        publication.add_spy(link, counter_id, join_position, self.conductor.nano_clock())
+        link.images[publication.registration_id] = counter_id
+        self._send_spy_image(publication, link, counter_id)
+
+    def _send_spy_image(self, publication: NetworkPublication, link, counter_id: int) -> None:
+        self.conductor.client_proxy.on_available_image(
+            correlation_id=publication.registration_id, stream_id=publication.stream_id,
+            session_id=publication.session_id, subscription_registration_id=link.registration_id,
+            subscriber_position_id=counter_id, log_file_name=publication.log_file_name,
+            source_identity=SPY_SOURCE_IDENTITY)
+
+    def _send_unavailable_spy_image(self, publication: NetworkPublication, link) -> None:
+        self.conductor.client_proxy.on_unavailable_image(
+            correlation_id=publication.registration_id, subscription_registration_id=link.registration_id,
+            stream_id=publication.stream_id, channel=link.channel)
+
+    def _unlink_spies(self, publication: NetworkPublication) -> None:
+        """The publication has drained (or goes): its spies' images are unavailable, their counters freed."""
+        for spy in publication.spies:
+            self._send_unavailable_spy_image(publication, spy.subscription)
+            spy.subscription.images.pop(publication.registration_id, None)
+            self.counters.free(spy.counter_id)
+        publication.spies.clear()
+
+    def _check_untethered_spies(self, publication: NetworkPublication, now_ns: int) -> int:
+        changes = publication.check_untethered_spies(now_ns)
+        for spy, change in changes:
+            if change is ImageChange.UNAVAILABLE:
+                self._send_unavailable_spy_image(publication, spy.subscription)
+            else:
+                self._send_spy_image(publication, spy.subscription, spy.counter_id)
+        return len(changes)
+
     def remove_subscription(self, link) -> None:
+        if link.spy_channel is not None:
+            for publication in self.publications:
+                spy = publication.remove_spy(link)
+                if spy is not None:
+                    self.counters.free(spy.counter_id)
+            return
         endpoint = link.endpoint
         for image in self.images:
             for subscriber in [s for s in image.subscribers if s.subscription is link]:
@@ -359,6 +433,11 @@ class NetworkConductor:
         for publication in list(self.publications):
             if publication.on_time_event(now_ns):
                 self.delete_publication(publication)
+                work += 1
+            elif publication.state is State.ACTIVE:
+                work += self._check_untethered_spies(publication, now_ns)
+            elif publication.state is State.LINGER and publication.spies:
+                self._unlink_spies(publication)  # drained: every spy has read to the end of stream
                 work += 1
         for image in list(self.images):
             before = image.state

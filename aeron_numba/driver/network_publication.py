@@ -10,6 +10,13 @@ may still need the last term), and runs the lifecycle ACTIVE -> DRAINING -> LING
 end of stream is marked and the sender keeps going until everything is sent, then sends EOS heartbeats (and
 answers NAKs) until every live receiver's status message reports the end: a tail lost on the way is
 recovered before the log goes, even with linger 0.
+
+Spies (``aeron-spy:`` subscriptions of this driver's clients) read the log itself: each has a ``sub-pos`` that
+holds ``pub-lmt`` back like an IPC subscriber's (untethered ones may be dropped, §15.2, against ``snd-pos``),
+but only while the publication is connected. A publication with receivers is connected; one with only spies is
+connected only when it says spies simulate a connection (``ssc=true``, or the driver's
+``AERON_SPIES_SIMULATE_CONNECTION``): then ``snd-pos`` follows the fastest spy, as in Aeron. Draining waits for
+the spies to read up to the end of stream.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aeron_numba.driver.flow_control import UnicastFlowControl
-from aeron_numba.driver.ipc_publication import State
+from aeron_numba.driver.ipc_publication import ImageChange, State, SubscriberPosition, check_untethered
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import term_scanner
@@ -75,9 +82,11 @@ class NetworkPublication:
     retransmit_linger_ns: int = 10_000_000
     max_resend: int = 16
     flow_control: object = field(default_factory=UnicastFlowControl)
+    spies_simulate_connection: bool = False
     ref_count: int = 1
     state: State = State.ACTIVE
     owners: list[int] = field(default_factory=list)
+    spies: list[SubscriberPosition] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         log = self.log
@@ -91,6 +100,7 @@ class NetworkPublication:
         self.clean_position = max(0, start - self.term_length)
         self.trip_limit = 0
         self.has_receivers = False
+        self.is_connected = False  # the log's is_connected: receivers, or spies simulating a connection
         self.is_setup_elicited = False  # a receiver asked for a SETUP (SM flagged send-setup)
         self.setup_flags = ul.SETUP_GROUP_FLAG if self.channel.has_group_semantics else 0
         self.time_of_last_setup_ns = self.now_ns - self.setup_timeout_ns
@@ -106,6 +116,7 @@ class NetworkPublication:
         for counter_id in (self.pub_pos_counter_id, self.pub_lmt_counter_id, self.snd_pos_counter_id):
             self._set_counter(counter_id, start)
         self._set_counter(self.snd_lmt_counter_id, self.sender_limit)
+        log.buffer[log.metadata_offset + lb.LOG_SPIES_SIMULATE_CONNECTION_OFFSET] = int(self.spies_simulate_connection)
 
     # ------------------------------------------------------------------------------------------- helpers
     def _set_counter(self, counter_id: int, value: int) -> None:
@@ -121,10 +132,59 @@ class NetworkPublication:
     def log_file_name(self) -> str:
         return str(self.log.path)
 
-    def _set_connected(self, connected: bool) -> None:
-        self.has_receivers = connected
-        atomics_for_python.put_int32_release(self.log.buffer, self.log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET,
-                                     1 if connected else 0)
+    def _set_has_receivers(self, has_receivers: bool) -> None:
+        self.has_receivers = has_receivers
+        self._update_connected_status()
+
+    def _update_connected_status(self) -> None:
+        connected = self.has_receivers or (self.spies_simulate_connection and self.has_working_spies)
+        if connected != self.is_connected:
+            self.is_connected = connected
+            atomics_for_python.put_int32_release(
+                self.log.buffer, self.log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET, 1 if connected else 0)
+
+    # -------------------------------------------------------------------------------------------- spies
+    @property
+    def has_working_spies(self) -> bool:
+        return any(spy.counts_for_flow_control for spy in self.spies)
+
+    def spy_positions(self) -> list[int]:
+        """``sub-pos`` of the spies that hold the publisher back (every one but the RESTING)."""
+        return [self._get_counter(spy.counter_id) for spy in self.spies if spy.counts_for_flow_control]
+
+    @property
+    def join_position(self) -> int:
+        """Where a spy joins: what has been sent (Aeron's network publication join position)."""
+        return self.sender_position
+
+    @property
+    def is_accepting_spies(self) -> bool:
+        """ACTIVE, or DRAINING with spies still reading data the sender has not sent (Aeron's rule)."""
+        return self.state is State.ACTIVE or (
+            self.state is State.DRAINING and self.has_working_spies and self.producer_position() > self.sender_position)
+
+    def add_spy(self, subscription, counter_id: int, join_position: int, now_ns: int) -> None:
+        self.spies.append(SubscriberPosition(subscription, counter_id, join_position, time_of_last_update_ns=now_ns))
+        self._set_counter(counter_id, join_position)
+        self._update_connected_status()
+
+    def remove_spy(self, subscription) -> SubscriberPosition | None:
+        for index, spy in enumerate(self.spies):
+            if spy.subscription is subscription:
+                del self.spies[index]
+                self._update_connected_status()
+                return spy
+        return None
+
+    def check_untethered_spies(self, now_ns: int) -> list[tuple[SubscriberPosition, ImageChange]]:
+        """§15.2 for untethered spies while ACTIVE, against the sender position."""
+        if self.state is not State.ACTIVE:
+            return []
+        changes = check_untethered(self.spies, self.sender_position, self.term_window_length, now_ns,
+                                   self.values_buffer)
+        if changes:
+            self._update_connected_status()
+        return changes
 
     def _send_control(self, length: int) -> None:
         self.endpoint.send(self.control[:length])
@@ -143,9 +203,17 @@ class NetworkPublication:
         bytes_sent = self._send_data(now_ns, sender_position, term_offset) if self.has_receivers else 0
         if bytes_sent == 0:
             bytes_sent = self._heartbeat_check(now_ns, term_id, term_offset)
-            self._update_sender_limit(self.flow_control.on_idle(now_ns, self.sender_limit))
+            if self.spies_simulate_connection and not self.has_receivers and self.spies:
+                # Nobody to send to: what the fastest spy has read counts as sent, so the spies set the pace.
+                positions = self.spy_positions()
+                if positions and max(positions) > sender_position:
+                    self.sender_position = max(positions)
+                    self._set_counter(self.snd_pos_counter_id, self.sender_position)
+                self._update_sender_limit(self.flow_control.on_idle(now_ns, self.sender_position))
+            else:
+                self._update_sender_limit(self.flow_control.on_idle(now_ns, self.sender_limit))
         if self.has_receivers and now_ns - self.time_of_last_sm_ns > self.connection_timeout_ns:
-            self._set_connected(False)  # no receiver has spoken for the connection timeout: SETUPs again
+            self._set_has_receivers(False)  # no receiver has spoken for the connection timeout: SETUPs again
         if self.retransmits:
             self._process_retransmits(now_ns)
         return bytes_sent
@@ -222,7 +290,7 @@ class NetworkPublication:
         self._update_sender_limit(self.flow_control.on_status_message(limit, receiver_id, self.sender_limit, now_ns))
         self.time_of_last_sm_ns = now_ns
         if not self.has_receivers:
-            self._set_connected(True)
+            self._set_has_receivers(True)
 
     def on_nak(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
         """Schedule a retransmit of a range still in the log (delay 0 for unicast), once per linger."""
@@ -275,21 +343,22 @@ class NetworkPublication:
 
     # ---------------------------------------------------------------------------------- conductor side
     def update_pub_pos_and_pub_lmt(self) -> int:
-        """Every conductor cycle: publish ``pub-pos`` (the sampled producer position); ``pub-lmt`` = ``snd-pos``
-        + window while connected, else held at ``snd-pos``."""
+        """Every conductor cycle: publish ``pub-pos`` (the sampled producer position); ``pub-lmt`` = the slower of
+        ``snd-pos`` and the spies + window while connected, else held at ``snd-pos``."""
         if self.state is not State.ACTIVE:
             return 0
         self._set_counter(self.pub_pos_counter_id, self.producer_position())
         sender_position = self.sender_position
         work = 0
-        if self.has_receivers:
-            proposed = sender_position + self.term_window_length
+        if self.is_connected:
+            min_position = min([sender_position, *self.spy_positions()]) if self.spies else sender_position
+            proposed = min_position + self.term_window_length
             if proposed > self.trip_limit:
                 self._set_counter(self.pub_lmt_counter_id, proposed)
                 self.trip_limit = proposed + self.term_window_length // 8
                 work = 1
             self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position,
-                                                      sender_position - self.term_length))
+                                                      min_position - self.term_length))
         elif self._get_counter(self.pub_lmt_counter_id) > sender_position:
             self._set_counter(self.pub_lmt_counter_id, sender_position)
             self.trip_limit = sender_position
@@ -316,15 +385,16 @@ class NetworkPublication:
 
     def _is_drained(self, now_ns: int) -> bool:
         """Everything sent and every live receiver's SM at the end (a lost tail is NAKed and resent before the
-        log goes), or no receiver left to wait for."""
-        if not self.has_receivers:
-            return True
+        log goes), or no receiver left to wait for; and every spy (but the resting) has read to the end."""
         end = self.producer_position()
-        if self.sender_position < end:
-            return False
-        live = [position for position, seen_ns in self.receiver_positions.values()
-                if now_ns - seen_ns <= self.connection_timeout_ns]
-        return all(position >= end for position in live)
+        if self.has_receivers:
+            if self.sender_position < end:
+                return False
+            live = [position for position, seen_ns in self.receiver_positions.values()
+                    if now_ns - seen_ns <= self.connection_timeout_ns]
+            if any(position < end for position in live):
+                return False
+        return all(position >= end for position in self.spy_positions())
 
     def _check_for_blocked_publisher(self, now_ns: int) -> None:
         """§15.1 with the sender position as the consumer: a publisher died mid-claim ahead of the sender."""

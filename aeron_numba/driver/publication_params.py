@@ -27,6 +27,7 @@ class PublicationParams:
     initial_term_id: int | None = None
     term_id: int | None = None
     term_offset: int = 0
+    spies_simulate_connection: bool = False
 
     @classmethod
     def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool,
@@ -73,6 +74,8 @@ class PublicationParams:
             if term_offset % frame.FRAME_ALIGNMENT:
                 raise ChannelParameterError(f"Param {names[2]}={term_offset} must be multiple of FRAME_ALIGNMENT")
             params.initial_term_id, params.term_id, params.term_offset = initial_term_id, term_id, term_offset
+        params.spies_simulate_connection = up.bool_param(uri, cu.SPIES_SIMULATE_CONNECTION_PARAM,
+                                                         ctx.spies_simulate_connection)
         return params
 
     def check_matches(self, publication: IpcPublication) -> None:
