@@ -39,7 +39,7 @@ from aeron_numba.archive.control_session import (
 )
 from aeron_numba.archive.control_session_adapter import ControlSessionAdapter
 from aeron_numba.archive.mark_file import ArchiveMarkFile
-from aeron_numba.archive.recording_channels import replay_channel, strip_channel
+from aeron_numba.archive.recording_channels import recording_subscription_channel, replay_channel, strip_channel
 from aeron_numba.archive.recording_session import RecordingSession, RecordingState
 from aeron_numba.archive.replay_session import ReplaySession, ReplayState, replay_position_error
 from aeron_numba.archive.replication_session import ReplicationSession
@@ -58,6 +58,9 @@ from aeron_numba.codecs.archive_proxies import RecordingEventsProxy
 from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
+
+LOCAL = A.SOURCE_LOCATIONS["LOCAL"]  # a start/extend request that does not say: the stream is published here
+REMOTE = A.SOURCE_LOCATIONS["REMOTE"]  # a replication records the replay arriving from another archive
 
 
 @dataclass
@@ -248,7 +251,7 @@ class ArchiveConductor:
 
     # -------------------------------------------------------------------------------------- recording
     def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool,
-                         extend_recording_id: int = A.NULL_VALUE) -> RecordingSubscription | None:
+                         source_location: int, extend_recording_id: int = A.NULL_VALUE) -> RecordingSubscription | None:
         """Subscribe to record ``channel``/``stream_id``; answers OK with the subscription id, or the error."""
         if len(self.recordings) >= self.ctx.max_concurrent_recordings:
             session.error(correlation_id, "MAX_RECORDINGS",
@@ -272,7 +275,8 @@ class ArchiveConductor:
             with self._lock:
                 self._images.append((holder[0] if holder else None, image))
 
-        subscription = self.aeron.add_subscription(channel, stream_id, available_image_handler=on_image)
+        subscription = self.aeron.add_subscription(recording_subscription_channel(channel, source_location),
+                                                   stream_id, available_image_handler=on_image)
         holder.append(subscription.registration_id)
         with self._lock:  # images that came before the id was known
             self._images = collections.deque((subscription.registration_id if s is None else s, i)
@@ -283,11 +287,14 @@ class ArchiveConductor:
         session.respond(correlation_id, OK, subscription.registration_id)
         return owner
 
-    def on_start_recording_request(self, session, correlation_id, stream_id, channel, **_) -> None:
-        self._start_recording(session, correlation_id, channel, stream_id, False)
+    def on_start_recording_request(self, session, correlation_id, stream_id, channel, source_location=LOCAL,
+                                   **_) -> None:
+        self._start_recording(session, correlation_id, channel, stream_id, False, source_location)
 
-    def on_start_recording_request2(self, session, correlation_id, stream_id, auto_stop, channel, **_) -> None:
-        self._start_recording(session, correlation_id, channel, stream_id, auto_stop == A.BOOLEAN_TRUE)
+    def on_start_recording_request2(self, session, correlation_id, stream_id, auto_stop, channel,
+                                    source_location=LOCAL, **_) -> None:
+        self._start_recording(session, correlation_id, channel, stream_id, auto_stop == A.BOOLEAN_TRUE,
+                              source_location)
 
     def _extension_error(self, recording_id: int, image) -> str | None:
         """Why ``image`` cannot continue recording ``recording_id``, or None."""
@@ -376,15 +383,16 @@ class ArchiveConductor:
         return True
 
     def on_extend_recording_request(self, session, correlation_id: int, recording_id: int, stream_id: int,
-                                    channel: str, **_) -> None:
-        self._extend(session, correlation_id, recording_id, stream_id, channel, False)
+                                    channel: str, source_location: int = LOCAL, **_) -> None:
+        self._extend(session, correlation_id, recording_id, stream_id, channel, False, source_location)
 
     def on_extend_recording_request2(self, session, correlation_id: int, recording_id: int, stream_id: int,
-                                     auto_stop: int, channel: str, **_) -> None:
-        self._extend(session, correlation_id, recording_id, stream_id, channel, auto_stop == A.BOOLEAN_TRUE)
+                                     auto_stop: int, channel: str, source_location: int = LOCAL, **_) -> None:
+        self._extend(session, correlation_id, recording_id, stream_id, channel, auto_stop == A.BOOLEAN_TRUE,
+                     source_location)
 
     def _extend(self, session, correlation_id: int, recording_id: int, stream_id: int, channel: str,
-                auto_stop: bool) -> None:
+                auto_stop: bool, source_location: int) -> None:
         if not self._known(session, correlation_id, recording_id):
             return
         d = self.catalog.descriptor(recording_id)
@@ -397,7 +405,7 @@ class ArchiveConductor:
                           f"cannot extend recording {recording_id}: streamId={stream_id}, the recording's "
                           f"is {d.stream_id}")
             return
-        self._start_recording(session, correlation_id, channel, stream_id, auto_stop, recording_id)
+        self._start_recording(session, correlation_id, channel, stream_id, auto_stop, source_location, recording_id)
 
     def on_stop_recording_request(self, session, correlation_id, stream_id, channel, **_) -> None:
         stripped = strip_channel(channel)
@@ -909,7 +917,7 @@ class ArchiveConductor:
         if recording_id in self.recordings:
             session.error(replication_id, "ACTIVE_RECORDING", f"cannot extend active recording {recording_id}")
             return None
-        owner = self._start_recording(session, replication_id, channel, stream_id, True, recording_id)
+        owner = self._start_recording(session, replication_id, channel, stream_id, True, REMOTE, recording_id)
         return owner.subscription if owner is not None else None
 
     def stop_recording_subscription(self, subscription_id: int) -> None:

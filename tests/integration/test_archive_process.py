@@ -315,6 +315,40 @@ def test_a_udp_stream_is_recorded_and_replayed_over_ipc(stack):
     assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent
 
 
+def test_a_local_udp_stream_is_recorded_through_a_spy_with_aerons_source_identity(stack):
+    """As Aeron's archive: a LOCAL aeron:udp recording subscribes with ``aeron-spy:`` on the stripped channel, so
+    it reads the publication's own log (source identity ``aeron:ipc``, as Aeron's catalog has it) and the archive
+    is no network receiver of the stream. Nothing else receives it: ``ssc=true`` lets the spy connect it."""
+    import socket
+
+    from harness.aeron_dirs import AeronCounters
+    from aeron_numba.layout import counters as cl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    archive, aeron = stack.archive, stack.aeron
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
+    archive.start_recording(channel, STREAM, "LOCAL")
+    publication = aeron.add_exclusive_publication(f"{channel}|term-length=64k|ssc=true", STREAM)
+    (start,) = signals(archive, "START")
+    sent = publish(publication, 800, random.Random(12))
+    await_condition(lambda: archive.get_recording_position(start.recording_id) == publication.position, 30,
+                    "the UDP stream recorded")
+    listed = []
+    archive.list_recordings_for_uri(0, 10, "127.0.0.1", STREAM, listed.append)
+    (d,) = listed
+    assert d.source_identity == "aeron:ipc"
+    assert d.stripped_channel == channel and d.original_channel == channel
+    with AeronCounters.open(stack.aeron_dir) as counters:
+        assert counters.find(type_id=cl.RECEIVE_CHANNEL_STATUS_TYPE_ID) is None
+        spy = counters.find(type_id=cl.SUBSCRIBER_POSITION_TYPE_ID, label_contains=f"aeron-spy:{channel}")
+        assert spy is not None and spy.label.startswith("sub-pos: ")
+    archive.stop_recording(channel, STREAM)
+    signals(archive, "STOP")
+    assert replayed(archive, aeron, start.recording_id, -1, -1, len(sent)) == sent
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_million_random_size_messages_recorded_and_replayed_whole_and_from_the_middle(process_manager, aeron_dir,

@@ -91,6 +91,35 @@ def test_messages_of_random_sizes_cross_between_two_drivers(drivers, process_man
     assert drivers.system_counter(drivers.counters_a, cl.STATUS_MESSAGES_RECEIVED) > 0
 
 
+def test_a_spy_in_another_process_reads_every_message_of_a_udp_publication_on_its_driver(
+        drivers, process_manager, tmp_path):
+    """A subscriber process on driver A spies (``aeron-spy:``) on a publication of another process on A, while
+    driver B receives it over UDP: both get every message, intact and in order."""
+    count = 2_000
+    common = ["--stream", str(STREAM), "--count", str(count), "--seed", "17", "--max-length", str(8 * 1024),
+              "--timeout", "600"]
+    spy_out, sub_out = tmp_path / "spy.json", tmp_path / "sub.json"
+    spy_channel = f"aeron-spy:{drivers.channel}"
+    spy = process_manager.spawn_module("spy", WORKER, "subscribe", "--dir", str(drivers.dir_a),
+                                       "--channel", spy_channel, *common, "--out", str(spy_out))
+    spy.await_output("ready", 60)
+    subscriber = process_manager.spawn_module("sub", WORKER, "subscribe", "--dir", str(drivers.dir_b),
+                                              "--channel", drivers.channel, *common, "--out", str(sub_out))
+    subscriber.await_output("ready", 60)
+    publisher = process_manager.spawn_module("pub", WORKER, "publish", "--dir", str(drivers.dir_a),
+                                             "--channel", drivers.channel + "|term-length=64k", *common)
+    sub_pos = drivers.counters_a.await_counter(60, processes=[spy, publisher], type_id=cl.SUBSCRIBER_POSITION_TYPE_ID,
+                                               label_contains=spy_channel)
+    assert sub_pos.label.startswith("sub-pos: ") and sub_pos.label.endswith(" @0")
+    for process in (publisher, spy, subscriber):
+        assert process.wait(660) == 0, process.tail()
+    for out in (spy_out, sub_out):
+        result = json.loads(out.read_text())
+        assert result["errors"] == [] and result["received"] == {"0": count}
+    # The spy is no receiver: A's publication had only B's status messages, and A opened no receive endpoint.
+    assert drivers.counters_a.find(type_id=cl.RECEIVE_CHANNEL_STATUS_TYPE_ID) is None
+
+
 @pytest.mark.parametrize("rate", [0.05, 0.20])
 def test_random_loss_is_recovered_by_nak_and_retransmit(drivers, process_manager, tmp_path, rate):
     drivers.loss_b.write(LossSettings(receive_data_rate=rate, seed=5))

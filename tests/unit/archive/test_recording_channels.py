@@ -1,10 +1,14 @@
-"""The channels the archive derives from a client's: a recording's stripped channel and a replay's channel."""
+"""The channels the archive derives from a client's: a recording's stripped channel, the channel it subscribes
+with, and a replay's channel."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from aeron_numba.archive.recording_channels import replay_channel, strip_channel
+from aeron_numba.archive.recording_channels import recording_subscription_channel, replay_channel, strip_channel
+from aeron_numba.layout import archive as A
+
+LOCAL, REMOTE = A.SOURCE_LOCATIONS["LOCAL"], A.SOURCE_LOCATIONS["REMOTE"]
 
 
 def test_strip_channel_keeps_what_names_the_stream_in_its_order():
@@ -14,6 +18,15 @@ def test_strip_channel_keeps_what_names_the_stream_in_its_order():
     assert strip_channel("aeron:ipc") == "aeron:ipc"
     assert strip_channel("aeron-spy:aeron:udp?endpoint=localhost:4000|term-length=64k") == \
         "aeron-spy:aeron:udp?endpoint=localhost:4000"
+
+
+def test_a_local_udp_stream_is_recorded_through_a_spy_on_its_stripped_channel_as_aerons_archive_does():
+    channel = "aeron:udp?endpoint=localhost:4000|term-length=64k|session-id=5|linger=0"
+    assert recording_subscription_channel(channel, LOCAL) == "aeron-spy:aeron:udp?endpoint=localhost:4000|session-id=5"
+    assert recording_subscription_channel(channel, REMOTE) == channel  # a network receiver, as before
+    assert recording_subscription_channel("aeron:ipc?term-length=64k", LOCAL) == "aeron:ipc?term-length=64k"
+    spy = "aeron-spy:aeron:udp?endpoint=localhost:4000"
+    assert recording_subscription_channel(spy, LOCAL) == spy  # already a spy: not prefixed twice
 
 
 def test_replay_channel_positions_the_replay_like_the_recording():
