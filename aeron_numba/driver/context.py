@@ -29,8 +29,8 @@ class DriverContext:
     # §15.2: an untethered subscriber this far behind for this long is dropped, then rests before rejoining.
     untethered_window_limit_timeout_ns: int = setting(5 * NS_PER_S, "AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", duration)
     untethered_resting_timeout_ns: int = setting(10 * NS_PER_S, "AERON_UNTETHERED_RESTING_TIMEOUT", duration)
-    # A network publication with spies but no receivers counts as connected (its spies set the pace), unless
-    # its channel says otherwise with ssc= (Aeron's aeron.spies.simulate.connection, off by default).
+    # On: a network publication with spies but no receivers counts as connected (its spies set the pace); a
+    # channel's ssc= overrides it (Aeron's aeron.spies.simulate.connection, off by default as there).
     spies_simulate_connection: bool = setting(False, "AERON_SPIES_SIMULATE_CONNECTION", boolean)
     # Check usable space before creating a log buffer (tmpfs and sparse files would otherwise fail later).
     perform_storage_checks: bool = setting(True, "AERON_PERFORM_STORAGE_CHECKS", boolean)

@@ -55,16 +55,16 @@ def test_local_udp_recordings_subscribe_through_a_spy_and_remote_ones_as_a_recei
     """Aeron's archive: a LOCAL aeron:udp stream is recorded through ``aeron-spy:`` on its stripped channel, for a
     start and an extend alike; REMOTE and IPC streams with the client's channel."""
     session = connected_session(conductor)
-    local = "aeron:udp?endpoint=localhost:4000|term-length=64k"
+    local, no_auto_stop = "aeron:udp?endpoint=localhost:4000|term-length=64k", A.ENUMS["BooleanType"]["FALSE"]
     conductor.on_start_recording_request(session, correlation_id=20, stream_id=1001, channel=local,
                                          source_location=A.SOURCE_LOCATIONS["LOCAL"])
-    conductor.on_start_recording_request2(session, correlation_id=21, stream_id=1002, auto_stop=A.ENUMS["BooleanType"]["FALSE"],
+    conductor.on_start_recording_request2(session, correlation_id=21, stream_id=1002, auto_stop=no_auto_stop,
                                           channel=local, source_location=A.SOURCE_LOCATIONS["REMOTE"])
     conductor.on_start_recording_request(session, correlation_id=22, stream_id=1003, channel="aeron:ipc?alias=i",
                                          source_location=A.SOURCE_LOCATIONS["LOCAL"])
     recording_id = add_recording(conductor.catalog, 1)
     conductor.on_extend_recording_request2(session, correlation_id=23, recording_id=recording_id, stream_id=1001,
-                                           auto_stop=A.ENUMS["BooleanType"]["FALSE"], channel="aeron:udp?endpoint=localhost:4001",
+                                           auto_stop=no_auto_stop, channel="aeron:udp?endpoint=localhost:4001",
                                            source_location=A.SOURCE_LOCATIONS["LOCAL"])
     assert [(s.channel, s.stream_id) for s in conductor.aeron.subscriptions if s.stream_id > 1000] == [
         ("aeron-spy:aeron:udp?endpoint=localhost:4000", 1001), (local, 1002), ("aeron:ipc?alias=i", 1003),
