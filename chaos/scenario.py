@@ -187,7 +187,9 @@ class RunContext:
 
     def start_publisher(self, name: str, pub: int, count: int, *, interval_us: float = 200, reconnect: bool = False,
                         exit_without_close: bool = False, max_length: int = 1000, huge_every: int = 0,
-                        retry_add: bool = False, exclusive: bool = False, channel: str | None = None) -> Worker:
+                        retry_add: bool = False, exclusive: bool = False, channel: str | None = None,
+                        on_peer: bool = False) -> Worker:
+        """A publisher process; ``on_peer``: connected to the second driver."""
         args = ["--pub", str(pub), "--count", str(count), "--seed", str(self.seed), "--interval-us",
                 str(interval_us), "--max-length", str(max_length), "--huge-every", str(huge_every)]
         args += ["--channel", channel] if channel else []
@@ -195,7 +197,7 @@ class RunContext:
         args += ["--retry-add"] if retry_add else []
         args += ["--exclusive"] if exclusive else []
         args += ["--exit-without-close"] if exit_without_close else []
-        return self._spawn(name, "publish", args, pub=pub)
+        return self._spawn(name, "publish", args, pub=pub, on_peer=on_peer)
 
     def start_claimer(self, name: str) -> Worker:
         return self._spawn(name, "claim-and-die", [])

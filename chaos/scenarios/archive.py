@@ -667,7 +667,7 @@ class ArchiveReplicationSourceKilled(Scenario):
         dst = start_archive(ctx, "archive-dst", dst_dir, {
             **REPLICATION_ARCHIVE_ENV, "AERON_ARCHIVE_CONTROL_CHANNEL": f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}",
             "AERON_ARCHIVE_REPLICATION_CHANNEL": "aeron:udp?endpoint=127.0.0.1:0"})
-        src_stop = self._record_on_source(ctx, 8 << 20 if ctx.quick else 64 << 20)
+        src_stop = self._record_on_source(ctx, 12_000 if ctx.quick else 100_000)  # about 6 MB or 50 MB
         aeron = Aeron.connect(Context(aeron_dir=str(ctx.aeron_dir)))
         try:
             client = AeronArchive.connect(aeron)
@@ -703,28 +703,24 @@ class ArchiveReplicationSourceKilled(Scenario):
         ctx.metrics.update(verify_exit_code=tool.wait(60), verify_output=tool.stdout().strip())
 
     @staticmethod
-    def _record_on_source(ctx, length: int) -> int:
-        """A stopped recording (id 0) of ``length`` bytes of messages on the source archive; its stop position."""
-        channel = "aeron:ipc?term-length=1m"
+    def _record_on_source(ctx, count: int) -> int:
+        """The workload's stream (publisher pub0, subscriber subA, both on the source's driver) recorded by the
+        source archive as recording 0, stopped once pub0 is done; its stop position."""
         aeron = Aeron.connect(Context(aeron_dir=str(ctx.peer.aeron_dir)))
         try:
             client = AeronArchive.connect(aeron)
-            subscription_id = client.start_recording(channel, STREAM)
-            publication = aeron.add_exclusive_publication(channel, STREAM)
-            payload, position = bytes(range(256)) * 16, 0
-            while position < length:
-                result = publication.offer(payload)
-                if result > 0:
-                    position = result
-                else:
-                    time.sleep(0.0001)
-            await_condition(lambda: client.get_recording_position(0) == position, 120, "the source recording")
+            ctx.start_subscriber("subA", on_peer=True).await_ready()
+            subscription_id = client.start_recording(CHANNEL, STREAM)
+            ctx.start_publisher("pub0", 0, count, interval_us=0, on_peer=True)
+            await_recording_start(client)
+            ctx.await_publishers_done()
+            final = max(e["position"] for e in ctx.workers["pub0"].events() if e["event"] == "sent")
+            await_condition(lambda: client.get_stop_position(0) == final, 60,
+                            "the source recording stopped at the publisher's last position")
             client.stop_recording_subscription(subscription_id)
-            publication.close()
-            await_condition(lambda: client.get_stop_position(0) == position, 30, "the source recording stopped")
             client.close()
-            ctx.timeline.event("observed", what="source recording", stop_position=position)
-            return position
+            ctx.timeline.event("observed", what="source recording", stop_position=final)
+            return final
         finally:
             aeron.close()
 
