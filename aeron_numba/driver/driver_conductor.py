@@ -1,9 +1,11 @@
 """The driver conductor: decides client commands, owns publications, subscriptions, counters and client
 sessions (spec/transport.md §7-§11, §15).
 
-Each duty cycle: heartbeat the to-driver buffer (driver liveness, §6), let the ``ClientCommandAdapter`` drain up
-to a batch of commands into the ``on_<command>`` methods below, move every IPC publication's limit, and on the
-timer check client liveness, a blocked command buffer and publication lifecycles. Responses go out through the
+Each duty cycle: let the ``ClientCommandAdapter`` drain up to a batch of commands into the ``on_<command>``
+methods below, move every IPC publication's limit, and on the timer (every ``timer_interval_ns``) heartbeat the
+to-driver buffer (driver liveness, §6) and check client liveness, a blocked command buffer and publication
+lifecycles. An idle cycle between timers counts no work, so the idle strategy backs off as Aeron's does (a
+heartbeat counted as work every millisecond kept a backoff strategy spinning). Responses go out through the
 ``ClientProxy``. A decision that refuses a command raises ``ControlProtocolError`` (or the error of what failed);
 the adapter answers it with ON_ERROR and records it, so the conductor never touches bytes.
 """
@@ -123,7 +125,6 @@ class DriverConductor:
         self.counter_links: list[CounterLink] = []
         self.next_session_id = random.randint(-(2**31), 2**31 - 1)
         self.now_ns = self.time_of_last_timer_ns = self.nano_clock()  # now_ns: this duty cycle's time
-        self.last_heartbeat_ms = 0
         self.terminate_requested = False
         self.network = NetworkConductor(self)  # aeron:udp: endpoints, network publications, images
         self.command_adapter = ClientCommandAdapter(
@@ -136,12 +137,11 @@ class DriverConductor:
 
     def on_start(self) -> None:
         self.publications_dir.mkdir(parents=True, exist_ok=True)
-        self._heartbeat(force=True)
+        self._heartbeat()
 
     def do_work(self) -> int:
         now_ns = self.now_ns = self.nano_clock()
-        work = self._heartbeat()
-        work += self.command_adapter.receive()
+        work = self.command_adapter.receive()
         for publication in self.publications:
             work += publication.update_pub_pos_and_pub_lmt()
         work += self.network.do_work()
@@ -156,13 +156,10 @@ class DriverConductor:
         self.network.on_close()
 
     # --------------------------------------------------------------------------------------- duty cycle
-    def _heartbeat(self, force: bool = False) -> int:
-        now_ms = self.epoch_clock()
-        if force or now_ms != self.last_heartbeat_ms:
-            self.to_driver.set_consumer_heartbeat_time(now_ms)
-            self.last_heartbeat_ms = now_ms
-            return 1
-        return 0
+    def _heartbeat(self) -> None:
+        """Clients take a heartbeat older than their driver_timeout_ms (10 s) for a dead driver: once per timer
+        interval (1 s by default, Aeron's) is fresh enough, and is what Aeron writes."""
+        self.to_driver.set_consumer_heartbeat_time(self.epoch_clock())
 
     def _record_error(self, error: BaseException | str) -> None:
         self.error_log.record(error)
@@ -185,6 +182,7 @@ class DriverConductor:
         return session
 
     def on_timer(self, now_ns: int) -> int:
+        self._heartbeat()
         work = self._check_client_liveness() + self.command_adapter.check_for_blocked_commands(now_ns)
         work += self.network.on_timer(now_ns)
         for publication in list(self.publications):

@@ -21,7 +21,7 @@ from aeron_numba.layout import counters as cl
 from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.log_buffers import LogBuffers
-from tests.unit.driver_support import LIVENESS_MS, TERM_LENGTH, TIMER_MS, UNBLOCK_MS, Harness, RawClient
+from tests.unit.driver_support import LIVENESS_MS, MS, TERM_LENGTH, TIMER_MS, UNBLOCK_MS, Harness, RawClient
 
 
 @pytest.fixture
@@ -525,3 +525,44 @@ def test_bad_tether_parameters_are_refused(harness, channel, code):
     harness.work()
     (t, error), = client.responses()
     assert t == cp.ON_ERROR and error.error_code == code
+
+
+def _idle_client_with_a_stream(harness) -> RawClient:
+    """A client with an IPC publication and a subscription to it, the commands answered and the limit moved."""
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc")
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
+                channel="aeron:ipc")
+    harness.work(3)
+    assert [t for t, _ in client.responses()] == [
+        cp.ON_PUBLICATION_READY, cp.ON_SUBSCRIPTION_READY, cp.ON_AVAILABLE_IMAGE]
+    return client
+
+
+def test_an_idle_conductor_does_no_work_between_timer_intervals(harness):
+    """Nothing to do is 0 work, however the clocks move inside a timer interval: a count above 0 would reset the
+    backoff idle strategy to spinning (issue 16: an idle driver took 17 % of a core for a 1 ms heartbeat)."""
+    _idle_client_with_a_stream(harness)
+    harness.advance(TIMER_MS)  # the timer has just run: the next one is a whole interval away
+    for _ in range(TIMER_MS - 1):
+        harness.nano.advance(1 * MS)
+        harness.epoch.advance(1)
+        assert harness.conductor.do_work() == 0
+
+
+def test_the_to_driver_heartbeat_is_written_once_per_timer_interval(harness):
+    """As Aeron's conductor does on its timer: the heartbeat age a client sees stays under the timer interval,
+    far inside driver_timeout_ms (10 s by default)."""
+    to_driver = ManyToOneRingBuffer(harness.cnc.to_driver_buffer)
+    assert to_driver.consumer_heartbeat_time() == harness.epoch.time()  # on start
+    for _ in range(3):
+        written_ms = harness.epoch.time()
+        for _ in range(TIMER_MS - 1):
+            harness.nano.advance(1 * MS)
+            harness.epoch.advance(1)
+            harness.work()
+            assert to_driver.consumer_heartbeat_time() == written_ms
+        harness.nano.advance(1 * MS)
+        harness.epoch.advance(1)
+        harness.work()
+        assert to_driver.consumer_heartbeat_time() == harness.epoch.time() == written_ms + TIMER_MS
