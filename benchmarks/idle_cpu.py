@@ -8,6 +8,11 @@ sleeping between duty cycles) and waits. After ``--settle`` seconds (start-up wo
 process's CPU time (user + system, from ``/proc/<pid>/stat``, all its threads) is read at the start and the end
 of ``--seconds`` and printed as a percentage of one core, beside the target of issue 16: at most 2 % each
 (an idle aeronmd took 0.8 % on the machine where the issue was measured).
+
+Beside them, in the same window, the floor: a Python process that does nothing but sleep 1 ms in a loop. That
+is what an agent under Aeron's default backoff idle strategy does once it has backed off to its 1 ms maximum
+park, so no idle driver or archive with that strategy can cost less on the machine. (What a wake-up costs
+depends on the machine: on a virtual machine each one may be charged tens of microseconds of kernel time.)
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ archive = AeronArchive.connect(aeron)
 print({CONNECTED!r}, flush=True)
 threading.Event().wait()
 """
+#: The floor: parks 1 ms a cycle, as a backoff-idle agent at its maximum park period, and does nothing else.
+FLOOR_CODE = f"""
+import time
+print({CONNECTED!r}, flush=True)
+while True:
+    time.sleep(0.001)
+"""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -47,7 +59,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def measure_idle(root: Path, seconds: float, settle_s: float) -> dict[str, float]:
-    """% of a core each of driver, archive and client took over ``seconds`` of doing nothing."""
+    """% of a core each of driver, archive, client and the floor took over ``seconds`` of doing nothing."""
     aeron_dir = new_aeron_dir("aeron-numba-bench-idle")
     processes = ProcessManager(root / "logs")
     env = {"AERON_DIR": str(aeron_dir)}
@@ -59,7 +71,9 @@ def measure_idle(root: Path, seconds: float, settle_s: float) -> dict[str, float
         archive.await_output("aeron-numba archive", START_TIMEOUT_S)
         client = processes.spawn_python("client", CLIENT_CODE, env=env)
         client.await_output(CONNECTED, START_TIMEOUT_S)
-        watched = {"driver": driver, "archive": archive, "client": client}
+        floor = processes.spawn_python("floor", FLOOR_CODE)
+        floor.await_output(CONNECTED, START_TIMEOUT_S)
+        watched = {"driver": driver, "archive": archive, "client": client, "floor": floor}
         time.sleep(settle_s)
         start = {name: cpu_seconds(p.pid) for name, p in watched.items()}
         t0 = time.monotonic()
@@ -78,7 +92,9 @@ def table(percent: dict[str, float], seconds: float) -> str:
     lines = [f"idle CPU over {seconds:g} s, % of one core (target <= {TARGET_PERCENT:g} % each)",
              f"{'process':<8}  {'% core':>7}  {'target':>6}"]
     for name, value in percent.items():
-        lines.append(f"{name:<8}  {value:>7.2f}  {'ok' if value <= TARGET_PERCENT else 'OVER':>6}")
+        verdict = "" if name == "floor" else ("ok" if value <= TARGET_PERCENT else "OVER")
+        lines.append(f"{name:<8}  {value:>7.2f}  {verdict:>6}")
+    lines.append("floor: a Python process sleeping 1 ms a cycle (a backoff-idle agent at its 1 ms maximum park)")
     return "\n".join(lines)
 
 

@@ -129,6 +129,7 @@ class ErrorLog:
 @dataclass
 class MarkFile:
     error_log: ErrorLog = field(default_factory=ErrorLog)
+    activity_timestamps_ms: list = field(default_factory=list)
 
     def update_activity_timestamp(self, now_ms):
-        pass
+        self.activity_timestamps_ms.append(now_ms)

@@ -391,3 +391,29 @@ def test_a_replication_is_answered_with_its_id_and_stopped_by_it(conductor):
     [unknown] = session.publication.sent[2:]
     assert (unknown.correlation_id, unknown.code, unknown.relevant_id, unknown.error_message) == \
         (62, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLICATION"], f"unknown replication id {replication_id}")
+
+
+def test_an_idle_conductor_does_no_work_between_its_timers(tmp_path):
+    """Nothing to do is 0 work, so the archive's backoff idle strategy backs off (issue 16): its timers (the mark
+    file's activity timestamp, a session's liveness response) still run on time without counting as work."""
+    now_ns = [0]
+    ctx = ArchiveContext(archive_dir=str(tmp_path)).conclude()
+    with Catalog.open(tmp_path) as catalog:
+        conductor = ArchiveConductor(ctx, Aeron(), MarkFile(), catalog, nano_clock=lambda: now_ns[0],
+                                     epoch_clock=lambda: 1_000 + now_ns[0] // 1_000_000)
+        try:
+            session = connected_session(conductor)
+            assert conductor.mark_file.activity_timestamps_ms == [1_000]
+            interval_ms = A.MARK_ACTIVITY_UPDATE_INTERVAL_MS
+            assert ctx.session_liveness_check_interval_ns == interval_ms * 1_000_000  # both timers fire together
+            for second in (1, 2):
+                for _ in range(interval_ms):
+                    now_ns[0] += 1_000_000
+                    assert conductor.do_work() == 0
+                assert conductor.mark_file.activity_timestamps_ms[-1] == 1_000 + second * interval_ms
+                [liveness] = session.publication.sent  # one, at the end of the interval
+                assert (liveness.correlation_id, liveness.code) == (-1, OK)
+                session.publication.raw.clear()
+            assert len(conductor.mark_file.activity_timestamps_ms) == 3
+        finally:
+            conductor.on_close()

@@ -171,6 +171,28 @@ def test_heartbeat_counter_is_found_and_updated_on_the_epoch_clock(manual_driver
     assert errors == []
 
 
+def test_an_idle_conductor_does_no_work_between_keepalives(manual_driver):
+    """Nothing to do is 0 work (issue 16: an idle agent must let its idle strategy back off): the 16 ms timer
+    checks in between count nothing; writing the heartbeat counter each keepalive interval does."""
+    aeron, errors, nano, epoch = connect_invoked(manual_driver)
+    invoker = aeron.conductor_agent_invoker
+    with aeron:
+        manual_driver.do_work()  # allocates the client's heartbeat counter
+        counter_id = manual_driver.heartbeat_counter_by_client[aeron.client_id]
+        for keepalive in range(3):
+            for _ in range((KEEPALIVE_NS + TIMER_CHECK_INTERVAL_NS) // 1_000_000):  # 1 ms steps
+                nano.advance(1_000_000)
+                epoch.advance(1)
+                manual_driver.ring.set_consumer_heartbeat_time(epoch.time())
+                work = invoker.invoke()
+                if manual_driver.counter_value(counter_id) == epoch.time() and work == 1:
+                    break  # the keepalive: the heartbeat counter written
+                assert work == 0
+            else:
+                pytest.fail(f"no keepalive {keepalive} within {KEEPALIVE_NS + TIMER_CHECK_INTERVAL_NS} ns")
+    assert errors == []
+
+
 # ------------------------------------------------------------------------------------------ driver liveness
 def test_driver_timeout_closes_the_client(driver):
     """The driver is dead once its heartbeat is older than driver_timeout_ms by the client's epoch clock."""
