@@ -614,6 +614,9 @@ class HeadRepair(NamedTuple):
         return self.unblocked or self.skipped_length > 0
 
 
+_HEAD_WORD, _TAIL_WORD = HEAD_POSITION_OFFSET // 8, TAIL_POSITION_OFFSET // 8
+
+
 class ManyToOneRingBuffer:
     """Producers' and consumer's view of one to-driver ring buffer (Agrona ``ManyToOneRingBuffer``).
 
@@ -631,6 +634,9 @@ class ManyToOneRingBuffer:
         self.max_msg_length = max_msg_length(self.capacity)
         self.buffer = buffer
         self._descriptors = np.zeros((0, DESCRIPTOR_FIELDS), dtype=np.int64)
+        # Head and tail seen from Python: a consumer with nothing to read makes no kernel call (an idle driver
+        # reads its empty command buffer every duty cycle; a call to compiled code from a cold cache is costly).
+        self._trailer_words = buffer[self.capacity:].view(np.int64)
 
     def _check(self, msg_type_id: int, length: int) -> None:
         status = _check_message(self.buffer, self.capacity, msg_type_id, length)
@@ -681,6 +687,9 @@ class ManyToOneRingBuffer:
 
         Returns the list, or a negative status (``CORRUPT_RECORD``) when the record at head is garbage.
         """
+        # Head == tail: nothing claimed, nothing to read (a stale tail only defers the read to the next call).
+        if self._trailer_words[_HEAD_WORD] == self._trailer_words[_TAIL_WORD]:
+            return []
         if self._descriptors.shape[0] < message_count_limit:
             self._descriptors = np.zeros((message_count_limit, DESCRIPTOR_FIELDS), dtype=np.int64)
         count, bytes_read = read_descriptors(self.buffer, self.capacity, self._descriptors, message_count_limit)

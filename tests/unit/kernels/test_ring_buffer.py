@@ -229,6 +229,20 @@ def test_message_count_limit_and_contiguous_block():
     assert RB.producer_position(buf, cap) == RB.consumer_position(buf, cap) == 8 + 4 * 16
 
 
+def test_read_messages_of_an_empty_buffer_makes_no_kernel_call(monkeypatch):
+    """An idle driver reads its empty command buffer every duty cycle: head == tail is answered in Python."""
+    rb = RB.ManyToOneRingBuffer(new_buffer(512))
+    assert rb.write(4, b"one") and rb.read_messages() == [(4, b"one")]
+
+    def no_kernel(*args):
+        raise AssertionError("read_descriptors called on an empty buffer")
+
+    monkeypatch.setattr(RB, "read_descriptors", no_kernel)
+    assert rb.read_messages() == []
+    monkeypatch.undo()
+    assert rb.write(5, b"two") and rb.read_messages() == [(5, b"two")]
+
+
 def test_wrapper_round_trip():
     buf = new_buffer(512)
     rb = RB.ManyToOneRingBuffer(buf)
