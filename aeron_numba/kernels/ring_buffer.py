@@ -621,10 +621,10 @@ class ManyToOneRingBuffer:
     """Producers' and consumer's view of one to-driver ring buffer (Agrona ``ManyToOneRingBuffer``).
 
     ``buffer`` is a ``np.uint8`` view of exactly ``capacity + TRAILER_LENGTH`` bytes (e.g. the to-driver
-    section of cnc.dat). Every method is one kernel call; ``read`` with a compiled handler and
-    ``read_messages`` (copies, for Python callers) are the two consumer paths. A consumer that cannot read
-    past its head repairs it here (``skip_unreadable_record``, ``unblock_or_skip``) and is told what was done,
-    to record it.
+    section of cnc.dat). Every method is one kernel call (``read_messages`` of an empty buffer none); ``read``
+    with a compiled handler and ``read_messages`` (copies, for Python callers) are the two consumer paths. A
+    consumer that cannot read past its head repairs it here (``skip_unreadable_record``, ``unblock_or_skip``)
+    and is told what was done, to record it.
     """
 
     def __init__(self, buffer: np.ndarray):
