@@ -30,22 +30,22 @@ from harness.process_manager import ProcessManager
 
 TARGET_PERCENT = 2.0
 START_TIMEOUT_S = 180.0  # a cold Numba cache compiles the driver's and the archive's kernels first
-CONNECTED = "idle client connected"
+READY = "idle process ready"
 
-#: The client: connects to the driver and the archive, says so, then waits until it is killed.
+#: The client: connects to the driver and the archive, says it is ready, then waits until it is killed.
 CLIENT_CODE = f"""
 import threading
 from aeron_numba.archive.client import AeronArchive
 from aeron_numba.client import Aeron, Context
 aeron = Aeron.connect(Context())
 archive = AeronArchive.connect(aeron)
-print({CONNECTED!r}, flush=True)
+print({READY!r}, flush=True)
 threading.Event().wait()
 """
 #: The floor: parks 1 ms a cycle, as a backoff-idle agent at its maximum park period, and does nothing else.
 FLOOR_CODE = f"""
 import time
-print({CONNECTED!r}, flush=True)
+print({READY!r}, flush=True)
 while True:
     time.sleep(0.001)
 """
@@ -70,9 +70,9 @@ def measure_idle(root: Path, seconds: float, settle_s: float) -> dict[str, float
                                          env=env)
         archive.await_output("aeron-numba archive", START_TIMEOUT_S)
         client = processes.spawn_python("client", CLIENT_CODE, env=env)
-        client.await_output(CONNECTED, START_TIMEOUT_S)
+        client.await_output(READY, START_TIMEOUT_S)
         floor = processes.spawn_python("floor", FLOOR_CODE)
-        floor.await_output(CONNECTED, START_TIMEOUT_S)
+        floor.await_output(READY, START_TIMEOUT_S)
         watched = {"driver": driver, "archive": archive, "client": client, "floor": floor}
         time.sleep(settle_s)
         start = {name: cpu_seconds(p.pid) for name, p in watched.items()}
