@@ -1,5 +1,5 @@
 """archive-tool: ArchiveTool's command line and output (spec/archive.md §3-§5), over archive dirs made by the
-catalog and the recording writer, and over the archives real Aeron 1.48 wrote (../shared/reference)."""
+catalog and the recording writer, and over the archives real Aeron 1.48 wrote (tests/golden, copied from ../shared/reference)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from aeron_numba.tools.archive_tool import EXIT_USAGE, main
 from tests.unit.archive.test_archive_segments import TERM, publish, record
 
 #: Files real Aeron 1.48 wrote and what its ArchiveTool printed for them (read only: writing tests copy them).
-REFERENCE = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "aeron-1.48"
+REFERENCE = Path(__file__).resolve().parents[2] / "golden" / "aeron-1.48"  # copies of ../shared/reference
 
 
 @pytest.fixture
