@@ -78,16 +78,19 @@ class SubscriptionLink:
     is_ipc: bool = False
     session_id: int | None = None  # session-id= on the channel: only that session's images
 
+    def wants_session(self, session_id: int) -> bool:
+        """No ``session-id`` on the channel, or this one: whose images the subscription gets (IPC and UDP alike)."""
+        return self.session_id is None or self.session_id == session_id
+
     def matches_ipc_publication(self, publication: IpcPublication) -> bool:
         """Aeron's match: an ``aeron:ipc`` subscription on the stream, with no session id or the publication's."""
-        return self.is_ipc and self.stream_id == publication.stream_id and \
-            (self.session_id is None or self.session_id == publication.session_id)
+        return self.is_ipc and self.stream_id == publication.stream_id and self.wants_session(publication.session_id)
 
     def matches_network_publication(self, publication) -> bool:
         """Aeron's spy match: a spy on the publication's stream and channel (same canonical form), with no
         session id or the publication's."""
         return self.spy_channel is not None and self.stream_id == publication.stream_id and \
-            (self.session_id is None or self.session_id == publication.session_id) and \
+            self.wants_session(publication.session_id) and \
             self.spy_channel.canonical_form == publication.channel.canonical_form
 
 

@@ -225,7 +225,7 @@ class NetworkConductor:
         """After ON_SUBSCRIPTION_READY: a late joiner starts at each image's current rebuild position."""
         for image in self.images:
             if image.endpoint is link.endpoint and image.stream_id == link.stream_id and \
-                    image.state is ImageState.ACTIVE:
+                    image.state is ImageState.ACTIVE and link.wants_session(image.session_id):
                 self._link_subscriber(image, link, image.rebuild_position)
 
     # ------------------------------------------------------------------------------------------ spies
@@ -334,7 +334,7 @@ class NetworkConductor:
     def _create_image(self, endpoint, setup: dict, source: tuple[str, int], control_address) -> None:
         conductor = self.conductor
         links = [s for s in conductor.subscriptions if getattr(s, "endpoint", None) is endpoint
-                 and s.stream_id == setup["stream_id"]]
+                 and s.stream_id == setup["stream_id"] and s.wants_session(setup["session_id"])]
         if not links:
             endpoint.setup_failed(setup["session_id"], setup["stream_id"])
             return

@@ -445,3 +445,31 @@ def test_the_driver_warm_up_compiles_every_kernel_a_lossy_udp_stream_needs(harne
     assert len(LossReportReader.read(harness.driver.loss_report.buffer)) == 1
     control.close()
     stream.close()
+
+
+def test_session_id_on_a_udp_subscription_filters_its_images(harness):
+    """As in Aeron, and as for IPC: two publications of one stream to one endpoint, each with its own session-id;
+    a subscription naming one session gets that session's image only, whether the image comes after it or was
+    there before it; one naming none gets both (an archive replicating twice into one stream relies on this)."""
+    client = RawClient(harness.cnc)
+    channel = "aeron:udp?endpoint=127.0.0.1:0"
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=STREAM,
+                channel=channel + "|session-id=7001")
+    harness.work()
+    (endpoint,) = harness.conductor.network.receive_endpoints.values()
+    port = endpoint.local_address[1]
+    for session_id in (7001, 7002):
+        client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
+                    channel=f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k|session-id={session_id}")
+    run(harness, client, 30)
+    late = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                       stream_id=STREAM, channel=channel + "|session-id=7002")
+    every = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                        stream_id=STREAM, channel=channel)
+    run(harness, client, 200)  # the unwanted session's SETUPs keep coming (it has no receiver yet)
+    images = [m for t, m in client.responses() if t == cp.ON_AVAILABLE_IMAGE]
+    by_subscription = {}
+    for image in images:
+        by_subscription.setdefault(image.subscription_registration_id, set()).add(image.session_id)
+    first = min(by_subscription)
+    assert by_subscription == {first: {7001}, late: {7002}, every: {7001, 7002}}
