@@ -327,15 +327,6 @@ class AeronArchive:
                                src_control_stream_id, src_control_channel, live_destination, replication_channel,
                                file_io_max_length, replication_session_id, encoded_credentials, src_response_channel)
 
-    def tagged_replicate(self, src_recording_id: int, dst_recording_id: int, channel_tag_id: int,
-                         subscription_tag_id: int, src_control_stream_id: int, src_control_channel: str,
-                         live_destination: str | None = None, *, stop_position: int = A.NULL_POSITION,
-                         replication_channel: str | None = None) -> int:
-        """``replicate`` with the recording subscription's channel and subscription tags."""
-        return self._replicate(src_recording_id, dst_recording_id, stop_position, channel_tag_id, subscription_tag_id,
-                               src_control_stream_id, src_control_channel, live_destination, replication_channel,
-                               A.NULL_VALUE, A.NULL_VALUE, b"", None)
-
     def _replicate(self, src_recording_id, dst_recording_id, stop_position, channel_tag_id, subscription_tag_id,
                    src_control_stream_id, src_control_channel, live_destination, replication_channel,
                    file_io_max_length, replication_session_id, encoded_credentials, src_response_channel) -> int:
