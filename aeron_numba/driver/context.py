@@ -133,6 +133,11 @@ class DriverContext:
                 f"ipc_publication_term_window_length={self.ipc_publication_term_window_length}"
                 f" > ipc_term_buffer_length={self.ipc_term_buffer_length}"
             )
+        if self.timer_interval_ns >= self.driver_timeout_ms * 1_000_000:
+            # The to-driver heartbeat is written on the timer: a timer this slow lets clients think the driver dead.
+            raise ConfigurationError(
+                f"timer_interval_ns={self.timer_interval_ns} must be < driver_timeout_ms={self.driver_timeout_ms}"
+                f" ({self.driver_timeout_ms * 1_000_000} ns)")
         if self.publication_unblock_timeout_ns <= self.client_liveness_timeout_ns:
             raise ConfigurationError(
                 f"publication_unblock_timeout_ns={self.publication_unblock_timeout_ns} must be >"

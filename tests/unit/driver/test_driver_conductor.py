@@ -566,3 +566,16 @@ def test_the_to_driver_heartbeat_is_written_once_per_timer_interval(harness):
         harness.epoch.advance(1)
         harness.work()
         assert to_driver.consumer_heartbeat_time() == harness.epoch.time() == written_ms + TIMER_MS
+
+
+def test_a_timer_interval_at_or_past_the_driver_timeout_is_refused(tmp_path):
+    """The to-driver heartbeat is written on the timer: with a timer this slow, clients would think the driver
+    dead between two heartbeats."""
+    from aeron_numba.driver.context import DriverContext
+    from aeron_numba.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="timer_interval_ns=2000000000 must be < driver_timeout_ms=2000"):
+        DriverContext(aeron_dir=str(tmp_path / "aeron"), timer_interval_ns=2_000_000_000, driver_timeout_ms=2000,
+                      client_liveness_timeout_ns=1_000_000_000).conclude()
+    DriverContext(aeron_dir=str(tmp_path / "aeron"), timer_interval_ns=1_999_000_000, driver_timeout_ms=2000,
+                  client_liveness_timeout_ns=1_000_000_000).conclude()
