@@ -83,10 +83,10 @@ class DutyCycleTracker:
             cycle_time_ns = 0  # a clock set backwards by a test; never propose a negative maximum
         self._cycles += 1
         self._last_ns = cycle_time_ns
-        if cycle_time_ns > self._max_ns:
+        if cycle_time_ns > self._max_ns:  # only a new maximum can change a max counter: an idle cycle costs a compare
             self._max_ns = cycle_time_ns
-        if self._propose_max is not None:
-            self._propose_max(cycle_time_ns)
+            if self._propose_max is not None:
+                self._propose_max(cycle_time_ns)
         if cycle_time_ns > self.cycle_time_threshold_ns:
             self._exceeded += 1
             if self._increment_exceeded is not None:
