@@ -16,26 +16,25 @@ from aeron_numba.layout import log_buffer_descriptor as lb
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 
 
-def size_param(uri: cu.ChannelUri, name: str) -> int | None:
-    """``64k``-style size, or None when absent."""
+def _parsed(uri: cu.ChannelUri, name: str, parse) -> int | None:
+    """``parse(name, value)`` of the parameter, or None when absent; a value it refuses is C's EINVAL."""
     value = uri.get(name)
     if value is None:
         return None
     try:
-        return cu.parse_size(name, value)
+        return parse(name, value)
     except InvalidChannelError:
         raise ChannelParameterError(f"could not parse {name}={value} in URI") from None
+
+
+def size_param(uri: cu.ChannelUri, name: str) -> int | None:
+    """``64k``-style size, or None when absent."""
+    return _parsed(uri, name, cu.parse_size)
 
 
 def duration_param(uri: cu.ChannelUri, name: str) -> int | None:
     """``10ms``-style duration in ns, or None when absent."""
-    value = uri.get(name)
-    if value is None:
-        return None
-    try:
-        return cu.parse_duration_ns(name, value)
-    except InvalidChannelError:
-        raise ChannelParameterError(f"could not parse {name}={value} in URI") from None
+    return _parsed(uri, name, cu.parse_duration_ns)
 
 
 def int32_param(uri: cu.ChannelUri, name: str) -> int | None:

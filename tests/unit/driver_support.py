@@ -83,3 +83,18 @@ class Harness:
     def close(self) -> None:
         self.conductor.on_close()
         self.driver.close()
+
+
+def run(harness, client, cycles: int, step_ms: int = 1) -> None:
+    """``cycles`` duty cycles of the conductor, sender and receiver in turn (SHARED mode), ``step_ms`` apart on the
+    cached clocks, with ``client``'s heartbeat kept fresh."""
+    network = harness.conductor.network
+    for _ in range(cycles):
+        harness.nano.advance(step_ms * MS)
+        harness.epoch.advance(step_ms)
+        harness.conductor.do_work()
+        network.sender.do_work()
+        network.receiver.do_work()
+        harness.conductor.counters.set_counter_value(
+            harness.reader.find_by_type_id_and_registration_id(cl.CLIENT_HEARTBEAT_TYPE_ID, client.client_id),
+            harness.epoch.time())

@@ -30,14 +30,6 @@ from harness.awaiting import await_condition
 from tests.unit.client_support import TERM_LENGTH, connect, poll_until
 
 
-@pytest.fixture
-def client(driver):
-    aeron, errors = connect(driver, resource_linger_duration_ns=0)
-    yield aeron, errors
-    aeron.close()
-    assert errors == []
-
-
 def offer_retrying(publication, data, **kwargs) -> int:
     for _ in range(4):
         result = publication.offer(data, **kwargs)

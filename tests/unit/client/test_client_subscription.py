@@ -38,14 +38,6 @@ from tests.unit.client_support import FakeDriver, connect, mapping_count, poll_u
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@pytest.fixture
-def client(driver):
-    aeron, errors = connect(driver, resource_linger_duration_ns=0)
-    yield aeron, errors
-    aeron.close()
-    assert errors == []
-
-
 def offer(publication, data) -> int:
     for _ in range(4):
         result = publication.offer(data)

@@ -16,7 +16,7 @@ from aeron_numba.driver import DriverContext
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
-from tests.unit.driver_support import MS, Harness, RawClient
+from tests.unit.driver_support import MS, Harness, RawClient, run
 
 IPC_STREAM = 1001
 UDP_STREAM = 10
@@ -28,20 +28,6 @@ def harness(shm_dir):
     h = Harness(shm_dir / "aeron")
     yield h
     h.close()
-
-
-def run(harness, client, cycles: int) -> None:
-    """Conductor, sender and receiver in turn (SHARED mode), with the client's heartbeat kept fresh."""
-    network = harness.conductor.network
-    for _ in range(cycles):
-        harness.nano.advance(MS)
-        harness.epoch.advance(1)
-        harness.conductor.do_work()
-        network.sender.do_work()
-        network.receiver.do_work()
-        harness.conductor.counters.set_counter_value(
-            harness.reader.find_by_type_id_and_registration_id(cl.CLIENT_HEARTBEAT_TYPE_ID, client.client_id),
-            harness.epoch.time())
 
 
 def command(harness, client, msg_type_id, message_class, expected_response, **fields):

@@ -28,7 +28,7 @@ from aeron_numba.layout import frame
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
-from tests.unit.driver_support import MS, Harness, RawClient
+from tests.unit.driver_support import MS, Harness, RawClient, run
 
 UDP_TERM_LENGTH = 64 * 1024
 STREAM = 10
@@ -53,19 +53,6 @@ def harness(shm_dir):
                 image_liveness_timeout_ns=2_000 * MS)
     yield h
     h.close()
-
-
-def run(harness, client, cycles: int, step_ms: int = 1) -> None:
-    network = harness.conductor.network
-    for _ in range(cycles):
-        harness.nano.advance(step_ms * MS)
-        harness.epoch.advance(step_ms)
-        harness.conductor.do_work()
-        network.sender.do_work()
-        network.receiver.do_work()
-        harness.conductor.counters.set_counter_value(
-            harness.reader.find_by_type_id_and_registration_id(cl.CLIENT_HEARTBEAT_TYPE_ID, client.client_id),
-            harness.epoch.time())
 
 
 class Stream:

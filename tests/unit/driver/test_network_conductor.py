@@ -16,8 +16,8 @@ from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.log_buffers import LogBuffers
-from tests.unit.driver.test_driver_udp import STREAM, free_udp_port, run
-from tests.unit.driver_support import MS, Harness, RawClient
+from tests.unit.driver.test_driver_udp import STREAM, free_udp_port
+from tests.unit.driver_support import MS, Harness, RawClient, run
 
 TERM_LENGTH = 64 * 1024
 
