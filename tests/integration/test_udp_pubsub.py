@@ -26,6 +26,14 @@ STREAM = 1002
 UDP_DRIVER_ENV = udp_settings_for_tests(term_buffer_length="1m", liveness_timeout="2s")
 
 
+def udp_receive_buffer_drops() -> int:
+    """The kernel's count of UDP datagrams dropped because a socket's receive buffer was full (this network
+    namespace, every socket): the only loss loopback has. Under load on two cores it happens to Aeron too."""
+    with open("/proc/net/snmp") as snmp:
+        names, values = [line.split()[1:] for line in snmp if line.startswith("Udp:")]
+    return int(values[names.index("RcvbufErrors")])
+
+
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -85,8 +93,11 @@ def exchange(drivers, process_manager, tmp_path, *, count, max_length, timeout_s
 
 
 def test_messages_of_random_sizes_cross_between_two_drivers(drivers, process_manager, tmp_path):
+    drops_before = udp_receive_buffer_drops()
     exchange(drivers, process_manager, tmp_path, count=5_000, max_length=16 * 1024)
-    assert drivers.system_counter(drivers.counters_b, cl.NAK_MESSAGES_SENT) == 0
+    # With no loss injected, B NAKs only what the kernel dropped from a full receive buffer (seen once in CI).
+    naks = drivers.system_counter(drivers.counters_b, cl.NAK_MESSAGES_SENT)
+    assert naks == 0 or udp_receive_buffer_drops() > drops_before, f"{naks} NAKs with no datagram dropped"
     assert drivers.system_counter(drivers.counters_b, cl.INVALID_PACKETS) == 0
     assert drivers.system_counter(drivers.counters_a, cl.STATUS_MESSAGES_RECEIVED) > 0
 
