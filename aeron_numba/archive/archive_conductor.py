@@ -901,9 +901,11 @@ class ArchiveConductor:
         if replication is None:
             session.error(correlation_id, "UNKNOWN_REPLICATION", f"unknown replication id {replication_id}")
             return
+        # As Aeron's ArchiveConductor.stopReplication: the OK goes out first, the session's REPLICATE_END (and then
+        # its recording's STOP) when it closes.
         replication.abort("stop replication")
-        self._end_replication(replication_id)
         session.respond(correlation_id, OK, 0)
+        self._end_replication(replication_id)
 
     def extend_for_replication(self, session, replication_id: int, recording_id: int, stream_id: int,
                                channel: str) -> object | None:

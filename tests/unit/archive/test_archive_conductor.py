@@ -381,10 +381,10 @@ def test_a_replication_is_answered_with_its_id_and_stopped_by_it(conductor):
     session.publication.raw.clear()
     conductor.on_stop_replication_request(session, correlation_id=61, replication_id=replication_id)
     conductor.do_work()
-    end, ok = session.publication.sent
+    ok, end = session.publication.sent  # Aeron's order: the stop's OK, then the replication's REPLICATE_END
+    assert (ok.correlation_id, ok.code) == (61, OK)
     assert (end.correlation_id, end.signal, end.recording_id) == \
         (replication_id, A.RECORDING_SIGNALS["REPLICATE_END"], A.NULL_VALUE)
-    assert (ok.correlation_id, ok.code) == (61, OK)
     assert conductor.replications == {}
     conductor.on_stop_replication_request(session, correlation_id=62, replication_id=replication_id)
     conductor.do_work()
