@@ -224,6 +224,49 @@ class Aeron:
             unavailable_image_handler = self.context.unavailable_image_handler
         return self._conductor.add_subscription(channel, stream_id, available_image_handler, unavailable_image_handler)
 
+    # ------------------------------------------------------------------ asynchronous registrations
+    # Aeron's asyncAdd* / get*: the add returns its registration id at once and the caller polls for the resource,
+    # so an agent's duty cycle (the archive's) never waits on the driver.
+    def async_add_publication(self, channel: str, stream_id: int) -> int:
+        """Send the add of a concurrent publication; ``get_publication(registration_id)`` gives it once made."""
+        return self._conductor.async_add_publication(_check_channel(channel), _check_stream_id(stream_id))
+
+    def async_add_exclusive_publication(self, channel: str, stream_id: int) -> int:
+        return self._conductor.async_add_publication(_check_channel(channel), _check_stream_id(stream_id),
+                                                     exclusive=True)
+
+    def async_add_subscription(self, channel: str, stream_id: int, available_image_handler=None,
+                               unavailable_image_handler=None) -> int:
+        """Send the add of a subscription; ``get_subscription(registration_id)`` gives it once made. The image
+        handlers are as for ``add_subscription``."""
+        channel = _check_channel(channel)
+        stream_id = _check_stream_id(stream_id)
+        for name, handler in (("available_image_handler", available_image_handler),
+                              ("unavailable_image_handler", unavailable_image_handler)):
+            if handler is not None and not callable(handler):
+                raise ConfigurationError(f"{name}={handler!r} must be callable")
+        return self._conductor.async_add_subscription(
+            channel, stream_id, available_image_handler or self.context.available_image_handler,
+            unavailable_image_handler or self.context.unavailable_image_handler)
+
+    def get_publication(self, registration_id: int) -> Publication | None:
+        """The publication of ``async_add_publication``; None while the driver has not answered. Raises the
+        driver's ``RegistrationError`` when it refused, ``DriverTimeoutError`` when it did not answer in time."""
+        return self._conductor.get_resource(registration_id, Publication)
+
+    def get_exclusive_publication(self, registration_id: int) -> ExclusivePublication | None:
+        return self._conductor.get_resource(registration_id, ExclusivePublication)
+
+    def get_subscription(self, registration_id: int) -> Subscription | None:
+        return self._conductor.get_resource(registration_id, Subscription)
+
+    def async_remove_publication(self, registration_id: int) -> None:
+        """Close an asynchronously added publication, made or still pending, without waiting on the driver."""
+        self._conductor.async_remove(registration_id, self._conductor.driver_proxy.remove_publication)
+
+    def async_remove_subscription(self, registration_id: int) -> None:
+        self._conductor.async_remove(registration_id, self._conductor.driver_proxy.remove_subscription)
+
     def add_counter(self, type_id: int, key: bytes = b"", label: str = "") -> Counter:
         """Ask the driver to allocate a counter owned by this client (key <= 112 bytes, ASCII label <= 380)."""
         if isinstance(type_id, bool) or not isinstance(type_id, int) or not _INT32_MIN <= type_id <= _INT32_MAX:

@@ -106,6 +106,11 @@ class ClientConductor:
         self._lingering: list[list] = []  # [unmap deadline ns, LogBuffers]
         self._response_resource = None
         self._response_error: BaseException | None = None
+        # Asynchronous adds (Aeron's asyncAdd*/get*): correlation id -> response deadline ns while the driver has
+        # not answered (the adapter takes their responses too); then the driver's refusal, until asked for.
+        self._pending_registrations: dict[int, int] = {}
+        self._async_errors: dict[int, BaseException] = {}
+        self.driver_events_adapter.pending_registrations = self._pending_registrations
 
         self._is_closed = False
         self._close_requested = False
@@ -444,6 +449,60 @@ class ClientConductor:
             self._stashed[correlation_id] = (channel, stream_id, available_image_handler, unavailable_image_handler)
             return self._await_response(correlation_id, cp.ADD_SUBSCRIPTION)
 
+    def async_add_publication(self, channel: str, stream_id: int, exclusive: bool = False) -> int:
+        """Send ADD_(EXCLUSIVE_)PUBLICATION and return its registration id at once; ``get_publication`` gives the
+        publication once the driver has answered (the conductor's duty cycle takes the answer)."""
+        with self._lock:
+            self._ensure_not_reentrant()
+            self._raise_if_closed()
+            correlation_id = self.driver_proxy.add_publication(channel, stream_id, exclusive)
+            self._stashed[correlation_id] = (channel, stream_id)
+            self._pending_registrations[correlation_id] = self.nano_clock.nano_time() + self.driver_timeout_ns
+            return correlation_id
+
+    def async_add_subscription(self, channel: str, stream_id: int, available_image_handler,
+                               unavailable_image_handler) -> int:
+        with self._lock:
+            self._ensure_not_reentrant()
+            self._raise_if_closed()
+            correlation_id = self.driver_proxy.add_subscription(channel, stream_id)
+            self._stashed[correlation_id] = (channel, stream_id, available_image_handler, unavailable_image_handler)
+            self._pending_registrations[correlation_id] = self.nano_clock.nano_time() + self.driver_timeout_ns
+            return correlation_id
+
+    def get_resource(self, registration_id: int, kind: type):
+        """The resource of an asynchronous add: None while the driver has not answered; raises the driver's
+        ``RegistrationError`` (once), or ``DriverTimeoutError`` when it did not answer within the driver timeout."""
+        with self._lock:
+            self._raise_if_closed()
+            error = self._async_errors.pop(registration_id, None)
+            if error is not None:
+                raise error
+            deadline_ns = self._pending_registrations.get(registration_id)
+            if deadline_ns is not None:
+                if self.nano_clock.nano_time() <= deadline_ns:
+                    return None
+                del self._pending_registrations[registration_id]
+                self._stashed.pop(registration_id, None)
+                self.driver_events_adapter.async_command_ids.add(registration_id)  # a late refusal: error handler
+                raise DriverTimeoutError(f"no response from MediaDriver to the add of registration_id="
+                                         f"{registration_id} within driver_timeout_ms="
+                                         f"{self.driver_timeout_ns // 1_000_000}")
+            resource = self._resource_by_registration_id.get(registration_id)
+            return resource if type(resource) is kind else None
+
+    def async_remove(self, registration_id: int, remove: Callable[[int], int]) -> None:
+        """Give up an asynchronous add: close what came, or tell the driver to remove what is still pending."""
+        with self._lock:
+            self._async_errors.pop(registration_id, None)
+            resource = self._resource_by_registration_id.get(registration_id)
+            if resource is not None:
+                resource.close()
+            elif self._pending_registrations.pop(registration_id, None) is not None and not self._is_closed:
+                self._stashed.pop(registration_id, None)
+                # The driver takes commands in order: the remove finds the add done (or refused: then its error).
+                self.driver_events_adapter.async_command_ids.add(remove(registration_id))
+
     def add_counter(self, type_id: int, key: bytes, label: str) -> Counter:
         with self._lock:
             self._ensure_not_reentrant()
@@ -523,7 +582,8 @@ class ClientConductor:
             self._check_counter_id("position_limit_counter_id", msg.position_limit_counter_id)
             log_buffers = self._map_log(msg.log_file_name)
         except (OSError, AeronError) as exc:
-            self._response_error = AeronError(f"could not map publication log {msg.log_file_name!r}: {exc}")
+            self._registered(msg.correlation_id, error=AeronError(
+                f"could not map publication log {msg.log_file_name!r}: {exc}"))
             return
         publication_class = ExclusivePublication if exclusive else Publication
         try:
@@ -534,10 +594,10 @@ class ClientConductor:
             )
         except Exception as exc:
             self._release_log(msg.log_file_name)
-            self._response_error = exc
+            self._registered(msg.correlation_id, error=exc)
             return
         self._resource_by_registration_id[msg.correlation_id] = publication
-        self._response_resource = publication
+        self._registered(msg.correlation_id, publication)
 
     def on_new_subscription(self, msg: dc.SubscriptionReady) -> None:
         stashed = self._stashed.get(msg.correlation_id)
@@ -548,7 +608,7 @@ class ClientConductor:
             self, channel, stream_id, msg.correlation_id, msg.channel_status_indicator_id, available, unavailable
         )
         self._resource_by_registration_id[msg.correlation_id] = subscription
-        self._response_resource = subscription
+        self._registered(msg.correlation_id, subscription)
 
     def on_available_image(self, msg: dc.ImageBuffersReady) -> None:
         subscription = self._resource_by_registration_id.get(msg.subscription_registration_id)
@@ -598,7 +658,18 @@ class ClientConductor:
             counter._internal_close()
 
     def on_error(self, msg: dc.ErrorResponse) -> None:
-        self._response_error = RegistrationError(msg.error_code, msg.error_message)
+        self._registered(msg.offending_command_correlation_id,
+                         error=RegistrationError(msg.error_code, msg.error_message))
+
+    def _registered(self, correlation_id: int, resource=None, error: BaseException | None = None) -> None:
+        """The driver answered a registration: an awaited one's result goes to the waiting API call, an
+        asynchronous one's error is kept for its ``get_*`` (its resource is already in the registry)."""
+        if self._pending_registrations.pop(correlation_id, None) is None:
+            self._response_resource, self._response_error = resource, error
+            return
+        self._stashed.pop(correlation_id, None)
+        if error is not None:
+            self._async_errors[correlation_id] = error
 
     def on_async_error(self, msg: dc.ErrorResponse) -> None:
         self.handle_error(RegistrationError(msg.error_code, msg.error_message))

@@ -34,6 +34,7 @@ class DriverEventsAdapter:
         self.active_correlation_id = NULL_VALUE
         self.received_correlation_id = NULL_VALUE
         self.async_command_ids: set[int] = set()
+        self.pending_registrations: dict[int, int] = {}  # asynchronous adds awaiting their answer (the conductor's)
 
     def receive(self, active_correlation_id: int = NULL_VALUE) -> int:
         self.active_correlation_id = active_correlation_id
@@ -55,19 +56,21 @@ class DriverEventsAdapter:
         return len(messages)
 
     def _is_ours(self, correlation_id: int) -> bool:
-        return correlation_id == self.active_correlation_id
+        """An answer to the command an API call awaits (noted as received) or to an asynchronous add."""
+        if correlation_id == self.active_correlation_id:
+            self.received_correlation_id = correlation_id
+            return True
+        return correlation_id in self.pending_registrations
 
     def _on_message(self, msg_type_id: int, body: bytes) -> None:
         conductor = self.conductor
         if msg_type_id in (cp.ON_PUBLICATION_READY, cp.ON_EXCLUSIVE_PUBLICATION_READY):
             msg = dc.PublicationBuffersReady.decode(body)
             if self._is_ours(msg.correlation_id):
-                self.received_correlation_id = msg.correlation_id
                 conductor.on_new_publication(msg, msg_type_id == cp.ON_EXCLUSIVE_PUBLICATION_READY)
         elif msg_type_id == cp.ON_SUBSCRIPTION_READY:
             msg = dc.SubscriptionReady.decode(body)
             if self._is_ours(msg.correlation_id):
-                self.received_correlation_id = msg.correlation_id
                 conductor.on_new_subscription(msg)
         elif msg_type_id == cp.ON_AVAILABLE_IMAGE:
             conductor.on_available_image(dc.ImageBuffersReady.decode(body))
@@ -75,13 +78,13 @@ class DriverEventsAdapter:
             conductor.on_unavailable_image(dc.ImageMessage.decode(body))
         elif msg_type_id == cp.ON_OPERATION_SUCCESS:
             msg = dc.OperationSucceeded.decode(body)
-            if self._is_ours(msg.correlation_id):
+            if msg.correlation_id == self.active_correlation_id:
                 self.received_correlation_id = msg.correlation_id
             else:
                 self.async_command_ids.discard(msg.correlation_id)
         elif msg_type_id == cp.ON_COUNTER_READY:
             msg = dc.CounterUpdate.decode(body)
-            if self._is_ours(msg.correlation_id):
+            if msg.correlation_id == self.active_correlation_id:
                 self.received_correlation_id = msg.correlation_id
                 conductor.on_new_counter(msg)
         elif msg_type_id == cp.ON_UNAVAILABLE_COUNTER:
@@ -89,7 +92,6 @@ class DriverEventsAdapter:
         elif msg_type_id == cp.ON_ERROR:
             msg = dc.ErrorResponse.decode(body)
             if self._is_ours(msg.offending_command_correlation_id):
-                self.received_correlation_id = msg.offending_command_correlation_id
                 conductor.on_error(msg)
             elif msg.offending_command_correlation_id in self.async_command_ids:
                 self.async_command_ids.discard(msg.offending_command_correlation_id)

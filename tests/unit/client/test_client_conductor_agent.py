@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from aeron_numba.agent import Agent, AgentInvoker, AgentTerminationException, CachedEpochClock, CachedNanoClock
-from aeron_numba.client import CLOSED, ConductorServiceTimeoutError, DriverTimeoutError
+from aeron_numba.client import CLOSED, ConductorServiceTimeoutError, DriverTimeoutError, RegistrationError
 from aeron_numba.client.client_conductor import TIMER_CHECK_INTERVAL_NS, ClientConductor
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as counters_layout
@@ -356,4 +356,68 @@ def test_invoker_mode_delivers_images_on_the_invoking_thread(driver):
             5, "message",
         )
         assert received == [b"hello"]
+    assert errors == []
+
+
+# ------------------------------------------------------------------------------ asynchronous registrations
+def test_an_async_add_returns_at_once_and_its_resource_comes_with_the_drivers_answer(manual_driver):
+    """Aeron's asyncAdd* / get*: nothing waits on the driver; the conductor's duty cycle takes the answer."""
+    aeron, errors, nano, _ = connect_invoked(manual_driver)
+    invoker = aeron.conductor_agent_invoker
+    with aeron:
+        publication_id = aeron.async_add_exclusive_publication("aeron:ipc", 31)
+        subscription_id = aeron.async_add_subscription("aeron:ipc", 31)
+        invoker.invoke()
+        assert aeron.get_exclusive_publication(publication_id) is None  # the driver has not run
+        assert aeron.get_subscription(subscription_id) is None
+        manual_driver.do_work()
+        assert aeron.get_exclusive_publication(publication_id) is None  # answered, not yet taken by the conductor
+        invoker.invoke()
+        publication = aeron.get_exclusive_publication(publication_id)
+        subscription = aeron.get_subscription(subscription_id)
+        assert (publication.registration_id, publication.stream_id) == (publication_id, 31)
+        assert (subscription.registration_id, subscription.channel) == (subscription_id, "aeron:ipc")
+        assert aeron.get_publication(publication_id) is None  # not a concurrent publication
+        assert aeron.get_exclusive_publication(publication_id) is publication  # asked again: the same one
+        aeron.async_remove_publication(publication_id)
+        assert publication.is_closed
+    assert errors == []
+
+
+def test_an_async_add_the_driver_refuses_raises_its_error_once(manual_driver):
+    aeron, errors, nano, _ = connect_invoked(manual_driver)
+    invoker = aeron.conductor_agent_invoker
+    with aeron:
+        manual_driver.fail_next(cp.ADD_SUBSCRIPTION, cp.INVALID_CHANNEL, "bad channel for test")
+        registration_id = aeron.async_add_subscription("aeron:ipc", 32)
+        manual_driver.do_work()
+        invoker.invoke()
+        with pytest.raises(RegistrationError, match="bad channel for test"):
+            aeron.get_subscription(registration_id)
+        assert aeron.get_subscription(registration_id) is None  # reported once, as Aeron
+    assert errors == []
+
+
+def test_an_async_add_not_answered_within_the_driver_timeout_raises_driver_timeout(manual_driver):
+    aeron, errors, nano, _ = connect_invoked(manual_driver)
+    with aeron:
+        registration_id = aeron.async_add_publication("aeron:ipc", 33)
+        nano.advance(aeron.conductor.driver_timeout_ns)
+        assert aeron.get_publication(registration_id) is None  # at the deadline: still waiting
+        nano.advance(1)
+        with pytest.raises(DriverTimeoutError, match=f"registration_id={registration_id}"):
+            aeron.get_publication(registration_id)
+
+
+def test_an_async_add_given_up_while_pending_is_removed_at_the_driver(manual_driver):
+    aeron, errors, nano, _ = connect_invoked(manual_driver)
+    invoker = aeron.conductor_agent_invoker
+    with aeron:
+        registration_id = aeron.async_add_subscription("aeron:ipc", 34)
+        aeron.async_remove_subscription(registration_id)
+        manual_driver.do_work()
+        invoker.invoke()
+        [remove] = manual_driver.commands_of(cp.REMOVE_SUBSCRIPTION)
+        assert remove.registration_id == registration_id
+        assert aeron.get_subscription(registration_id) is None  # its late answer is not taken up
     assert errors == []
