@@ -28,6 +28,8 @@ import numpy as np
 
 from aeron_numba.archive.archive_counters import ArchiveCounters
 from aeron_numba.archive.async_connect import AsyncConnect
+from aeron_numba.archive.authentication import NullCredentialsSupplier, ReplicationCredentialsSupplier
+from aeron_numba.archive.client import AeronArchiveContext
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.archive.control_session import (
@@ -67,7 +69,7 @@ REMOTE = A.SOURCE_LOCATIONS["REMOTE"]  # a replication records the replay arrivi
 class RecordingSubscription:
     """A subscription the archive records: every image it gets becomes a recording."""
 
-    subscription: object
+    subscription: object  # None while its asynchronous add (a replication's) is pending
     control_session_id: int
     correlation_id: int
     original_channel: str
@@ -147,6 +149,7 @@ class ArchiveConductor:
         self._next_replay_id = 1
         self.replications: dict[int, ReplicationSession] = {}  # replication id -> session
         self._replication_owner: dict[int, int] = {}  # replication id -> control session id
+        self._pending_subscriptions: set[int] = set()  # recording subscriptions added asynchronously, not yet made
         self._images: collections.deque = collections.deque()  # (recording subscription id, image) from the client
         self._lock = threading.Lock()
         self.replay_buffer = np.zeros(ctx.file_io_max_length, dtype=np.uint8)
@@ -165,8 +168,12 @@ class ArchiveConductor:
         now_ns = self.nano_clock()
         work = 0
         work += self.control_session_adapter.poll()
+        if self._pending_subscriptions:
+            work += self._on_pending_subscriptions()
         while self._images:
             subscription_id, image = self._images.popleft()
+            if subscription_id in self._pending_subscriptions:  # made since: its OK goes before the EXTEND signal
+                work += self._on_pending_subscriptions()
             work += self._start_recording_session(subscription_id, image)
         while self._gone_request_images:
             image = self._gone_request_images.popleft()
@@ -235,8 +242,8 @@ class ArchiveConductor:
             return
         session.on_connect_request(bytes(encoded_credentials))  # a plain ConnectRequest has none
 
-    def on_challenge_response(self, session, encoded_credentials: bytes, **_) -> None:
-        if not session.on_challenge_response(encoded_credentials):
+    def on_challenge_response(self, session, correlation_id: int, encoded_credentials: bytes, **_) -> None:
+        if not session.on_challenge_response(encoded_credentials, correlation_id):
             self.record_error(f"ChallengeResponse for control session id={session.control_session_id}, which "
                               f"is {session.state.value}, not challenged")
 
@@ -250,25 +257,31 @@ class ArchiveConductor:
         session.respond(correlation_id, OK, self.archive_id)
 
     # -------------------------------------------------------------------------------------- recording
-    def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool,
-                         source_location: int, extend_recording_id: int = A.NULL_VALUE) -> RecordingSubscription | None:
-        """Subscribe to record ``channel``/``stream_id``; answers OK with the subscription id, or the error."""
+    def _may_record(self, session, correlation_id: int, channel: str, stream_id: int) -> bool:
+        """Whether a recording subscription may be added (room, storage, not already recorded); else the error."""
         if len(self.recordings) >= self.ctx.max_concurrent_recordings:
             session.error(correlation_id, "MAX_RECORDINGS",
                           f"max concurrent recordings reached: {self.ctx.max_concurrent_recordings}")
-            return None
+            return False
         free = shutil.disk_usage(self.ctx.archive_dir).free
         if free < self.ctx.low_storage_space_threshold:
             session.error(correlation_id, "STORAGE_SPACE",
                           f"insufficient usable storage for new recording: {free} bytes free < threshold "
                           f"{self.ctx.low_storage_space_threshold}")
-            return None
+            return False
         stripped = strip_channel(channel)
         for existing in self.recording_subscriptions.values():
             if existing.stripped_channel == stripped and existing.stream_id == stream_id:
                 session.error(correlation_id, "ACTIVE_SUBSCRIPTION",
                               f"recording exists for streamId={stream_id} channel={stripped}")
-                return None
+                return False
+        return True
+
+    def _start_recording(self, session, correlation_id: int, channel: str, stream_id: int, auto_stop: bool,
+                         source_location: int, extend_recording_id: int = A.NULL_VALUE) -> RecordingSubscription | None:
+        """Subscribe to record ``channel``/``stream_id``; answers OK with the subscription id, or the error."""
+        if not self._may_record(session, correlation_id, channel, stream_id):
+            return None
         holder: list[int] = []
 
         def on_image(image):  # client conductor thread: hand over to the archive's
@@ -281,11 +294,67 @@ class ArchiveConductor:
         with self._lock:  # images that came before the id was known
             self._images = collections.deque((subscription.registration_id if s is None else s, i)
                                              for s, i in self._images)
-        owner = RecordingSubscription(subscription, session.control_session_id, correlation_id, channel, stripped,
-                                      stream_id, auto_stop, extend_recording_id)
+        owner = RecordingSubscription(subscription, session.control_session_id, correlation_id, channel,
+                                      strip_channel(channel), stream_id, auto_stop, extend_recording_id)
         self.recording_subscriptions[subscription.registration_id] = owner
         session.respond(correlation_id, OK, subscription.registration_id)
         return owner
+
+    def _async_start_recording(self, session, correlation_id: int, channel: str, stream_id: int,
+                               source_location: int, extend_recording_id: int) -> int | None:
+        """``_start_recording`` (auto-stop) without waiting on the driver: the subscription's registration id, its
+        owner kept with no subscription until ``_on_pending_subscriptions`` sees it made (then the OK goes out);
+        None when refused (the error sent)."""
+        if not self._may_record(session, correlation_id, channel, stream_id):
+            return None
+
+        def on_image(image):  # client conductor thread: hand over to the archive's
+            with self._lock:
+                self._images.append((image.subscription_registration_id, image))
+
+        registration_id = self.aeron.async_add_subscription(recording_subscription_channel(channel, source_location),
+                                                            stream_id, available_image_handler=on_image)
+        self.recording_subscriptions[registration_id] = RecordingSubscription(
+            None, session.control_session_id, correlation_id, channel, strip_channel(channel), stream_id, True,
+            extend_recording_id)
+        self._pending_subscriptions.add(registration_id)
+        return registration_id
+
+    def _on_pending_subscriptions(self) -> int:
+        work = 0
+        for registration_id in list(self._pending_subscriptions):
+            owner = self.recording_subscriptions[registration_id]
+            session = self.control_sessions.get(owner.control_session_id)
+            try:
+                subscription = self.aeron.get_subscription(registration_id)
+            except AeronError as exc:  # refused by the driver, or no answer within the driver timeout
+                self._pending_subscriptions.discard(registration_id)
+                del self.recording_subscriptions[registration_id]
+                message = (f"recording subscription for streamId={owner.stream_id} "
+                           f"channel={owner.original_channel}: {exc}")
+                self.record_error(message)
+                if session is not None:
+                    session.error(owner.correlation_id, "GENERIC", message)
+                work += 1
+                continue
+            if subscription is not None:
+                self._pending_subscriptions.discard(registration_id)
+                owner.subscription = subscription
+                if session is not None:
+                    session.respond(owner.correlation_id, OK, registration_id)
+                work += 1
+        return work
+
+    def recording_subscription(self, registration_id: int) -> RecordingSubscription | None:
+        """A recording subscription's owner (its ``subscription`` None while being added); None when it is gone."""
+        return self.recording_subscriptions.get(registration_id)
+
+    def _close_subscription(self, registration_id: int, owner: RecordingSubscription) -> None:
+        if owner.subscription is not None:
+            owner.subscription.close()
+        else:  # still being added: removed at the driver once made
+            self._pending_subscriptions.discard(registration_id)
+            self.aeron.async_remove_subscription(registration_id)
 
     def on_start_recording_request(self, session, correlation_id, stream_id, channel, source_location=LOCAL,
                                    **_) -> None:
@@ -379,7 +448,7 @@ class ArchiveConductor:
         for recording in self.recordings.values():
             if recording.subscription_id == subscription_id:
                 recording.request_stop()
-        owner.subscription.close()
+        self._close_subscription(subscription_id, owner)
         return True
 
     def on_extend_recording_request(self, session, correlation_id: int, recording_id: int, stream_id: int,
@@ -881,11 +950,15 @@ class ArchiveConductor:
         self._next_control_session_id += 1
         timeout_ns = self.ctx.archive_client_message_timeout_ns
 
+        # As Aeron's: a request's own credentials cannot answer a challenge; without them, the archive client's.
+        source = AeronArchiveContext(
+            control_request_channel=src_control_channel, control_request_stream_id=src_control_stream_id,
+            control_response_channel=response_channel, message_timeout_ns=timeout_ns,
+            credentials_supplier=ReplicationCredentialsSupplier(encoded_credentials) if encoded_credentials
+            else NullCredentialsSupplier())
+
         def connect():
-            return AsyncConnect(self.aeron, control_request_channel=src_control_channel,
-                                control_request_stream_id=src_control_stream_id,
-                                control_response_channel=response_channel, encoded_credentials=encoded_credentials,
-                                message_timeout_ns=timeout_ns, nano_clock=self.nano_clock)
+            return AsyncConnect(self.aeron, source, self.nano_clock)
 
         self.replications[replication_id] = ReplicationSession(
             replication_id=replication_id, src_recording_id=src_recording_id, dst_recording_id=dst_recording_id,
@@ -908,9 +981,11 @@ class ArchiveConductor:
         self._end_replication(replication_id)
 
     def extend_for_replication(self, session, replication_id: int, recording_id: int, stream_id: int,
-                               channel: str) -> object | None:
-        """A replication's recording subscription (Aeron's extendRecording, REMOTE, auto-stop): its image extends
-        ``recording_id``; answers and signals carry the replication id. None when refused (the error sent)."""
+                               channel: str) -> int | None:
+        """A replication's recording subscription (Aeron's extendRecording, REMOTE, auto-stop), added without
+        waiting on the driver: its registration id (``recording_subscription`` gives it once made; then the OK goes
+        out) or None when refused (the error sent). Its image extends ``recording_id``; answers and signals carry
+        the replication id."""
         d = self.catalog.descriptor(recording_id)
         if stream_id != d.stream_id:
             session.error(replication_id, "UNKNOWN_RECORDING", f"cannot extend recording {recording_id} with "
@@ -919,8 +994,7 @@ class ArchiveConductor:
         if recording_id in self.recordings:
             session.error(replication_id, "ACTIVE_RECORDING", f"cannot extend active recording {recording_id}")
             return None
-        owner = self._start_recording(session, replication_id, channel, stream_id, True, REMOTE, recording_id)
-        return owner.subscription if owner is not None else None
+        return self._async_start_recording(session, replication_id, channel, stream_id, REMOTE, recording_id)
 
     def stop_recording_subscription(self, subscription_id: int) -> None:
         self._stop_subscription(subscription_id)
@@ -953,8 +1027,8 @@ class ArchiveConductor:
             replay.close()
         for recording in self.recordings.values():
             recording.close()
-        for owner in (*self.recording_subscriptions.values(), *self._released_subscriptions.values()):
-            owner.subscription.close()
+        for registration_id, owner in (*self.recording_subscriptions.items(), *self._released_subscriptions.items()):
+            self._close_subscription(registration_id, owner)
         for session in self.control_sessions.values():
             session.close()
         for subscription in self.control_subscriptions:

@@ -1,12 +1,22 @@
-"""A control session with another archive, opened without blocking (Aeron's ``AeronArchive.AsyncConnect``): the
-archive's replication sessions are clients of the source archive, and the archive's duty cycle must never wait.
+"""Connecting to an archive without blocking: Aeron's ``AeronArchive.AsyncConnect``, the one implementation of the
+connect steps. ``AeronArchive.connect`` polls it until done (idling in between); the archive's replication sessions
+poll it once per duty cycle, so the archive never waits on another archive or on the driver.
 
-``AsyncConnect.poll()`` takes one step each call: the control request publication connects, the response
-subscription's endpoint is resolved (a wildcard port 0 replaced by the bound one, as the Java client sends it),
-an ``AuthConnectRequest`` goes out with the given credentials, a ``Challenge`` is answered with them again, and
-the connect's OK gives the control session id: then ``poll()`` returns the ``ArchiveConnection``. A step not done
-within the message timeout, or an ERROR answer, raises ``ArchiveConnectError``. Requests then go out through the
-connection's generated ``ArchiveProxy`` and answers come in on its ``ControlResponsePoller``.
+Each ``poll()`` takes what steps it can, in Aeron's order:
+
+ADD_PUBLICATION: the control request publication and the control response subscription, both added through the
+client's asynchronous adds, are made. AWAIT_PUBLICATION_CONNECTED: an archive listens on the request channel.
+SEND_CONNECT_REQUEST: an ``AuthConnectRequest`` with the credentials supplier's ``encoded_credentials()`` and the
+response channel as the driver bound it (a wildcard port 0 replaced by the real one: the archive could never
+answer port 0). AWAIT_SUBSCRIPTION_CONNECTED: the archive's response publication has reached us.
+AWAIT_CONNECT_RESPONSE: a ``Challenge`` is answered with the supplier's ``on_challenge(challenge)`` under a new
+correlation id (SEND_CHALLENGE_RESPONSE, AWAIT_CHALLENGE_RESPONSE); the OK gives the control session id, then the
+archive id is asked for (SEND_ARCHIVE_ID_REQUEST, AWAIT_ARCHIVE_ID_RESPONSE) when the archive's protocol has it,
+and a keep-alive goes out: DONE, ``poll()`` returns the ``ArchiveConnection``.
+
+The whole connect has the context's message timeout (``ArchiveConnectError`` naming the step). An ERROR answer
+closes the session and raises ``ArchiveConnectError`` with the archive's error code; a supplier refusing to answer
+a challenge raises its own error. ``close()`` gives up a connect not done, pending registrations included.
 """
 
 from __future__ import annotations
@@ -14,24 +24,30 @@ from __future__ import annotations
 import enum
 import time
 
+from aeron_numba.archive.archive_error import ArchiveError
 from aeron_numba.archive.control_response_poller import ControlResponsePoller
 from aeron_numba.codecs.archive_proxies import ArchiveProxy
-from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
+_OK, _ERROR = A.CONTROL_RESPONSE_CODES["OK"], A.CONTROL_RESPONSE_CODES["ERROR"]
+PROTOCOL_VERSION_WITH_ARCHIVE_ID = (1 << 16) | (11 << 8)  # 1.11.0: archives that answer ArchiveIdRequest
 
-class ArchiveConnectError(AeronError):
-    """The other archive could not be connected to (not there, refused, or too slow)."""
+
+class ArchiveConnectError(ArchiveError):
+    """The archive could not be connected to: not there, too slow, or it refused (``error_code`` says why)."""
 
 
 class ArchiveConnection:
-    """An open control session on another archive."""
+    """An open control session on an archive: its publication, subscription, proxy and response poller."""
 
-    def __init__(self, publication, subscription, proxy: ArchiveProxy, poller: ControlResponsePoller):
+    def __init__(self, publication, subscription, proxy: ArchiveProxy, poller: ControlResponsePoller,
+                 archive_id: int = A.NULL_VALUE, archive_version: int = 0):
         self.publication = publication
         self.subscription = subscription
         self.proxy = proxy
         self.poller = poller
+        self.archive_id = archive_id
+        self.archive_version = archive_version
 
     @property
     def control_session_id(self) -> int:
@@ -46,92 +62,148 @@ class ArchiveConnection:
 
 
 class ConnectStep(enum.Enum):
-    AWAIT_PUBLICATION_CONNECTED = "await publication connected"
-    RESOLVE_RESPONSE_CHANNEL = "resolve response channel"
-    SEND_CONNECT = "send connect request"
-    AWAIT_RESPONSE = "await connect response"
-    DONE = "done"
+    """Aeron's ``AsyncConnect.State``, with its step numbers."""
+
+    ADD_PUBLICATION = 0
+    AWAIT_PUBLICATION_CONNECTED = 1
+    SEND_CONNECT_REQUEST = 2
+    AWAIT_SUBSCRIPTION_CONNECTED = 3
+    AWAIT_CONNECT_RESPONSE = 4
+    SEND_ARCHIVE_ID_REQUEST = 5
+    AWAIT_ARCHIVE_ID_RESPONSE = 6
+    DONE = 7
+    SEND_CHALLENGE_RESPONSE = 8
+    AWAIT_CHALLENGE_RESPONSE = 9
 
 
 class AsyncConnect:
-    def __init__(self, aeron, *, control_request_channel: str, control_request_stream_id: int,
-                 control_response_channel: str, control_response_stream_id: int = A.DEFAULT_RESPONSE_STREAM_ID,
-                 encoded_credentials: bytes = b"", message_timeout_ns: int = A.DEFAULT_MESSAGE_TIMEOUT_NS,
-                 nano_clock=time.monotonic_ns):
+    def __init__(self, aeron, ctx, nano_clock=time.monotonic_ns):
+        """``ctx`` is an ``AeronArchiveContext`` (channels, stream ids, message timeout, credentials supplier)."""
         self.aeron = aeron
-        self.control_request_channel = control_request_channel
-        self.control_request_stream_id = control_request_stream_id
-        self.control_response_stream_id = control_response_stream_id
-        self.encoded_credentials = bytes(encoded_credentials)
-        self.message_timeout_ns = message_timeout_ns
+        self.ctx = ctx
         self.nano_clock = nano_clock
-        self.deadline_ns = nano_clock() + message_timeout_ns
-        self.subscription = aeron.add_subscription(control_response_channel, control_response_stream_id)
-        try:
-            self.publication = aeron.add_exclusive_publication(control_request_channel, control_request_stream_id)
-        except BaseException:
-            self.subscription.close()
-            raise
-        self.proxy = ArchiveProxy(self.publication, retry_attempts=1)  # the duty cycle comes back: no spinning
-        self.poller = ControlResponsePoller(self.subscription)
-        self.step = ConnectStep.AWAIT_PUBLICATION_CONNECTED
+        self.deadline_ns = nano_clock() + ctx.message_timeout_ns
+        self.step = ConnectStep.ADD_PUBLICATION
         self.correlation_id = A.NULL_VALUE
-        self._response_channel = ""
+        self.control_session_id = A.NULL_VALUE
+        self.subscription = self.publication = self.proxy = self.poller = None
+        self._archive_version = 0
+        self._challenge_answer = b""
+        self._subscription_id = aeron.async_add_subscription(ctx.control_response_channel,
+                                                             ctx.control_response_stream_id)
+        try:
+            self._publication_id = aeron.async_add_exclusive_publication(ctx.control_request_channel,
+                                                                         ctx.control_request_stream_id)
+        except BaseException:
+            aeron.async_remove_subscription(self._subscription_id)
+            raise
 
     def poll(self) -> ArchiveConnection | None:
-        """One step of the connect; the connection once it is made (then this object is spent)."""
-        step = self.step
-        if step is ConnectStep.AWAIT_PUBLICATION_CONNECTED:
-            if self.publication.is_connected:
-                self.step = ConnectStep.RESOLVE_RESPONSE_CHANNEL
-            else:
-                self._check_deadline(f"no archive on {self.control_request_channel} stream "
-                                     f"{self.control_request_stream_id}")
-        elif step is ConnectStep.RESOLVE_RESPONSE_CHANNEL:
-            resolved = self.subscription.try_resolve_channel_endpoint_port()
-            if resolved is not None:
-                self._response_channel = resolved
-                self.step = ConnectStep.SEND_CONNECT
-            else:
-                self._check_deadline(f"response channel {self.subscription.channel} did not become active")
-        elif step is ConnectStep.SEND_CONNECT:
+        """Take the steps that can be taken now; the connection once made (then this object is spent)."""
+        self._check_deadline()
+        if self.step is ConnectStep.ADD_PUBLICATION:
+            if not self._registrations_made():
+                return None
+            self.step = ConnectStep.AWAIT_PUBLICATION_CONNECTED
+        if self.step is ConnectStep.AWAIT_PUBLICATION_CONNECTED:
+            if not self.publication.is_connected:
+                return None
+            self.step = ConnectStep.SEND_CONNECT_REQUEST
+        if self.step is ConnectStep.SEND_CONNECT_REQUEST:
+            response_channel = self.subscription.try_resolve_channel_endpoint_port()
+            if response_channel is None:
+                return None
             if self.correlation_id == A.NULL_VALUE:
                 self.correlation_id = self.aeron.next_correlation_id()
-            if self.proxy.auth_connect_request(self.correlation_id, self.control_response_stream_id,
-                                               A.ARCHIVE_PROTOCOL_VERSION, self._response_channel,
-                                               self.encoded_credentials):
-                self.step = ConnectStep.AWAIT_RESPONSE
-            else:
-                self._check_deadline("the connect request could not be sent")
-        elif step is ConnectStep.AWAIT_RESPONSE:
-            return self._await_response()
-        return None
+            if not self.proxy.auth_connect_request(self.correlation_id, self.ctx.control_response_stream_id,
+                                                   A.ARCHIVE_PROTOCOL_VERSION, response_channel,
+                                                   bytes(self.ctx.credentials_supplier.encoded_credentials())):
+                return None
+            self.step = ConnectStep.AWAIT_SUBSCRIPTION_CONNECTED
+        if self.step is ConnectStep.AWAIT_SUBSCRIPTION_CONNECTED:
+            if not self.subscription.is_connected:
+                return None
+            self.step = ConnectStep.AWAIT_CONNECT_RESPONSE
+        if self.step is ConnectStep.SEND_ARCHIVE_ID_REQUEST:
+            if not self.proxy.archive_id_request(self.control_session_id, self.correlation_id):
+                return None
+            self.step = ConnectStep.AWAIT_ARCHIVE_ID_RESPONSE
+        if self.step is ConnectStep.SEND_CHALLENGE_RESPONSE:
+            if not self.proxy.challenge_response(self.control_session_id, self.correlation_id,
+                                                 self._challenge_answer):
+                return None
+            self.step = ConnectStep.AWAIT_CHALLENGE_RESPONSE
+        return self._on_responses()
 
-    def _await_response(self) -> ArchiveConnection | None:
+    def _registrations_made(self) -> bool:
+        """Whether the driver has made both registrations (its refusal raises, as Aeron's ``get*``)."""
+        if self.subscription is None:
+            self.subscription = self.aeron.get_subscription(self._subscription_id)
+        if self.publication is None:
+            self.publication = self.aeron.get_exclusive_publication(self._publication_id)
+        if self.subscription is None or self.publication is None:
+            return False
+        self.proxy = ArchiveProxy(self.publication, retry_attempts=1)  # the caller polls again: no spinning here
+        self.poller = ControlResponsePoller(self.subscription)
+        return True
+
+    def _on_responses(self) -> ArchiveConnection | None:
         poller = self.poller
         poller.poll()
         challenge = poller.challenges.pop(self.correlation_id, None)
-        if challenge is not None:  # the replication's credentials answer the challenge too (Aeron's supplier)
-            self.proxy.challenge_response(challenge.control_session_id, self.correlation_id, self.encoded_credentials)
+        if challenge is not None:  # Aeron: answered with what the supplier makes of it, under a new correlation id
+            self.control_session_id = challenge.control_session_id
+            answer = self.ctx.credentials_supplier.on_challenge(bytes(challenge.encoded_challenge))
+            self._challenge_answer = bytes(answer)
+            self.correlation_id = self.aeron.next_correlation_id()
+            self.step = ConnectStep.SEND_CHALLENGE_RESPONSE
             return None
         response = poller.responses.pop(self.correlation_id, None)
         if response is None:
-            self._check_deadline("no answer to the connect request")
             return None
-        if response.code != A.CONTROL_RESPONSE_CODES["OK"]:
-            raise ArchiveConnectError(f"archive on {self.control_request_channel} refused the connect: "
-                                      f"{response.error_message}")
-        poller.control_session_id = response.control_session_id
-        self.step = ConnectStep.DONE
-        return ArchiveConnection(self.publication, self.subscription, self.proxy, poller)
+        self.control_session_id = response.control_session_id
+        if response.code != _OK:
+            self.proxy.close_session_request(self.control_session_id)
+            if response.code == _ERROR:
+                raise ArchiveConnectError(f"archive on {self.ctx.control_request_channel} refused the connect: "
+                                          f"{response.error_message}", response.relevant_id, self.correlation_id)
+            raise ArchiveConnectError(f"unexpected response to the connect: code={response.code}",
+                                      correlation_id=self.correlation_id)
+        if self.step is ConnectStep.AWAIT_ARCHIVE_ID_RESPONSE:
+            return self._done(response.relevant_id)
+        self._archive_version = response.version
+        if response.version < PROTOCOL_VERSION_WITH_ARCHIVE_ID:
+            return self._done(A.NULL_VALUE)
+        poller.control_session_id = self.control_session_id  # from here on, only our session's answers
+        self.correlation_id = self.aeron.next_correlation_id()
+        self.step = ConnectStep.SEND_ARCHIVE_ID_REQUEST
+        return None
 
-    def _check_deadline(self, what: str) -> None:
-        if self.nano_clock() > self.deadline_ns:
-            raise ArchiveConnectError(f"{what} within the message timeout of "
-                                      f"{self.message_timeout_ns / 1e9:g}s (step: {self.step.value})")
+    def _done(self, archive_id: int) -> ArchiveConnection:
+        if not self.proxy.keep_alive_request(self.control_session_id, A.NULL_VALUE):
+            self.proxy.close_session_request(self.control_session_id)
+            raise ArchiveConnectError("failed to send keep alive after archive connect")
+        self.poller.control_session_id = self.control_session_id
+        self.step = ConnectStep.DONE
+        return ArchiveConnection(self.publication, self.subscription, self.proxy, self.poller, archive_id,
+                                 self._archive_version)
+
+    def _check_deadline(self) -> None:
+        if self.nano_clock() - self.deadline_ns > 0:
+            uri = f"publication.uri={self.ctx.control_request_channel}" if self.step.value < 3 else \
+                f"subscription.uri={self.ctx.control_response_channel}"
+            raise ArchiveConnectError(f"Archive connect timeout: step={self.step.name} {uri} (message timeout "
+                                      f"{self.ctx.message_timeout_ns / 1e9:g}s)")
 
     def close(self) -> None:
-        """Give up a connect not yet made."""
-        if self.step is not ConnectStep.DONE:
+        """Give up a connect not done: its registrations go, made or still pending."""
+        if self.step is ConnectStep.DONE:
+            return
+        if self.publication is not None:
             self.publication.close()
+        else:
+            self.aeron.async_remove_publication(self._publication_id)
+        if self.subscription is not None:
             self.subscription.close()
+        else:
+            self.aeron.async_remove_subscription(self._subscription_id)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Protocol
 
+from aeron_numba.archive.archive_error import ArchiveError
 from aeron_numba.errors import ConfigurationError
 
 
@@ -80,6 +81,20 @@ class NullCredentialsSupplier:
 
     def on_challenge(self, encoded_challenge: bytes) -> bytes:
         return b""
+
+
+class ReplicationCredentialsSupplier:
+    """A replication's credentials (its request's): sent with the connect to the source archive; a challenge
+    cannot be answered with them (Aeron's words)."""
+
+    def __init__(self, encoded_credentials: bytes):
+        self._encoded_credentials = bytes(encoded_credentials)
+
+    def encoded_credentials(self) -> bytes:
+        return self._encoded_credentials
+
+    def on_challenge(self, encoded_challenge: bytes) -> bytes:
+        raise ArchiveError("Replication does not support challenge/response authentication")
 
 
 class AllowAllAuthorisationService:

@@ -13,32 +13,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from aeron_numba.archive.archive_error import ArchiveError, error_text
+from aeron_numba.archive.async_connect import ArchiveConnection, AsyncConnect
 from aeron_numba.archive.authentication import CredentialsSupplier, NullCredentialsSupplier
-from aeron_numba.archive.control_response_poller import ControlResponsePoller, RecordingSignal
+from aeron_numba.archive.control_response_poller import RecordingSignal
 from aeron_numba.archive.recording_events_adapter import RecordingEventsAdapter
-from aeron_numba.codecs.archive_proxies import ArchiveProxy
-from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
 __all__ = ["AeronArchive", "AeronArchiveContext", "ArchiveError", "RecordingEventsAdapter", "RecordingSignal"]
-
-_ERROR_NAMES = {code: name for name, code in A.ARCHIVE_ERROR_CODES.items()}
-
-
-def _error_text(response) -> str:
-    """An ERROR ControlResponse as text: its archive error code name and message."""
-    return f"archive error {_ERROR_NAMES.get(response.relevant_id, response.relevant_id)}: {response.error_message}"
-
-
-class ArchiveError(AeronError):
-    """The archive refused a request: ``error_code`` is its archive error code (§6.2, e.g. UNKNOWN_RECORDING)."""
-
-    def __init__(self, message: str, error_code: int = A.ARCHIVE_ERROR_CODES["GENERIC"], correlation_id: int = -1):
-        super().__init__(message)
-        self.error_code = error_code
-        self.error_code_name = _ERROR_NAMES.get(error_code, str(error_code))
-        self.correlation_id = correlation_id
 
 
 @dataclass
@@ -53,14 +36,15 @@ class AeronArchiveContext:
 
 
 class AeronArchive:
-    def __init__(self, aeron, ctx: AeronArchiveContext, publication, subscription):
+    def __init__(self, aeron, ctx: AeronArchiveContext, connection: ArchiveConnection):
         self.aeron = aeron
         self.context = ctx
-        self._publication = publication
-        self._subscription = subscription
-        self._proxy = ArchiveProxy(publication, retry_attempts=1)  # _send retries, with a pause, to its deadline
-        self._poller = ControlResponsePoller(subscription)
-        self.archive_version = 0
+        self._publication = connection.publication
+        self._subscription = connection.subscription
+        self._proxy = connection.proxy  # one try per offer: _send retries, with a pause, to its deadline
+        self._poller = connection.poller
+        self.archive_version = connection.archive_version
+        self.archive_id = connection.archive_id
 
     @property
     def control_session_id(self) -> int:
@@ -69,36 +53,24 @@ class AeronArchive:
     # ------------------------------------------------------------------------------------------ connect
     @classmethod
     def connect(cls, aeron, context: AeronArchiveContext | None = None) -> "AeronArchive":
+        """Connect to the archive of ``context`` (Aeron's ``AeronArchive.connect``): the ``AsyncConnect`` steps,
+        polled until done, idling while a step waits; ``ArchiveConnectError`` (an ``ArchiveError``) when they
+        cannot be done within the message timeout or the archive refuses."""
         ctx = context or AeronArchiveContext()
-        subscription = aeron.add_subscription(ctx.control_response_channel, ctx.control_response_stream_id)
-        publication = aeron.add_exclusive_publication(ctx.control_request_channel, ctx.control_request_stream_id)
-        archive = cls(aeron, ctx, publication, subscription)
+        async_connect = AsyncConnect(aeron, ctx)
+        invoker = aeron.conductor_agent_invoker  # invoker mode: the client's conductor runs only when invoked
         try:
-            deadline = time.monotonic_ns() + ctx.message_timeout_ns
-            while not publication.is_connected:
-                if time.monotonic_ns() > deadline:
-                    raise ArchiveError(f"no archive on {ctx.control_request_channel} stream "
-                                       f"{ctx.control_request_stream_id} within the message timeout")
-                time.sleep(0.001)
-            # A response channel on port 0 is sent with the port the driver bound, as the Java client does:
-            # the archive could never answer to port 0.
-            while (response_channel := subscription.try_resolve_channel_endpoint_port()) is None:
-                if time.monotonic_ns() > deadline:
-                    raise ArchiveError(f"the control response channel {ctx.control_response_channel} did not become "
-                                       f"active (status {subscription.channel_status}) within the message timeout")
-                time.sleep(0.001)
-            correlation_id = aeron.next_correlation_id()
-            archive._send(archive._proxy.auth_connect_request, correlation_id=correlation_id,
-                          response_stream_id=ctx.control_response_stream_id, version=A.ARCHIVE_PROTOCOL_VERSION,
-                          response_channel=response_channel,
-                          encoded_credentials=bytes(ctx.credentials_supplier.encoded_credentials()))
-            response = archive._await(correlation_id)
-            archive._poller.control_session_id = response.control_session_id
-            archive.archive_version = response.version
-            return archive
+            step = async_connect.step
+            while (connection := async_connect.poll()) is None:
+                if invoker is not None:
+                    invoker.invoke()
+                if async_connect.step is step:
+                    time.sleep(0.001)
+                step = async_connect.step
         except BaseException:
-            archive._close_resources()
+            async_connect.close()
             raise
+        return cls(aeron, ctx, connection)
 
     # ------------------------------------------------------------------------------------------ plumbing
     def _send(self, send_method, **fields) -> None:
@@ -115,13 +87,6 @@ class AeronArchive:
         poller = self._poller
         deadline = time.monotonic_ns() + self.context.message_timeout_ns
         while correlation_id not in poller.responses:
-            challenge = poller.challenges.pop(correlation_id, None)
-            if challenge is not None:  # the archive wants more than the connect's credentials
-                answer = self.context.credentials_supplier.on_challenge(bytes(challenge.encoded_challenge))
-                self._send(self._proxy.challenge_response, control_session_id=challenge.control_session_id,
-                           correlation_id=correlation_id, encoded_credentials=bytes(answer))
-                deadline = time.monotonic_ns() + self.context.message_timeout_ns
-                continue
             if poller.poll() == 0:
                 if time.monotonic_ns() > deadline:
                     raise ArchiveError(f"no response from the archive to correlation id {correlation_id} within "
@@ -129,7 +94,7 @@ class AeronArchive:
                 time.sleep(0.0001)
         response = poller.responses.pop(correlation_id)
         if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
-            raise ArchiveError(_error_text(response), response.relevant_id, correlation_id)
+            raise ArchiveError(error_text(response), response.relevant_id, correlation_id)
         return response
 
     def _call(self, send_method, **fields) -> object:
@@ -157,7 +122,7 @@ class AeronArchive:
                 time.sleep(0.0001)
         response = poller.responses.pop(correlation_id, None)
         if response is not None and response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
-            raise ArchiveError(_error_text(response), response.relevant_id, correlation_id)
+            raise ArchiveError(error_text(response), response.relevant_id, correlation_id)
         descriptors = poller.descriptors.pop(correlation_id, [])
         if consumer is not None:
             for descriptor in descriptors:
@@ -376,7 +341,7 @@ class AeronArchive:
         for correlation_id, response in list(responses.items()):
             if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
                 del responses[correlation_id]
-                return _error_text(response)
+                return error_text(response)
             if correlation_id == -1:
                 del responses[correlation_id]  # the archive's liveness probe
         return None

@@ -109,11 +109,14 @@ class ControlSession:
         self._call_authenticator(self.authenticator.on_connect_request, self.control_session_id,
                                  bytes(encoded_credentials))
 
-    def on_challenge_response(self, encoded_credentials: bytes) -> bool:
+    def on_challenge_response(self, encoded_credentials: bytes, correlation_id: int | None = None) -> bool:
         """The client answered the Challenge: hand the credentials to the authenticator. False if the session
-        was not challenged (the answer is ignored)."""
+        was not challenged (the answer is ignored). As Aeron's, the connect is answered under the correlation id
+        of the ChallengeResponse (Aeron's client awaits its answer under that id)."""
         if self.state is not ControlSessionState.CHALLENGED:
             return False
+        if correlation_id is not None:
+            self.connect_correlation_id = correlation_id
         self._call_authenticator(self.authenticator.on_challenge_response, self.control_session_id,
                                  bytes(encoded_credentials))
         return True

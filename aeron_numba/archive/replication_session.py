@@ -9,13 +9,14 @@ UNKNOWN_RECORDING. A new destination recording (``dst_recording_id`` NULL) is ad
 source's descriptor, empty at the source's start position, with the REPLICATE signal; a given one is extended from
 its stop position. A source recording that is empty, or that stopped where the destination stops, is in SYNC at
 once. EXTEND: the conductor records the replication channel (``session-id`` the replay's, ``rejoin=false``) as an
-extension of the destination, auto-stopped; the EXTEND signal comes when the image joins. REPLAY: a replay of
-the source from the destination's position (to ``stop_position`` if given, else to the end) to the resolved
+extension of the destination, auto-stopped, its subscription added without waiting on the driver; the EXTEND
+signal comes when the image joins. REPLAY: once the driver has made that subscription, a replay of the source
+from the destination's position (to ``stop_position`` if given, else to the end) to the resolved
 replication channel. AWAIT_IMAGE: the replay's image on the recording subscription. REPLICATE: until the recorded
 image reaches the source's stop position (SYNC), the requested stop position, the end of the replay, or the image
-goes (the source died: no SYNC). DONE, then ``close``: the recording subscription stops (STOP signal when the
-recording has ended), a replay still running at the source is stopped, the source session is closed, and
-REPLICATE_END goes out.
+goes (the source died: no SYNC). DONE, then ``close``: the recording subscription stops, a replay still running
+at the source is stopped, the source session is closed, and REPLICATE_END goes out; the recording's STOP follows
+when its session has ended (Aeron's order).
 
 As Aeron: signals and errors carry the replication id as their correlation id; each step waiting on the source has
 the archive client's message timeout (an ERROR GENERIC when it passes), and an ERROR from the source ends the
@@ -28,7 +29,6 @@ from __future__ import annotations
 import enum
 import time
 
-from aeron_numba.archive.async_connect import ArchiveConnectError
 from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
@@ -83,6 +83,7 @@ class ReplicationSession:
         self.reason = ""
         self.async_connect = None
         self.source = None  # ArchiveConnection once connected
+        self.recording_subscription_id = A.NULL_VALUE  # known at once; the subscription once the driver made it
         self.recording_subscription = None
         self.image = None
         self.replay_position = A.NULL_POSITION
@@ -112,8 +113,6 @@ class ReplicationSession:
             return 1
         try:
             return self._STEPS[self.state](self)
-        except ArchiveConnectError as exc:
-            self._fail(f"Replication connection failed={exc}", "REPLICATION_CONNECTION_FAILURE")
         except ReplicationError as exc:
             self._fail(str(exc), exc.error_code)
         except (AeronError, OSError, ValueError) as exc:  # the source's driver or channel refused something
@@ -128,7 +127,10 @@ class ReplicationSession:
             self.async_connect = self._connect()
             return 1
         step = self.async_connect.step
-        connection = self.async_connect.poll()
+        try:
+            connection = self.async_connect.poll()
+        except AeronError as exc:  # as Aeron: whatever ends the connect (timeout, refusal, challenge) is this code
+            raise ReplicationError(f"Replication connection failed={exc}", "REPLICATION_CONNECTION_FAILURE") from exc
         if connection is None:
             return int(self.async_connect.step is not step)
         self.source = connection
@@ -182,17 +184,31 @@ class ReplicationSession:
         params["rejoin"] = "false"
         params["session-id"] = str(self.replay_session_id)
         channel = str(ChannelUri(uri.media, params, uri.prefix))
-        subscription = self.conductor.extend_for_replication(self.control_session, self.replication_id,
-                                                            self.dst_recording_id, self.replay_stream_id, channel)
-        if subscription is None:
+        registration_id = self.conductor.extend_for_replication(self.control_session, self.replication_id,
+                                                               self.dst_recording_id, self.replay_stream_id, channel)
+        if registration_id is None:
             self._state(ReplicationState.DONE, "the destination recording cannot be extended")
         else:
-            self.recording_subscription = subscription
+            self.recording_subscription_id = registration_id
             self._state(ReplicationState.REPLAY, "")
         return 1
 
+    def _recording_subscription_made(self) -> bool:
+        """Whether the driver has made the recording subscription (added without waiting on it)."""
+        owner = self.conductor.recording_subscription(self.recording_subscription_id)
+        if owner is None:  # refused by the driver: the conductor has sent the error
+            self._state(ReplicationState.DONE, "the recording subscription could not be added")
+            return False
+        if owner.subscription is None:
+            self._check_timeout(f"failed to add the recording subscription: channel={owner.original_channel}", 0)
+            return False
+        self.recording_subscription = owner.subscription
+        return True
+
     def _replay(self) -> int:
         source = self.source
+        if self.recording_subscription is None and not self._recording_subscription_made():
+            return int(self.state is ReplicationState.DONE)
         if self._active_correlation_id == A.NULL_VALUE:
             resolved = self.recording_subscription.try_resolve_channel_endpoint_port()
             if resolved is None:
@@ -282,15 +298,15 @@ class ReplicationSession:
         self.control_session.error(self.replication_id, error_code, message)
 
     def _signal(self, position: int, signal: str) -> None:
-        subscription_id = self.recording_subscription.registration_id if self.recording_subscription is not None \
-            else A.NULL_VALUE
-        self.control_session.signal(self.replication_id, self.dst_recording_id, subscription_id, position, signal)
+        self.control_session.signal(self.replication_id, self.dst_recording_id, self.recording_subscription_id,
+                                    position, signal)
 
     # ------------------------------------------------------------------------------------------- closing
     def close(self) -> None:
         """Stop the recording and the source's replay, leave the source archive, and signal REPLICATE_END."""
-        if self.recording_subscription is not None:
-            self.conductor.stop_recording_subscription(self.recording_subscription.registration_id)
+        if self.recording_subscription_id != A.NULL_VALUE:  # made or still being added
+            self.conductor.stop_recording_subscription(self.recording_subscription_id)
+            self.recording_subscription_id = A.NULL_VALUE
             self.recording_subscription = None
         source = self.source
         try:

@@ -98,6 +98,10 @@ class Aeron:
         self.subscriptions: list[Subscription] = []
         self.publications: list[Publication] = []
         self.counters: list[Counter] = []
+        self.made: dict[int, object] = {}  # registration id -> what an asynchronous add made
+        self.pending: set[int] = set()  # asynchronous adds the driver has not answered
+        self.refused: dict[int, BaseException] = {}  # ... or answered with an error
+        self.removed: list[int] = []  # asynchronous removes
 
     def next_correlation_id(self):
         return next(self._ids)
@@ -111,6 +115,37 @@ class Aeron:
         publication = Publication(channel, stream_id, session_id=len(self.publications) + 1)
         self.publications.append(publication)
         return publication
+
+    # Asynchronous adds: made at once (the driver answered), unless the test holds them in ``pending``.
+    def async_add_subscription(self, channel, stream_id, **handlers):
+        subscription = self.add_subscription(channel, stream_id, **handlers)
+        self.made[subscription.registration_id] = subscription
+        return subscription.registration_id
+
+    def async_add_exclusive_publication(self, channel, stream_id):
+        publication = self.add_exclusive_publication(channel, stream_id)
+        publication.registration_id = next(self._ids)
+        self.made[publication.registration_id] = publication
+        return publication.registration_id
+
+    def get_subscription(self, registration_id):
+        return None if registration_id in self.pending else self._made(registration_id, Subscription)
+
+    def get_exclusive_publication(self, registration_id):
+        return None if registration_id in self.pending else self._made(registration_id, Publication)
+
+    def _made(self, registration_id, kind):
+        error = self.refused.pop(registration_id, None)
+        if error is not None:
+            raise error
+        resource = self.made.get(registration_id)
+        return resource if isinstance(resource, kind) else None
+
+    def async_remove_subscription(self, registration_id):
+        self.removed.append(registration_id)
+
+    def async_remove_publication(self, registration_id):
+        self.removed.append(registration_id)
 
     def add_counter(self, type_id, key, label):
         counter = Counter(type_id, key, label)

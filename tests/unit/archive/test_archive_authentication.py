@@ -90,11 +90,14 @@ def test_a_challenge_response_goes_to_the_authenticator_only_when_challenged():
         (7, 99, b"prove it")
     session.do_work(2)
     assert session.state is ControlSessionState.CHALLENGED
-    assert session.on_challenge_response(b"answer")
+    assert session.on_challenge_response(b"answer", correlation_id=120)
     session.do_work(3)
     assert session.state is ControlSessionState.ACTIVE and session.encoded_principal == b"principal"
     assert answers == [(7, b"answer", 1234)]
-    assert publication.sent[-1].code == A.CONTROL_RESPONSE_CODES["OK"]
+    ok = publication.sent[-1]
+    # As Aeron's archive: the connect is answered under the ChallengeResponse's correlation id, which the client
+    # awaits (the connect's own id was the challenge's).
+    assert (ok.code, ok.correlation_id, ok.relevant_id) == (A.CONTROL_RESPONSE_CODES["OK"], 120, 7)
 
 
 def test_a_hook_that_raises_rejects_the_session_once_its_client_can_hear_it_and_is_recorded():

@@ -13,6 +13,7 @@ from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.archive.control_session import ControlSessionState
 from aeron_numba.codecs.archive_messages import ARCHIVE
+from aeron_numba.errors import RegistrationError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import BACK_PRESSURED, CLOSED
 from tests.unit.archive.archive_fakes import Aeron, MarkFile
@@ -391,6 +392,69 @@ def test_a_replication_is_answered_with_its_id_and_stopped_by_it(conductor):
     [unknown] = session.publication.sent[2:]
     assert (unknown.correlation_id, unknown.code, unknown.relevant_id, unknown.error_message) == \
         (62, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLICATION"], f"unknown replication id {replication_id}")
+
+
+def stopped_recording(conductor, stream_id=1001):
+    return conductor.catalog.add_recording(
+        start_position=0, stop_position=4096, start_timestamp=1, initial_term_id=0, segment_file_length=1 << 20,
+        term_buffer_length=1 << 16, mtu_length=1408, session_id=5, stream_id=stream_id, stripped_channel="aeron:ipc",
+        original_channel="aeron:ipc", source_identity="aeron:ipc")
+
+
+def holding(aeron, async_add):
+    """``async_add`` whose registrations stay pending (the driver has not answered) until the test clears them."""
+    def add(*args, **kwargs):
+        registration_id = async_add(*args, **kwargs)
+        aeron.pending.add(registration_id)
+        return registration_id
+    return add
+
+
+def test_a_replications_recording_subscription_is_added_without_waiting_on_the_driver(conductor):
+    session = connected_session(conductor)
+    recording_id = stopped_recording(conductor)
+    aeron = conductor.aeron
+    before = len(aeron.subscriptions)
+    aeron.async_add_subscription = holding(aeron, aeron.async_add_subscription)
+    registration_id = conductor.extend_for_replication(session, 70, recording_id, 1001,
+                                                       "aeron:udp?endpoint=localhost:0|session-id=5")
+    [subscription] = aeron.subscriptions[before:]
+    assert (subscription.registration_id, subscription.stream_id) == (registration_id, 1001)
+    assert conductor.recording_subscription(registration_id).subscription is None  # the driver has not answered
+    conductor.do_work()
+    assert session.publication.sent == [] and conductor.recording_subscription(registration_id).subscription is None
+    aeron.pending.clear()
+    conductor.do_work()
+    assert conductor.recording_subscription(registration_id).subscription is subscription
+    [ok] = session.publication.sent  # as Aeron's extendRecording: OK, under the replication id, with the id
+    assert (ok.correlation_id, ok.code, ok.relevant_id) == (70, OK, registration_id)
+
+
+def test_a_replications_recording_subscription_the_driver_refuses_is_answered_with_its_error(conductor):
+    session = connected_session(conductor)
+    recording_id = stopped_recording(conductor)
+    aeron = conductor.aeron
+    registration_id = conductor.extend_for_replication(session, 71, recording_id, 1001, "aeron:udp?endpoint=x:0")
+    aeron.refused[registration_id] = RegistrationError(11, "no such interface")
+    conductor.do_work()
+    assert conductor.recording_subscription(registration_id) is None
+    [error] = session.publication.sent
+    assert (error.correlation_id, error.code, error.relevant_id) == (71, ERROR, A.ARCHIVE_ERROR_CODES["GENERIC"])
+    assert "recording subscription for streamId=1001 channel=aeron:udp?endpoint=x:0: " in error.error_message
+    assert "no such interface" in error.error_message
+
+
+def test_a_replications_recording_subscription_stopped_while_being_added_is_removed_at_the_driver(conductor):
+    session = connected_session(conductor)
+    recording_id = stopped_recording(conductor)
+    aeron = conductor.aeron
+    aeron.async_add_subscription = holding(aeron, aeron.async_add_subscription)
+    registration_id = conductor.extend_for_replication(session, 72, recording_id, 1001, "aeron:udp?endpoint=x:0")
+    conductor.stop_recording_subscription(registration_id)
+    assert aeron.removed == [registration_id] and conductor.recording_subscription(registration_id) is None
+    aeron.pending.clear()
+    conductor.do_work()
+    assert session.publication.sent == []  # no OK for a subscription given up
 
 
 def test_an_idle_conductor_does_no_work_between_its_timers(tmp_path):

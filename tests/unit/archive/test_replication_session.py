@@ -81,14 +81,32 @@ class RecordingSubscription:
         return next((i for i in self.images if i.session_id == session_id), None)
 
 
+class Owner:
+    def __init__(self, channel):
+        self.original_channel, self.subscription = channel, None
+
+
 class Conductor:
+    """Adds the recording subscription as the archive's conductor does, without waiting on the driver: the
+    subscription is made once ``made`` is set (at once by default), refused when ``refused`` is."""
+
     def __init__(self):
-        self.subscription, self.stopped = None, []
+        self.subscription, self.stopped, self.owner = None, [], None
+        self.made, self.refused = True, False
 
     def extend_for_replication(self, session, replication_id, recording_id, stream_id, channel):
         self.extended = (replication_id, recording_id, stream_id)
         self.subscription = RecordingSubscription(channel)
-        return self.subscription
+        self.owner = Owner(channel)
+        return self.subscription.registration_id
+
+    def recording_subscription(self, registration_id):
+        assert registration_id == self.subscription.registration_id
+        if self.refused:
+            return None
+        if self.made:
+            self.owner.subscription = self.subscription
+        return self.owner
 
     def stop_recording_subscription(self, subscription_id):
         self.stopped.append(subscription_id)
@@ -320,3 +338,36 @@ def test_a_file_io_max_length_below_the_mtu_is_refused(catalog):
     assert replication.control_session.errors == [
         (REPLICATION_ID, "GENERIC",
          "Replication fileIoMaxLength (1024) is less than than the recording mtuLength (1408)")]
+
+
+def test_the_replay_waits_for_the_recording_subscription_and_times_out_without_it(catalog):
+    """The archive's duty cycle never waits on the driver: the subscription is added asynchronously and the replay
+    request goes only once it is made, within the message timeout."""
+    source = Source()
+    replication = make(catalog, source)
+    replication.conductor.made = False
+    run_to_replay(replication, source, descriptor())
+    assert replication.state is ReplicationState.REPLAY
+    assert [type(m).__name__ for m in source.sent] == ["ListRecordingRequest"]  # no replay request yet
+    replication.clock.now = TIMEOUT_NS - 1
+    replication.do_work()
+    assert not replication.is_done
+    replication.clock.now = TIMEOUT_NS
+    replication.do_work()
+    assert replication.is_done
+    [(correlation_id, code, message)] = replication.control_session.errors
+    assert (correlation_id, code) == (REPLICATION_ID, "GENERIC")
+    assert message == "failed to add the recording subscription: channel=aeron:udp?endpoint=localhost:0|rejoin=false|" \
+                      f"session-id={SRC_SESSION}"
+    replication.close()
+    assert replication.conductor.stopped == [700]  # given up while being added: removed too
+
+
+def test_a_recording_subscription_the_driver_refused_ends_the_replication_with_the_conductors_error(catalog):
+    source = Source()
+    replication = make(catalog, source)
+    replication.conductor.refused = True
+    run_to_replay(replication, source, descriptor())
+    assert replication.is_done
+    assert replication.control_session.errors == []  # the conductor answered the refusal itself
+    assert [type(m).__name__ for m in source.sent] == ["ListRecordingRequest"]
