@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aeron_numba.archive.catalog import Catalog
-from aeron_numba.archive.client import AeronArchive, ArchiveError
+from aeron_numba.archive.client import AeronArchive, AeronArchiveContext, ArchiveError
 from aeron_numba.client import Aeron, Context
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
 from aeron_numba.layout import archive as A
@@ -42,7 +42,8 @@ ARCHIVE_ENV = {
 class ArchiveNode:
     """A media driver, an archive process with a UDP control channel, and a client of it over IPC."""
 
-    def __init__(self, process_manager, name: str, aeron_dir: Path, archive_dir: Path, driver_env=None, **env):
+    def __init__(self, process_manager, name: str, aeron_dir: Path, archive_dir: Path, driver_env=None,
+                 client_context: AeronArchiveContext | None = None, **env):
         self.name, self.aeron_dir, self.archive_dir = name, aeron_dir, archive_dir
         self.driver, cnc = start_driver(process_manager, aeron_dir, name=f"driver-{name}", **(driver_env or DRIVER_ENV))
         cnc.close()
@@ -53,7 +54,7 @@ class ArchiveNode:
                  "AERON_ARCHIVE_REPLICATION_CHANNEL": "aeron:udp?endpoint=127.0.0.1:0", **env})
         self.archive_process.await_output("aeron-numba archive", 120)
         self.aeron = Aeron.connect(Context(aeron_dir=str(aeron_dir)))
-        self.archive = AeronArchive.connect(self.aeron)
+        self.archive = AeronArchive.connect(self.aeron, client_context)
 
     def stop_archive(self) -> None:
         """Close the client and stop the archive (archive-tool works on a stopped archive's files)."""
@@ -69,13 +70,16 @@ class ArchiveNode:
 
 
 @contextlib.contextmanager
-def two_nodes(process_manager, aeron_dir, tmp_path, driver_env=None, **archive_env):
+def two_nodes(process_manager, aeron_dir, tmp_path, driver_env=None, src_client_context=None, src_env=None,
+              **archive_env):
     """A source and a destination ``ArchiveNode``, each with its own driver; torn down processes first."""
     dst_dir = new_aeron_dir("aeron-replication-dst")
     made = []
     try:
-        made.append(ArchiveNode(process_manager, "src", aeron_dir, tmp_path / "src-archive", driver_env, **archive_env))
-        made.append(ArchiveNode(process_manager, "dst", dst_dir, tmp_path / "dst-archive", driver_env, **archive_env))
+        made.append(ArchiveNode(process_manager, "src", aeron_dir, tmp_path / "src-archive", driver_env,
+                                src_client_context, **archive_env, **(src_env or {})))
+        made.append(ArchiveNode(process_manager, "dst", dst_dir, tmp_path / "dst-archive", driver_env,
+                                **archive_env))
         yield made
     finally:
         for node in made:
@@ -273,3 +277,33 @@ def test_a_one_gib_recording_is_replicated_byte_identical_over_udp(process_manag
             loss.close()
         print(f"\n1 GiB, loss {loss_rate:.0%}: recorded in {recorded - started:.1f}s, replicated in "
               f"{replicated_s:.1f}s, compared and verified in {verified - recorded - replicated_s:.1f}s")
+
+
+# ------------------------------------------------------------------------------------------ authentication
+class AdminCredentials:
+    def encoded_credentials(self) -> bytes:
+        return b"admin:secret"
+
+    def on_challenge(self, encoded_challenge: bytes) -> bytes:
+        return b""
+
+
+def test_a_replication_sends_its_credentials_and_cannot_answer_a_challenge(process_manager, aeron_dir, tmp_path):
+    """As Aeron: the request's credentials go with the connect to the source archive; a source that challenges
+    them ends the replication with REPLICATION_CONNECTION_FAILURE (a replication cannot answer challenges)."""
+    admin = AeronArchiveContext(credentials_supplier=AdminCredentials())
+    hooks = {"AERON_AUTHENTICATOR_SUPPLIER": "tests.integration.archive_auth_hooks:ChallengingAuthenticator"}
+    with two_nodes(process_manager, aeron_dir, tmp_path, src_client_context=admin, src_env=hooks) as (src, dst):
+        src_id = record(src, 100, seed=6)
+        challenged = dst.archive.replicate(src_id, A.NULL_VALUE, A.DEFAULT_CONTROL_STREAM_ID, src.control_channel,
+                                           encoded_credentials=b"reader")  # the source challenges a reader
+        errors = []
+        await_condition(lambda: errors.append(dst.archive.poll_for_error_response()) or errors[-1] is not None, 30,
+                        "the challenged replication's ERROR")
+        assert errors[-1] == ("archive error REPLICATION_CONNECTION_FAILURE: Replication connection failed="
+                              "Replication does not support challenge/response authentication")
+        assert [s.signal for s in await_signals(dst.archive, challenged, "REPLICATE_END", 30)] == ["REPLICATE_END"]
+        admitted = dst.archive.replicate(src_id, A.NULL_VALUE, A.DEFAULT_CONTROL_STREAM_ID, src.control_channel,
+                                         encoded_credentials=b"admin:secret")
+        signals = await_signals(dst.archive, admitted, "STOP", 60)
+        assert [s.signal for s in signals] == ["REPLICATE", "EXTEND", "SYNC", "REPLICATE_END", "STOP"], signals
