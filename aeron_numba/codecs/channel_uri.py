@@ -32,6 +32,7 @@ ALIAS_PARAM = "alias"
 TETHER_PARAM = "tether"
 SPARSE_PARAM = "sparse"
 EOS_PARAM = "eos"
+REJOIN_PARAM = "rejoin"
 RELIABLE_PARAM = "reliable"
 PUBLICATION_WINDOW_PARAM = "pub-wnd"
 UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM = "untethered-window-limit-timeout"
@@ -55,25 +56,31 @@ class ChannelUri:
 
     @classmethod
     def parse(cls, uri: str) -> "ChannelUri":
+        """Each refusal leads with the words of Aeron's C parser (aeron_uri.c), so its messages find ours."""
         if not isinstance(uri, str):
             raise InvalidChannelError(f"channel must be a str, got {type(uri).__name__}")
         if len(uri) > MAX_URI_LENGTH:
-            raise InvalidChannelError(f"channel length={len(uri)} > MAX_URI_LENGTH={MAX_URI_LENGTH}")
+            raise InvalidChannelError(f"URI length ({len(uri)}) exceeds max supported length ({MAX_URI_LENGTH}):"
+                                      f" channel length={len(uri)} > MAX_URI_LENGTH={MAX_URI_LENGTH}")
         rest, prefix = uri, ""
         if rest.startswith(SPY_QUALIFIER + ":"):
             prefix, rest = SPY_QUALIFIER, rest[len(SPY_QUALIFIER) + 1 :]
         if not rest.startswith(AERON_SCHEME + ":"):
-            raise InvalidChannelError(f"channel '{uri}' must start with 'aeron:'")
+            raise InvalidChannelError(f"invalid URI scheme or transport: {uri} (must start with 'aeron:')")
         rest = rest[len(AERON_SCHEME) + 1 :]
         media, _, query = rest.partition("?")
         if media not in MEDIA:
-            raise InvalidChannelError(f"channel '{uri}': unknown media '{media}', expected one of {MEDIA}")
+            raise InvalidChannelError(
+                f"invalid URI scheme or transport: {uri} (unknown media '{media}', expected one of {MEDIA})")
         params: dict[str, str] = {}
         if query or rest.endswith("?"):
             for pair in query.split("|"):
                 key, eq, value = pair.partition("=")
                 if not eq or not key or not value:
-                    raise InvalidChannelError(f"channel '{uri}': parameter '{pair}' must be key=value, both non-empty")
+                    problem = "invalid end of key" if not eq else "empty key not allowed" if not key else \
+                        "empty value not allowed"
+                    raise InvalidChannelError(
+                        f"{problem}: channel '{uri}': parameter '{pair}' must be key=value, both non-empty")
                 if key in params:
                     raise InvalidChannelError(f"channel '{uri}': parameter '{key}' given twice")
                 params[key] = value

@@ -32,8 +32,8 @@ def error_code_of(exc: Exception) -> int:
         return cp.INVALID_CHANNEL
     if isinstance(exc, CountersFullError):
         return cp.RESOURCE_TEMPORARILY_UNAVAILABLE
-    if isinstance(exc, ChannelEndpointError):
-        return cp.CHANNEL_ENDPOINT_ERROR
+    if isinstance(exc, ChannelEndpointError):  # a socket that cannot be bound: Aeron's C and Java drivers say so
+        return cp.GENERIC_ERROR
     if isinstance(exc, OSError):  # log buffer file could not be created or sized
         return cp.STORAGE_SPACE
     return cp.GENERIC_ERROR

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.codecs import channel_uri as cu
-from aeron_numba.errors import ChannelParameterError, CountersFullError, InvalidChannelError
+from aeron_numba.errors import ChannelParameterError, CountersFullError
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels.broadcast import BroadcastTransmitter
 from aeron_numba.kernels.error_log import DistinctErrorLog
@@ -257,8 +257,8 @@ class DriverConductor:
     def _publication_channel(self, channel: str) -> cu.ChannelUri:
         uri = cu.ChannelUri.parse(channel)
         if uri.is_spy:
-            raise ControlProtocolError(
-                cp.INVALID_CHANNEL, f"channel '{channel}': {cu.SPY_QUALIFIER}: is for subscriptions only")
+            raise ControlProtocolError(cp.INVALID_CHANNEL, f"invalid URI scheme or transport: {channel}"
+                                                           f" ({cu.SPY_QUALIFIER}: is for subscriptions only)")
         return uri
 
     def _allocate_session_id(self) -> int:
@@ -308,9 +308,7 @@ class DriverConductor:
                                  exclusive: bool) -> None:
         channel = UdpChannel.parse(channel_uri)
         params = PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
-        if not channel.is_multi_destination and channel.remote_data is not None and channel.remote_data[1] == 0:
-            # Nothing could ever be sent there (sendto port 0 is EINVAL); Aeron refuses it with these words.
-            raise ChannelParameterError(f"{cu.ENDPOINT_PARAM} has port=0 for publication: channel={channel_uri}")
+        channel.check_for_publication()
         publication = None
         if not exclusive:
             publication = self.network.find_shared_publication(channel, stream_id, params.session_id)
@@ -500,7 +498,7 @@ class DriverConductor:
                 uri, cu.UNTETHERED_RESTING_TIMEOUT_PARAM, self.ctx.untethered_resting_timeout_ns),
             is_ipc=uri.is_ipc, session_id=up.int32_param(uri, cu.SESSION_ID_PARAM),
         )
-        up.bool_param(uri, cu.RELIABLE_PARAM, True)  # refused here, as Aeron does, not at the image's SETUP
+        up.check_subscription_flags(uri)  # refused here, as Aeron does, not at the image's SETUP
         if uri.is_spy:
             link.spy_channel = self.network.spy_channel(channel)
             self.subscriptions.append(link)
@@ -569,10 +567,6 @@ class DriverConductor:
 
 
 def _duration_param(uri: cu.ChannelUri, name: str, default_ns: int) -> int:
-    value = uri.get(name)
-    if not value:
-        return default_ns
+    """Any duration the C driver takes (0 included: the untethered state changes at the next timer)."""
     duration_ns = up.duration_param(uri, name)
-    if duration_ns <= 0:
-        raise InvalidChannelError(f"{name}={value} must be > 0")
-    return duration_ns
+    return default_ns if duration_ns is None else duration_ns

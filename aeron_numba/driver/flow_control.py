@@ -9,7 +9,8 @@ is ``consumption position + receiver window``. The strategy turns the receivers'
 * ``MinFlowControl`` (``fc=min``): the slowest receiver; a receiver silent for the receiver timeout (5 s) is
   dropped so a dead one cannot hold everyone.
 
-Chosen with the ``fc`` channel parameter: ``max``, ``min`` or ``min,t:<timeout>``.
+Chosen with the ``fc`` channel parameter: ``max``, ``min`` or ``min,t:<timeout>`` (Aeron's ``tagged`` and group
+options are refused: this driver has no receiver groups).
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aeron_numba.codecs import channel_uri as cu
-from aeron_numba.errors import InvalidChannelError
+from aeron_numba.errors import ChannelParameterError, InvalidChannelError
 
 FLOW_CONTROL_PARAM = "fc"
+MAX_STRATEGY_NAME = "max"
+MIN_STRATEGY_NAME = "min"
+TAGGED_STRATEGY_NAME = "tagged"
+MAX_OPTION_NUMBER_LENGTH = 63  # the C driver's option number buffer, less its terminator
 DEFAULT_RECEIVER_TIMEOUT_NS = 5_000_000_000
 
 
@@ -86,20 +91,42 @@ class MaxFlowControl(MinFlowControl):
 
 
 def flow_control_for(uri: cu.ChannelUri, *, multi_receiver: bool):
-    """The strategy a channel asks for (``fc=``), else the default for its kind."""
+    """The strategy a channel asks for (``fc=``), else the default for its kind. A bad ``fc`` is refused with the
+    words of Aeron's C driver (EINVAL: GENERIC_ERROR); ``max`` reads no options there, and neither does it here."""
     spec = uri.get(FLOW_CONTROL_PARAM)
     if spec is None:
         return MaxFlowControl() if multi_receiver else UnicastFlowControl()
-    kind, *options = spec.split(",")
+    name = spec.partition(",")[0]
+    if not name:
+        raise ChannelParameterError(f"No flow control strategy name specified, URI: {uri}")
+    if name == MAX_STRATEGY_NAME:
+        return MaxFlowControl()
+    if name == TAGGED_STRATEGY_NAME:
+        raise ChannelParameterError(f"{FLOW_CONTROL_PARAM}={spec}: tagged flow control is not supported by this"
+                                    f" driver ({MAX_STRATEGY_NAME} or {MIN_STRATEGY_NAME}), URI: {uri}")
+    if name != MIN_STRATEGY_NAME:
+        raise ChannelParameterError(f"Invalid flow control strategy name: {name} from URI: {uri}")
+    return MinFlowControl(_min_receiver_timeout_ns(spec))
+
+
+def _min_receiver_timeout_ns(spec: str) -> int:
+    """``t:<timeout>`` from min's options, parsed as the C driver parses them (``g:`` group options it knows; this
+    driver has no groups)."""
     timeout_ns = DEFAULT_RECEIVER_TIMEOUT_NS
-    for option in options:
-        key, _, value = option.partition(":")
-        if key == "t" and value:
-            timeout_ns = cu.parse_duration_ns("fc timeout", value)
-        else:
-            raise InvalidChannelError(f"fc={spec!r}: option {option!r} not supported (only t:<timeout>)")
-    if kind == "min":
-        return MinFlowControl(timeout_ns)
-    if kind == "max":
-        return MaxFlowControl(timeout_ns)
-    raise InvalidChannelError(f"fc={spec!r}: flow control '{kind}' not supported (max or min)")
+    for option in spec.split(",")[1:]:
+        if len(option) <= 2 or option[0] not in "gt" or option[1] != ":":
+            raise ChannelParameterError(
+                f"Flow control options - unrecognised option, field: {option}, options: {spec}")
+        value = option[2:]
+        if len(value) > MAX_OPTION_NUMBER_LENGTH:
+            raise ChannelParameterError(f"Flow control options - number field too long (found {len(value)}, max"
+                                        f" {MAX_OPTION_NUMBER_LENGTH}), field: {value}, options: {spec}")
+        if option[0] == "g":
+            raise ChannelParameterError(f"Flow control options - group options are not supported by this driver,"
+                                        f" field: {option}, options: {spec}")
+        try:
+            timeout_ns = cu.parse_duration_ns(FLOW_CONTROL_PARAM, value)
+        except InvalidChannelError:
+            raise ChannelParameterError(
+                f"Flow control options - invalid timeout, field: {option}, options: {spec}") from None
+    return timeout_ns

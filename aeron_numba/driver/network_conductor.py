@@ -50,7 +50,8 @@ SPY_SOURCE_IDENTITY = cu.IPC_CHANNEL  # what Aeron's driver names as the source 
 
 
 class ChannelEndpointError(AeronError):
-    """A UDP socket could not be opened or bound (CHANNEL_ENDPOINT_ERROR to the client)."""
+    """A UDP socket could not be opened or bound: GENERIC_ERROR to the client, as from Aeron's C and Java drivers
+    (CHANNEL_ENDPOINT_ERROR is for an endpoint that fails after it was made)."""
 
 
 class NetworkConductor:
@@ -101,8 +102,9 @@ class NetworkConductor:
             where = f"{bind_address[0]}:{bind_address[1]}"
             if channel.is_multicast:
                 where += f" (multicast group on interface {channel.multicast_interface})"
-            raise ChannelEndpointError(
-                f"channel '{channel}': cannot open UDP socket on {where}: {exc.strerror}") from None
+            # The C driver's words for a failed bind (its message names the socket's fd too).
+            raise ChannelEndpointError(f"failed to bind({where}): ({exc.errno}) {exc.strerror}\n"
+                                       f"channel={channel}") from None
 
     # ------------------------------------------------------------------------------- send endpoints
     def _send_endpoint(self, channel: UdpChannel, registration_id: int) -> SendChannelEndpoint:
@@ -205,6 +207,7 @@ class NetworkConductor:
 
     # ---------------------------------------------------------------------------- receive endpoints
     def add_subscription(self, link, channel: UdpChannel) -> ReceiveChannelEndpoint:
+        channel.check_for_subscription()
         endpoint = self.receive_endpoints.get(channel.canonical_form)
         if endpoint is None:
             bind = channel.remote_data if channel.remote_data is not None else channel.local_data

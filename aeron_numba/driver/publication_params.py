@@ -47,9 +47,11 @@ class PublicationParams:
         else:
             up.check_mtu_length(mtu)
         window = up.size_param(uri, cu.PUBLICATION_WINDOW_PARAM)
-        if window is None:
+        if window is None:  # the context's window, when set and under half the term (Aeron's producer window)
             window = ctx.publication_term_window_length if network else ctx.ipc_publication_term_window_length
-        window = window if 0 < window < term_length // 2 else term_length // 2
+            window = window if 0 < window < term_length // 2 else term_length // 2
+        else:
+            up.check_publication_window_length(window, mtu, term_length)
         params = cls(term_length, mtu, linger, window, session_id)
         names = (cu.INITIAL_TERM_ID_PARAM, cu.TERM_ID_PARAM, cu.TERM_OFFSET_PARAM)
         initial_term_id, term_id = up.int32_param(uri, names[0]), up.int32_param(uri, names[1])
@@ -74,6 +76,7 @@ class PublicationParams:
             if term_offset % frame.FRAME_ALIGNMENT:
                 raise ChannelParameterError(f"Param {names[2]}={term_offset} must be multiple of FRAME_ALIGNMENT")
             params.initial_term_id, params.term_id, params.term_offset = initial_term_id, term_id, term_offset
+        up.check_publication_flags(uri)
         params.spies_simulate_connection = up.bool_param(uri, cu.SPIES_SIMULATE_CONNECTION_PARAM,
                                                          ctx.spies_simulate_connection)
         return params

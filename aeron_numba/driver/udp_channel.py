@@ -12,10 +12,13 @@
 * ``endpoint=<group>:<port>`` with a multicast group: multicast. Data, SETUP and heartbeats go to the data
   group; status messages, NAKs and RTT replies to the control group, which is the data group with its last
   octet + 1 (so the data group's last octet must be odd, as Aeron requires), on the same port. A multicast
-  channel needs an explicit port and takes no ``control``/``control-mode``.
-* ``ttl`` — multicast time to live (IP_MULTICAST_TTL).
+  channel takes no ``control``/``control-mode``; a publication's needs a port (as any publication's endpoint).
+* ``ttl`` — multicast time to live (IP_MULTICAST_TTL), read as Aeron's C driver reads it (clamped to 255).
 * ``group=true|false|infer`` — a subscription's group semantics (multicast NAK backoff); ``infer`` (the default)
-  means "a multicast channel, or a SETUP flagged group".
+  means "a multicast channel, or a SETUP flagged group"; any other value is false, as in Aeron's C driver.
+
+Refusals carry the C driver's code and words: a malformed channel is INVALID_CHANNEL (``InvalidChannelError``), a
+bad value EINVAL, which a client sees as GENERIC_ERROR (``ChannelParameterError``), an unknown host UNKNOWN_HOST.
 
 ``canonical_form`` names the pair of local and remote addresses, as Aeron does ("UDP-<local>-<remote>"), so
 two channel strings that mean the same sockets share one endpoint in the driver.
@@ -111,23 +114,25 @@ def local_ipv4_addresses() -> list[tuple[str, str]]:
 
 def resolve_interface(value: str) -> Address:
     """``host[:port][/prefix]`` -> the local (address, port): the address itself, or with a prefix the first
-    local interface address in that subnet. Raises ``InvalidChannelError`` naming the value."""
+    local interface address in that subnet. A bad prefix, or none in the subnet, is the C driver's EINVAL
+    (``ChannelParameterError``) with its words."""
     host_port, slash, prefix_text = value.partition("/")
     host, port = parse_host_port(INTERFACE_PARAM, host_port, port_required=False)
     address = resolve(INTERFACE_PARAM, host, port)
     if not slash:
         return address
-    if not prefix_text.isdigit() or not 0 <= int(prefix_text) <= MAX_IPV4_PREFIX:
-        raise InvalidChannelError(
-            f"{INTERFACE_PARAM}={value!r}: prefix {prefix_text!r} must be in [0, {MAX_IPV4_PREFIX}]")
+    if not prefix_text.isdigit() or int(prefix_text) > MAX_IPV4_PREFIX:
+        problem = "prefixlen out of range" if prefix_text.isdigit() else "prefixlen invalid"
+        raise ChannelParameterError(f"{problem}: {prefix_text}\ncould not parse {INTERFACE_PARAM}='{value}':"
+                                    f" the prefix must be in [0, {MAX_IPV4_PREFIX}]")
     subnet = ipaddress.ip_network(f"{address[0]}/{prefix_text}", strict=False)
     candidates = local_ipv4_addresses()
     for _, local in candidates:
         if ipaddress.ip_address(local) in subnet:
             return local, port
     listed = ", ".join(f"{name}={local}" for name, local in candidates) or "none found"
-    raise InvalidChannelError(f"{INTERFACE_PARAM}={value!r}: no local IPv4 interface address in {subnet}"
-                              f" (local addresses: {listed})")
+    raise ChannelParameterError(f"could not find matching {INTERFACE_PARAM}='{value}': no local IPv4 interface"
+                                f" address in {subnet} (local addresses: {listed})")
 
 
 def multicast_control_address(data_group: Address) -> Address:
@@ -152,12 +157,32 @@ def route_source_address(remote: Address) -> str | None:
         return probe.getsockname()[0]
 
 
-def _group_semantics(channel: str, value: str | None) -> bool | None:
+def _group_semantics(value: str | None) -> bool | None:
+    """As Aeron's C driver reads an inferable boolean: ``true``, ``infer`` (or absent: None), anything else false."""
     if value is None or value == GROUP_INFER:
         return None
-    if value in ("true", "false"):
-        return value == "true"
-    raise InvalidChannelError(f"channel '{channel}': {GROUP_PARAM}={value!r} must be true, false or {GROUP_INFER}")
+    return value == "true"
+
+
+def multicast_ttl(value: str) -> int:
+    """The C driver's reading of ``ttl`` (strtoull, base 0, clamped to 255): a value is never refused; text that
+    is not a number reads as 0, a negative number (which wraps) or one over 255 as 255."""
+    text = value.strip()
+    negative = text[:1] == "-"
+    text = text[1:] if text[:1] in "+-" else text
+    base, digits = (16, "0123456789abcdefABCDEF") if text[:2] in ("0x", "0X") else \
+        (8, "01234567") if text[:1] == "0" else (10, "0123456789")
+    if base == 16:
+        text = text[2:]
+    number_text = ""
+    for char in text:
+        if char not in digits:
+            break
+        number_text += char
+    number = int(number_text, base) if number_text else 0
+    if negative and number:
+        return MAX_TTL
+    return min(number, MAX_TTL)
 
 
 @dataclass(frozen=True)
@@ -176,15 +201,18 @@ class UdpChannel:
     def parse(cls, channel: str) -> "UdpChannel":
         uri = cu.ChannelUri.parse(channel)
         if uri.is_ipc:
-            raise InvalidChannelError(f"channel '{channel}' is not aeron:udp")
+            raise InvalidChannelError(f"UDP channels must use UDP URIs: channel '{channel}' is not aeron:udp")
         endpoint = uri.get(cu.ENDPOINT_PARAM)
         control = uri.get(CONTROL_PARAM)
         control_mode = uri.get(CONTROL_MODE_PARAM)
         if control_mode is not None and control_mode not in CONTROL_MODES:
             raise InvalidChannelError(f"channel '{channel}': control-mode={control_mode!r} must be one of {CONTROL_MODES}")
+        if control_mode == CONTROL_MODE_DYNAMIC and control is None:
+            raise InvalidChannelError(f"explicit control expected with dynamic control mode: channel '{channel}'")
         if endpoint is None and control is None and control_mode != CONTROL_MODE_MANUAL:
-            raise InvalidChannelError(f"channel '{channel}': aeron:udp needs endpoint=host:port (or control=host:port,"
-                                      f" or {CONTROL_MODE_PARAM}={CONTROL_MODE_MANUAL})")
+            # C's words; this driver has no tags or response channels.
+            raise InvalidChannelError("URIs for UDP must specify endpoint, control, tags, or control-mode=manual/"
+                                      f"response: channel '{channel}'")
         remote_data = resolve(cu.ENDPOINT_PARAM, *parse_host_port(cu.ENDPOINT_PARAM, endpoint)) if endpoint else None
         remote_control = resolve(CONTROL_PARAM, *parse_host_port(CONTROL_PARAM, control)) if control else None
         interface = uri.get(INTERFACE_PARAM)
@@ -195,16 +223,26 @@ class UdpChannel:
                 raise InvalidChannelError(
                     f"channel '{channel}': a multicast endpoint={endpoint} takes no {CONTROL_PARAM} or"
                     f" {CONTROL_MODE_PARAM} (its control group is derived from the data group)")
-            if remote_data[1] == 0:
-                raise InvalidChannelError(f"channel '{channel}': multicast endpoint={endpoint} needs a port > 0")
-            remote_control = multicast_control_address(remote_data)
-        ttl = None
-        if uri.get(TTL_PARAM) is not None:
-            ttl = cu.parse_int32(TTL_PARAM, uri.get(TTL_PARAM))
-            if not 0 <= ttl <= MAX_TTL:
-                raise InvalidChannelError(f"ttl={ttl} must be in [0, {MAX_TTL}]")
+            remote_control = multicast_control_address(remote_data)  # port 0: refused for publications only
+        ttl = None if uri.get(TTL_PARAM) is None else multicast_ttl(uri.get(TTL_PARAM))
         return cls(channel, uri, remote_data, local_data, remote_control, control_mode, is_multicast, ttl,
-                   _group_semantics(channel, uri.get(GROUP_PARAM)))
+                   _group_semantics(uri.get(GROUP_PARAM)))
+
+    def check_for_publication(self) -> None:
+        """What the C driver requires of a publication's channel, after its parameters (its words, EINVAL)."""
+        if not self.is_multi_destination and self.uri.get(cu.ENDPOINT_PARAM) is not None and \
+                self.remote_data[1] == 0:
+            # Nothing could ever be sent there (sendto port 0 is EINVAL).
+            raise ChannelParameterError(f"{cu.ENDPOINT_PARAM} has port=0 for publication: channel={self.original}")
+        if self.uri.get(CONTROL_PARAM) is not None and self.uri.get(cu.ENDPOINT_PARAM) is None and \
+                self.control_mode is None:
+            raise ChannelParameterError(f"'{CONTROL_PARAM}' parameter requires that either '{cu.ENDPOINT_PARAM}' or"
+                                        f" '{CONTROL_MODE_PARAM}' is specified, channel={self.original}")
+
+    def check_for_subscription(self) -> None:
+        """What the C driver requires of a network subscription's channel (its words, EINVAL)."""
+        if self.uri.get(CONTROL_PARAM) is not None and not self.is_multicast and self.remote_control[1] == 0:
+            raise ChannelParameterError(f"{CONTROL_PARAM} has port=0 for subscription: channel={self.original}")
 
     @property
     def is_multi_destination(self) -> bool:

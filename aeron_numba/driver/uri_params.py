@@ -61,6 +61,29 @@ def bool_param(uri: cu.ChannelUri, name: str, default: bool) -> bool:
     raise ChannelParameterError(f"could not parse {name}={value} as bool from URI")
 
 
+def check_publication_flags(uri: cu.ChannelUri) -> None:
+    """Flags Aeron reads from a publication channel and this driver does not act on (its logs are never sparse,
+    it always signals end of stream): refused when they are not booleans, as the C driver refuses them."""
+    for name in (cu.SPARSE_PARAM, cu.EOS_PARAM):
+        bool_param(uri, name, True)
+
+
+def check_subscription_flags(uri: cu.ChannelUri) -> None:
+    """``reliable`` (read again at each image's SETUP), and ``sparse`` and ``rejoin``, which this driver does not act
+    on: refused here when they are not booleans, as the C driver refuses them when the subscription is added."""
+    for name in (cu.RELIABLE_PARAM, cu.SPARSE_PARAM, cu.REJOIN_PARAM):
+        bool_param(uri, name, True)
+
+
+def check_publication_window_length(window_length: int, mtu_length: int, term_length: int) -> None:
+    if window_length < mtu_length:
+        raise ChannelParameterError(
+            f"{cu.PUBLICATION_WINDOW_PARAM}={window_length} cannot be less than the {cu.MTU_LENGTH_PARAM}={mtu_length}")
+    if window_length > term_length >> 1:
+        raise ChannelParameterError(f"{cu.PUBLICATION_WINDOW_PARAM}={window_length} must not exceed half the"
+                                    f" {cu.TERM_LENGTH_PARAM}={term_length}")
+
+
 def check_term_length(term_length: int) -> None:
     if term_length < lb.TERM_MIN_LENGTH:
         raise ChannelParameterError(

@@ -25,6 +25,12 @@ def test_spec_examples_parse_and_print_back():
     ("aeron:ipc?", "'' must be key=value"),
     ("aeron:ipc?a=1|a=2", "'a' given twice"),
     ("aeron:ipc?alias=" + "x" * 5000, "length=5016 > MAX_URI_LENGTH=4095"),
+    # Aeron's C parser's words lead (aeron_uri.c), so a user searching for them finds ours.
+    ("aeron:tcp?endpoint=x:1", "^invalid URI scheme or transport: aeron:tcp?endpoint=x:1 "),
+    ("aeron:ipc?term-length|mtu=1408", "^invalid end of key: "),
+    ("aeron:ipc?=5", "^empty key not allowed: "),
+    ("aeron:ipc?a=|mtu=1408", "^empty value not allowed: "),
+    ("aeron:ipc?alias=" + "x" * 5000, r"^URI length \(5016\) exceeds max supported length \(4095\)"),
 ])
 def test_bad_uris_name_the_problem(uri, message):
     with pytest.raises(InvalidChannelError, match=message.replace("?", r"\?").replace("|", r"\|")):

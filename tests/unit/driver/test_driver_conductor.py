@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import struct
 
 import numpy as np
@@ -177,6 +179,14 @@ def test_bad_commands_get_an_error_and_an_error_log_entry(harness, msg_type_id, 
 PUB, SUB, XPUB = cp.ADD_PUBLICATION, cp.ADD_SUBSCRIPTION, cp.ADD_EXCLUSIVE_PUBLICATION
 
 
+MDC = "aeron:udp?control=localhost:40126|control-mode=dynamic"  # flow control applies to multi-receiver channels
+MULTICAST = "aeron:udp?endpoint=239.255.90.1:40456"
+
+
+# Every refusal of a channel the driver makes while adding a publication or subscription, with the code Aeron's C
+# driver gives for the same input (EINVAL is GENERIC_ERROR; a negative Aeron code is that code) and the first line
+# of its message (C's words; where ours says more, it follows C's). Source: aeron_uri.c, aeron_driver_uri.c,
+# aeron_udp_channel.c, aeron_netutil.c, aeron_flow_control.c, aeron_driver_conductor.c (1.48).
 @pytest.mark.parametrize("command, channel, code, message", [
     # A value Aeron's C driver refuses with EINVAL is GENERIC_ERROR, with its words (first line of the message).
     (PUB, "aeron:udp?endpoint=localhost:99999", cp.GENERIC_ERROR, "port out of range: 99999"),
@@ -198,6 +208,18 @@ PUB, SUB, XPUB = cp.ADD_PUBLICATION, cp.ADD_SUBSCRIPTION, cp.ADD_EXCLUSIVE_PUBLI
     (SUB, "aeron:ipc?tether=maybe", cp.GENERIC_ERROR, "could not parse tether=maybe as bool from URI"),
     (SUB, "aeron:udp?endpoint=localhost:0|reliable=mostly", cp.GENERIC_ERROR,
      "could not parse reliable=mostly as bool from URI"),
+    (SUB, "aeron:ipc?rejoin=often", cp.GENERIC_ERROR, "could not parse rejoin=often as bool from URI"),
+    (SUB, "aeron:ipc?sparse=yes", cp.GENERIC_ERROR, "could not parse sparse=yes as bool from URI"),
+    (PUB, "aeron:ipc?sparse=yes", cp.GENERIC_ERROR, "could not parse sparse=yes as bool from URI"),
+    (PUB, "aeron:ipc?eos=yes", cp.GENERIC_ERROR, "could not parse eos=yes as bool from URI"),
+    (PUB, "aeron:ipc?ssc=yes", cp.GENERIC_ERROR, "could not parse ssc=yes as bool from URI"),
+    (SUB, "aeron:ipc?untethered-resting-timeout=soon", cp.GENERIC_ERROR,
+     "could not parse untethered-resting-timeout=soon in URI"),
+    (SUB, "aeron:ipc?untethered-window-limit-timeout=-1s", cp.GENERIC_ERROR,
+     "could not parse untethered-window-limit-timeout=-1s in URI"),
+    (PUB, "aeron:ipc?pub-wnd=lots", cp.GENERIC_ERROR, "could not parse pub-wnd=lots in URI"),
+    (PUB, "aeron:ipc?pub-wnd=1k", cp.GENERIC_ERROR, "pub-wnd=1024 cannot be less than the mtu=1408"),
+    (PUB, "aeron:ipc?pub-wnd=64k", cp.GENERIC_ERROR, "pub-wnd=65536 must not exceed half the term-length=65536"),
     (XPUB, "aeron:ipc?init-term-id=5", cp.GENERIC_ERROR,
      "params: init-term-id term-id term-offset must be used as a complete set"),
     (XPUB, "aeron:ipc?init-term-id=5|term-id=6|term-offset=16", cp.GENERIC_ERROR,
@@ -208,10 +230,37 @@ PUB, SUB, XPUB = cp.ADD_PUBLICATION, cp.ADD_SUBSCRIPTION, cp.ADD_EXCLUSIVE_PUBLI
      "Param difference greater than 2^31 - 1: init-term-id=5 term-offset=4"),
     (PUB, "aeron:udp?endpoint=no-such-host.invalid:40123", cp.UNKNOWN_HOST,
      "Unable to resolve host=(no-such-host.invalid): (-2) Name or service not known"),
-    # A malformed URI stays INVALID_CHANNEL, as in Aeron.
-    (PUB, "aeron:tcp?endpoint=localhost:40123", cp.INVALID_CHANNEL, None),
-    (PUB, "aeron:udp?term-length=64k", cp.INVALID_CHANNEL, None),
-    (SUB, "aeron:ipc?tether=", cp.INVALID_CHANNEL, None),
+    (PUB, "aeron:udp?endpoint=239.255.90.1:0|interface=127.0.0.1", cp.GENERIC_ERROR,
+     "endpoint has port=0 for publication: channel=aeron:udp?endpoint=239.255.90.1:0|interface=127.0.0.1"),
+    (PUB, "aeron:udp?control=localhost:40124", cp.GENERIC_ERROR,
+     "'control' parameter requires that either 'endpoint' or 'control-mode' is specified,"
+     " channel=aeron:udp?control=localhost:40124"),
+    (SUB, "aeron:udp?endpoint=localhost:40125|control=localhost:0", cp.GENERIC_ERROR,
+     "control has port=0 for subscription: channel=aeron:udp?endpoint=localhost:40125|control=localhost:0"),
+    (SUB, MULTICAST + "|interface=127.0.0.1/33", cp.GENERIC_ERROR, "prefixlen out of range: 33"),
+    (SUB, MULTICAST + "|interface=127.0.0.1/x", cp.GENERIC_ERROR, "prefixlen invalid: x"),
+    (SUB, MULTICAST + "|interface=198.51.100.77/32", cp.GENERIC_ERROR,
+     "could not find matching interface='198.51.100.77/32'"),
+    (SUB, "aeron:udp?endpoint=239.255.90.2:40456", cp.GENERIC_ERROR, "Multicast data address must be odd"),
+    (PUB, MDC + "|fc=fastest", cp.GENERIC_ERROR, f"Invalid flow control strategy name: fastest from URI: {MDC}|fc=fastest"),
+    (PUB, MDC + "|fc=,t:1s", cp.GENERIC_ERROR, f"No flow control strategy name specified, URI: {MDC}|fc=,t:1s"),
+    (PUB, MDC + "|fc=min,t:soon", cp.GENERIC_ERROR,
+     "Flow control options - invalid timeout, field: t:soon, options: min,t:soon"),
+    (PUB, MDC + "|fc=min,x:1", cp.GENERIC_ERROR, "Flow control options - unrecognised option, field: x:1, options: min,x:1"),
+    (PUB, MDC + "|fc=min,t:", cp.GENERIC_ERROR, "Flow control options - unrecognised option, field: t:, options: min,t:"),
+    # A malformed URI is INVALID_CHANNEL, as in Aeron.
+    (PUB, "aeron:tcp?endpoint=localhost:40123", cp.INVALID_CHANNEL,
+     "invalid URI scheme or transport: aeron:tcp?endpoint=localhost:40123"),
+    (PUB, "aeron-spy:aeron:udp?endpoint=localhost:40123", cp.INVALID_CHANNEL,
+     "invalid URI scheme or transport: aeron-spy:aeron:udp?endpoint=localhost:40123"),
+    (SUB, "aeron-spy:aeron:ipc", cp.INVALID_CHANNEL, "UDP channels must use UDP URIs"),
+    (PUB, "aeron:udp?term-length=64k", cp.INVALID_CHANNEL,
+     "URIs for UDP must specify endpoint, control, tags, or control-mode=manual/response"),
+    (SUB, "aeron:udp?endpoint=localhost:40123|control-mode=dynamic", cp.INVALID_CHANNEL,
+     "explicit control expected with dynamic control mode"),
+    (SUB, "aeron:ipc?tether=|alias=x", cp.INVALID_CHANNEL, "empty value not allowed"),
+    (SUB, "aeron:ipc?=true", cp.INVALID_CHANNEL, "empty key not allowed"),
+    (SUB, "aeron:ipc?tether|alias=x", cp.INVALID_CHANNEL, "invalid end of key"),
 ])
 def test_bad_channel_parameters_get_the_c_driver_s_code_and_message(harness, command, channel, code, message):
     client = RawClient(harness.cnc)
@@ -223,10 +272,34 @@ def test_bad_channel_parameters_get_the_c_driver_s_code_and_message(harness, com
     harness.work()
     (response_type, error), = client.responses()
     assert response_type == cp.ON_ERROR and error.offending_command_correlation_id == correlation_id
-    assert (cp.ERROR_CODE_NAMES[error.error_code], error.error_message.splitlines()[0] if message else None) == \
+    # C's words lead the first line; ours may say more after them.
+    assert (cp.ERROR_CODE_NAMES[error.error_code], error.error_message.splitlines()[0][:len(message)]) == \
         (cp.ERROR_CODE_NAMES[code], message)
-    assert harness.conductor.publications == harness.conductor.network.publications == []
-    assert harness.conductor.subscriptions == []
+    network = harness.conductor.network
+    assert harness.conductor.publications == network.publications == harness.conductor.subscriptions == []
+    assert network.send_endpoints == network.receive_endpoints == {}
+
+
+@pytest.mark.parametrize("command, channel", [
+    # Values Aeron's C driver takes without complaint, so ours does too.
+    (SUB, "aeron:udp?endpoint=239.255.90.1:40456|interface=127.0.0.1|ttl=300"),  # C clamps ttl to 255
+    (PUB, "aeron:udp?endpoint=239.255.90.1:40456|interface=127.0.0.1|ttl=many"),  # C reads a non-number as 0
+    (SUB, "aeron:udp?endpoint=239.255.90.1:0|interface=127.0.0.1"),  # C binds any port; only publications need one
+    (SUB, "aeron:udp?endpoint=localhost:0|group=maybe"),  # C: anything but true or infer is false
+    (SUB, "aeron:ipc?tether=false|untethered-window-limit-timeout=0|untethered-resting-timeout=0"),
+    (PUB, "aeron:ipc?pub-wnd=32k"),  # half the term length is the most
+    (PUB, "aeron:ipc?sparse=false|eos=true"),
+])
+def test_channel_parameters_the_c_driver_accepts_are_accepted(harness, command, channel):
+    client = RawClient(harness.cnc)
+    if command == SUB:
+        client.send(SUB, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=5, channel=channel)
+    else:
+        client.send(command, dc.PublicationMessage, stream_id=5, channel=channel)
+    harness.work()
+    responses = client.responses()
+    assert [t for t, _ in responses] == [cp.ON_SUBSCRIPTION_READY if command == SUB else cp.ON_PUBLICATION_READY], \
+        [getattr(r, "error_message", None) for _, r in responses]
 
 
 def test_a_shared_publication_asking_for_other_log_settings_is_refused_with_the_c_driver_s_words(harness):
@@ -255,6 +328,23 @@ def test_a_udp_publication_to_port_0_is_refused_as_aeron_refuses_it(harness, cha
     network = harness.conductor.network
     assert network.publications == [] and network.send_endpoints == {}
     assert harness.counters_by_type(cl.SENDER_POSITION_TYPE_ID) == []
+
+
+def test_a_udp_port_in_use_is_refused_as_aeron_refuses_it(harness):
+    """A socket that cannot be bound is GENERIC_ERROR (EADDRINUSE) from Aeron's C and Java drivers, not
+    CHANNEL_ENDPOINT_ERROR (that is for an endpoint failing after it was made), with the C driver's words."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        client = RawClient(harness.cnc)
+        client.send(SUB, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=5,
+                    channel=f"aeron:udp?endpoint=127.0.0.1:{port}")
+        harness.work()
+    (response_type, error), = client.responses()
+    assert (response_type, cp.ERROR_CODE_NAMES[error.error_code], error.error_message.splitlines()[0]) == \
+        (cp.ON_ERROR, "GENERIC_ERROR", f"failed to bind(127.0.0.1:{port}): ({errno.EADDRINUSE}) Address already in use")
+    assert harness.conductor.subscriptions == [] and harness.conductor.network.receive_endpoints == {}
+    assert harness.counters_by_type(cl.RECEIVE_CHANNEL_STATUS_TYPE_ID) == []
 
 
 def test_add_and_remove_counter(harness):
@@ -517,7 +607,7 @@ def test_a_tethered_subscriber_is_never_dropped_however_far_behind(harness):
 
 
 @pytest.mark.parametrize("channel, code", [("aeron:ipc?tether=maybe", cp.GENERIC_ERROR),
-                                           ("aeron:ipc?tether=false|untethered-resting-timeout=0", cp.INVALID_CHANNEL)])
+                                           ("aeron:ipc?tether=false|untethered-resting-timeout=-1", cp.GENERIC_ERROR)])
 def test_bad_tether_parameters_are_refused(harness, channel, code):
     client = RawClient(harness.cnc)
     client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
