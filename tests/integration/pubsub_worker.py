@@ -22,9 +22,11 @@ import numpy as np
 
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.layout import publication_status as P
+from harness.awaiting import ConditionTimeout, await_condition
 
 SEQ_BITS = 40
 MAX_LENGTH = 64 * 1024
+IDLE_S = 0.0001  # the subscriber's back-off when a poll finds nothing
 
 
 def message_lengths(seed: int, publisher_id: int, count: int, max_length: int) -> np.ndarray:
@@ -46,12 +48,12 @@ def publish(args) -> int:
     with Aeron.connect(_context(args)) as aeron:
         add = aeron.add_exclusive_publication if args.exclusive else aeron.add_publication
         publication = add(args.channel, args.stream)
-        deadline = time.monotonic() + args.timeout
-        while not publication.is_connected:
-            if time.monotonic() > deadline:
-                print("no subscriber connected", file=sys.stderr)
-                return 2
-            time.sleep(0.001)
+        deadline = time.monotonic() + args.timeout  # for the whole run: connecting and every offer
+        try:
+            await_condition(lambda: publication.is_connected, args.timeout, "a subscriber to connect")
+        except ConditionTimeout:
+            print("no subscriber connected", file=sys.stderr)
+            return 2
         print("ready", flush=True)
         for seq in range(args.count):
             data = message_bytes(args.id, seq, int(lengths[seq]))
@@ -98,14 +100,13 @@ def subscribe(args) -> int:
     assembler = FragmentAssembler(on_message)
     with Aeron.connect(_context(args)) as aeron:
         subscription = aeron.add_subscription(args.channel, args.stream)
-        deadline = time.monotonic() + args.timeout
         print("ready", flush=True)
-        while sum(next_seq.values()) < total and len(errors) < 10:
-            if subscription.poll(assembler.on_fragment, 256) == 0:
-                time.sleep(0.0001)
-            if time.monotonic() > deadline:
-                errors.append(f"timed out with {next_seq}")
-                break
+        try:  # every message, or enough errors to stop; a timeout is reported in the output like any error
+            await_condition(lambda: sum(next_seq.values()) >= total or len(errors) >= 10, args.timeout,
+                            "every publisher's messages", work=lambda: subscription.poll(assembler.on_fragment, 256),
+                            poll_interval_s=IDLE_S, max_poll_interval_s=IDLE_S)
+        except ConditionTimeout:
+            errors.append(f"timed out with {next_seq}")
         with open(args.out, "w") as out:
             json.dump({"received": next_seq, "errors": errors}, out)
     return 0 if not errors else 5
@@ -115,9 +116,10 @@ def claim_and_die(args) -> int:
     """Claim space in a concurrent publication and die before committing it (§15.1)."""
     with Aeron.connect(_context(args)) as aeron:
         publication = aeron.add_publication(args.channel, args.stream)
-        deadline = time.monotonic() + args.timeout
-        while not publication.is_connected and time.monotonic() < deadline:
-            time.sleep(0.001)
+        try:
+            await_condition(lambda: publication.is_connected, args.timeout, "a subscriber to connect")
+        except ConditionTimeout:
+            pass  # try_claim below says NOT_CONNECTED
         claim = publication.try_claim(100)
         if isinstance(claim, int):
             print(f"try_claim failed: {claim}", file=sys.stderr)

@@ -8,12 +8,11 @@ publisher is a spawned process with its own Aeron client.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
 from aeron_numba.client import Aeron, Context, FragmentAssembler
+from harness.awaiting import NotYet, await_condition
 from harness.processes import join_all, spawned
 from tests.stress import workers_client as W
 from tests.unit.client_support import FakeDriver
@@ -21,6 +20,7 @@ from tests.unit.client_support import FakeDriver
 MODES = ("concurrent", "concurrent", "claim", "exclusive")
 MESSAGES = 8_000
 TIMEOUT_S = 120
+IDLE_S = 0.0002  # the subscriber's back-off when a poll finds nothing
 
 
 class Checker:
@@ -48,14 +48,19 @@ def test_client_processes_publish_everything_in_order(shm_dir):
             checker = Checker()
             assembler = FragmentAssembler(checker)
             args = [(str(driver.aeron_dir), i, MESSAGES, mode, TIMEOUT_S) for i, mode in enumerate(MODES)]
-            deadline = time.monotonic() + TIMEOUT_S
             with spawned(W.publisher_main, args) as procs:
-                while min(checker.next_seq) < MESSAGES:
-                    if subscription.poll(assembler, 64) == 0:
+
+                def consume() -> int:
+                    polled = subscription.poll(assembler, 64)
+                    if polled == 0:  # a publisher that finished exits 0 while the others go on
                         failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
                         assert not failed, f"publisher failed: exit codes {failed}"
-                        assert time.monotonic() < deadline, f"received {checker.next_seq} of {MESSAGES} each"
-                        time.sleep(0.0002)
+                    return polled
+
+                await_condition(
+                    lambda: min(checker.next_seq) >= MESSAGES or NotYet(f"received {checker.next_seq} of {MESSAGES} each"),
+                    TIMEOUT_S, "every publisher's messages", work=consume, poll_interval_s=IDLE_S,
+                    max_poll_interval_s=IDLE_S)
                 join_all(procs, timeout_s=30)
             assert checker.next_seq == [MESSAGES] * len(MODES)
             # The concurrent and claim publishers shared one log (one session); the exclusive one had its own.

@@ -20,7 +20,7 @@ from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_
 from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
-from harness.awaiting import await_condition
+from harness.awaiting import NotYet, await_condition
 from harness.processes import join_all, spawned, watched
 from tests.stress import workers_udp_rebuild as W
 
@@ -57,12 +57,21 @@ def test_lossy_network_rebuilds_every_byte_in_order(shm_dir):
                             processes=watched(procs))
             put_int64_release(control, W.GO * 8, 1)
             started = time.monotonic()
-            while W.subscribe(image, control, out, cstate, 2_000_000) < W.MESSAGES and cstate[W.CK_FAILURES] == 0:
-                stats = control.view(np.int64)
-                assert time.monotonic() < deadline, (
-                    f"stalled at message {cstate[W.CK_MESSAGE]} position {cstate[W.CK_POSITION]}: {stats.tolist()}")
-                assert all(p.is_alive() for p in procs), f"a worker died: {[p.exitcode for p in procs]}"
-                os.sched_yield()
+
+            def subscribe() -> int:
+                """The compiled subscriber, until it idles; the work is the messages it checked."""
+                before = int(cstate[W.CK_MESSAGE])
+                return int(W.subscribe(image, control, out, cstate, 2_000_000)) - before
+
+            def read_all_or_failed():
+                return cstate[W.CK_MESSAGE] >= W.MESSAGES or cstate[W.CK_FAILURES] != 0 or NotYet(
+                    f"stalled at message {cstate[W.CK_MESSAGE]} position {cstate[W.CK_POSITION]}:"
+                    f" {control.view(np.int64).tolist()}")
+
+            # The workers run until ALL_DONE, so any exit is a death; an idle subscriber yields (sleep 0).
+            await_condition(read_all_or_failed, max(0.0, deadline - time.monotonic()),
+                            "the subscriber to check every message", processes=watched(procs), work=subscribe,
+                            poll_interval_s=0.0, max_poll_interval_s=0.0)
             position = int(cstate[W.CK_POSITION])
             elapsed = time.monotonic() - started
             put_int64_release(control, W.ALL_DONE * 8, 1)

@@ -197,9 +197,12 @@ def warm_up() -> None:
     put_int64_release(rb, CAPACITY, get_int64_acquire(rb, CAPACITY))
 
 
+IDLE_S = 50e-6
+
+
 def idle() -> None:
     """Back off between polls (an idle strategy, not a wait for a condition)."""
-    time.sleep(50e-6)
+    time.sleep(IDLE_S)
 
 
 def await_go(control: np.ndarray, deadline: float) -> None:
