@@ -22,6 +22,7 @@ from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_
 from aeron_numba.kernels.handlers import MESSAGE_HANDLER_SIG
 from aeron_numba.layout import broadcast as L
 from aeron_numba.layout.mapped_file import MappedFile
+from harness.awaiting import await_condition
 from tests.stress.stress_support import mix32
 
 CAPACITY = 4096
@@ -159,7 +160,11 @@ def warm_up() -> None:
     put_int64_release(ctx.view(np.uint8), 0, 0)
 
 
-def idle(seconds: float = 50e-6) -> None:
+IDLE_S = 50e-6
+END_INTERVAL_S = 1e-3  # between END messages while waiting for every receiver's acknowledgement
+
+
+def idle(seconds: float = IDLE_S) -> None:
     """Back off between polls (an idle strategy, not a wait for a condition)."""
     time.sleep(seconds)
 
@@ -172,21 +177,25 @@ def transmitter(bc_path: str, control_path: str, receivers: int, timeout_s: floa
         scratch = np.zeros(MAX_LENGTH, np.uint8)
         warm_up()
         slots = [RECEIVER_BLOCK * (r + 1) for r in range(receivers)]
-        while not all(get_int64_acquire(control, s + READY) for s in slots):
-            if time.monotonic() > deadline:
-                raise TimeoutError("receivers never joined")
-            idle()
+        await_condition(lambda: all(get_int64_acquire(control, s + READY) for s in slots), timeout_s,
+                        "every receiver to join", poll_interval_s=IDLE_S, max_poll_interval_s=IDLE_S)
         seq = 0
         while seq < DATA_MESSAGES:
             seq = transmit_burst(buf, capacity, seq, BURST, DATA_TYPE, scratch)
             if seq < 0:
                 raise RuntimeError(f"transmit failed with status {seq}")
             idle()  # pacing: fast enough to lap a slow receiver in a 4 KiB buffer, not every receiver
-        while not all(get_int64_acquire(control, s + ACK) for s in slots):
-            if time.monotonic() > deadline:
-                raise TimeoutError("receivers never acknowledged END")
-            seq = transmit_burst(buf, capacity, seq, 1, END_TYPE, scratch)
-            idle(1e-3)
+        end_seq = [seq]
+
+        def transmit_end() -> int:
+            """One more END message; never counted as work, so the wait backs off 1 ms between them."""
+            end_seq[0] = transmit_burst(buf, capacity, end_seq[0], 1, END_TYPE, scratch)
+            return 0
+
+        await_condition(lambda: all(get_int64_acquire(control, s + ACK) for s in slots),
+                        max(0.0, deadline - time.monotonic()), "every receiver to acknowledge END", work=transmit_end,
+                        poll_interval_s=END_INTERVAL_S, max_poll_interval_s=END_INTERVAL_S)
+        seq = end_seq[0]
         put_int64_release(control, TRANSMITTER_SENT, seq)
         del buf, control
 

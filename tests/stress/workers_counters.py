@@ -7,7 +7,6 @@ ids; churn counters come and go from id 9 up.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numba
@@ -16,6 +15,7 @@ import numpy as np
 from aeron_numba.kernels import counters as C
 from aeron_numba.layout.counters import COUNTER_LENGTH, MAX_KEY_LENGTH, MAX_LABEL_LENGTH, METADATA_LENGTH
 from aeron_numba.layout.mapped_file import MappedFile
+from harness.awaiting import await_condition
 
 CAPACITY = 64
 METADATA_BYTES = CAPACITY * METADATA_LENGTH
@@ -153,12 +153,9 @@ def open_views(path: str):
 
 
 def await_value(values: np.ndarray, counter_id: int, minimum: int, timeout_s: float) -> None:
-    """Spin (yielding the CPU) until the counter reaches ``minimum``; raise after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while C.get_counter_value(values, counter_id) < minimum:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"counter {counter_id} < {minimum} after {timeout_s}s")
-        os.sched_yield()
+    """Spin (yielding the CPU: a sleep of 0) until the counter reaches ``minimum``; raise after ``timeout_s``."""
+    await_condition(lambda: C.get_counter_value(values, counter_id) >= minimum, timeout_s,
+                    f"counter {counter_id} >= {minimum}", poll_interval_s=0.0, max_poll_interval_s=0.0)
 
 
 @numba.njit(cache=True)

@@ -11,7 +11,6 @@ Control file (int64 slots): READY, GO, WRITER_DONE, then the reader's statistics
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -24,6 +23,7 @@ from aeron_numba.kernels.atomics_for_python import get_and_add_int64, get_int64_
 from aeron_numba.kernels.loss_report import aligned_entry_length
 from aeron_numba.layout.loss_report import LOSS_REPORT_END
 from aeron_numba.layout.mapped_file import MappedFile
+from harness.awaiting import await_condition
 from tests.stress.stress_support import mix32
 
 ENTRIES = 400
@@ -168,11 +168,12 @@ def reader(report_path: str, control_path: str, timeout_s: float) -> None:
         check_snapshots(buffer, control, out, cursor, seen, 0)  # compile or load from cache before READY
         get_and_add_int64(control, READY * 8, 1)
         deadline = time.monotonic() + timeout_s
-        while get_int64_acquire(control, GO * 8) == 0:
-            assert time.monotonic() < deadline, "reader: no GO before the deadline"
-            os.sched_yield()
-        while not check_snapshots(buffer, control, out, cursor, seen, 1000):
-            assert time.monotonic() < deadline, "reader: writer not done before the deadline"
+        # Spinning (a sleep of 0 yields the CPU) keeps the reader on the writer's heels.
+        await_condition(lambda: get_int64_acquire(control, GO * 8) != 0, timeout_s, "reader: GO",
+                        poll_interval_s=0.0, max_poll_interval_s=0.0)
+        await_condition(lambda: check_snapshots(buffer, control, out, cursor, seen, 1000),
+                        max(0.0, deadline - time.monotonic()), "reader: the writer done", poll_interval_s=0.0,
+                        max_poll_interval_s=0.0)
         failures = int(get_int64_acquire(control, FAILURES * 8))
         if failures:
             print(

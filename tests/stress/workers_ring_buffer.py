@@ -23,6 +23,7 @@ from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_
 from aeron_numba.kernels.handlers import MESSAGE_HANDLER_SIG, MessageHandler
 from aeron_numba.layout import ring_buffer as L
 from aeron_numba.layout.mapped_file import MappedFile
+from harness.awaiting import await_condition
 from tests.stress.stress_support import mix32
 
 PRODUCERS = 3
@@ -206,10 +207,8 @@ def idle() -> None:
 
 
 def await_go(control: np.ndarray, deadline: float) -> None:
-    while get_int64_acquire(control, GO) == 0:
-        if time.monotonic() > deadline:
-            raise TimeoutError("no start signal")
-        idle()
+    await_condition(lambda: get_int64_acquire(control, GO) != 0, max(0.0, deadline - time.monotonic()),
+                    "the start signal", poll_interval_s=IDLE_S, max_poll_interval_s=IDLE_S)
 
 
 def producer(rb_path: str, control_path: str, producer_id: int, count: int, timeout_s: float) -> None:

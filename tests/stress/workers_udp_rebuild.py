@@ -42,6 +42,7 @@ from aeron_numba.layout import udp_frames as U
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.layout.mapped_file import MappedFile
 from aeron_numba.kernels.position import compute_position, compute_term_id_from_position
+from harness.awaiting import ConditionTimeout, await_condition
 from tests.stress.stress_support import mix32
 
 TERM_LENGTH = 64 * 1024
@@ -434,17 +435,20 @@ def _serve(duty, control: np.ndarray, timeout_s: float, name: str) -> None:
     duty(time.monotonic_ns())
     add(control, READY, 1)
     deadline = time.monotonic() + timeout_s
-    while get(control, GO) == 0:
-        if time.monotonic() > deadline:
-            print(f"{name}: no GO before the deadline", file=sys.stderr)
-            sys.exit(2)
-        os.sched_yield()
-    while get(control, ALL_DONE) == 0:
-        if duty(time.monotonic_ns()) == 0:
-            os.sched_yield()
-        if time.monotonic() > deadline:
-            print(f"{name}: not done before the deadline; stats {control.view(np.int64).tolist()}", file=sys.stderr)
-            sys.exit(3)
+    # Both spin, yielding the CPU (a sleep of 0) only when there is nothing to do.
+    try:
+        await_condition(lambda: get(control, GO) != 0, timeout_s, f"{name}: GO", poll_interval_s=0.0,
+                        max_poll_interval_s=0.0)
+    except ConditionTimeout:
+        print(f"{name}: no GO before the deadline", file=sys.stderr)
+        sys.exit(2)
+    try:
+        await_condition(lambda: get(control, ALL_DONE) != 0, max(0.0, deadline - time.monotonic()),
+                        f"{name}: ALL_DONE", work=lambda: duty(time.monotonic_ns()), poll_interval_s=0.0,
+                        max_poll_interval_s=0.0)
+    except ConditionTimeout:
+        print(f"{name}: not done before the deadline; stats {control.view(np.int64).tolist()}", file=sys.stderr)
+        sys.exit(3)
 
 
 @numba.njit(cache=True)
