@@ -282,16 +282,11 @@ class DriverConductor:
             self._add_network_publication(client_id, correlation_id, stream_id, channel, exclusive)
             return
         params = PublicationParams.from_uri(uri, self.ctx, exclusive)
-        publication = None
-        if not exclusive:
-            publication = next(
-                (p for p in self.publications
-                 if not p.exclusive and p.state is State.ACTIVE and p.stream_id == stream_id
-                 and (params.session_id is None or p.session_id == params.session_id)),
-                None,
-            )
-            if publication is not None:
-                params.check_matches(publication)
+        same_stream = [p for p in self.publications
+                       if p.stream_id == stream_id and p.state in (State.ACTIVE, State.DRAINING)]
+        shared = next((p for p in same_stream if not p.exclusive and p.state is State.ACTIVE), None)
+        publication = params.existing_publication(shared, {p.session_id for p in same_stream}, exclusive, channel,
+                                                  stream_id)
         if publication is None:
             publication = self._new_publication(client_id, correlation_id, stream_id, channel, params, exclusive)
         else:
@@ -309,13 +304,13 @@ class DriverConductor:
         channel = UdpChannel.parse(channel_uri)
         params = PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
         channel.check_for_publication()
-        publication = None
-        if not exclusive:
-            publication = self.network.find_shared_publication(channel, stream_id, params.session_id)
-            if publication is not None:
-                params.check_matches(publication)
-                publication.ref_count += 1
-        if publication is None:
+        same_endpoint = self.network.publications_of(channel, stream_id)
+        shared = next((p for p in same_endpoint if not p.exclusive and p.state is State.ACTIVE), None)
+        publication = params.existing_publication(shared, {p.session_id for p in same_endpoint}, exclusive,
+                                                  channel_uri, stream_id, network=True)
+        if publication is not None:
+            publication.ref_count += 1
+        else:
             session_id = params.session_id if params.session_id is not None else self._allocate_session_id()
             path = self.publications_dir / f"{correlation_id}.logbuffer"
             self._check_storage_space(lb.compute_log_length(params.term_length, self.ctx.file_page_size))

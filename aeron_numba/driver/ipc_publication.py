@@ -90,6 +90,7 @@ class IpcPublication:
 
     def __post_init__(self) -> None:
         position = self.producer_position()
+        self.start_position = position  # where the log began: a concurrent publication joining must match it
         self.consumer_position = self.clean_position = self.last_consumer_position = position
         self.time_of_last_consumer_position_change_ns = self.now_ns
         self._set_counter(self.pub_lmt_counter_id, position)

@@ -131,14 +131,10 @@ class NetworkConductor:
         endpoint.close()
 
     # ------------------------------------------------------------------------------- publications
-    def find_shared_publication(self, channel: UdpChannel, stream_id: int, session_id: int | None):
-        for publication in self.publications:
-            if (not publication.exclusive and publication.state.name == "ACTIVE"
-                    and publication.stream_id == stream_id
-                    and publication.channel.canonical_form == channel.canonical_form
-                    and (session_id is None or publication.session_id == session_id)):
-                return publication
-        return None
+    def publications_of(self, channel: UdpChannel, stream_id: int) -> list[NetworkPublication]:
+        """The stream's publications on the channel's send endpoint, in any state (Aeron's session id check)."""
+        return [p for p in self.publications
+                if p.stream_id == stream_id and p.channel.canonical_form == channel.canonical_form]
 
     def new_publication(self, registration_id: int, client_id: int, stream_id: int, channel: UdpChannel, params,
                         exclusive: bool, session_id: int, log_path: Path, now_ns: int) -> NetworkPublication:

@@ -94,7 +94,7 @@ class NetworkPublication:
         self.mtu = log.mtu_length
         self.initial_term_id = log.initial_term_id
         self.bits = log.position_bits_to_shift
-        start = self.producer_position()
+        start = self.start_position = self.producer_position()  # a concurrent publication joining must match it
         self.sender_position = start
         self.sender_limit = self.flow_control.initial_limit(start)
         self.clean_position = max(0, start - self.term_length)

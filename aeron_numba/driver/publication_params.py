@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aeron_numba.codecs import channel_uri as cu
-from aeron_numba.errors import ChannelParameterError, InvalidChannelError
+from aeron_numba.errors import ChannelParameterError
 from aeron_numba.layout import frame
 
 from aeron_numba.driver.context import DriverContext
@@ -28,6 +28,8 @@ class PublicationParams:
     term_id: int | None = None
     term_offset: int = 0
     spies_simulate_connection: bool = False
+    has_term_length: bool = False  # named on the channel: only what it names must match a log it joins
+    has_mtu_length: bool = False
 
     @classmethod
     def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool,
@@ -52,7 +54,8 @@ class PublicationParams:
             window = window if 0 < window < term_length // 2 else term_length // 2
         else:
             up.check_publication_window_length(window, mtu, term_length)
-        params = cls(term_length, mtu, linger, window, session_id)
+        params = cls(term_length, mtu, linger, window, session_id, has_term_length=cu.TERM_LENGTH_PARAM in uri.params,
+                     has_mtu_length=cu.MTU_LENGTH_PARAM in uri.params)
         names = (cu.INITIAL_TERM_ID_PARAM, cu.TERM_ID_PARAM, cu.TERM_OFFSET_PARAM)
         initial_term_id, term_id = up.int32_param(uri, names[0]), up.int32_param(uri, names[1])
         term_offset_text = uri.get(names[2])
@@ -60,9 +63,6 @@ class PublicationParams:
         if given:
             if given < 3:
                 raise ChannelParameterError(f"params: {' '.join(names)} must be used as a complete set")
-            if not exclusive:  # Aeron's C driver takes them on a shared publication too; ours refuses
-                raise InvalidChannelError(
-                    f"channel '{uri}': init-term-id, term-id and term-offset are only for exclusive publications")
             if not term_offset_text.isdigit():
                 raise ChannelParameterError(f"could not parse {names[2]}={term_offset_text} in URI")
             term_offset = int(term_offset_text)
@@ -81,12 +81,51 @@ class PublicationParams:
                                                          ctx.spies_simulate_connection)
         return params
 
+    @property
+    def has_position(self) -> bool:
+        return self.initial_term_id is not None
+
+    def existing_publication(self, shared, session_ids_in_use: set[int], exclusive: bool, channel: str,
+                             stream_id: int, *, network: bool = False):
+        """The publication a new one joins (None: make one), by Aeron's rule: a concurrent publication joins
+        ``shared`` (the stream's active concurrent one) if what it names matches; a session id in use on the
+        stream (the endpoint's, for a network publication) is refused but to one joining the concurrent
+        publication that has it."""
+        if self.session_id is not None and self.session_id in session_ids_in_use and (exclusive or shared is None):
+            raise ChannelParameterError(
+                f"Specified session-id is already in exclusive use for channel={channel} stream-id={stream_id}")
+        if exclusive or shared is None:
+            return None
+        if network and shared.spies_simulate_connection != self.spies_simulate_connection:
+            raise ChannelParameterError("existing publication has different spies simulate connection: requested="
+                                        f"{'true' if self.spies_simulate_connection else 'false'}")
+        self.check_matches(shared)
+        return shared
+
     def check_matches(self, publication: IpcPublication) -> None:
-        """A concurrent publication joining an existing log must not ask for different log settings (Aeron's
-        check and words, GENERIC_ERROR)."""
-        for name, requested, existing in ((cu.MTU_LENGTH_PARAM, self.mtu_length, publication.log.mtu_length),
-                                          (cu.TERM_LENGTH_PARAM, self.term_length, publication.log.term_length)):
-            if requested != existing:
+        """A concurrent publication joining an existing log must not ask for other log settings than it has (Aeron's
+        check and words, GENERIC_ERROR); what it does not name is not compared."""
+        log = publication.log
+        for name, named, requested, existing in (
+                (cu.SESSION_ID_PARAM, self.session_id is not None, self.session_id, publication.session_id),
+                (cu.MTU_LENGTH_PARAM, self.has_mtu_length, self.mtu_length, log.mtu_length),
+                (cu.TERM_LENGTH_PARAM, self.has_term_length, self.term_length, log.term_length)):
+            if named and requested != existing:
                 raise ChannelParameterError(
                     f"existing publication has different '{name}': existing={existing} requested={requested}")
+        if not self.has_position:
+            return
+        if self.initial_term_id != log.initial_term_id:
+            raise ChannelParameterError(f"existing publication has different '{cu.INITIAL_TERM_ID_PARAM}':"
+                                        f" existing={log.initial_term_id} requested={self.initial_term_id}")
+        bits, start = log.position_bits_to_shift, publication.start_position
+        if (_wrap_i32(self.term_id - self.initial_term_id) << bits) + self.term_offset == start:
+            return
+        existing_term_id = _wrap_i32(log.initial_term_id + (start >> bits))
+        name, requested, existing = (cu.TERM_ID_PARAM, self.term_id, existing_term_id) \
+            if self.term_id != existing_term_id else (cu.TERM_OFFSET_PARAM, self.term_offset, start & (log.term_length - 1))
+        raise ChannelParameterError(f"existing publication has different '{name}': existing={existing} requested={requested}")
 
+
+def _wrap_i32(value: int) -> int:
+    return ((value + 2**31) % 2**32) - 2**31

@@ -151,8 +151,8 @@ def test_exclusive_publication_at_a_start_position(harness):
     (cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage(1, 2, -1, 3, "aeron:udp?endpoint=localhost:99999").encode(),
      cp.GENERIC_ERROR),
     (cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage(1, 2, -1, 3, "aeron-spy:aeron:ipc").encode(), cp.INVALID_CHANNEL),
-    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:ipc?init-term-id=1|term-id=2|term-offset=0").encode(),
-     cp.INVALID_CHANNEL),
+    (cp.ADD_PUBLICATION, dc.PublicationMessage(1, 2, 3, "aeron:ipc?init-term-id=1|term-id=2").encode(),
+     cp.GENERIC_ERROR),
     (cp.REMOVE_PUBLICATION, dc.RemoveMessage(1, 2, 999).encode(), cp.UNKNOWN_PUBLICATION),
     (cp.REMOVE_SUBSCRIPTION, dc.RemoveMessage(1, 2, 999).encode(), cp.UNKNOWN_SUBSCRIPTION),
     (cp.REMOVE_COUNTER, dc.RemoveMessage(1, 2, 999).encode(), cp.UNKNOWN_COUNTER),
@@ -314,6 +314,57 @@ def test_a_shared_publication_asking_for_other_log_settings_is_refused_with_the_
         (cp.ON_ERROR, cp.GENERIC_ERROR, "existing publication has different 'term-length': existing=65536"
                                         " requested=131072"),
         (cp.ON_ERROR, cp.GENERIC_ERROR, "existing publication has different 'mtu': existing=1408 requested=4096")]
+
+
+UDP = "aeron:udp?endpoint=localhost:40127"
+
+
+@pytest.mark.parametrize("steps", [
+    # A concurrent publication joins the stream's active concurrent one: only what it names must match (C's
+    # aeron_confirm_publication_match), so no parameters join any log.
+    [(PUB, "aeron:ipc?term-length=128k", "new"), (PUB, "aeron:ipc", "join"), (PUB, "aeron:ipc?mtu=1408", "join")],
+    [(PUB, "aeron:ipc?session-id=7", "new"), (PUB, "aeron:ipc", "join"),
+     (PUB, "aeron:ipc?session-id=8", "existing publication has different 'session-id': existing=7 requested=8")],
+    # A session id in use on the stream cannot be had again, but by joining the concurrent publication that has it.
+    [(XPUB, "aeron:ipc?session-id=7", "new"),
+     (XPUB, "aeron:ipc?session-id=7", "Specified session-id is already in exclusive use for"
+                                       " channel=aeron:ipc?session-id=7 stream-id=5"),
+     (PUB, "aeron:ipc?session-id=7", "Specified session-id is already in exclusive use for"
+                                      " channel=aeron:ipc?session-id=7 stream-id=5"),
+     (PUB, "aeron:ipc?session-id=8", "new"), (PUB, "aeron:ipc?session-id=8", "join")],
+    # A start position is taken by a concurrent publication too, and must match to join.
+    [(PUB, "aeron:ipc?init-term-id=5|term-id=6|term-offset=1024", "new"),
+     (PUB, "aeron:ipc?init-term-id=5|term-id=6|term-offset=1024", "join"), (PUB, "aeron:ipc", "join"),
+     (PUB, "aeron:ipc?init-term-id=4|term-id=6|term-offset=1024",
+      "existing publication has different 'init-term-id': existing=5 requested=4"),
+     (PUB, "aeron:ipc?init-term-id=5|term-id=7|term-offset=1024",
+      "existing publication has different 'term-id': existing=6 requested=7"),
+     (PUB, "aeron:ipc?init-term-id=5|term-id=6|term-offset=0",
+      "existing publication has different 'term-offset': existing=1024 requested=0")],
+    [(XPUB, UDP + "|session-id=9", "new"),
+     (XPUB, UDP + "|session-id=9", f"Specified session-id is already in exclusive use for channel={UDP}|session-id=9"
+                                   " stream-id=5"),
+     (PUB, UDP + "|ssc=false", "new"), (PUB, UDP, "join"),
+     (PUB, UDP + "|ssc=true", "existing publication has different spies simulate connection: requested=true")],
+])
+def test_publications_of_a_stream_join_or_are_refused_as_in_aeron(harness, steps):
+    client = RawClient(harness.cnc)
+    registrations = []
+    for command, channel, expected in steps:
+        client.send(command, dc.PublicationMessage, stream_id=5, channel=channel)
+        harness.work()
+        (response_type, response), = client.responses()
+        if expected in ("new", "join"):
+            ready = cp.ON_EXCLUSIVE_PUBLICATION_READY if command == XPUB else cp.ON_PUBLICATION_READY
+            assert response_type == ready, getattr(response, "error_message", response_type)
+            assert (response.registration_id in registrations) == (expected == "join"), channel
+            registrations.append(response.registration_id)
+        else:
+            assert response_type == cp.ON_ERROR, f"{channel} accepted"
+            assert (cp.ERROR_CODE_NAMES[response.error_code], response.error_message) == ("GENERIC_ERROR", expected)
+    if steps[0][1].startswith("aeron:ipc?init-term-id"):  # the log starts at the position asked for
+        ready = [p for p in harness.conductor.publications if p.registration_id == registrations[0]][0]
+        assert ready.producer_position() == ready.log.term_length + 1024  # one term after init-term-id, + 1024
 
 
 @pytest.mark.parametrize("channel", ["aeron:udp?endpoint=localhost:0", "aeron:udp?endpoint=127.0.0.1:0|term-length=64k"])

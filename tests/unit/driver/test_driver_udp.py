@@ -434,7 +434,7 @@ def test_the_driver_warm_up_compiles_every_kernel_a_lossy_udp_stream_needs(harne
 
 
 def test_session_id_on_a_udp_subscription_filters_its_images(harness):
-    """As in Aeron, and as for IPC: two publications of one stream to one endpoint, each with its own session-id;
+    """As in Aeron, and as for IPC: two exclusive publications of one stream to one endpoint, each with its own session-id;
     a subscription naming one session gets that session's image only, whether the image comes after it or was
     there before it; one naming none gets both (an archive replicating twice into one stream relies on this)."""
     client = RawClient(harness.cnc)
@@ -444,8 +444,8 @@ def test_session_id_on_a_udp_subscription_filters_its_images(harness):
     harness.work()
     (endpoint,) = harness.conductor.network.receive_endpoints.values()
     port = endpoint.local_address[1]
-    for session_id in (7001, 7002):
-        client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
+    for session_id in (7001, 7002):  # exclusive: a concurrent one would join the first (Aeron's rule)
+        client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
                     channel=f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k|session-id={session_id}")
     run(harness, client, 30)
     late = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
