@@ -5,6 +5,8 @@ Shared by the command adapter (which answers every failure) and the conductor (w
 
 from __future__ import annotations
 
+import errno
+
 from aeron_numba.errors import (AeronError, ChannelParameterError, ConfigurationError, CountersFullError,
                                 UnknownHostError)
 from aeron_numba.layout import control_protocol as cp
@@ -30,10 +32,10 @@ def error_code_of(exc: Exception) -> int:
         return cp.UNKNOWN_HOST
     if isinstance(exc, ConfigurationError):  # a malformed channel URI
         return cp.INVALID_CHANNEL
-    if isinstance(exc, CountersFullError):
-        return cp.RESOURCE_TEMPORARILY_UNAVAILABLE
+    if isinstance(exc, CountersFullError):  # Aeron's C driver: ENOMEM, "Max counter id (N) exceeded"
+        return cp.GENERIC_ERROR
     if isinstance(exc, ChannelEndpointError):  # a socket that cannot be bound: Aeron's C and Java drivers say so
         return cp.GENERIC_ERROR
-    if isinstance(exc, OSError):  # log buffer file could not be created or sized
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:  # a log buffer file the disk cannot hold
         return cp.STORAGE_SPACE
     return cp.GENERIC_ERROR

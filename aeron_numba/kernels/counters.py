@@ -858,9 +858,9 @@ class CountersManager(CountersReader):
                 )
             )
         if counter_id == COUNTERS_FULL:
-            raise CountersFullError(
-                f"unable to allocate counter {label[:64]!r}: all {self._max_counter_id + 1} counters in use"
-                " or not yet free to reuse"
+            raise CountersFullError(  # Aeron's C words first
+                f"Max counter id ({self._max_counter_id}) exceeded: unable to allocate counter {label[:64]!r}: all"
+                f" {self._max_counter_id + 1} counters in use or not yet free to reuse"
             )
         if "registration_id" in ids:
             set_counter_registration_id(self.values_buffer, counter_id, ids["registration_id"])

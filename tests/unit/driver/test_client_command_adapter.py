@@ -152,9 +152,10 @@ def test_a_command_the_driver_does_not_implement_is_answered_not_supported(msg_t
 @pytest.mark.parametrize("exc, code", [
     (ControlProtocolError(cp.UNKNOWN_PUBLICATION, "unknown publication client_id=7 registration_id=3"),
      cp.UNKNOWN_PUBLICATION),
-    (CountersFullError("no counter free"), cp.RESOURCE_TEMPORARILY_UNAVAILABLE),
+    (CountersFullError("Max counter id (9) exceeded"), cp.GENERIC_ERROR),  # ENOMEM in Aeron's C driver
     (ConfigurationError("term-length=1000 is not a power of 2"), cp.INVALID_CHANNEL),
     (OSError(28, "No space left on device"), cp.STORAGE_SPACE),
+    (OSError(13, "Permission denied"), cp.GENERIC_ERROR),  # only ENOSPC is STORAGE_SPACE, as in Aeron
     (RuntimeError("a bug"), cp.GENERIC_ERROR),
 ])
 def test_a_decision_that_raises_is_answered_with_its_code_and_the_next_command_is_served(exc, code):
@@ -179,7 +180,7 @@ def test_a_client_whose_first_command_cannot_get_a_heartbeat_counter_is_answered
     assert rig.ring.write(cp.CLIENT_KEEPALIVE, dc.CorrelatedMessage(CLIENT_ID, 12).encode())
     rig.adapter.receive()
     (_, error), = rig.responses()
-    assert error.error_code == cp.RESOURCE_TEMPORARILY_UNAVAILABLE and rig.conductor.calls == []
+    assert error.error_code == cp.GENERIC_ERROR and rig.conductor.calls == []
 
 
 def test_garbage_where_a_record_header_should_be_is_skipped_recorded_and_counted():

@@ -581,20 +581,22 @@ def test_a_log_the_disk_cannot_hold_is_refused_with_storage_space_and_no_file_is
     assert [t for t, _ in client.responses()] == [cp.ON_PUBLICATION_READY]
 
 
-def test_a_log_file_that_cannot_be_sized_is_removed_and_reported(harness, monkeypatch):
+@pytest.mark.parametrize("error_number, code", [(errno.EFBIG, cp.GENERIC_ERROR), (errno.ENOSPC, cp.STORAGE_SPACE)])
+def test_a_log_file_that_cannot_be_sized_is_removed_and_reported(harness, monkeypatch, error_number, code):
+    """Only a full disk is STORAGE_SPACE, as in Aeron's C driver (ENOSPC) and Java's; any other errno is GENERIC."""
     from aeron_numba.layout import mapped_file
 
     client = RawClient(harness.cnc)
 
-    def file_too_large(fd, length):
-        raise OSError(27, "File too large")
+    def cannot_size(fd, length):
+        raise OSError(error_number, os.strerror(error_number))
 
-    monkeypatch.setattr(mapped_file.os, "ftruncate", file_too_large)
+    monkeypatch.setattr(mapped_file.os, "ftruncate", cannot_size)
     client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=1001, channel="aeron:ipc")
     harness.work()
     (response_type, error), = client.responses()
-    assert response_type == cp.ON_ERROR and error.error_code == cp.STORAGE_SPACE
-    assert "cannot create" in error.error_message and "File too large" in error.error_message
+    assert response_type == cp.ON_ERROR and error.error_code == code
+    assert "cannot create" in error.error_message and os.strerror(error_number) in error.error_message
     assert list((harness.conductor.publications_dir).glob("*")) == []
     assert harness.system_counter(cl.ERRORS) == 1
 
