@@ -34,7 +34,7 @@ def error_code_of(exc: Exception) -> int:
         return cp.INVALID_CHANNEL
     if isinstance(exc, CountersFullError):  # Aeron's C driver: ENOMEM, "Max counter id (N) exceeded"
         return cp.GENERIC_ERROR
-    if isinstance(exc, ChannelEndpointError):  # a socket that cannot be bound: Aeron's C and Java drivers say so
+    if isinstance(exc, ChannelEndpointError):  # a socket that cannot be bound: GENERIC_ERROR from C and Java too
         return cp.GENERIC_ERROR
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:  # a log buffer file the disk cannot hold
         return cp.STORAGE_SPACE

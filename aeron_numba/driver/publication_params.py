@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.errors import ChannelParameterError
@@ -13,6 +14,9 @@ from aeron_numba.layout import frame
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver import uri_params as up
 from aeron_numba.driver.ipc_publication import IpcPublication
+
+if TYPE_CHECKING:
+    from aeron_numba.driver.network_publication import NetworkPublication
 
 
 @dataclass
@@ -102,7 +106,7 @@ class PublicationParams:
         self.check_matches(shared)
         return shared
 
-    def check_matches(self, publication: IpcPublication) -> None:
+    def check_matches(self, publication: IpcPublication | NetworkPublication) -> None:
         """A concurrent publication joining an existing log must not ask for other log settings than it has (Aeron's
         check and words, GENERIC_ERROR); what it does not name is not compared."""
         log = publication.log
@@ -122,9 +126,12 @@ class PublicationParams:
         if (_wrap_i32(self.term_id - self.initial_term_id) << bits) + self.term_offset == start:
             return
         existing_term_id = _wrap_i32(log.initial_term_id + (start >> bits))
-        name, requested, existing = (cu.TERM_ID_PARAM, self.term_id, existing_term_id) \
-            if self.term_id != existing_term_id else (cu.TERM_OFFSET_PARAM, self.term_offset, start & (log.term_length - 1))
-        raise ChannelParameterError(f"existing publication has different '{name}': existing={existing} requested={requested}")
+        if self.term_id != existing_term_id:
+            name, requested, existing = cu.TERM_ID_PARAM, self.term_id, existing_term_id
+        else:
+            name, requested, existing = cu.TERM_OFFSET_PARAM, self.term_offset, start & (log.term_length - 1)
+        raise ChannelParameterError(
+            f"existing publication has different '{name}': existing={existing} requested={requested}")
 
 
 def _wrap_i32(value: int) -> int:

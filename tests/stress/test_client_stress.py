@@ -57,10 +57,11 @@ def test_client_processes_publish_everything_in_order(shm_dir):
                         assert not failed, f"publisher failed: exit codes {failed}"
                     return polled
 
-                await_condition(
-                    lambda: min(checker.next_seq) >= MESSAGES or NotYet(f"received {checker.next_seq} of {MESSAGES} each"),
-                    TIMEOUT_S, "every publisher's messages", work=consume, poll_interval_s=IDLE_S,
-                    max_poll_interval_s=IDLE_S)
+                def received_all():
+                    return min(checker.next_seq) >= MESSAGES or NotYet(f"received {checker.next_seq} of {MESSAGES}")
+
+                await_condition(received_all, TIMEOUT_S, "every publisher's messages", work=consume,
+                                poll_interval_s=IDLE_S, max_poll_interval_s=IDLE_S)
                 join_all(procs, timeout_s=30)
             assert checker.next_seq == [MESSAGES] * len(MODES)
             # The concurrent and claim publishers shared one log (one session); the exclusive one had its own.

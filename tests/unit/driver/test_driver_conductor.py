@@ -242,12 +242,15 @@ MULTICAST = "aeron:udp?endpoint=239.255.90.1:40456"
     (SUB, MULTICAST + "|interface=198.51.100.77/32", cp.GENERIC_ERROR,
      "could not find matching interface='198.51.100.77/32'"),
     (SUB, "aeron:udp?endpoint=239.255.90.2:40456", cp.GENERIC_ERROR, "Multicast data address must be odd"),
-    (PUB, MDC + "|fc=fastest", cp.GENERIC_ERROR, f"Invalid flow control strategy name: fastest from URI: {MDC}|fc=fastest"),
+    (PUB, MDC + "|fc=fastest", cp.GENERIC_ERROR,
+     f"Invalid flow control strategy name: fastest from URI: {MDC}|fc=fastest"),
     (PUB, MDC + "|fc=,t:1s", cp.GENERIC_ERROR, f"No flow control strategy name specified, URI: {MDC}|fc=,t:1s"),
     (PUB, MDC + "|fc=min,t:soon", cp.GENERIC_ERROR,
      "Flow control options - invalid timeout, field: t:soon, options: min,t:soon"),
-    (PUB, MDC + "|fc=min,x:1", cp.GENERIC_ERROR, "Flow control options - unrecognised option, field: x:1, options: min,x:1"),
-    (PUB, MDC + "|fc=min,t:", cp.GENERIC_ERROR, "Flow control options - unrecognised option, field: t:, options: min,t:"),
+    (PUB, MDC + "|fc=min,x:1", cp.GENERIC_ERROR,
+     "Flow control options - unrecognised option, field: x:1, options: min,x:1"),
+    (PUB, MDC + "|fc=min,t:", cp.GENERIC_ERROR,
+     "Flow control options - unrecognised option, field: t:, options: min,t:"),
     # A malformed URI is INVALID_CHANNEL, as in Aeron.
     (PUB, "aeron:tcp?endpoint=localhost:40123", cp.INVALID_CHANNEL,
      "invalid URI scheme or transport: aeron:tcp?endpoint=localhost:40123"),
@@ -367,7 +370,8 @@ def test_publications_of_a_stream_join_or_are_refused_as_in_aeron(harness, steps
         assert ready.producer_position() == ready.log.term_length + 1024  # one term after init-term-id, + 1024
 
 
-@pytest.mark.parametrize("channel", ["aeron:udp?endpoint=localhost:0", "aeron:udp?endpoint=127.0.0.1:0|term-length=64k"])
+@pytest.mark.parametrize("channel", ["aeron:udp?endpoint=localhost:0",
+                                     "aeron:udp?endpoint=127.0.0.1:0|term-length=64k"])
 def test_a_udp_publication_to_port_0_is_refused_as_aeron_refuses_it(harness, channel):
     """Nothing can be sent to port 0: accepted, it would log EINVAL on every SETUP it tried to send."""
     client = RawClient(harness.cnc)

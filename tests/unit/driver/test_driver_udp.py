@@ -434,7 +434,7 @@ def test_the_driver_warm_up_compiles_every_kernel_a_lossy_udp_stream_needs(harne
 
 
 def test_session_id_on_a_udp_subscription_filters_its_images(harness):
-    """As in Aeron, and as for IPC: two exclusive publications of one stream to one endpoint, each with its own session-id;
+    """As in Aeron, and as for IPC: two exclusive publications of one stream to one endpoint, each its own session-id;
     a subscription naming one session gets that session's image only, whether the image comes after it or was
     there before it; one naming none gets both (an archive replicating twice into one stream relies on this)."""
     client = RawClient(harness.cnc)
