@@ -179,8 +179,10 @@ def test_bad_commands_get_an_error_and_an_error_log_entry(harness, msg_type_id, 
 PUB, SUB, XPUB = cp.ADD_PUBLICATION, cp.ADD_SUBSCRIPTION, cp.ADD_EXCLUSIVE_PUBLICATION
 
 
-MDC = "aeron:udp?control=localhost:40126|control-mode=dynamic"  # flow control applies to multi-receiver channels
 MULTICAST = "aeron:udp?endpoint=239.255.90.1:40456"
+# Flow control applies to multi-receiver channels; a multicast one binds its group with SO_REUSEADDR, so the
+# endpoint made before the fc is read never clashes with another user of the port.
+FC = MULTICAST + "|interface=127.0.0.1"
 
 
 # Every refusal of a channel the driver makes while adding a publication or subscription, with the code Aeron's C
@@ -242,14 +244,14 @@ MULTICAST = "aeron:udp?endpoint=239.255.90.1:40456"
     (SUB, MULTICAST + "|interface=198.51.100.77/32", cp.GENERIC_ERROR,
      "could not find matching interface='198.51.100.77/32'"),
     (SUB, "aeron:udp?endpoint=239.255.90.2:40456", cp.GENERIC_ERROR, "Multicast data address must be odd"),
-    (PUB, MDC + "|fc=fastest", cp.GENERIC_ERROR,
-     f"Invalid flow control strategy name: fastest from URI: {MDC}|fc=fastest"),
-    (PUB, MDC + "|fc=,t:1s", cp.GENERIC_ERROR, f"No flow control strategy name specified, URI: {MDC}|fc=,t:1s"),
-    (PUB, MDC + "|fc=min,t:soon", cp.GENERIC_ERROR,
+    (PUB, FC + "|fc=fastest", cp.GENERIC_ERROR,
+     f"Invalid flow control strategy name: fastest from URI: {FC}|fc=fastest"),
+    (PUB, FC + "|fc=,t:1s", cp.GENERIC_ERROR, f"No flow control strategy name specified, URI: {FC}|fc=,t:1s"),
+    (PUB, FC + "|fc=min,t:soon", cp.GENERIC_ERROR,
      "Flow control options - invalid timeout, field: t:soon, options: min,t:soon"),
-    (PUB, MDC + "|fc=min,x:1", cp.GENERIC_ERROR,
+    (PUB, FC + "|fc=min,x:1", cp.GENERIC_ERROR,
      "Flow control options - unrecognised option, field: x:1, options: min,x:1"),
-    (PUB, MDC + "|fc=min,t:", cp.GENERIC_ERROR,
+    (PUB, FC + "|fc=min,t:", cp.GENERIC_ERROR,
      "Flow control options - unrecognised option, field: t:, options: min,t:"),
     # A malformed URI is INVALID_CHANNEL, as in Aeron.
     (PUB, "aeron:tcp?endpoint=localhost:40123", cp.INVALID_CHANNEL,
