@@ -512,15 +512,31 @@ class ClientConductor:
 
     def change_destination(self, publication: Publication, channel: str, add: bool) -> None:
         """ADD_/REMOVE_DESTINATION for a ``control-mode=manual`` publication; waits for the driver's answer."""
+        proxy = self.driver_proxy
+        if add:
+            self._change_destination(publication, "publication", proxy.add_destination, cp.ADD_DESTINATION, channel)
+        else:
+            self._change_destination(publication, "publication", proxy.remove_destination, cp.REMOVE_DESTINATION,
+                                     channel)
+
+    def change_rcv_destination(self, subscription: Subscription, channel: str, add: bool) -> None:
+        """ADD_/REMOVE_RCV_DESTINATION for a ``control-mode=manual`` subscription; waits for the driver's answer."""
+        proxy = self.driver_proxy
+        if add:
+            self._change_destination(subscription, "subscription", proxy.add_rcv_destination,
+                                     cp.ADD_RCV_DESTINATION, channel)
+        else:
+            self._change_destination(subscription, "subscription", proxy.remove_rcv_destination,
+                                     cp.REMOVE_RCV_DESTINATION, channel)
+
+    def _change_destination(self, resource, kind: str, send: Callable[[int, str], int], msg_type_id: int,
+                            channel: str) -> None:
         with self._lock:
             self._ensure_not_reentrant()
             self._raise_if_closed()
-            if publication.is_closed:
-                raise AeronError(f"publication registration_id={publication.registration_id} is closed")
-            proxy = self.driver_proxy
-            send = proxy.add_destination if add else proxy.remove_destination
-            correlation_id = send(publication.registration_id, channel)
-            self._await_response(correlation_id, cp.ADD_DESTINATION if add else cp.REMOVE_DESTINATION)
+            if resource.is_closed:
+                raise AeronError(f"{kind} registration_id={resource.registration_id} is closed")
+            self._await_response(send(resource.registration_id, channel), msg_type_id)
 
     def _release(self, resource, remove: Callable[[int], int]) -> None:
         """Common part of closing a resource: forget it and send its REMOVE command asynchronously."""

@@ -26,6 +26,10 @@ _COMMAND_NAMES = {
     cp.ADD_COUNTER: "ADD_COUNTER",
     cp.REMOVE_COUNTER: "REMOVE_COUNTER",
     cp.CLIENT_CLOSE: "CLIENT_CLOSE",
+    cp.ADD_DESTINATION: "ADD_DESTINATION",
+    cp.REMOVE_DESTINATION: "REMOVE_DESTINATION",
+    cp.ADD_RCV_DESTINATION: "ADD_RCV_DESTINATION",
+    cp.REMOVE_RCV_DESTINATION: "REMOVE_RCV_DESTINATION",
 }
 _RETRY_SLEEP_S = 0.001
 
@@ -106,6 +110,18 @@ class DriverProxy:
     def remove_destination(self, registration_id: int, channel: str) -> int:
         correlation_id = self.next_correlation_id()
         self._write(cp.REMOVE_DESTINATION,
+                    dc.DestinationMessage(self.client_id, correlation_id, registration_id, channel))
+        return correlation_id
+
+    def add_rcv_destination(self, registration_id: int, channel: str) -> int:
+        correlation_id = self.next_correlation_id()
+        self._write(cp.ADD_RCV_DESTINATION,
+                    dc.DestinationMessage(self.client_id, correlation_id, registration_id, channel))
+        return correlation_id
+
+    def remove_rcv_destination(self, registration_id: int, channel: str) -> int:
+        correlation_id = self.next_correlation_id()
+        self._write(cp.REMOVE_RCV_DESTINATION,
                     dc.DestinationMessage(self.client_id, correlation_id, registration_id, channel))
         return correlation_id
 

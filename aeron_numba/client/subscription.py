@@ -155,6 +155,17 @@ class Subscription:
             return str(uri.replace_endpoint_wildcard_port(addresses[0]))
         return self.channel
 
+    # ---------------------------------------------------------------------------- multi-destination
+    def add_destination(self, endpoint_channel: str) -> None:
+        """Receive on one more destination (``aeron:udp?endpoint=host:port``) too: its frames feed the same images
+        (a session seen through two destinations is one image). The subscription's channel must have
+        ``control-mode=manual``. Waits for the driver; raises ``RegistrationError`` with its error code."""
+        self._conductor.change_rcv_destination(self, endpoint_channel, add=True)
+
+    def remove_destination(self, endpoint_channel: str) -> None:
+        """Stop receiving on a destination added with ``add_destination`` (its socket is closed)."""
+        self._conductor.change_rcv_destination(self, endpoint_channel, add=False)
+
     def close(self) -> None:
         """Send REMOVE_SUBSCRIPTION and close every image (their unavailable handler is called). Idempotent."""
         if not self._is_closed:

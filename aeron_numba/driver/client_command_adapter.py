@@ -40,12 +40,14 @@ HANDLERS: dict[int, str] = {
     cp.REMOVE_COUNTER: "on_remove_counter",
     cp.ADD_DESTINATION: "on_add_destination",
     cp.REMOVE_DESTINATION: "on_remove_destination",
+    cp.ADD_RCV_DESTINATION: "on_add_rcv_destination",
+    cp.REMOVE_RCV_DESTINATION: "on_remove_rcv_destination",
     cp.TERMINATE_DRIVER: "on_terminate_driver",
 }
 
 #: Commands this driver answers with NOT_SUPPORTED (decoded first, so a malformed one is MALFORMED_COMMAND).
 UNSUPPORTED: frozenset[int] = frozenset({
-    cp.ADD_RCV_DESTINATION, cp.REMOVE_RCV_DESTINATION, cp.ADD_STATIC_COUNTER, cp.REJECT_IMAGE,
+    cp.ADD_STATIC_COUNTER, cp.REJECT_IMAGE,
     cp.REMOVE_DESTINATION_BY_ID,
 })
 

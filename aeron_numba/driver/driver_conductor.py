@@ -45,6 +45,8 @@ from aeron_numba.driver.udp_channel import UdpChannel
 PUBLICATIONS_DIR = "publications"
 IPC_SOURCE_IDENTITY = "aeron:ipc"
 NULL_CHANNEL_STATUS_ID = -1
+# Settings of the endpoint, not of one destination: a destination naming them is refused (Aeron's list).
+INVALID_DESTINATION_PARAMS = (cu.MTU_LENGTH_PARAM, "rcv-wnd", "so-rcvbuf", "so-sndbuf", "response-correlation-id")
 
 
 @dataclass
@@ -435,7 +437,7 @@ class DriverConductor:
                 f" '{getattr(endpoint, 'channel', 'aeron:ipc')}' does not allow manual control of destinations"
                 " (control-mode=manual)")
         destination = UdpChannel.parse(channel)
-        if destination.remote_data is None:
+        if to_add and destination.remote_data is None:
             raise ControlProtocolError(cp.INVALID_CHANNEL, f"destination '{channel}' needs endpoint=host:port")
         if destination.remote_data[1] == 0:
             raise ChannelParameterError(f"{cu.ENDPOINT_PARAM} has port=0 for send destination: channel={channel}")
@@ -534,6 +536,45 @@ class DriverConductor:
                 self.counters.free(subscriber.counter_id)
         link.images.clear()
 
+    def on_add_rcv_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
+                               channel: str) -> None:
+        """A multi-destination subscription (``control-mode=manual``) receives on one more socket too."""
+        destination = self._rcv_destination_channel(channel)
+        link = self._mds_subscription(client_id, registration_correlation_id)
+        _check_destination_params(destination.uri, channel)
+        self.network.add_rcv_destination(link, destination)
+        self.client_proxy.on_operation_succeeded(correlation_id)
+
+    def on_remove_rcv_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
+                                  channel: str) -> None:
+        """Stop receiving on a destination; one that was never added is not an error (Aeron answers OK too)."""
+        destination = self._rcv_destination_channel(channel, to_add=False)
+        link = self._mds_subscription(client_id, registration_correlation_id)
+        self.network.remove_rcv_destination(link, destination)
+        self.client_proxy.on_operation_succeeded(correlation_id)
+
+    def _rcv_destination_channel(self, channel: str, to_add: bool = True) -> UdpChannel:
+        uri = cu.ChannelUri.parse(channel)
+        if uri.is_ipc or uri.is_spy:  # Aeron links these as extra subscriptions; this driver does not (yet)
+            raise ControlProtocolError(
+                cp.INVALID_CHANNEL, f"destination '{channel}': only aeron:udp receive destinations are supported")
+        destination = UdpChannel.parse(channel)
+        if to_add and destination.remote_data is None:
+            raise ControlProtocolError(
+                cp.INVALID_CHANNEL, f"destination '{channel}' needs {cu.ENDPOINT_PARAM}=host:port to receive on")
+        return destination
+
+    def _mds_subscription(self, client_id: int, registration_id: int) -> SubscriptionLink:
+        """The UDP subscription ``registration_id`` names (any client's, as Aeron finds it), if it is MDS."""
+        link = next((s for s in self.subscriptions
+                     if s.registration_id == registration_id and s.endpoint is not None), None)
+        if link is None:
+            raise ControlProtocolError(
+                cp.UNKNOWN_SUBSCRIPTION, f"unknown subscription client_id={client_id} registration_id={registration_id}")
+        if not link.endpoint.is_multi_destination:
+            raise ControlProtocolError(cp.INVALID_CHANNEL, "channel does not allow manual control")
+        return link
+
     # ----------------------------------------------------------------------------------------- counters
     def on_add_counter(self, client_id: int, correlation_id: int, type_id: int, key: bytes, label: str) -> None:
         counter_id = self.counters.allocate(label, type_id, key, registration_id=correlation_id, owner_id=client_id)
@@ -559,6 +600,13 @@ class DriverConductor:
                 " (set AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW=true to allow)"
             )
         self.terminate_requested = True
+
+
+def _check_destination_params(uri: cu.ChannelUri, channel: str) -> None:
+    for name in INVALID_DESTINATION_PARAMS:
+        if uri.get(name) is not None:
+            raise ControlProtocolError(
+                cp.INVALID_CHANNEL, f"destinations must not contain the key: {name} channel={channel}")
 
 
 def _duration_param(uri: cu.ChannelUri, name: str, default_ns: int) -> int:

@@ -29,8 +29,9 @@ from aeron_numba.driver.flow_control import flow_control_for
 from aeron_numba.driver.loss_generator import LossControl
 from aeron_numba.driver.ipc_publication import ImageChange, State
 from aeron_numba.driver.network_publication import NetworkPublication
-from aeron_numba.driver.publication_image import ImageState, ImageSubscriber, PublicationImage
+from aeron_numba.driver.publication_image import ImageConnection, ImageState, ImageSubscriber, PublicationImage
 from aeron_numba.driver.receive_channel_endpoint import ReceiveChannelEndpoint
+from aeron_numba.driver.receive_destination import ReceiveDestination
 from aeron_numba.driver.receiver import Receiver
 from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
 from aeron_numba.driver.sender import Sender
@@ -47,6 +48,10 @@ from aeron_numba.layout.log_buffers import LogBuffers
 
 IMAGES_DIR = "images"
 SPY_SOURCE_IDENTITY = cu.IPC_CHANNEL  # what Aeron's driver names as the source of a spy's image
+
+
+def _format(address: tuple[str, int]) -> str:
+    return f"{address[0]}:{address[1]}"
 
 
 class ChannelEndpointError(AeronError):
@@ -77,19 +82,21 @@ class NetworkConductor:
         label = ck.stream_counter_label(name, registration_id, session_id, stream_id, channel, suffix)
         return self.counters.allocate(label, type_id, key, registration_id=registration_id, owner_id=owner_id)
 
-    def _channel_status_counters(self, name: str, type_id: int, sockaddr_name: str, channel: str,
-                                 address: tuple[str, int], registration_id: int) -> tuple[int, int]:
-        """The endpoint's status counter, labelled with its bound address as the C driver labels it, then the
-        local socket address counter naming it; both carry the registration id of the command that made them."""
-        bound = f"{address[0]}:{address[1]}"
+    def _channel_status_counter(self, name: str, type_id: int, channel: str, bound: str, registration_id: int) -> int:
+        """The endpoint's status counter, labelled with its bound address as the C driver labels it (an MDS
+        endpoint, bound nowhere, has an empty one), ACTIVE."""
         status_id = self.counters.allocate(ck.channel_status_label(name, channel, bound), type_id,
                                            ck.channel_status_key(channel), registration_id=registration_id)
-        sockaddr_id = self.counters.allocate(ck.local_sockaddr_label(sockaddr_name, status_id, bound),
+        ck.set_counter_value(self.counters.values_buffer, status_id, cl.CHANNEL_STATUS_ACTIVE)
+        return status_id
+
+    def _local_sockaddr_counter(self, name: str, status_id: int, bound: str, registration_id: int) -> int:
+        """The local socket address counter naming the status counter of its endpoint, ACTIVE."""
+        sockaddr_id = self.counters.allocate(ck.local_sockaddr_label(name, status_id, bound),
                                              cl.LOCAL_SOCKET_ADDRESS_STATUS_TYPE_ID,
                                              ck.local_sockaddr_key(status_id, bound), registration_id=registration_id)
-        for counter_id in (status_id, sockaddr_id):
-            ck.set_counter_value(self.counters.values_buffer, counter_id, cl.CHANNEL_STATUS_ACTIVE)
-        return status_id, sockaddr_id
+        ck.set_counter_value(self.counters.values_buffer, sockaddr_id, cl.CHANNEL_STATUS_ACTIVE)
+        return sockaddr_id
 
     def _transport(self, bind_address: tuple[str, int], channel: UdpChannel) -> UdpTransport:
         try:
@@ -112,9 +119,10 @@ class NetworkConductor:
         if endpoint is not None:
             return endpoint
         transport = self._transport(channel.send_bind_address(), channel)
-        status_id, sockaddr_id = self._channel_status_counters(
-            cl.SEND_CHANNEL_STATUS_NAME, cl.SEND_CHANNEL_STATUS_TYPE_ID, cl.SND_LOCAL_SOCKADDR_NAME, str(channel),
-            transport.local_address, registration_id)
+        bound = _format(transport.local_address)
+        status_id = self._channel_status_counter(cl.SEND_CHANNEL_STATUS_NAME, cl.SEND_CHANNEL_STATUS_TYPE_ID,
+                                                 str(channel), bound, registration_id)
+        sockaddr_id = self._local_sockaddr_counter(cl.SND_LOCAL_SOCKADDR_NAME, status_id, bound, registration_id)
         endpoint = SendChannelEndpoint(channel, transport, self.system_counters, status_id)
         endpoint.sockaddr_counter_id = sockaddr_id
         self.send_endpoints[channel.canonical_form] = endpoint
@@ -204,21 +212,62 @@ class NetworkConductor:
     # ---------------------------------------------------------------------------- receive endpoints
     def add_subscription(self, link, channel: UdpChannel) -> ReceiveChannelEndpoint:
         channel.check_for_subscription()
-        endpoint = self.receive_endpoints.get(channel.canonical_form)
+        key = channel.canonical_form
+        if channel.is_manual_destination_control and channel.remote_data is None and channel.remote_control is None:
+            key = f"{key}-{link.registration_id}"  # nothing to share by: one MDS endpoint per subscription, as Aeron
+        endpoint = self.receive_endpoints.get(key)
         if endpoint is None:
-            bind = channel.remote_data if channel.remote_data is not None else channel.local_data
-            transport = self._transport(bind, channel)
-            status_id, sockaddr_id = self._channel_status_counters(
-                cl.RECEIVE_CHANNEL_STATUS_NAME, cl.RECEIVE_CHANNEL_STATUS_TYPE_ID, cl.RCV_LOCAL_SOCKADDR_NAME,
-                str(channel), transport.local_address, link.registration_id)
-            endpoint = ReceiveChannelEndpoint(channel, transport, self.system_counters, status_id, self.receiver_id,
-                                              self._on_setup, cool_down_ns=self.ctx.image_liveness_timeout_ns)
-            endpoint.sockaddr_counter_id = sockaddr_id
-            self.receive_endpoints[channel.canonical_form] = endpoint
-            self.receiver.add_endpoint(endpoint)
+            endpoint = self._new_receive_endpoint(link, channel, key)
         endpoint.add_subscription(link.stream_id)
         link.endpoint = endpoint
         return endpoint
+
+    def _new_receive_endpoint(self, link, channel: UdpChannel, key: str) -> ReceiveChannelEndpoint:
+        """An ordinary channel's endpoint binds its own destination; an MDS one (``control-mode=manual``) none, as
+        the C driver: its destinations come with ADD_RCV_DESTINATION."""
+        transport = None
+        if not channel.is_manual_destination_control:
+            transport = self._transport(channel.remote_data if channel.remote_data is not None else channel.local_data,
+                                        channel)
+        bound = "" if transport is None else _format(transport.local_address)
+        status_id = self._channel_status_counter(cl.RECEIVE_CHANNEL_STATUS_NAME, cl.RECEIVE_CHANNEL_STATUS_TYPE_ID,
+                                                 str(channel), bound, link.registration_id)
+        destinations = []
+        if transport is not None:
+            sockaddr_id = self._local_sockaddr_counter(cl.RCV_LOCAL_SOCKADDR_NAME, status_id, bound,
+                                                       link.registration_id)
+            destinations.append(ReceiveDestination(channel, transport, sockaddr_id))
+        endpoint = ReceiveChannelEndpoint(channel, destinations, self.system_counters, status_id, self.receiver_id,
+                                          self._on_setup, cool_down_ns=self.ctx.image_liveness_timeout_ns)
+        endpoint.key = key
+        self.receive_endpoints[key] = endpoint
+        self.receiver.add_endpoint(endpoint)
+        return endpoint
+
+    def add_rcv_destination(self, link, channel: UdpChannel) -> None:
+        """ADD_RCV_DESTINATION: one more socket for the MDS subscription's endpoint, with its rcv-local-sockaddr
+        counter (the subscription's registration id, naming the endpoint's rcv-channel counter, as C)."""
+        endpoint = link.endpoint
+        transport = self._transport(channel.remote_data, channel)
+        try:
+            sockaddr_id = self._local_sockaddr_counter(cl.RCV_LOCAL_SOCKADDR_NAME, endpoint.status_counter_id,
+                                                       _format(transport.local_address), link.registration_id)
+        except Exception:
+            transport.close()
+            raise
+        endpoint.add_destination(ReceiveDestination(channel, transport, sockaddr_id), self.conductor.nano_clock())
+
+    def remove_rcv_destination(self, link, channel: UdpChannel) -> None:
+        """REMOVE_RCV_DESTINATION: close the destination ``channel`` names, if the endpoint has it (Aeron answers
+        OK either way)."""
+        destination = link.endpoint.remove_destination(channel)
+        if destination is not None:
+            self._close_destination(destination)
+
+    def _close_destination(self, destination: ReceiveDestination) -> None:
+        ck.set_counter_value(self.counters.values_buffer, destination.sockaddr_counter_id, cl.CHANNEL_STATUS_CLOSING)
+        self.counters.free(destination.sockaddr_counter_id)
+        destination.close()
 
     def link_existing_images(self, link) -> None:
         """After ON_SUBSCRIPTION_READY: a late joiner starts at each image's current rebuild position."""
@@ -310,19 +359,20 @@ class NetworkConductor:
 
     def _close_receive_endpoint(self, endpoint: ReceiveChannelEndpoint) -> None:
         self.receiver.remove_endpoint(endpoint)
-        del self.receive_endpoints[endpoint.channel.canonical_form]
-        for counter_id in (endpoint.status_counter_id, endpoint.sockaddr_counter_id):
-            self.counters.free(counter_id)
-        endpoint.close()
+        del self.receive_endpoints[endpoint.key]
+        self.counters.free(endpoint.status_counter_id)
+        for destination in endpoint.destinations:
+            self._close_destination(destination)
+        endpoint.destinations.clear()
 
     # ----------------------------------------------------------------------------------------- images
-    def _on_setup(self, endpoint: ReceiveChannelEndpoint, setup: dict, source: tuple[str, int],
-                  control_address: tuple[str, int]) -> None:
+    def _on_setup(self, endpoint: ReceiveChannelEndpoint, destination: ReceiveDestination, setup: dict,
+                  source: tuple[str, int]) -> None:
         """A SETUP for a subscribed stream and a new session: create the image (or count a bogus SETUP)."""
         try:
             lb.check_term_length(setup["term_length"])
             frame.check_mtu_length(setup["mtu"])
-            self._create_image(endpoint, setup, source, control_address)
+            self._create_image(endpoint, destination, setup, source)
         except LayoutError:
             self.system_counters.increment(cl.INVALID_PACKETS)
             endpoint.setup_failed(setup["session_id"], setup["stream_id"])
@@ -330,7 +380,7 @@ class NetworkConductor:
             self.conductor._record_error(exc)
             endpoint.setup_failed(setup["session_id"], setup["stream_id"])
 
-    def _create_image(self, endpoint, setup: dict, source: tuple[str, int], control_address) -> None:
+    def _create_image(self, endpoint, destination: ReceiveDestination, setup: dict, source: tuple[str, int]) -> None:
         conductor = self.conductor
         links = [s for s in conductor.subscriptions if getattr(s, "endpoint", None) is endpoint
                  and s.stream_id == setup["stream_id"] and s.wants_session(setup["session_id"])]
@@ -367,7 +417,8 @@ class NetworkConductor:
                                                            self.ctx.nak_multicast_group_size)
         image = PublicationImage(
             correlation_id=correlation_id, session_id=setup["session_id"], stream_id=setup["stream_id"],
-            channel=channel, source_identity=f"{source[0]}:{source[1]}", source_address=control_address,
+            channel=channel, source_identity=f"{source[0]}:{source[1]}", connections=self._connections(
+                endpoint, destination, source, conductor.nano_clock()),
             endpoint=endpoint, log=log, join_position=join_position, rcv_hwm_counter_id=counter_ids[0],
             rcv_pos_counter_id=counter_ids[1], values_buffer=self.counters.values_buffer,
             system_counters=self.system_counters, now_ns=conductor.nano_clock(), receiver_id=self.receiver_id,
@@ -386,6 +437,17 @@ class NetworkConductor:
             self._link_subscriber(image, link, join_position)
         endpoint.add_image(image)
         self.receiver.add_image(image)
+
+    @staticmethod
+    def _connections(endpoint: ReceiveChannelEndpoint, destination: ReceiveDestination, source: tuple[str, int],
+                     now_ns: int) -> list[ImageConnection]:
+        """A new image answers through the destination its SETUP came in on; on an MDS endpoint every other
+        destination gets a connection too, answered once it delivers this session (Aeron's image)."""
+        control_address = endpoint.control_address(destination, source)
+        if not endpoint.is_multi_destination:
+            return [ImageConnection(destination, control_address)]
+        return [ImageConnection(d, control_address if d is destination else d.control_address, now_ns)
+                for d in endpoint.destinations]
 
     def _link_subscriber(self, image: PublicationImage, link, join_position: int) -> None:
         label = ck.subscriber_position_label(link.registration_id, image.session_id, image.stream_id, link.channel,
@@ -414,7 +476,7 @@ class NetworkConductor:
             self.counters.free(counter_id)
         self.conductor._close_log(image.log)
         endpoint = image.endpoint
-        if endpoint.channel.canonical_form in self.receive_endpoints and not endpoint.has_subscriptions and \
+        if endpoint.key in self.receive_endpoints and not endpoint.has_subscriptions and \
                 not any(i.endpoint is endpoint for i in self.images):
             self._close_receive_endpoint(endpoint)
 

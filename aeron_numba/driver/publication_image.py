@@ -11,7 +11,9 @@ rebuild position to the high-water mark and, once a gap has lasted the NAK delay
 for ``reliable=false``, pads over it). With group semantics (multicast) the delay is a random backoff, drawn
 again for every NAK (``feedback_delay.py``), and NAKs go to the control group like the SMs. SMs go back to the
 sender when the slowest subscriber has consumed a quarter of the window since the last one, or every status
-message timeout (200 ms).
+message timeout (200 ms). SMs and NAKs go out through each live connection: the endpoint's one socket, or on a
+multi-destination subscription every destination that has delivered this session lately (a replay and a live
+stream of one session feed one image); end of stream then needs every connection to have reached it.
 
 Conductor side (its duty cycle and timer): cleans the log behind the slowest subscriber, and runs the lifecycle
 ACTIVE -> (no packet for the image liveness timeout, or end of stream consumed) DRAINING -> LINGER -> DONE.
@@ -33,6 +35,7 @@ from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.kernels import position as pos
 from aeron_numba.layout.log_buffers import LogBuffers
+from aeron_numba.driver.receive_destination import RECEIVE_DESTINATION_TIMEOUT_NS
 
 DEFAULT_STATUS_MESSAGE_TIMEOUT_NS = 200_000_000
 
@@ -55,13 +58,30 @@ class ImageSubscriber:
 
 
 @dataclass
+class ImageConnection:
+    """One destination (socket) through which the image's sender reaches us, and where to answer it."""
+
+    destination: object  # ReceiveDestination
+    control_address: tuple[str, int] | None  # None until the destination delivers a frame of this session
+    # None: the only destination of an ordinary endpoint, alive as long as the image; else the time it last
+    # delivered a frame of this session (MDS), which keeps it alive for RECEIVE_DESTINATION_TIMEOUT_NS.
+    time_of_last_activity_ns: int | None = None
+    end_of_stream_position: int | None = None
+
+    def is_alive(self, now_ns: int) -> bool:
+        last = self.time_of_last_activity_ns
+        return self.control_address is not None and (
+            last is None or now_ns < last + RECEIVE_DESTINATION_TIMEOUT_NS)
+
+
+@dataclass
 class PublicationImage:
     correlation_id: int
     session_id: int
     stream_id: int
     channel: str
     source_identity: str  # "ip:port" of the sender, as clients see it
-    source_address: tuple[str, int]  # where SMs and NAKs go
+    connections: list[ImageConnection]  # where SMs and NAKs go, and through which socket
     endpoint: object  # ReceiveChannelEndpoint
     log: LogBuffers
     join_position: int
@@ -112,9 +132,33 @@ class PublicationImage:
     def log_file_name(self) -> str:
         return str(self.log.path)
 
+    # --------------------------------------------------------------------------- receiver: connections
+    def connection_for(self, destination, source: tuple[str, int], now_ns: int) -> ImageConnection:
+        """MDS: the connection through ``destination`` (made on its first frame), marked active now; it answers
+        to ``source`` unless the destination names a control address."""
+        for connection in self.connections:
+            if connection.destination is destination:
+                break
+        else:
+            connection = ImageConnection(destination, destination.control_address)
+            self.connections.append(connection)
+        if connection.control_address is None:
+            connection.control_address = source
+        connection.time_of_last_activity_ns = now_ns
+        return connection
+
+    def add_destination(self, destination, now_ns: int) -> None:
+        """A destination added to the endpoint: answered once it delivers a frame (or at once with a control
+        address), as Aeron's image adds a connection for every new destination."""
+        self.connections.append(ImageConnection(destination, destination.control_address, now_ns))
+
+    def remove_destination(self, destination) -> None:
+        self.connections = [c for c in self.connections if c.destination is not destination]
+
     # ------------------------------------------------------------------------------- receiver: packets
-    def insert_packet(self, buf: np.ndarray, length: int, now_ns: int) -> int:
-        """A validated DATA/PAD datagram (one or more frames) for this image; returns the bytes taken."""
+    def insert_packet(self, buf: np.ndarray, length: int, now_ns: int, connection: ImageConnection | None = None) -> int:
+        """A validated DATA/PAD datagram (one or more frames) for this image; returns the bytes taken.
+        ``connection``: the MDS connection it came through (None on an ordinary endpoint)."""
         if self.state is not ImageState.ACTIVE:
             return 0
         term_id = _i32(buf, frame.TERM_ID_FIELD_OFFSET)
@@ -125,7 +169,7 @@ class PublicationImage:
         if frame_length == 0:  # heartbeat: the sender is at `position`
             self.system_counters.increment(cl.HEARTBEATS_RECEIVED)
             if buf[frame.FLAGS_FIELD_OFFSET] & frame.EOS_FLAG:
-                self.end_of_stream_position = position
+                self._on_end_of_stream(position, connection)
             self._propose_hwm(position)
             return 0
         if position < self.last_sm_position:
@@ -141,6 +185,17 @@ class PublicationImage:
             return 0
         self._propose_hwm(position + length)
         return length
+
+    def _on_end_of_stream(self, position: int, connection: ImageConnection | None) -> None:
+        """The stream ends once every connection has ended it (one replay ending must not end the live stream
+        fed through another destination), at the furthest end of stream seen, as Aeron decides."""
+        if connection is None:
+            self.end_of_stream_position = position
+            return
+        connection.end_of_stream_position = position
+        ends = [c.end_of_stream_position for c in self.connections]
+        if None not in ends:
+            self.end_of_stream_position = max(ends)
 
     def _propose_hwm(self, position: int) -> None:
         if position > self.hwm_position:
@@ -175,7 +230,7 @@ class PublicationImage:
                 ld.STATE_NAK_TERM_ID, ld.STATE_NAK_TERM_OFFSET, ld.STATE_NAK_LENGTH))
             self._report_loss(length)
             if self.reliable:
-                self._send_nak(term_id, term_offset, length)
+                self._send_nak(term_id, term_offset, length, now_ns)
             elif ld.fill_gap(term, term_id, term_offset, length, self.session_id, self.stream_id) == ld.GAP_FILLED:
                 self.system_counters.increment(cl.LOSS_GAP_FILLS)
             work = 1
@@ -192,10 +247,16 @@ class PublicationImage:
             self.loss_report_entry = self.loss_report.create_entry(length, now_ms, self.session_id, self.stream_id,
                                                                    self.channel, self.source_identity)
 
-    def _send_nak(self, term_id: int, term_offset: int, length: int) -> None:
+    def _send_to_connections(self, size: int, counter_id: int, now_ns: int) -> None:
+        """The control frame in ``self.control`` to every live connection, each counted, as Aeron counts them."""
+        for connection in self.connections:
+            if connection.is_alive(now_ns):
+                self.endpoint.send_to(self.control[:size], connection.control_address, connection.destination)
+                self.system_counters.increment(counter_id)
+
+    def _send_nak(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
         size = uf.encode_nak(self.control, 0, self.session_id, self.stream_id, term_id, term_offset, length)
-        self.endpoint.send_to(self.control[:size], self.source_address)
-        self.system_counters.increment(cl.NAK_MESSAGES_SENT)
+        self._send_to_connections(size, cl.NAK_MESSAGES_SENT, now_ns)
 
     def min_subscriber_position(self) -> int:
         positions = [self._get_counter(s.counter_id) for s in self.subscribers]
@@ -215,8 +276,7 @@ class PublicationImage:
         term_offset = pos.compute_term_offset_from_position(position, self.bits)
         size = uf.encode_status_message(self.control, 0, self.session_id, self.stream_id, term_id, term_offset,
                                         window, self.receiver_id, 0, False, 0)
-        self.endpoint.send_to(self.control[:size], self.source_address)
-        self.system_counters.increment(cl.STATUS_MESSAGES_SENT)
+        self._send_to_connections(size, cl.STATUS_MESSAGES_SENT, now_ns)
         self.last_sm_position, self.last_sm_window, self.time_of_last_sm_ns = position, window, now_ns
         return 1
 

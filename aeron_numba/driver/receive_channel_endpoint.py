@@ -1,14 +1,19 @@
-"""The socket a UDP channel's subscriptions receive on (spec/transport.md §16), and its packet dispatch.
+"""The sockets a UDP channel's subscriptions receive on (spec/transport.md §16), and their packet dispatch.
 
-One per canonical channel, bound to the channel's ``endpoint`` (for multicast: bound to and a member of the
-data group, answering to the control group). Every datagram is validated first: anything
-malformed is dropped and counted as an invalid packet (the driver never dies on network input). Then:
+One per canonical channel. An ordinary channel has one destination (``receive_destination.py``), bound to the
+channel's ``endpoint`` (for multicast: bound to and a member of the data group, answering to the control
+group). A multi-destination subscription (``control-mode=manual``, one endpoint per subscription, as in Aeron)
+has only the destinations its clients add: frames from any of them feed the same images, and each image
+tracks which destinations have seen it (its connections) so its SMs and NAKs go back through each of them.
+Every datagram is validated first: anything malformed is dropped and counted as an invalid packet (the driver
+never dies on network input). Then:
 
-* DATA / PAD for a (session, stream) with an image: rebuilt into that image.
+* DATA / PAD for a (session, stream) with an image: rebuilt into that image (MDS: its connection noted).
 * DATA for a subscribed stream but an unknown session (we joined late, or lost the SETUP): answered with a
   status message flagged "send SETUP", at most once per status message timeout per session; not for a
   session whose stream ended here a moment ago (cooling down: its publication's last heartbeats).
-* SETUP for a subscribed stream and a new session: the conductor creates the image (``on_setup`` callback).
+* SETUP for a subscribed stream and a new session: the conductor creates the image (``on_setup`` callback);
+  for a session with an image, on another destination of an MDS endpoint: a new connection of that image.
 * RTTM requests: answered straight away (the sender measures its round trip).
 * Everything else (status messages, NAKs, ...) is not for a receiver: ignored.
 """
@@ -17,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aeron_numba.driver.receive_destination import ReceiveDestination
 from aeron_numba.driver.udp_channel import UdpChannel
-from aeron_numba.driver.udp_transport import UdpTransport
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
@@ -38,14 +43,17 @@ def _i64(buf: np.ndarray, offset: int) -> int:
 
 
 class ReceiveChannelEndpoint:
-    def __init__(self, channel: UdpChannel, transport: UdpTransport, system_counters, status_counter_id: int,
-                 receiver_id: int, on_setup, cool_down_ns: int = 10_000_000_000):
+    def __init__(self, channel: UdpChannel, destinations: list[ReceiveDestination], system_counters,
+                 status_counter_id: int, receiver_id: int, on_setup, cool_down_ns: int = 10_000_000_000):
         self.channel = channel
-        self.transport = transport
+        self.key = channel.canonical_form  # the conductor's key for it (an MDS endpoint's is unique)
+        self.destinations = list(destinations)
+        # Multi-destination subscription: frames may come through several sockets, so images track connections.
+        self.is_multi_destination = channel.is_manual_destination_control
         self.system_counters = system_counters
         self.status_counter_id = status_counter_id
         self.receiver_id = receiver_id
-        self.on_setup = on_setup  # (endpoint, setup fields dict, source address) -> None; the conductor's
+        self.on_setup = on_setup  # (endpoint, destination, setup fields dict, source address) -> None
         self.stream_refs: dict[int, int] = {}  # subscribed stream id -> subscription count
         self.images: dict[tuple[int, int], object] = {}  # (session id, stream id) -> PublicationImage
         self.pending_setups: set[tuple[int, int]] = set()  # image being created by the conductor
@@ -57,8 +65,25 @@ class ReceiveChannelEndpoint:
         self.control = np.zeros(64, dtype=np.uint8)
 
     @property
-    def local_address(self) -> tuple[str, int]:
-        return self.transport.local_address
+    def local_address(self) -> tuple[str, int] | None:
+        """The bound address of the first destination (None for an MDS endpoint with none yet)."""
+        return self.destinations[0].local_address if self.destinations else None
+
+    # ------------------------------------------------------------------------------- destinations
+    def add_destination(self, destination: ReceiveDestination, now_ns: int) -> None:
+        self.destinations.append(destination)
+        for image in self.images.values():
+            image.add_destination(destination, now_ns)
+
+    def remove_destination(self, channel: UdpChannel) -> ReceiveDestination | None:
+        """The destination named by ``channel``, no longer read nor answered through (None: there is none)."""
+        for destination in self.destinations:
+            if destination.matches(channel):
+                self.destinations.remove(destination)
+                for image in self.images.values():
+                    image.remove_destination(destination)
+                return destination
+        return None
 
     # ------------------------------------------------------------------------------- subscriptions
     def add_subscription(self, stream_id: int) -> None:
@@ -101,29 +126,34 @@ class ReceiveChannelEndpoint:
         self.pending_setups.discard((session_id, stream_id))
 
     # ------------------------------------------------------------------------------------- sending
-    def send_to(self, data: np.ndarray, address: tuple[str, int]) -> None:
-        self.transport.send(data, address)
+    def send_to(self, data: np.ndarray, address: tuple[str, int], destination: ReceiveDestination) -> None:
+        """Through ``destination``'s socket: the sender sees the answer come from where it sends."""
+        destination.transport.send(data, address)
         self.system_counters.increment(cl.BYTES_SENT, len(data))
 
-    def _control_address(self, source: tuple[str, int]) -> tuple[str, int]:
-        """Status messages and NAKs go to the sender, or to the channel's control address: MDC's ``control=``,
-        a multicast channel's control group."""
-        return self.channel.remote_control if self.channel.remote_control is not None else source
+    @staticmethod
+    def control_address(destination: ReceiveDestination, source: tuple[str, int]) -> tuple[str, int]:
+        """Status messages and NAKs go to the sender, or to the destination's control address: MDC's
+        ``control=``, a multicast channel's control group."""
+        return destination.control_address if destination.control_address is not None else source
 
     # ------------------------------------------------------------------------------------- receiving
     def poll(self, now_ns: int) -> int:
-        self.transport.poll_loss_settings()
         received = 0
-        for _ in range(MAX_DATAGRAMS_PER_POLL):
-            datagram = self.transport.receive()
-            if datagram is None:
-                break
-            received += 1
-            length, source = datagram
-            self._on_datagram(self.transport.receive_buffer, length, source, now_ns)
+        for destination in self.destinations:
+            transport = destination.transport
+            transport.poll_loss_settings()
+            for _ in range(MAX_DATAGRAMS_PER_POLL):
+                datagram = transport.receive()
+                if datagram is None:
+                    break
+                received += 1
+                length, source = datagram
+                self._on_datagram(destination, transport.receive_buffer, length, source, now_ns)
         return received
 
-    def _on_datagram(self, buf: np.ndarray, length: int, source: tuple[str, int], now_ns: int) -> None:
+    def _on_datagram(self, destination: ReceiveDestination, buf: np.ndarray, length: int, source: tuple[str, int],
+                     now_ns: int) -> None:
         frame_type = uf.classify_datagram(buf, 0, length)
         if frame_type < 0:
             self.system_counters.increment(cl.INVALID_PACKETS)
@@ -133,10 +163,13 @@ class ReceiveChannelEndpoint:
             key = (_i32(buf, frame.SESSION_ID_FIELD_OFFSET), _i32(buf, frame.STREAM_ID_FIELD_OFFSET))
             image = self.images.get(key)
             if image is not None:
-                image.insert_packet(buf, length, now_ns)
+                if self.is_multi_destination:
+                    image.insert_packet(buf, length, now_ns, image.connection_for(destination, source, now_ns))
+                else:
+                    image.insert_packet(buf, length, now_ns)
             elif key[1] in self.stream_refs and key not in self.pending_setups and \
                     not self._is_cooling_down(key, now_ns):
-                self._elicit_setup(key, source, now_ns)
+                self._elicit_setup(destination, key, source, now_ns)
         elif frame_type == frame.HDR_TYPE_SETUP:
             if uf.validate_setup(buf, 0) != 0:  # bad term length, MTU or term offset: never made into an image
                 self.system_counters.increment(cl.INVALID_PACKETS)
@@ -144,7 +177,10 @@ class ReceiveChannelEndpoint:
             (_, flags, term_offset, session_id, stream_id, initial_term_id, active_term_id, term_length, mtu,
              ttl) = uf.decode_setup(buf, 0)
             key = (session_id, stream_id)
-            if stream_id in self.stream_refs and key not in self.images and key not in self.pending_setups and \
+            image = self.images.get(key)
+            if image is not None and self.is_multi_destination:  # the session through one more destination
+                image.connection_for(destination, source, now_ns)
+            elif stream_id in self.stream_refs and image is None and key not in self.pending_setups and \
                     not self._is_cooling_down(key, now_ns):
                 self.pending_setups.add(key)
                 setup = {
@@ -152,15 +188,16 @@ class ReceiveChannelEndpoint:
                     "initial_term_id": initial_term_id, "active_term_id": active_term_id,
                     "term_length": term_length, "mtu": mtu, "ttl": ttl, "flags": flags,
                 }
-                self.on_setup(self, setup, source, self._control_address(source))
+                self.on_setup(self, destination, setup, source)
         elif frame_type == frame.HDR_TYPE_RTTM:
             if not buf[frame.FLAGS_FIELD_OFFSET] & ul.RTTM_REPLY_FLAG:
                 size = uf.encode_rttm(self.control, 0, _i32(buf, ul.CONTROL_SESSION_ID_OFFSET),
                                       _i32(buf, ul.CONTROL_STREAM_ID_OFFSET), _i64(buf, ul.RTTM_ECHO_TIMESTAMP_OFFSET),
                                       0, self.receiver_id, True)
-                self.send_to(self.control[:size], self._control_address(source))
+                self.send_to(self.control[:size], self.control_address(destination, source), destination)
 
-    def _elicit_setup(self, key: tuple[int, int], source: tuple[str, int], now_ns: int) -> None:
+    def _elicit_setup(self, destination: ReceiveDestination, key: tuple[int, int], source: tuple[str, int],
+                      now_ns: int) -> None:
         last = self.setup_elicited_ns.get(key)
         if last is not None and now_ns - last < SETUP_ELICIT_INTERVAL_NS:
             return
@@ -170,8 +207,9 @@ class ReceiveChannelEndpoint:
         self.setup_elicited_ns[key] = now_ns
         size = uf.encode_status_message(self.control, 0, key[0], key[1], 0, 0, 0, self.receiver_id, 0, False,
                                         ul.SM_SEND_SETUP_FLAG)
-        self.send_to(self.control[:size], self._control_address(source))
+        self.send_to(self.control[:size], self.control_address(destination, source), destination)
         self.system_counters.increment(cl.STATUS_MESSAGES_SENT)
 
     def close(self) -> None:
-        self.transport.close()
+        for destination in self.destinations:
+            destination.close()

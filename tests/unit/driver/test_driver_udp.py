@@ -313,7 +313,7 @@ def test_a_multicast_stream_sends_to_the_data_group_and_hears_back_on_the_contro
     assert type(publication.flow_control) is MaxFlowControl  # the multicast default (§16)
     assert publication.setup_flags == ul.SETUP_GROUP_FLAG
     assert isinstance(image.feedback_delay, OptimalMulticastFeedbackDelay)
-    assert image.source_address == (MULTICAST_CONTROL_GROUP, port)  # SMs and NAKs go to the control group
+    assert [c.control_address for c in image.connections] == [(MULTICAST_CONTROL_GROUP, port)]  # SMs and NAKs go to the control group
     assert stream.image.source_identity == f"127.0.0.1:{port}"  # sent from the interface
     labels = [c.label for c in harness.reader.counters()]
     assert f"rcv-local-sockaddr: {stream.receive_status_id} {MULTICAST_GROUP}:{port}" in labels
