@@ -247,3 +247,17 @@ def test_a_command_neither_handled_nor_unsupported_is_refused():
         check_handlers(RecordingConductor(), {**HANDLERS, cp.ADD_STATIC_COUNTER: "on_add_counter"}, UNSUPPORTED)
     with pytest.raises(ConfigurationError, match=r"type ids \[119\] are not commands"):
         check_handlers(RecordingConductor(), {**HANDLERS, 0x77: "on_add_counter"}, UNSUPPORTED)
+
+
+@pytest.mark.parametrize("msg_type_id, decision", [(cp.ADD_RCV_DESTINATION, "on_add_rcv_destination"),
+                                                   (cp.REMOVE_RCV_DESTINATION, "on_remove_rcv_destination")])
+def test_receive_destination_commands_reach_their_decisions(msg_type_id, decision):
+    rig = Rig()
+    message = dc.DestinationMessage(client_id=CLIENT_ID, correlation_id=42, registration_correlation_id=9,
+                                    channel="aeron:udp?endpoint=127.0.0.1:40123")
+    assert rig.ring.write(msg_type_id, message.encode())
+    rig.adapter.receive()
+    assert rig.conductor.calls[1:] == [(decision, {
+        "client_id": CLIENT_ID, "correlation_id": 42, "registration_correlation_id": 9,
+        "channel": "aeron:udp?endpoint=127.0.0.1:40123"})]
+    assert rig.responses() == [] and rig.errors() == []

@@ -156,3 +156,65 @@ def test_terminate_driver_is_refused_unless_the_validator_allows_it(conductor):
     with pytest.raises(ControlProtocolError, match="terminate driver refused") as refused:
         conductor.on_terminate_driver(client_id=CLIENT_ID, correlation_id=400, token=b"")
     assert refused.value.error_code == cp.GENERIC_ERROR and not conductor.terminate_requested
+
+
+def _mds_subscription(conductor, correlation_id: int = 500, channel: str = "aeron:udp?control-mode=manual") -> None:
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=correlation_id, registration_correlation_id=-1,
+                                  stream_id=10, channel=channel)
+
+
+def test_a_receive_destination_is_added_to_and_removed_from_an_mds_subscription(conductor):
+    _mds_subscription(conductor)
+    proxy = conductor.client_proxy
+    conductor.on_add_rcv_destination(client_id=CLIENT_ID, correlation_id=501, registration_correlation_id=500,
+                                     channel="aeron:udp?endpoint=127.0.0.1:0")
+    (endpoint,) = conductor.network.receive_endpoints.values()
+    (destination,) = endpoint.destinations
+    assert destination.local_address[0] == "127.0.0.1" and destination.local_address[1] > 0
+    conductor.on_remove_rcv_destination(client_id=CLIENT_ID, correlation_id=502, registration_correlation_id=500,
+                                        channel="aeron:udp?endpoint=127.0.0.1:0")
+    assert endpoint.destinations == [] and destination.transport.closed
+    # Removing one that is not there is answered OK, as Aeron's drivers answer it.
+    conductor.on_remove_rcv_destination(client_id=CLIENT_ID, correlation_id=503, registration_correlation_id=500,
+                                        channel="aeron:udp?endpoint=127.0.0.1:9")
+    assert proxy.calls[1:] == [("on_operation_succeeded", {"arg0": 501}), ("on_operation_succeeded", {"arg0": 502}),
+                               ("on_operation_succeeded", {"arg0": 503})]
+
+
+@pytest.mark.parametrize("decision", ["on_add_rcv_destination", "on_remove_rcv_destination"])
+@pytest.mark.parametrize("subscription_channel", [None, "aeron:ipc"])
+def test_a_receive_destination_for_an_unknown_subscription_is_refused(conductor, decision, subscription_channel):
+    if subscription_channel is not None:  # an IPC subscription is not one a destination can be added to
+        _mds_subscription(conductor, 555, subscription_channel)
+    with pytest.raises(ControlProtocolError, match=f"^unknown subscription client_id={CLIENT_ID} registration_id=555$") \
+            as refused:
+        getattr(conductor, decision)(client_id=CLIENT_ID, correlation_id=200, registration_correlation_id=555,
+                                     channel="aeron:udp?endpoint=127.0.0.1:0")
+    assert refused.value.error_code == cp.UNKNOWN_SUBSCRIPTION
+
+
+@pytest.mark.parametrize("decision", ["on_add_rcv_destination", "on_remove_rcv_destination"])
+def test_a_receive_destination_for_a_subscription_without_manual_control_is_refused(conductor, decision):
+    _mds_subscription(conductor, channel="aeron:udp?endpoint=127.0.0.1:0")
+    with pytest.raises(ControlProtocolError, match="^channel does not allow manual control$") as refused:
+        getattr(conductor, decision)(client_id=CLIENT_ID, correlation_id=501, registration_correlation_id=500,
+                                     channel="aeron:udp?endpoint=127.0.0.1:0")
+    assert refused.value.error_code == cp.INVALID_CHANNEL
+
+
+@pytest.mark.parametrize("channel, message", [
+    ("aeron:udp?endpoint=127.0.0.1:0|mtu=1408",
+     "^destinations must not contain the key: mtu channel=aeron:udp\\?endpoint=127.0.0.1:0\\|mtu=1408$"),
+    ("aeron:udp?endpoint=127.0.0.1:0|so-rcvbuf=64k", "^destinations must not contain the key: so-rcvbuf "),
+    ("aeron:udp?endpoint=127.0.0.1:0|rcv-wnd=64k", "^destinations must not contain the key: rcv-wnd "),
+    ("aeron:udp?control=127.0.0.1:4000", "needs endpoint=host:port to receive on$"),
+    ("aeron:ipc", "only aeron:udp receive destinations are supported$"),
+])
+def test_a_receive_destination_the_driver_cannot_receive_on_is_refused(conductor, channel, message):
+    _mds_subscription(conductor)
+    with pytest.raises(ControlProtocolError, match=message) as refused:
+        conductor.on_add_rcv_destination(client_id=CLIENT_ID, correlation_id=501, registration_correlation_id=500,
+                                         channel=channel)
+    assert refused.value.error_code == cp.INVALID_CHANNEL
+    (endpoint,) = conductor.network.receive_endpoints.values()
+    assert endpoint.destinations == []

@@ -1,0 +1,228 @@
+"""Multi-destination subscriptions (``aeron:udp?control-mode=manual`` + ADD_/REMOVE_RCV_DESTINATION): one driver
+in the test process, driven by hand with cached clocks; two raw UDP sockets play two senders of ONE session (a
+replay and a live stream of it), each reaching the subscription through its own destination."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from tests.unit.driver.test_driver_udp import STREAM, free_udp_port
+from tests.unit.driver.test_network_conductor import Reader
+from tests.unit.driver_support import MS, Harness, RawClient, run
+
+SESSION = 77
+TERM_ID = 5
+TERM_LENGTH = 64 * 1024
+MDS_CHANNEL = "aeron:udp?control-mode=manual"
+
+
+@pytest.fixture
+def harness(shm_dir):
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS,
+                image_liveness_timeout_ns=2_000 * MS)
+    yield h
+    h.close()
+
+
+def setup_frame(term_offset: int = 0) -> bytes:
+    return struct.pack("<iBBhiiiiiiii", 40, 0, 0, frame.HDR_TYPE_SETUP, term_offset, SESSION, STREAM, TERM_ID,
+                       TERM_ID, TERM_LENGTH, 1408, 0)
+
+
+def data_frame(term_offset: int, payload: bytes, flags: int = frame.BEGIN_FRAG_FLAG | frame.END_FRAG_FLAG) -> bytes:
+    """One unfragmented DATA frame; an empty payload makes it a heartbeat (frame length 0)."""
+    length = frame.HEADER_LENGTH + len(payload) if payload else 0
+    return struct.pack("<iBBhiiiiq", length, 0, flags, frame.HDR_TYPE_DATA, term_offset, SESSION, STREAM, TERM_ID,
+                       0) + payload
+
+
+class Sender:
+    """A raw socket sending frames of the session to one destination port, collecting what comes back."""
+
+    def __init__(self, port: int):
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.setblocking(False)
+        self.port = port
+
+    def send(self, datagram: bytes) -> None:
+        self.socket.sendto(datagram, ("127.0.0.1", self.port))
+
+    def received(self) -> list[tuple[int, tuple, int]]:
+        """(frame type, fields, source port) of every datagram waiting: SMs as (term id, term offset, window),
+        NAKs as (term id, term offset, length)."""
+        out = []
+        while True:
+            try:
+                data, source = self.socket.recvfrom(2048)
+            except BlockingIOError:
+                return out
+            frame_type = struct.unpack_from("<h", data, 6)[0]
+            if frame_type in (frame.HDR_TYPE_SM, frame.HDR_TYPE_NAK):
+                out.append((frame_type, struct.unpack_from("<iii", data, 16), source[1]))
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+class Mds:
+    """A client with an MDS subscription and what the driver answered it."""
+
+    def __init__(self, harness):
+        self.harness = harness
+        self.client = RawClient(harness.cnc)
+        self.images: list[dc.Message] = []  # every ON_AVAILABLE_IMAGE
+        self.sub_id = self.client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                                       stream_id=STREAM, channel=MDS_CHANNEL)
+        (t, ready), = self.cycle(1)
+        assert t == cp.ON_SUBSCRIPTION_READY
+        self.status_id = ready.channel_status_indicator_id
+
+    def destination(self, add: bool, channel: str, registration_id: int | None = None) -> tuple[int, dc.Message]:
+        msg_type_id = cp.ADD_RCV_DESTINATION if add else cp.REMOVE_RCV_DESTINATION
+        correlation_id = self.client.send(msg_type_id, dc.DestinationMessage, channel=channel,
+                                          registration_correlation_id=registration_id or self.sub_id)
+        (t, answer), = self.cycle(1)
+        answered = answer.offending_command_correlation_id if t == cp.ON_ERROR else answer.correlation_id
+        assert answered == correlation_id
+        return t, answer
+
+    def cycle(self, cycles: int, step_ms: int = 1) -> list:
+        run(self.harness, self.client, cycles, step_ms)
+        responses = self.client.responses()
+        self.images += [m for t, m in responses if t == cp.ON_AVAILABLE_IMAGE]
+        return responses
+
+    def sockaddrs(self) -> list[str]:
+        return sorted(c.label for c in self.harness.counters_by_type(cl.LOCAL_SOCKET_ADDRESS_STATUS_TYPE_ID))
+
+
+def _port_channel(port: int) -> str:
+    return f"aeron:udp?endpoint=127.0.0.1:{port}"
+
+
+def test_an_mds_endpoint_has_no_socket_until_destinations_are_added_each_with_its_sockaddr_counter(harness):
+    mds = Mds(harness)
+    (status,) = harness.counters_by_type(cl.RECEIVE_CHANNEL_STATUS_TYPE_ID)
+    assert status.label == f"rcv-channel: {MDS_CHANNEL} "  # bound nowhere: the C driver's empty bind address
+    assert mds.sockaddrs() == []
+    ports = free_udp_port(), free_udp_port()
+    for port in ports:
+        t, _ = mds.destination(True, _port_channel(port))
+        assert t == cp.ON_OPERATION_SUCCESS
+    assert mds.sockaddrs() == sorted(f"rcv-local-sockaddr: {mds.status_id} 127.0.0.1:{port}" for port in ports)
+    t, _ = mds.destination(False, _port_channel(ports[0]))
+    assert t == cp.ON_OPERATION_SUCCESS
+    assert mds.sockaddrs() == [f"rcv-local-sockaddr: {mds.status_id} 127.0.0.1:{ports[1]}"]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # the removed destination's socket is closed
+        probe.bind(("127.0.0.1", ports[0]))
+    # Closing the subscription closes the rest, and the endpoint.
+    mds.client.send(cp.REMOVE_SUBSCRIPTION, dc.RemoveMessage, registration_id=mds.sub_id)
+    mds.cycle(1)
+    assert mds.sockaddrs() == [] and harness.counters_by_type(cl.RECEIVE_CHANNEL_STATUS_TYPE_ID) == []
+    assert harness.conductor.network.receive_endpoints == {}
+
+
+def test_two_mds_subscriptions_on_the_same_channel_get_an_endpoint_each(harness):
+    mds = Mds(harness)
+    mds.client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                    stream_id=STREAM, channel=MDS_CHANNEL)
+    (t, ready), = mds.cycle(1)
+    assert t == cp.ON_SUBSCRIPTION_READY and ready.channel_status_indicator_id != mds.status_id
+    assert len(harness.conductor.network.receive_endpoints) == 2
+    port = free_udp_port()
+    assert mds.destination(True, _port_channel(port))[0] == cp.ON_OPERATION_SUCCESS  # only the first's
+    assert mds.sockaddrs() == [f"rcv-local-sockaddr: {mds.status_id} 127.0.0.1:{port}"]
+
+
+def test_one_session_through_two_destinations_is_one_image_answered_through_each(harness):
+    mds = Mds(harness)
+    ports = free_udp_port(), free_udp_port()
+    for port in ports:
+        mds.destination(True, _port_channel(port))
+    replay, live = Sender(ports[0]), Sender(ports[1])
+    try:
+        replay.send(setup_frame())
+        mds.cycle(2)
+        (image,) = mds.images
+        assert image.session_id == SESSION
+        # The image's first status message goes back to the replay, from the destination it sent to.
+        assert (frame.HDR_TYPE_SM, (TERM_ID, 0, 32 * 1024), ports[0]) in replay.received()
+        live.send(setup_frame())  # the same session through the other destination: no second image
+        mds.cycle(250)  # a status message timeout (200 ms)
+        assert len(mds.images) == 1 and len(harness.conductor.network.images) == 1
+        assert any(t == frame.HDR_TYPE_SM and port == ports[1] for t, _, port in live.received())
+        assert any(t == frame.HDR_TYPE_SM and port == ports[0] for t, _, port in replay.received())
+
+        reader = Reader(harness, image)
+        replay.send(data_frame(0, b"a" * 32))
+        live.send(data_frame(64, b"b" * 32))
+        replay.send(data_frame(64, b"b" * 32))  # the replay catching up with what live already sent: once
+        live.send(data_frame(128, b"c" * 32))
+        mds.cycle(2)
+        assert reader.poll() == [b"a" * 32, b"b" * 32, b"c" * 32]
+
+        live.send(data_frame(256, b"e" * 32))  # a gap at 192: NAKed through both destinations
+        replay.received(), live.received()
+        mds.cycle(20)
+        naks = [(t, fields, port) for sender in (replay, live) for t, fields, port in sender.received()
+                if t == frame.HDR_TYPE_NAK]
+        assert (frame.HDR_TYPE_NAK, (TERM_ID, 192, 64), ports[0]) in naks
+        assert (frame.HDR_TYPE_NAK, (TERM_ID, 192, 64), ports[1]) in naks
+        replay.send(data_frame(192, b"d" * 32))
+        mds.cycle(2)
+        assert reader.poll()[3:] == [b"d" * 32, b"e" * 32]
+
+        # The replay goes: the live stream keeps the image fed alone, and only it is answered.
+        assert mds.destination(False, _port_channel(ports[0]))[0] == cp.ON_OPERATION_SUCCESS
+        replay.received(), live.received()
+        live.send(data_frame(320, b"f" * 32))
+        mds.cycle(250)
+        assert reader.poll()[5:] == [b"f" * 32]
+        assert replay.received() == []
+        assert any(t == frame.HDR_TYPE_SM and port == ports[1] for t, _, port in live.received())
+        reader.close()
+    finally:
+        replay.close()
+        live.close()
+
+
+def test_the_stream_ends_only_when_every_destination_has_ended_it(harness):
+    mds = Mds(harness)
+    ports = free_udp_port(), free_udp_port()
+    for port in ports:
+        mds.destination(True, _port_channel(port))
+    replay, live = Sender(ports[0]), Sender(ports[1])
+    try:
+        replay.send(setup_frame())
+        live.send(setup_frame())
+        mds.cycle(2)
+        live.send(data_frame(0, b"x" * 32))
+        mds.cycle(2)
+        (image,) = harness.conductor.network.images
+        replay.send(data_frame(64, b"", frame.BEGIN_FRAG_FLAG | frame.END_FRAG_FLAG | frame.EOS_FLAG))
+        mds.cycle(2)
+        assert image.end_of_stream_position is None  # the replay ended; the live stream has not
+        live.send(data_frame(64, b"", frame.BEGIN_FRAG_FLAG | frame.END_FRAG_FLAG | frame.EOS_FLAG))
+        mds.cycle(2)
+        assert image.end_of_stream_position == 64
+    finally:
+        replay.close()
+        live.close()
+
+
+def test_a_destination_added_to_an_ordinary_subscription_is_refused(harness):
+    mds = Mds(harness)
+    sub_id = mds.client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                             stream_id=STREAM, channel="aeron:udp?endpoint=127.0.0.1:0")
+    mds.cycle(1)
+    t, error = mds.destination(True, _port_channel(free_udp_port()), registration_id=sub_id)
+    assert (t, error.error_code, error.error_message) == (
+        cp.ON_ERROR, cp.INVALID_CHANNEL, "channel does not allow manual control")
