@@ -7,12 +7,16 @@ from __future__ import annotations
 import socket
 import struct
 
+import numpy as np
 import pytest
 
 from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.kernels import term_appender as TA
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
+from aeron_numba.layout import publication_status as P
+from aeron_numba.layout.log_buffers import LogBuffers
 from tests.unit.driver.test_driver_udp import STREAM, free_udp_port
 from tests.unit.driver.test_network_conductor import Reader
 from tests.unit.driver_support import MS, Harness, RawClient, run
@@ -226,3 +230,80 @@ def test_a_destination_added_to_an_ordinary_subscription_is_refused(harness):
     t, error = mds.destination(True, _port_channel(free_udp_port()), registration_id=sub_id)
     assert (t, error.error_code, error.error_message) == (
         cp.ON_ERROR, cp.INVALID_CHANNEL, "channel does not allow manual control")
+
+
+class ExclusivePublication:
+    """An exclusive UDP publication of the shared session (fixed ``session-id`` and start position, the way a
+    replay and the live stream of one recording share a session), offered to as a client would."""
+
+    def __init__(self, mds: Mds, port: int, term_offset: int):
+        self.mds = mds
+        channel = (f"{_port_channel(port)}|term-length=64k|session-id={SESSION}|init-term-id={TERM_ID}"
+                   f"|term-id={TERM_ID}|term-offset={term_offset}")
+        pub_id = mds.client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
+                                 channel=channel)
+        (ready,) = [m for t, m in mds.cycle(1) if t == cp.ON_EXCLUSIVE_PUBLICATION_READY and m.correlation_id == pub_id]
+        self.log = LogBuffers.open(ready.log_file_name)
+        self.state = np.zeros(P.PUB_STATE_LENGTH, np.int64)
+        self.state[P.PUB_STATE_LIMIT_COUNTER_OFFSET] = ready.position_limit_counter_id * cl.COUNTER_LENGTH
+        TA.exclusive_init_state(self.log.buffer, self.state)
+
+    def offer(self, payload: bytes) -> int:
+        data = np.frombuffer(payload, np.uint8)
+        return TA.exclusive_offer(self.log.buffer, self.state, self.mds.harness.cnc.counters_values_buffer, data, 0,
+                                  data.size, 0)
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def _offer_all(mds: Mds, reader: Reader, publication: ExclusivePublication, payloads: list[bytes]) -> None:
+    for payload in payloads:
+        for _ in range(500):
+            if publication.offer(payload) > 0:
+                break
+            mds.cycle(2)  # not connected yet, or back pressured: let the stream move
+            reader.poll()
+        else:
+            raise AssertionError(f"offer of {payload!r} never accepted (not connected or back pressured)")
+
+
+def _settle(mds: Mds, reader: Reader, count: int) -> list[bytes]:
+    for _ in range(200):
+        if len(reader.poll()) >= count:
+            break
+        mds.cycle(2)
+    return reader.messages
+
+
+def test_a_replay_and_the_live_stream_of_one_session_reach_one_image_through_two_destinations(harness):
+    """The archive's replicate-then-follow-live: the replay's publication feeds the MDS subscription through one
+    destination, the live publication joins where the replay is through another, the replay destination is
+    removed, and the subscriber reads every message once, in order."""
+    mds = Mds(harness)
+    replay_port, live_port = free_udp_port(), free_udp_port()
+    for port in (replay_port, live_port):
+        assert mds.destination(True, _port_channel(port))[0] == cp.ON_OPERATION_SUCCESS
+    messages = [f"message-{i:03d}-".encode() * 3 for i in range(90)]
+
+    replay = ExclusivePublication(mds, replay_port, term_offset=0)
+    mds.cycle(10)
+    (image,) = mds.images
+    reader = Reader(harness, image)
+    _offer_all(mds, reader, replay, messages[:30])
+    assert _settle(mds, reader, 30) == messages[:30]
+
+    live = ExclusivePublication(mds, live_port, term_offset=int(TA.producer_position(replay.log.buffer)))
+    _offer_all(mds, reader, live, messages[30:60])
+    assert _settle(mds, reader, 60) == messages[:60]
+    assert len(mds.images) == 1  # one session: one image, fed through both destinations
+
+    assert mds.destination(False, _port_channel(replay_port))[0] == cp.ON_OPERATION_SUCCESS
+    _offer_all(mds, reader, live, messages[60:])
+    assert _settle(mds, reader, 90) == messages
+    assert len(mds.images) == 1
+    (network_image,) = harness.conductor.network.images
+    assert [c.destination.local_address[1] for c in network_image.connections] == [live_port]
+    reader.close()
+    replay.close()
+    live.close()
