@@ -437,7 +437,7 @@ class DriverConductor:
                 f" '{getattr(endpoint, 'channel', 'aeron:ipc')}' does not allow manual control of destinations"
                 " (control-mode=manual)")
         destination = UdpChannel.parse(channel)
-        if to_add and destination.remote_data is None:
+        if destination.remote_data is None:
             raise ControlProtocolError(cp.INVALID_CHANNEL, f"destination '{channel}' needs endpoint=host:port")
         if destination.remote_data[1] == 0:
             raise ChannelParameterError(f"{cu.ENDPOINT_PARAM} has port=0 for send destination: channel={channel}")

@@ -400,3 +400,43 @@ def test_manual_multi_destination_cast_sends_to_the_destinations_its_client_adds
         with pytest.raises(RegistrationError, match="does not allow manual control of destinations") as error:
             unicast.add_destination(drivers.channel)
         assert error.value.error_code_name == "INVALID_CHANNEL"
+
+
+def test_a_multi_destination_subscription_reads_one_session_from_a_replay_then_the_live_stream(drivers):
+    """Archive replication's live merge, by hand: an MDS subscription on B receives one session from a "replay"
+    publication through one destination and from the "live" publication (same session, joining where the
+    replay is) through another; the replay destination goes and the live stream carries on."""
+    from aeron_numba.errors import RegistrationError
+
+    live_port = free_udp_port()
+    replay_channel, live_channel = drivers.channel, f"aeron:udp?endpoint=127.0.0.1:{live_port}"
+    same_session = f"|term-length=64k|session-id=424242|init-term-id=7|term-id=7"
+    messages = [f"message {i}".encode() for i in range(60)]
+    with _client(drivers.dir_a) as a, _client(drivers.dir_b) as b:
+        subscription = b.add_subscription("aeron:udp?control-mode=manual", STREAM)
+        subscription.add_destination(replay_channel)
+        subscription.add_destination(live_channel)
+        assert sorted(subscription.local_socket_addresses()) == sorted(
+            [f"127.0.0.1:{drivers.port}", f"127.0.0.1:{live_port}"])
+        receiver = Receiver(subscription)
+        replay = a.add_exclusive_publication(f"{replay_channel}{same_session}|term-offset=0", STREAM)
+        await_condition(lambda: replay.is_connected and subscription.image_count == 1, 20, "the replay connected")
+        for payload in messages[:20]:
+            _offer(replay, payload)
+        await_condition(lambda: receiver.has(20), 20, "the replay's messages arrive")
+        live = a.add_exclusive_publication(f"{live_channel}{same_session}|term-offset={replay.position}", STREAM)
+        await_condition(lambda: live.is_connected, 20, "the live stream connected to the same image")
+        for payload in messages[20:40]:
+            _offer(live, payload)
+        await_condition(lambda: receiver.has(40), 20, "the live stream's messages arrive")
+        subscription.remove_destination(replay_channel)
+        assert subscription.local_socket_addresses() == [f"127.0.0.1:{live_port}"]
+        replay.close()
+        for payload in messages[40:]:
+            _offer(live, payload)
+        await_condition(lambda: receiver.has(60), 20, "the live stream carries on alone")
+        assert receiver.messages == messages and subscription.image_count == 1
+        ordinary = b.add_subscription(f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}", STREAM)
+        with pytest.raises(RegistrationError, match="channel does not allow manual control") as error:
+            ordinary.add_destination(replay_channel)
+        assert error.value.error_code_name == "INVALID_CHANNEL"
