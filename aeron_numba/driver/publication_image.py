@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import loss_detector as ld
 from aeron_numba.kernels import term_rebuilder
@@ -33,6 +34,7 @@ from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.kernels import position as pos
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.driver.receive_destination import RECEIVE_DESTINATION_TIMEOUT_NS
@@ -66,6 +68,7 @@ class ImageConnection:
     # None: the only destination of an ordinary endpoint, alive as long as the image; else the time it last
     # delivered a frame of this session (MDS), which keeps it alive for RECEIVE_DESTINATION_TIMEOUT_NS.
     time_of_last_activity_ns: int | None = None
+    time_of_last_frame_ns: int | None = None  # MDS: when the destination last delivered a frame of this session
     end_of_stream_position: int | None = None
 
     def is_alive(self, now_ns: int) -> bool:
@@ -119,6 +122,7 @@ class PublicationImage:
         self.loss_state = np.zeros(ld.LOSS_STATE_LENGTH, dtype=np.int64)
         self.loss_report_entry = None  # created at this image's first loss (§13.1), one per image
         self.control = np.zeros(64, dtype=np.uint8)
+        self.active_transport_count = 0  # as written in the log's metadata
         for counter_id in (self.rcv_hwm_counter_id, self.rcv_pos_counter_id):
             self._set_counter(counter_id, self.join_position)
 
@@ -144,7 +148,7 @@ class PublicationImage:
             self.connections.append(connection)
         if connection.control_address is None:
             connection.control_address = source
-        connection.time_of_last_activity_ns = now_ns
+        connection.time_of_last_activity_ns = connection.time_of_last_frame_ns = now_ns
         return connection
 
     def add_destination(self, destination, now_ns: int) -> None:
@@ -278,7 +282,23 @@ class PublicationImage:
                                         window, self.receiver_id, 0, False, 0)
         self._send_to_connections(size, cl.STATUS_MESSAGES_SENT, now_ns)
         self.last_sm_position, self.last_sm_window, self.time_of_last_sm_ns = position, window, now_ns
+        self._update_active_transport_count(now_ns)
         return 1
+
+    def _update_active_transport_count(self, now_ns: int) -> None:
+        """The log's active transport count (what a client's ``Image.active_transport_count`` reads): the
+        connections that delivered a frame within the image liveness timeout, updated with each status message
+        as Aeron does (archive replication waits for two before it lets go of the replay)."""
+        count = 0
+        for connection in self.connections:
+            last = self.time_of_last_packet_ns if connection.time_of_last_activity_ns is None \
+                else connection.time_of_last_frame_ns
+            if last is not None and now_ns < last + self.image_liveness_timeout_ns:
+                count += 1
+        if count != self.active_transport_count:
+            self.active_transport_count = count
+            atomics_for_python.put_int32_release(self.log.buffer,
+                                                 self.log.metadata_offset + lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, count)
 
     # ---------------------------------------------------------------------------------- conductor side
     def clean(self) -> int:

@@ -25,6 +25,7 @@ from aeron_numba.kernels.term_reader import FRAGMENT_COLUMNS, image_poll_batch
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
@@ -149,6 +150,8 @@ def test_a_stream_connects_flows_and_reports_its_counters(harness):
     assert harness.system_counter(cl.STATUS_MESSAGES_SENT) > 0
     assert harness.system_counter(cl.BYTES_SENT) > payload_bytes and harness.system_counter(cl.BYTES_RECEIVED) > payload_bytes
     assert harness.system_counter(cl.NAK_MESSAGES_SENT) == 0 and harness.system_counter(cl.INVALID_PACKETS) == 0
+    log = stream.image_log  # one transport delivering, as the C driver writes it for a client's Image
+    assert int(log.buffer[log.metadata_offset + lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET:][:4].view(np.int32)[0]) == 1
     stream.close()
 
 

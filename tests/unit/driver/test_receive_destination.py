@@ -15,6 +15,7 @@ from aeron_numba.kernels import term_appender as TA
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.log_buffers import LogBuffers
 from tests.unit.driver.test_driver_udp import STREAM, free_udp_port
@@ -108,6 +109,11 @@ class Mds:
         return sorted(c.label for c in self.harness.counters_by_type(cl.LOCAL_SOCKET_ADDRESS_STATUS_TYPE_ID))
 
 
+def active_transport_count(reader: Reader) -> int:
+    log = reader.log
+    return int(log.buffer[log.metadata_offset + lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET:][:4].view(np.int32)[0])
+
+
 def _port_channel(port: int) -> str:
     return f"aeron:udp?endpoint=127.0.0.1:{port}"
 
@@ -170,8 +176,9 @@ def test_one_session_through_two_destinations_is_one_image_answered_through_each
         live.send(data_frame(64, b"b" * 32))
         replay.send(data_frame(64, b"b" * 32))  # the replay catching up with what live already sent: once
         live.send(data_frame(128, b"c" * 32))
-        mds.cycle(2)
+        mds.cycle(250)  # and a status message timeout, after which the log shows both transports active
         assert reader.poll() == [b"a" * 32, b"b" * 32, b"c" * 32]
+        assert active_transport_count(reader) == 2
 
         live.send(data_frame(256, b"e" * 32))  # a gap at 192: NAKed through both destinations
         replay.received(), live.received()
@@ -190,6 +197,7 @@ def test_one_session_through_two_destinations_is_one_image_answered_through_each
         live.send(data_frame(320, b"f" * 32))
         mds.cycle(250)
         assert reader.poll()[5:] == [b"f" * 32]
+        assert active_transport_count(reader) == 1
         assert replay.received() == []
         assert any(t == frame.HDR_TYPE_SM and port == ports[1] for t, _, port in live.received())
         reader.close()
@@ -292,11 +300,15 @@ def test_a_replay_and_the_live_stream_of_one_session_reach_one_image_through_two
     reader = Reader(harness, image)
     _offer_all(mds, reader, replay, messages[:30])
     assert _settle(mds, reader, 30) == messages[:30]
+    mds.cycle(250)  # a status message timeout: the log shows the one transport delivering
+    assert active_transport_count(reader) == 1
 
     live = ExclusivePublication(mds, live_port, term_offset=int(TA.producer_position(replay.log.buffer)))
     _offer_all(mds, reader, live, messages[30:60])
     assert _settle(mds, reader, 60) == messages[:60]
     assert len(mds.images) == 1  # one session: one image, fed through both destinations
+    mds.cycle(250)
+    assert active_transport_count(reader) == 2
 
     assert mds.destination(False, _port_channel(replay_port))[0] == cp.ON_OPERATION_SUCCESS
     _offer_all(mds, reader, live, messages[60:])
