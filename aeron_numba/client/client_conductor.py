@@ -510,33 +510,34 @@ class ClientConductor:
             correlation_id = self.driver_proxy.add_counter(type_id, key, label)
             return self._await_response(correlation_id, cp.ADD_COUNTER)
 
-    def change_destination(self, publication: Publication, channel: str, add: bool) -> None:
-        """ADD_/REMOVE_DESTINATION for a ``control-mode=manual`` publication; waits for the driver's answer."""
+    def change_destination(self, publication: Publication, channel: str, add: bool, wait: bool = True) -> int:
+        """ADD_/REMOVE_DESTINATION for a ``control-mode=manual`` publication; waits for the driver's answer, or
+        with ``wait=False`` returns the command's correlation id (a refusal goes to the error handler)."""
         proxy = self.driver_proxy
-        if add:
-            self._change_destination(publication, "publication", proxy.add_destination, cp.ADD_DESTINATION, channel)
-        else:
-            self._change_destination(publication, "publication", proxy.remove_destination, cp.REMOVE_DESTINATION,
-                                     channel)
+        send, msg_type_id = (proxy.add_destination, cp.ADD_DESTINATION) if add else \
+            (proxy.remove_destination, cp.REMOVE_DESTINATION)
+        return self._change_destination(publication, "publication", send, msg_type_id, channel, wait)
 
-    def change_rcv_destination(self, subscription: Subscription, channel: str, add: bool) -> None:
-        """ADD_/REMOVE_RCV_DESTINATION for a ``control-mode=manual`` subscription; waits for the driver's answer."""
+    def change_rcv_destination(self, subscription: Subscription, channel: str, add: bool, wait: bool = True) -> int:
+        """ADD_/REMOVE_RCV_DESTINATION for a ``control-mode=manual`` subscription; as ``change_destination``."""
         proxy = self.driver_proxy
-        if add:
-            self._change_destination(subscription, "subscription", proxy.add_rcv_destination,
-                                     cp.ADD_RCV_DESTINATION, channel)
-        else:
-            self._change_destination(subscription, "subscription", proxy.remove_rcv_destination,
-                                     cp.REMOVE_RCV_DESTINATION, channel)
+        send, msg_type_id = (proxy.add_rcv_destination, cp.ADD_RCV_DESTINATION) if add else \
+            (proxy.remove_rcv_destination, cp.REMOVE_RCV_DESTINATION)
+        return self._change_destination(subscription, "subscription", send, msg_type_id, channel, wait)
 
     def _change_destination(self, resource, kind: str, send: Callable[[int, str], int], msg_type_id: int,
-                            channel: str) -> None:
+                            channel: str, wait: bool) -> int:
         with self._lock:
             self._ensure_not_reentrant()
             self._raise_if_closed()
             if resource.is_closed:
                 raise AeronError(f"{kind} registration_id={resource.registration_id} is closed")
-            self._await_response(send(resource.registration_id, channel), msg_type_id)
+            correlation_id = send(resource.registration_id, channel)
+            if wait:
+                self._await_response(correlation_id, msg_type_id)
+            else:  # its answer, if an error, goes to the error handler
+                self.driver_events_adapter.async_command_ids.add(correlation_id)
+            return correlation_id
 
     def _release(self, resource, remove: Callable[[int], int]) -> None:
         """Common part of closing a resource: forget it and send its REMOVE command asynchronously."""

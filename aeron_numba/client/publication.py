@@ -266,6 +266,15 @@ class Publication:
         """Stop sending to a destination added with ``add_destination``."""
         self._conductor.change_destination(self, endpoint_channel, add=False)
 
+    def async_add_destination(self, endpoint_channel: str) -> int:
+        """``add_destination`` without waiting: returns the command's correlation id; a refusal goes to the
+        context's error handler."""
+        return self._conductor.change_destination(self, endpoint_channel, add=True, wait=False)
+
+    def async_remove_destination(self, endpoint_channel: str) -> int:
+        """``remove_destination`` without waiting, as ``async_add_destination``."""
+        return self._conductor.change_destination(self, endpoint_channel, add=False, wait=False)
+
     def close(self) -> None:
         """Release this registration (REMOVE_PUBLICATION); later offers return CLOSED. Idempotent."""
         if not self._is_closed:

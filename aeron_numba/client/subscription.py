@@ -166,6 +166,15 @@ class Subscription:
         """Stop receiving on a destination added with ``add_destination`` (its socket is closed)."""
         self._conductor.change_rcv_destination(self, endpoint_channel, add=False)
 
+    def async_add_destination(self, endpoint_channel: str) -> int:
+        """``add_destination`` without waiting: returns the command's correlation id; a refusal goes to the
+        context's error handler (from a duty cycle that must not block, e.g. an archive's)."""
+        return self._conductor.change_rcv_destination(self, endpoint_channel, add=True, wait=False)
+
+    def async_remove_destination(self, endpoint_channel: str) -> int:
+        """``remove_destination`` without waiting, as ``async_add_destination``."""
+        return self._conductor.change_rcv_destination(self, endpoint_channel, add=False, wait=False)
+
     def close(self) -> None:
         """Send REMOVE_SUBSCRIPTION and close every image (their unavailable handler is called). Idempotent."""
         if not self._is_closed:

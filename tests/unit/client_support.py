@@ -210,6 +210,8 @@ class FakeDriver:
             cp.REMOVE_SUBSCRIPTION: self._on_remove_subscription,
             cp.ADD_COUNTER: self._on_add_counter,
             cp.REMOVE_COUNTER: self._on_remove_counter,
+            cp.ADD_RCV_DESTINATION: self._on_destination,
+            cp.REMOVE_RCV_DESTINATION: self._on_destination,
             cp.CLIENT_CLOSE: lambda t, m: None,
         }.get(msg_type_id)
         if handler is None:
@@ -348,6 +350,9 @@ class FakeDriver:
         )
         self.counter_ids[msg.correlation_id] = counter_id
         self._transmit(cp.ON_COUNTER_READY, dc.CounterUpdate(msg.correlation_id, counter_id))
+
+    def _on_destination(self, msg_type_id: int, msg) -> None:
+        self._transmit(cp.ON_OPERATION_SUCCESS, dc.OperationSucceeded(msg.correlation_id))
 
     def _on_remove_counter(self, msg_type_id: int, msg) -> None:
         counter_id = self.counter_ids.pop(msg.registration_id, None)

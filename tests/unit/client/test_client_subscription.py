@@ -26,7 +26,7 @@ from aeron_numba.client import (
     FragmentAssembler,
     Header,
 )
-from aeron_numba.errors import ConfigurationError
+from aeron_numba.errors import AeronError, ConfigurationError, RegistrationError
 from aeron_numba.kernels import term_reader
 from aeron_numba.kernels.handlers import FRAGMENT_HANDLER_SIG
 from aeron_numba.layout import control_protocol as cp
@@ -582,3 +582,39 @@ def test_a_batch_larger_than_the_private_copy_grows_it_and_is_delivered_whole(cl
     assert collector.messages == payloads and collector.positions == positions
     assert subscription.images[0].position == positions[-1]
     assert subscription.images[0]._scratch.size >= 100 * 1376 > INITIAL_COPY_LENGTH
+
+
+def test_add_and_remove_destination_send_the_receive_destination_commands_and_wait_for_the_answer(client, driver):
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:udp?control-mode=manual", 10)
+    subscription.add_destination("aeron:udp?endpoint=127.0.0.1:40100")
+    subscription.remove_destination("aeron:udp?endpoint=127.0.0.1:40100")
+    (added,) = driver.commands_of(cp.ADD_RCV_DESTINATION)
+    (removed,) = driver.commands_of(cp.REMOVE_RCV_DESTINATION)
+    for command in (added, removed):
+        assert (command.registration_correlation_id, command.channel) == \
+            (subscription.registration_id, "aeron:udp?endpoint=127.0.0.1:40100")
+    driver.fail_next(cp.ADD_RCV_DESTINATION, cp.INVALID_CHANNEL, "channel does not allow manual control")
+    with pytest.raises(RegistrationError, match="channel does not allow manual control") as refused:
+        subscription.add_destination("aeron:udp?endpoint=127.0.0.1:40101")
+    assert refused.value.error_code_name == "INVALID_CHANNEL"
+    subscription.close()
+    with pytest.raises(AeronError, match=f"subscription registration_id={subscription.registration_id} is closed"):
+        subscription.add_destination("aeron:udp?endpoint=127.0.0.1:40102")
+
+
+def test_async_add_destination_returns_at_once_and_a_refusal_reaches_the_error_handler(driver):
+    aeron, errors = connect(driver)
+    try:
+        subscription = aeron.add_subscription("aeron:udp?control-mode=manual", 10)
+        correlation_id = subscription.async_add_destination("aeron:udp?endpoint=127.0.0.1:40100")
+        (added,) = driver.wait_for_command(cp.ADD_RCV_DESTINATION)
+        assert added.correlation_id == correlation_id and errors == []
+        driver.fail_next(cp.REMOVE_RCV_DESTINATION, cp.UNKNOWN_SUBSCRIPTION, "unknown subscription")
+        correlation_id = subscription.async_remove_destination("aeron:udp?endpoint=127.0.0.1:40100")
+        await_condition(lambda: errors, 5, "the refusal reported")
+        (error,) = errors
+        assert isinstance(error, RegistrationError) and error.error_code_name == "UNKNOWN_SUBSCRIPTION"
+        assert driver.commands_of(cp.REMOVE_RCV_DESTINATION)[0].correlation_id == correlation_id
+    finally:
+        aeron.close()
