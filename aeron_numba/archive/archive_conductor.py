@@ -923,10 +923,6 @@ class ArchiveConductor:
             session.error(correlation_id, "GENERIC", f"replication channel {channel!r}: control-mode (response "
                                                      f"channels, multi-destination) is not supported by this archive")
             return
-        if live_destination:  # Aeron merges into the live stream: needs MDS subscriptions our driver lacks
-            session.error(correlation_id, "GENERIC", f"liveDestination={live_destination!r}: merging a replication "
-                                                     f"into a live stream is not supported by this archive")
-            return
         if channel_tag_id != A.NULL_VALUE or subscription_tag_id != A.NULL_VALUE:
             session.error(correlation_id, "GENERIC", f"tagged replication (channelTagId={channel_tag_id}, "
                                                      f"subscriptionTagId={subscription_tag_id}) needs tagged, "
@@ -965,7 +961,8 @@ class ArchiveConductor:
             stop_position=stop_position, replication_channel=channel, file_io_max_length=file_io_max_length,
             replication_session_id=replication_session_id, control_session=session, conductor=self,
             catalog=self.catalog, connect=connect, next_correlation_id=self.aeron.next_correlation_id,
-            message_timeout_ns=timeout_ns, nano_clock=self.nano_clock, on_error=self.record_error)
+            message_timeout_ns=timeout_ns, nano_clock=self.nano_clock, on_error=self.record_error,
+            live_destination=live_destination)
         self._replication_owner[replication_id] = session.control_session_id
         session.respond(correlation_id, OK, replication_id)
 

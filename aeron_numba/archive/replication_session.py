@@ -18,10 +18,19 @@ goes (the source died: no SYNC). DONE, then ``close``: the recording subscriptio
 at the source is stopped, the source session is closed, and REPLICATE_END goes out; the recording's STOP follows
 when its session has ended (Aeron's order).
 
+With a ``liveDestination`` (the source recording must be active) the replication then follows the live stream, as
+Aeron's does: SRC_RECORDING_POSITION asks the source how far it has recorded; EXTEND records a multi-destination
+subscription (``control-mode=manual``, ``tags=<channel tag>,<subscription tag>``, no endpoint) and, once the
+driver has made it, adds the replication channel's endpoint to it as the replay destination; the replay (``linger=0|eos=false``, the recording's
+own session id) goes there. CATCHUP: until the image reaches that recorded position. ATTEMPT_LIVE_JOIN: asks the
+source's recorded position again each round (three timeouts in a row end it); within a quarter term (at most
+``LIVE_ADD_MAX_WINDOW``) of it, the live destination is added to the subscription; once the image is at the
+source's position with two transports feeding it, the replay destination is removed, MERGE is signalled, and the
+replication is DONE with the recording still following the live stream (close stops only the source's replay).
+
 As Aeron: signals and errors carry the replication id as their correlation id; each step waiting on the source has
 the archive client's message timeout (an ERROR GENERIC when it passes), and an ERROR from the source ends the
-replication with an ERROR GENERIC carrying its message. The live merge (``liveDestination``) and the replay token
-steps of Aeron's session are not here: the conductor refuses those requests.
+replication with an ERROR GENERIC carrying its message. The replay token steps of Aeron's session are not here.
 """
 
 from __future__ import annotations
@@ -29,21 +38,27 @@ from __future__ import annotations
 import enum
 import time
 
-from aeron_numba.codecs.channel_uri import ChannelUri
+from aeron_numba.codecs.channel_uri import ENDPOINT_PARAM, ChannelUri
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
 _ERROR = A.CONTROL_RESPONSE_CODES["ERROR"]
+LIVE_ADD_MAX_WINDOW = 32 * 1024 * 1024  # Aeron's ReplayMerge.LIVE_ADD_MAX_WINDOW
+REPLAY_REMOVE_THRESHOLD = 0
+RETRY_ATTEMPTS = 3  # recorded-position requests that may time out in a row while attempting the live join
 _RECORDING_UNKNOWN = A.CONTROL_RESPONSE_CODES["RECORDING_UNKNOWN"]
 
 
 class ReplicationState(enum.Enum):
     CONNECT = "connect"
     REPLICATE_DESCRIPTOR = "replicate descriptor"
+    SRC_RECORDING_POSITION = "src recording position"
     EXTEND = "extend"
     REPLAY = "replay"
     AWAIT_IMAGE = "await image"
     REPLICATE = "replicate"
+    CATCHUP = "catchup"
+    ATTEMPT_LIVE_JOIN = "attempt live join"
     DONE = "done"
 
 
@@ -59,7 +74,8 @@ class ReplicationSession:
     def __init__(self, *, replication_id: int, src_recording_id: int, dst_recording_id: int, stop_position: int,
                  replication_channel: str, file_io_max_length: int, replication_session_id: int, control_session,
                  conductor, catalog, connect, next_correlation_id, message_timeout_ns: int,
-                 nano_clock=time.monotonic_ns, on_error=None):
+                 nano_clock=time.monotonic_ns, on_error=None, live_destination: str = "",
+                 channel_tag_id: int = A.NULL_VALUE, subscription_tag_id: int = A.NULL_VALUE):
         """``connect()`` starts the ``AsyncConnect`` to the source archive. ``conductor`` records for the session:
         ``extend_for_replication(control_session, replication_id, recording_id, stream_id, channel)`` returns
         the recording subscription (or None, the error already sent) and ``stop_recording_subscription(id)``
@@ -71,6 +87,14 @@ class ReplicationSession:
         self.replication_channel = replication_channel
         self.file_io_max_length = file_io_max_length
         self.replication_session_id = replication_session_id
+        self.live_destination = live_destination or None
+        # The MDS recording subscription's tags, as Aeron's: the request's, else the replication id.
+        self.channel_tag_id = replication_id if channel_tag_id == A.NULL_VALUE else channel_tag_id
+        self.subscription_tag_id = replication_id if subscription_tag_id == A.NULL_VALUE else subscription_tag_id
+        self.replay_destination: str | None = None
+        self.is_live_added = False
+        self.retry_attempts = RETRY_ATTEMPTS
+        self.src_recording_position = A.NULL_POSITION
         self.control_session = control_session
         self.conductor = conductor
         self.catalog = catalog
@@ -157,8 +181,9 @@ class ReplicationSession:
     def _on_recording_descriptor(self, d) -> None:
         self.src_stop_position = d.stop_position
         self.replay_stream_id = d.stream_id
-        self.replay_session_id = d.session_id if self.replication_session_id == A.NULL_VALUE \
-            else self.replication_session_id
+        # Merging with the live stream needs the recording's own session: the live publication's.
+        self.replay_session_id = d.session_id if self.live_destination or \
+            self.replication_session_id == A.NULL_VALUE else self.replication_session_id
         if self.file_io_max_length != A.NULL_VALUE and self.file_io_max_length < d.mtu_length:
             raise ReplicationError(f"Replication fileIoMaxLength ({self.file_io_max_length}) is less than than the "
                                    f"recording mtuLength ({d.mtu_length})")
@@ -172,25 +197,51 @@ class ReplicationSession:
                 stripped_channel=d.stripped_channel, original_channel=d.original_channel,
                 source_identity=d.source_identity)
             self._signal(d.start_position, "REPLICATE")
+        next_state, reason = ReplicationState.EXTEND, ""
+        if self.live_destination:
+            if d.stop_position != A.NULL_POSITION:
+                raise ReplicationError("cannot live merge without active source recording")
+            next_state, reason = ReplicationState.SRC_RECORDING_POSITION, f"liveDestination={self.live_destination}"
         if d.start_position == d.stop_position or d.stop_position == self.catalog.stop_position(self.dst_recording_id):
             self._signal(d.stop_position, "SYNC")
-            self._state(ReplicationState.DONE, "in sync")
-        else:
+            next_state, reason = ReplicationState.DONE, "in sync"
+        self._state(next_state, reason)
+
+    def _src_recording_position(self) -> int:
+        if self._active_correlation_id == A.NULL_VALUE:
+            return self._send("send recording position request", self.source.proxy.recording_position_request,
+                              recording_id=self.src_recording_id)
+        work = self.source.poller.poll()
+        response = self._response()
+        if response is not None:
+            self.src_recording_position = response.relevant_id
+            if self.src_recording_position == A.NULL_POSITION:
+                raise ReplicationError("cannot live merge without active source recording")
             self._state(ReplicationState.EXTEND, "")
+            return 1
+        self._check_timeout("failed to get recording position", work)
+        return work
 
     def _extend(self) -> int:
         uri = ChannelUri.parse(self.replication_channel)
         params = dict(uri.params)
+        endpoint = params.get(ENDPOINT_PARAM)
         params["rejoin"] = "false"
         params["session-id"] = str(self.replay_session_id)
+        if self.live_destination:  # one image fed by the replay, then by the live stream too
+            params.pop(ENDPOINT_PARAM, None)
+            params["tags"] = f"{self.channel_tag_id},{self.subscription_tag_id}"
+            params["control-mode"] = "manual"
         channel = str(ChannelUri(uri.media, params, uri.prefix))
         registration_id = self.conductor.extend_for_replication(self.control_session, self.replication_id,
                                                                self.dst_recording_id, self.replay_stream_id, channel)
         if registration_id is None:
             self._state(ReplicationState.DONE, "the destination recording cannot be extended")
-        else:
-            self.recording_subscription_id = registration_id
-            self._state(ReplicationState.REPLAY, "")
+            return 1
+        self.recording_subscription_id = registration_id
+        if self.live_destination:  # added to the subscription once the driver has made it
+            self.replay_destination = _destination_uri(uri, endpoint)
+        self._state(ReplicationState.REPLAY, "")
         return 1
 
     def _recording_subscription_made(self) -> bool:
@@ -203,6 +254,8 @@ class ReplicationSession:
             self._check_timeout(f"failed to add the recording subscription: channel={owner.original_channel}", 0)
             return False
         self.recording_subscription = owner.subscription
+        if self.live_destination:
+            owner.subscription.async_add_destination(self.replay_destination)
         return True
 
     def _replay(self) -> int:
@@ -210,14 +263,16 @@ class ReplicationSession:
         if self.recording_subscription is None and not self._recording_subscription_made():
             return int(self.state is ReplicationState.DONE)
         if self._active_correlation_id == A.NULL_VALUE:
-            resolved = self.recording_subscription.try_resolve_channel_endpoint_port()
-            if resolved is None:
+            uri = self._resolved_replay_channel()
+            if uri is None:
                 self._check_timeout("failed to resolve subscription endpoint: channel="
                                     f"{self.recording_subscription.channel}", 0)
                 return 0
-            uri = ChannelUri.parse(resolved)
             params = {k: v for k, v in uri.params.items() if k != "rejoin"}
             params["session-id"] = str(self.replay_session_id)
+            if self.live_destination:  # the replay must not end the stream the live publication carries on
+                params["linger"] = "0"
+                params["eos"] = "false"
             length = A.NULL_LENGTH if self.dst_stop_position == A.NULL_POSITION \
                 else self.dst_stop_position - self.replay_position
             return self._send("send replay request", source.proxy.replay_request,
@@ -233,6 +288,19 @@ class ReplicationSession:
         self._check_timeout(f"failed get acknowledgement of replay request to: {self.replication_channel}", work)
         return work
 
+    def _resolved_replay_channel(self) -> ChannelUri | None:
+        """Where the source replays to: the replication channel with the port this archive's driver bound for its
+        endpoint (MDS: for the replay destination); None until that is known."""
+        subscription = self.recording_subscription
+        if not self.live_destination:
+            resolved = subscription.try_resolve_channel_endpoint_port()
+            return None if resolved is None else ChannelUri.parse(resolved)
+        bound = subscription.resolved_endpoint
+        if bound is None:
+            return None
+        uri = ChannelUri.parse(self.replication_channel)
+        return uri.replace_endpoint_wildcard_port(bound) if uri.get(ENDPOINT_PARAM) is not None else uri
+
     def _await_image(self) -> int:
         image = self.recording_subscription.image_by_session_id(self.replay_session_id)
         if image is None:
@@ -240,7 +308,8 @@ class ReplicationSession:
                                 f"{self.recording_subscription.channel}", 0)
             return 0
         self.image = image
-        self._state(ReplicationState.REPLICATE, f"image joined at {image.join_position}")
+        self._state(ReplicationState.CATCHUP if self.live_destination else ReplicationState.REPLICATE,
+                    f"image joined at {image.join_position}")
         return 1
 
     def _replicate(self) -> int:
@@ -256,21 +325,76 @@ class ReplicationSession:
             return 1
         return 0
 
+    def _catchup(self) -> int:
+        image = self.image
+        if image.position >= self.src_recording_position:
+            self._state(ReplicationState.ATTEMPT_LIVE_JOIN, f"image position ({image.position}) >= "
+                                                            f"srcRecordingPosition ({self.src_recording_position})")
+            return 1
+        if image.is_closed:
+            raise ReplicationError("replication image closed unexpectedly")
+        return 0
+
+    def _attempt_live_join(self) -> int:
+        source = self.source
+        if self._active_correlation_id == A.NULL_VALUE:
+            return self._send("send recording position request", source.proxy.recording_position_request,
+                              recording_id=self.src_recording_id)
+        work = source.poller.poll()
+        response = self._response()
+        if response is not None:
+            self._track(A.NULL_VALUE)  # ask again next round
+            self.retry_attempts = RETRY_ATTEMPTS
+            self.src_recording_position = response.relevant_id
+            if self.src_recording_position == A.NULL_POSITION:
+                raise ReplicationError("cannot live merge without active source recording")
+            position = self.image.position
+            if self._should_add_live_destination(position):
+                self.recording_subscription.async_add_destination(self.live_destination)
+                self.is_live_added = True
+            elif self._should_stop_replay(position):
+                self.recording_subscription.async_remove_destination(self.replay_destination)
+                self.replay_destination = None
+                # The recording goes on with the live stream: close must not stop it (and MERGE names no
+                # subscription, as Aeron's).
+                self.recording_subscription, self.recording_subscription_id = None, A.NULL_VALUE
+                self._signal(position, "MERGE")
+                self._state(ReplicationState.DONE, "merge")
+            return 1
+        if self.image.is_closed:
+            raise ReplicationError("replication image closed unexpectedly")
+        if work == 0 and self.nano_clock() >= self._action_deadline_ns:
+            self.retry_attempts -= 1
+            if self.retry_attempts == 0:
+                raise ReplicationError("failed to get recording position")
+            self._track(A.NULL_VALUE)
+        return work
+
+    def _should_add_live_destination(self, position: int) -> bool:
+        window = min(self.image.term_buffer_length >> 2, LIVE_ADD_MAX_WINDOW)
+        return not self.is_live_added and self.src_recording_position - position <= window
+
+    def _should_stop_replay(self, position: int) -> bool:
+        return self.is_live_added and self.src_recording_position - position <= REPLAY_REMOVE_THRESHOLD and \
+            self.image.active_transport_count >= 2
+
     _STEPS = {
         ReplicationState.CONNECT: _connect_step,
         ReplicationState.REPLICATE_DESCRIPTOR: _replicate_descriptor,
+        ReplicationState.SRC_RECORDING_POSITION: _src_recording_position,
         ReplicationState.EXTEND: _extend,
         ReplicationState.REPLAY: _replay,
         ReplicationState.AWAIT_IMAGE: _await_image,
         ReplicationState.REPLICATE: _replicate,
+        ReplicationState.CATCHUP: _catchup,
+        ReplicationState.ATTEMPT_LIVE_JOIN: _attempt_live_join,
     }
 
     # ------------------------------------------------------------------------------------------- helpers
     def _send(self, what: str, send_method, **fields) -> int:
         correlation_id = self.next_correlation_id()
         if send_method(control_session_id=self.source.control_session_id, correlation_id=correlation_id, **fields):
-            self._active_correlation_id = correlation_id
-            self._action_deadline_ns = self.nano_clock() + self.message_timeout_ns
+            self._track(correlation_id)
             return 1
         self._check_timeout(f"failed to {what}", 0)
         return 0
@@ -281,6 +405,11 @@ class ReplicationSession:
         if response is not None and response.code == _ERROR:
             raise ReplicationError(response.error_message)
         return response
+
+    def _track(self, correlation_id: int) -> None:
+        """The request in flight (NULL_VALUE: none) and the deadline for its answer."""
+        self._active_correlation_id = correlation_id
+        self._action_deadline_ns = self.nano_clock() + self.message_timeout_ns
 
     def _check_timeout(self, what: str, work: int) -> None:
         if work == 0 and self.nano_clock() >= self._action_deadline_ns:
@@ -321,3 +450,10 @@ class ReplicationSession:
         except (AeronError, OSError) as exc:  # the source's side is already gone: nothing more to tidy there
             self.on_error(f"replication id={self.replication_id} closing: {exc}")
         self._signal(A.NULL_POSITION, "REPLICATE_END")
+
+
+def _destination_uri(replication_channel: ChannelUri, endpoint: str | None) -> str:
+    """The replay destination: the replication channel's endpoint (and interface), as Aeron's createDestinationUri."""
+    uri = f"aeron:{replication_channel.media}?{ENDPOINT_PARAM}={endpoint}"
+    interface = replication_channel.get("interface")
+    return uri if interface is None else f"{uri}|interface={interface}"

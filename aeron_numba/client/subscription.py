@@ -142,6 +142,13 @@ class Subscription:
         """The ``host:port`` addresses the driver bound for this subscription's channel (none for IPC)."""
         return local_socket_addresses(self._conductor.counters_reader, self.channel_status_id)
 
+    @property
+    def resolved_endpoint(self) -> str | None:
+        """The first ``host:port`` the driver bound for this subscription (Aeron's ``resolvedEndpoint``), e.g. a
+        multi-destination subscription's one destination; None while there is none or it is not ACTIVE."""
+        addresses = self.local_socket_addresses()
+        return addresses[0] if addresses else None
+
     def try_resolve_channel_endpoint_port(self) -> str | None:
         """The channel with its ``endpoint``'s wildcard port 0 replaced by the port the driver bound (Aeron's
         ``tryResolveChannelEndpointPort``); the channel as given when it has no wildcard port or the driver shows

@@ -345,9 +345,6 @@ def replicate(conductor, session, correlation_id=60, dst_recording_id=A.NULL_VAL
 @pytest.mark.parametrize("kwargs, code, message", [
     (dict(replication_channel=""), "GENERIC", "no replication channel: the request names none and the archive has "
                                               "no AERON_ARCHIVE_REPLICATION_CHANNEL"),
-    (dict(live_destination="aeron:udp?endpoint=localhost:9999"), "GENERIC",
-     "liveDestination='aeron:udp?endpoint=localhost:9999': merging a replication into a live stream is not "
-     "supported by this archive"),
     (dict(channel_tag_id=5), "GENERIC", "tagged replication (channelTagId=5, subscriptionTagId=-1) needs tagged, "
                                         "multi-destination subscriptions, not supported by this archive"),
     (dict(dst_recording_id=12), "UNKNOWN_RECORDING", "unknown destination recording id 12"),

@@ -51,7 +51,7 @@ def test_every_request_is_implemented_and_replication_requests_reach_the_conduct
     unknown, refused = session.publication.sent
     assert (unknown.correlation_id, unknown.code, unknown.relevant_id, unknown.error_message) == \
         (5, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLICATION"], "unknown replication id 77")
-    # The legacy request has no replication channel and this archive none configured: refused before liveDestination.
+    # The legacy request has no replication channel and this archive none configured: refused.
     assert (refused.correlation_id, refused.code, refused.error_message) == \
         (6, ERROR, "no replication channel: the request names none and the archive has no "
                    "AERON_ARCHIVE_REPLICATION_CHANNEL")

@@ -67,12 +67,26 @@ class Image:
     def __init__(self, join_position):
         self.session_id, self.join_position, self.position = SRC_SESSION, join_position, join_position
         self.is_closed = self.is_end_of_stream = False
+        self.term_buffer_length, self.active_transport_count = 64 * 1024, 1
 
 
 class RecordingSubscription:
     def __init__(self, channel):
         self.registration_id, self.channel, self.is_closed = 700, channel, False
         self.images = []
+        self.destinations: list[tuple[str, str]] = []  # ("add" | "remove", channel), in order
+
+    @property
+    def resolved_endpoint(self):  # MDS: known once the replay destination is added
+        return "127.0.0.1:40124" if ("add", "aeron:udp?endpoint=localhost:0") in self.destinations else None
+
+    def async_add_destination(self, channel):
+        self.destinations.append(("add", channel))
+        return 1
+
+    def async_remove_destination(self, channel):
+        self.destinations.append(("remove", channel))
+        return 2
 
     def try_resolve_channel_endpoint_port(self):
         return self.channel.replace("localhost:0", "localhost:40123")
@@ -137,7 +151,7 @@ def catalog(tmp_path):
 
 
 def make(catalog, source=None, dst_recording_id=A.NULL_VALUE, stop_position=A.NULL_POSITION, connect_error=None,
-         file_io_max_length=A.NULL_VALUE):
+         file_io_max_length=A.NULL_VALUE, live_destination=""):
     clock, ids = Clock(), iter(range(100, 200))
     connect = Connect(source or Source(), connect_error)
     replication = ReplicationSession(
@@ -145,7 +159,7 @@ def make(catalog, source=None, dst_recording_id=A.NULL_VALUE, stop_position=A.NU
         stop_position=stop_position, replication_channel="aeron:udp?endpoint=localhost:0",
         file_io_max_length=file_io_max_length, replication_session_id=A.NULL_VALUE, control_session=ControlSession(),
         conductor=Conductor(), catalog=catalog, connect=lambda: connect, next_correlation_id=lambda: next(ids),
-        message_timeout_ns=TIMEOUT_NS, nano_clock=clock)
+        message_timeout_ns=TIMEOUT_NS, nano_clock=clock, live_destination=live_destination)
     replication.clock, replication.connect_attempt = clock, connect
     return replication
 
@@ -371,3 +385,116 @@ def test_a_recording_subscription_the_driver_refused_ends_the_replication_with_t
     assert replication.is_done
     assert replication.control_session.errors == []  # the conductor answered the refusal itself
     assert [type(m).__name__ for m in source.sent] == ["ListRecordingRequest"]
+
+
+LIVE = "aeron:udp?endpoint=localhost:9100"
+
+
+def answer(source, request, relevant_id, code=OK, error_message=""):
+    source.poller.responses[request.correlation_id] = ARCHIVE.ControlResponse(
+        control_session_id=31, correlation_id=request.correlation_id, relevant_id=relevant_id, code=code, version=0,
+        error_message=error_message)
+
+
+def run_to_live_join(catalog, source, recorded=8192):
+    """A live replication up to ATTEMPT_LIVE_JOIN: the source has recorded ``recorded`` of an active recording."""
+    replication = make(catalog, source, live_destination=LIVE)
+    replication.do_work(), replication.do_work(), replication.do_work()
+    [listing] = source.sent
+    source.poller.descriptors[listing.correlation_id].append(descriptor(start=0, stop=A.NULL_POSITION))
+    replication.do_work()
+    assert replication.state is ReplicationState.SRC_RECORDING_POSITION
+    replication.do_work()
+    position_request = source.sent[-1]
+    assert (type(position_request).__name__, position_request.recording_id) == ("RecordingPositionRequest", SRC_ID)
+    answer(source, position_request, recorded)
+    replication.do_work()
+    assert replication.state is ReplicationState.EXTEND
+    replication.do_work()
+    subscription = replication.conductor.subscription
+    # One image for the replay and the live stream: a multi-destination subscription, tagged as Aeron tags it.
+    assert subscription.channel == (f"aeron:udp?rejoin=false|session-id={SRC_SESSION}|"
+                                    f"tags={REPLICATION_ID},{REPLICATION_ID}|control-mode=manual")
+    assert subscription.destinations == []
+    replication.do_work()  # the subscription made: the replay destination added, the replay asked for
+    assert subscription.destinations == [("add", "aeron:udp?endpoint=localhost:0")]
+    replay = source.sent[-1]
+    assert (type(replay).__name__, replay.position, replay.replay_channel) == (
+        "ReplayRequest", 0, f"aeron:udp?endpoint=localhost:40124|session-id={SRC_SESSION}|linger=0|eos=false")
+    answer(source, replay, (3 << 32) | SRC_SESSION)
+    replication.do_work()
+    image = Image(0)
+    subscription.images.append(image)
+    replication.do_work()
+    assert replication.state is ReplicationState.CATCHUP
+    return replication, subscription, image
+
+
+def test_a_live_replication_catches_up_adds_the_live_destination_then_lets_go_of_the_replay(catalog):
+    source = Source()
+    replication, subscription, image = run_to_live_join(catalog, source)
+    image.position = 4096
+    replication.do_work()
+    assert replication.state is ReplicationState.CATCHUP  # behind what the source had recorded
+    image.position = 8192
+    replication.do_work()
+    assert replication.state is ReplicationState.ATTEMPT_LIVE_JOIN
+    replication.do_work()
+    answer(source, source.sent[-1], 8192 + 64 * 1024 // 4 + 32)  # the live stream moved on: too far to join
+    replication.do_work()
+    assert subscription.destinations[1:] == []
+    replication.do_work()
+    answer(source, source.sent[-1], 8192 + 64 * 1024 // 4)  # within a quarter term: join the live stream
+    replication.do_work()
+    assert subscription.destinations[1:] == [("add", LIVE)]
+    image.position = 8192 + 64 * 1024 // 4
+    replication.do_work()
+    answer(source, source.sent[-1], image.position)  # caught up, but the live stream has not arrived yet
+    replication.do_work()
+    assert replication.state is ReplicationState.ATTEMPT_LIVE_JOIN
+    image.active_transport_count = 2
+    replication.do_work()
+    answer(source, source.sent[-1], image.position)
+    replication.do_work()
+    assert replication.is_done and replication.reason == "merge"
+    assert subscription.destinations[2:] == [("remove", "aeron:udp?endpoint=localhost:0")]
+    replication.close()
+    assert replication.conductor.stopped == []  # the recording goes on with the live stream
+    assert type(source.sent[-1]).__name__ == "StopReplayRequest" and source.closed
+    dst = replication.dst_recording_id
+    assert replication.control_session.signals == [
+        (REPLICATION_ID, dst, A.NULL_VALUE, 0, "REPLICATE"),
+        (REPLICATION_ID, dst, A.NULL_VALUE, image.position, "MERGE"),
+        (REPLICATION_ID, dst, A.NULL_VALUE, A.NULL_POSITION, "REPLICATE_END")]
+    assert replication.control_session.errors == []
+
+
+def test_a_live_replication_of_a_stopped_recording_is_refused(catalog):
+    source = Source()
+    replication = make(catalog, source, live_destination=LIVE)
+    run_to_replay(replication, source, descriptor())
+    assert replication.is_done
+    assert replication.control_session.errors == [
+        (REPLICATION_ID, "GENERIC", "cannot live merge without active source recording")]
+
+
+def test_a_live_join_gives_up_after_three_unanswered_position_requests(catalog):
+    source = Source()
+    replication, _, image = run_to_live_join(catalog, source)
+    image.position = 8192
+    replication.do_work()
+    for attempt in range(3):
+        replication.do_work()  # asks
+        replication.clock.now += TIMEOUT_NS
+        replication.do_work()  # no answer in time
+    assert replication.is_done
+    assert replication.control_session.errors == [(REPLICATION_ID, "GENERIC", "failed to get recording position")]
+
+
+def test_a_replay_image_that_closes_before_the_live_join_is_an_error(catalog):
+    source = Source()
+    replication, _, image = run_to_live_join(catalog, source)
+    image.is_closed = True
+    replication.do_work()
+    assert replication.control_session.errors == [
+        (REPLICATION_ID, "GENERIC", "replication image closed unexpectedly")]
