@@ -182,7 +182,7 @@ class NetworkConductor:
                 retransmit_delay_ns=self.ctx.retransmit_unicast_delay_ns,
                 retransmit_linger_ns=self.ctx.retransmit_unicast_linger_ns, max_resend=self.ctx.max_resend,
                 flow_control=flow_control_for(channel.uri, multi_receiver=channel.has_group_semantics),
-                spies_simulate_connection=params.spies_simulate_connection,
+                spies_simulate_connection=params.spies_simulate_connection, signal_eos=params.signal_eos,
             )
         except Exception:
             for counter_id in counter_ids:

@@ -77,6 +77,7 @@ class NetworkPublication:
     connection_timeout_ns: int
     linger_timeout_ns: int
     heartbeat_timeout_ns: int = 100_000_000
+    signal_eos: bool = True  # the channel's eos: heartbeats flag the end of stream once drained
     setup_timeout_ns: int = 100_000_000
     retransmit_delay_ns: int = 0
     retransmit_linger_ns: int = 10_000_000
@@ -228,7 +229,8 @@ class NetworkPublication:
     def _heartbeat_check(self, now_ns: int, term_id: int, term_offset: int) -> int:
         if not self.has_receivers or now_ns - self.time_of_last_send_or_heartbeat_ns < self.heartbeat_timeout_ns:
             return 0
-        eos = self.end_of_stream_position is not None and self.sender_position >= self.end_of_stream_position
+        eos = self.signal_eos and self.end_of_stream_position is not None and \
+            self.sender_position >= self.end_of_stream_position
         length = uf.encode_heartbeat(self.control, 0, term_offset, self.session_id, self.stream_id, term_id, eos)
         self._send_control(length)
         self.system_counters.increment(cl.HEARTBEATS_SENT)

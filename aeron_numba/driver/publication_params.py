@@ -34,6 +34,7 @@ class PublicationParams:
     spies_simulate_connection: bool = False
     has_term_length: bool = False  # named on the channel: only what it names must match a log it joins
     has_mtu_length: bool = False
+    signal_eos: bool = True  # eos=false: closing sends no end of stream (a replay a live stream takes over from)
 
     @classmethod
     def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool,
@@ -83,6 +84,7 @@ class PublicationParams:
         up.check_publication_flags(uri)
         params.spies_simulate_connection = up.bool_param(uri, cu.SPIES_SIMULATE_CONNECTION_PARAM,
                                                          ctx.spies_simulate_connection)
+        params.signal_eos = up.bool_param(uri, cu.EOS_PARAM, True)
         return params
 
     @property

@@ -16,6 +16,7 @@ from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
+from aeron_numba.driver.publication_image import ImageState
 from aeron_numba.driver.warmup import warm_up_driver_kernels
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import udp_frames as uf
@@ -60,7 +61,7 @@ class Stream:
     """A UDP subscription and a publication to its port, in one driver; with ``channel``, both on that channel
     (a multicast group: the driver talks to itself over loopback multicast)."""
 
-    def __init__(self, harness, channel_params: str = "", channel: str | None = None):
+    def __init__(self, harness, channel_params: str = "", channel: str | None = None, publication_params: str = ""):
         self.harness = harness
         self.client = client = RawClient(harness.cnc)
         self.sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
@@ -73,7 +74,8 @@ class Stream:
         (endpoint,) = harness.conductor.network.receive_endpoints.values()
         self.port = endpoint.local_address[1]
         self.pub_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
-                                  channel=(channel or f"aeron:udp?endpoint=127.0.0.1:{self.port}") + "|term-length=64k")
+                                  channel=(channel or f"aeron:udp?endpoint=127.0.0.1:{self.port}") + "|term-length=64k"
+                                  + publication_params)
         harness.work()
         (t, self.pub), = client.responses()
         assert t == cp.ON_PUBLICATION_READY
@@ -280,6 +282,22 @@ def test_closing_drains_the_publication_and_the_image_goes_away_with_its_files(h
     run(harness, stream.client, 5)
     assert harness.system_counter(cl.HEARTBEATS_RECEIVED) > 0
     assert harness.system_counter(cl.STATUS_MESSAGES_SENT) == status_messages and network.images == []
+
+
+@pytest.mark.parametrize("eos", [True, False])
+def test_eos_false_closes_a_publication_without_ending_the_stream_at_its_subscribers(harness, eos):
+    """Aeron's ``eos`` channel parameter: a replay the live stream takes over from must not end the stream."""
+    stream = Stream(harness, publication_params="" if eos else "|eos=false")
+    assert stream.offer(b"last words") > 0
+    stream.client.send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=stream.pub_id)
+    assert stream.settle(60, step_ms=10) == [b"last words"]
+    images = harness.conductor.network.images
+    if eos:  # the end of stream reached and consumed: the image went at once
+        assert images == []
+    else:  # still there, waiting for more (until the image liveness timeout)
+        (image,) = images
+        assert image.end_of_stream_position is None and image.state is ImageState.ACTIVE
+    stream.close()
 
 
 def test_a_lost_tail_is_recovered_before_a_closed_publication_goes_even_with_linger_0(harness):
