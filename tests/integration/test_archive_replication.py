@@ -1,7 +1,7 @@
 """Replication between two archive processes, each beside its own media driver, over UDP: a stopped recording of
 the source archive copied into the destination archive (Aeron's ReplicateRequest2) arrives byte-identical (catalog
 stop position, segment files, CRC-32 frame checksums), also under 5 % receive loss; StopReplication; an unknown
-source recording."""
+source recording; an active recording replicated then merged into its live stream (liveDestination)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from aeron_numba.layout import archive as A
 from aeron_numba.layout.counters import NAK_MESSAGES_SENT
 from aeron_numba.tools.archive_tool import main as archive_tool
 from harness.aeron_dirs import new_aeron_dir, remove_aeron_dir
-from harness.awaiting import await_condition
+from harness.awaiting import NotYet, await_condition
 from harness.driver_settings import LENIENT_CLIENT_TIMEOUTS, udp_settings_for_tests
 from tests.integration.driver_processes import start_driver
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
@@ -307,3 +307,50 @@ def test_a_replication_sends_its_credentials_and_cannot_answer_a_challenge(proce
                                          encoded_credentials=b"admin:secret")
         signals = await_signals(dst.archive, admitted, "STOP", 60)
         assert [s.signal for s in signals] == ["REPLICATE", "EXTEND", "SYNC", "REPLICATE_END", "STOP"], signals
+
+def test_a_live_recording_is_replicated_then_merged_into_the_live_stream(nodes):
+    """ReplicateRequest with a liveDestination (Aeron's replicate-and-merge): the destination archive copies the
+    source's active recording through a replay, joins the live stream through the live destination of its
+    multi-destination recording subscription, lets go of the replay (MERGE) and records on, live; when the live
+    publication ends both recordings stop at the same position with the same bytes."""
+    src, dst = nodes
+    rec_channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}"
+    live_destination = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}"
+    src.archive.start_recording(rec_channel, STREAM, "REMOTE")
+    # The live stream goes to the source archive and to where the destination archive will listen for it, at the
+    # pace of the slower (fc=min): the default (max) would leave a lagging destination beyond retransmission.
+    live = src.aeron.add_exclusive_publication("aeron:udp?control-mode=manual|term-length=64k|fc=min", STREAM)
+    live.add_destination(rec_channel)
+    live.add_destination(live_destination)
+    await_condition(lambda: live.is_connected, 30, "the source archive records the live stream")
+    rng = random.Random(6)
+    publish(live, 1_500, rng)
+    started = []
+    await_condition(lambda: src.archive.poll_for_recording_signals(started.append) >= 0 and any(
+        s.signal == "START" for s in started), 30, "recording START")
+    src_id = next(s.recording_id for s in started if s.signal == "START")
+
+    replication_id = dst.archive.replicate(src_id, A.NULL_VALUE, A.DEFAULT_CONTROL_STREAM_ID, src.control_channel,
+                                           live_destination)
+    signals = []
+
+    def signalled(name: str) -> bool:  # the live stream goes on while the replication catches up with it
+        publish(live, 5, rng)
+        dst.archive.poll_for_recording_signals(
+            lambda s: signals.append(s) if s.correlation_id == replication_id else None)
+        return any(s.signal == name for s in signals)
+
+    await_condition(lambda: signalled("MERGE"), 120, "MERGE signal")
+    await_condition(lambda: signalled("REPLICATE_END"), 30, "REPLICATE_END signal")
+    assert dst.archive.poll_for_error_response() is None
+    names = [s.signal for s in signals]
+    assert names[:2] == ["REPLICATE", "EXTEND"] and "SYNC" not in names, names
+    dst_id = signals[0].recording_id
+    _, last = publish(live, 500, rng)[-1]  # recorded by the destination from the live stream alone
+    await_condition(lambda: dst.archive.get_recording_position(dst_id) == last or NotYet(
+        f"dst at {dst.archive.get_recording_position(dst_id)} stop {dst.archive.get_stop_position(dst_id)}, src at"
+        f" {src.archive.get_recording_position(src_id)}, live at {last}"), 60, "the live stream recorded")
+    live.close()
+    await_condition(lambda: src.archive.get_stop_position(src_id) == last, 30, "source recording stopped")
+    await_condition(lambda: dst.archive.get_stop_position(dst_id) == last, 30, "destination recording stopped")
+    assert_identical(src, src_id, dst, dst_id)
