@@ -43,10 +43,10 @@ from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
 _ERROR = A.CONTROL_RESPONSE_CODES["ERROR"]
+_RECORDING_UNKNOWN = A.CONTROL_RESPONSE_CODES["RECORDING_UNKNOWN"]
 LIVE_ADD_MAX_WINDOW = 32 * 1024 * 1024  # Aeron's ReplayMerge.LIVE_ADD_MAX_WINDOW
 REPLAY_REMOVE_THRESHOLD = 0
 RETRY_ATTEMPTS = 3  # recorded-position requests that may time out in a row while attempting the live join
-_RECORDING_UNKNOWN = A.CONTROL_RESPONSE_CODES["RECORDING_UNKNOWN"]
 
 
 class ReplicationState(enum.Enum):
@@ -74,8 +74,7 @@ class ReplicationSession:
     def __init__(self, *, replication_id: int, src_recording_id: int, dst_recording_id: int, stop_position: int,
                  replication_channel: str, file_io_max_length: int, replication_session_id: int, control_session,
                  conductor, catalog, connect, next_correlation_id, message_timeout_ns: int,
-                 nano_clock=time.monotonic_ns, on_error=None, live_destination: str = "",
-                 channel_tag_id: int = A.NULL_VALUE, subscription_tag_id: int = A.NULL_VALUE):
+                 nano_clock=time.monotonic_ns, on_error=None, live_destination: str = ""):
         """``connect()`` starts the ``AsyncConnect`` to the source archive. ``conductor`` records for the session:
         ``extend_for_replication(control_session, replication_id, recording_id, stream_id, channel)`` returns
         the recording subscription (or None, the error already sent) and ``stop_recording_subscription(id)``
@@ -88,9 +87,9 @@ class ReplicationSession:
         self.file_io_max_length = file_io_max_length
         self.replication_session_id = replication_session_id
         self.live_destination = live_destination or None
-        # The MDS recording subscription's tags, as Aeron's: the request's, else the replication id.
-        self.channel_tag_id = replication_id if channel_tag_id == A.NULL_VALUE else channel_tag_id
-        self.subscription_tag_id = replication_id if subscription_tag_id == A.NULL_VALUE else subscription_tag_id
+        # The MDS recording subscription's tags, as Aeron's for an untagged request (tagged ones, which would
+        # name their own, are refused by the conductor).
+        self.channel_tag_id = self.subscription_tag_id = replication_id
         self.replay_destination: str | None = None
         self.is_live_added = False
         self.retry_attempts = RETRY_ATTEMPTS

@@ -209,7 +209,3 @@ class ReceiveChannelEndpoint:
                                         ul.SM_SEND_SETUP_FLAG)
         self.send_to(self.control[:size], self.control_address(destination, source), destination)
         self.system_counters.increment(cl.STATUS_MESSAGES_SENT)
-
-    def close(self) -> None:
-        for destination in self.destinations:
-            destination.close()
