@@ -486,8 +486,21 @@ class DriverConductor:
     def on_add_subscription(self, client_id: int, correlation_id: int, registration_correlation_id: int,
                             stream_id: int, channel: str) -> None:
         uri = cu.ChannelUri.parse(channel)
+        link = self._subscription_link(uri, correlation_id, client_id, stream_id, channel)
+        if not uri.is_ipc and not uri.is_spy:
+            endpoint = self.network.add_subscription(link, UdpChannel.parse(channel))
+            self.subscriptions.append(link)
+            self.client_proxy.on_subscription_ready(correlation_id, endpoint.status_counter_id)
+            self.network.link_existing_images(link)
+            return
+        self.subscriptions.append(link)
+        self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
+        self._link_local_images(link)
+
+    def _subscription_link(self, uri: cu.ChannelUri, registration_id: int, client_id: int, stream_id: int,
+                           channel: str) -> SubscriptionLink:
         link = SubscriptionLink(
-            correlation_id, client_id, stream_id, channel,
+            registration_id, client_id, stream_id, channel,
             tether=up.bool_param(uri, cu.TETHER_PARAM, True),
             untethered_window_limit_timeout_ns=_duration_param(
                 uri, cu.UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM, self.ctx.untethered_window_limit_timeout_ns),
@@ -498,30 +511,27 @@ class DriverConductor:
         up.check_subscription_flags(uri)  # refused here, as Aeron does, not at the image's SETUP
         if uri.is_spy:
             link.spy_channel = self.network.spy_channel(channel)
-            self.subscriptions.append(link)
-            self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
+        return link
+
+    def _link_local_images(self, link: SubscriptionLink) -> None:
+        """An image for an IPC subscription of every matching IPC publication, for a spy of every matching network
+        publication."""
+        if link.spy_channel is not None:
             self.network.link_spy(link)
             return
-        if not uri.is_ipc:
-            endpoint = self.network.add_subscription(link, UdpChannel.parse(channel))
-            self.subscriptions.append(link)
-            self.client_proxy.on_subscription_ready(correlation_id, endpoint.status_counter_id)
-            self.network.link_existing_images(link)
-            return
-        self.subscriptions.append(link)
-        self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
         for publication in self.publications:
             if publication.state is State.ACTIVE and link.matches_ipc_publication(publication):
                 self._link_image(link, publication)
 
     def on_remove_subscription(self, client_id: int, correlation_id: int, registration_id: int) -> None:
-        link = next((s for s in self.subscriptions
-                     if s.registration_id == registration_id and s.client_id == client_id), None)
-        if link is None:
+        """Removes every link with the id: the subscription and, for an MDS one, its IPC and spy destinations."""
+        links = [s for s in self.subscriptions if s.registration_id == registration_id and s.client_id == client_id]
+        if not links:
             raise ControlProtocolError(
                 cp.UNKNOWN_SUBSCRIPTION, f"unknown subscription client_id={client_id} registration_id={registration_id}"
             )
-        self._remove_subscription_link(link)
+        for link in links:
+            self._remove_subscription_link(link)
         self.client_proxy.on_operation_succeeded(correlation_id)
 
     def _remove_subscription_link(self, link: SubscriptionLink) -> None:
@@ -538,7 +548,17 @@ class DriverConductor:
 
     def on_add_rcv_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
                                channel: str) -> None:
-        """A multi-destination subscription (``control-mode=manual``) receives on one more socket too."""
+        """A multi-destination subscription (``control-mode=manual``) receives on one more socket too; an
+        ``aeron:ipc`` or ``aeron-spy:`` destination links it to local publications as well, as Aeron's driver
+        does (a link of its own, with the subscription's registration id and stream)."""
+        uri = cu.ChannelUri.parse(channel)
+        if uri.is_ipc or uri.is_spy:
+            mds = self._mds_subscription(client_id, registration_correlation_id)
+            link = self._subscription_link(uri, mds.registration_id, mds.client_id, mds.stream_id, channel)
+            self.subscriptions.append(link)
+            self.client_proxy.on_operation_succeeded(correlation_id)
+            self._link_local_images(link)
+            return
         destination = self._rcv_destination_channel(channel)
         link = self._mds_subscription(client_id, registration_correlation_id)
         _check_destination_params(destination.uri, channel)
@@ -547,17 +567,33 @@ class DriverConductor:
 
     def on_remove_rcv_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
                                   channel: str) -> None:
-        """Stop receiving on a destination; one that was never added is not an error (Aeron answers OK too)."""
+        """Stop receiving on a destination; a UDP one that was never added is not an error (Aeron answers OK too),
+        an IPC or spy one is an unknown subscription."""
+        uri = cu.ChannelUri.parse(channel)
+        if uri.is_ipc or uri.is_spy:
+            self._remove_local_destination(client_id, correlation_id, registration_correlation_id, channel)
+            return
         destination = self._rcv_destination_channel(channel, to_add=False)
         link = self._mds_subscription(client_id, registration_correlation_id)
         self.network.remove_rcv_destination(link, destination)
         self.client_proxy.on_operation_succeeded(correlation_id)
 
-    def _rcv_destination_channel(self, channel: str, to_add: bool = True) -> UdpChannel:
-        uri = cu.ChannelUri.parse(channel)
-        if uri.is_ipc or uri.is_spy:  # Aeron links these as extra subscriptions; this driver does not (yet)
+    def _remove_local_destination(self, client_id: int, correlation_id: int, registration_id: int,
+                                  channel: str) -> None:
+        link = next((s for s in self.subscriptions if s.registration_id == registration_id and s.endpoint is None
+                     and s.channel == channel), None)
+        if link is None:
             raise ControlProtocolError(
-                cp.INVALID_CHANNEL, f"destination '{channel}': only aeron:udp receive destinations are supported")
+                cp.UNKNOWN_SUBSCRIPTION, f"unknown subscription client_id={client_id} registration_id={registration_id}")
+        images = list(link.images)  # the client keeps the subscription: each of these images goes from it
+        self._remove_subscription_link(link)
+        self.client_proxy.on_operation_succeeded(correlation_id)
+        for image_correlation_id in images:
+            self.client_proxy.on_unavailable_image(
+                correlation_id=image_correlation_id, subscription_registration_id=registration_id,
+                stream_id=link.stream_id, channel=channel)
+
+    def _rcv_destination_channel(self, channel: str, to_add: bool = True) -> UdpChannel:
         destination = UdpChannel.parse(channel)
         if to_add and destination.remote_data is None:
             raise ControlProtocolError(

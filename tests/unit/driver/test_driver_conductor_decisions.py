@@ -208,7 +208,6 @@ def test_a_receive_destination_for_a_subscription_without_manual_control_is_refu
     ("aeron:udp?endpoint=127.0.0.1:0|so-rcvbuf=64k", "^destinations must not contain the key: so-rcvbuf "),
     ("aeron:udp?endpoint=127.0.0.1:0|rcv-wnd=64k", "^destinations must not contain the key: rcv-wnd "),
     ("aeron:udp?control=127.0.0.1:4000", "needs endpoint=host:port to receive on$"),
-    ("aeron:ipc", "only aeron:udp receive destinations are supported$"),
 ])
 def test_a_receive_destination_the_driver_cannot_receive_on_is_refused(conductor, channel, message):
     _mds_subscription(conductor)
@@ -218,3 +217,52 @@ def test_a_receive_destination_the_driver_cannot_receive_on_is_refused(conductor
     assert refused.value.error_code == cp.INVALID_CHANNEL
     (endpoint,) = conductor.network.receive_endpoints.values()
     assert endpoint.destinations == []
+
+
+def test_an_ipc_destination_links_the_mds_subscription_to_ipc_publications_until_it_is_removed(conductor):
+    proxy = conductor.client_proxy
+    _mds_subscription(conductor)
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=600, stream_id=10, channel="aeron:ipc")
+    (publication,) = conductor.publications
+    del proxy.calls[:]
+    conductor.on_add_rcv_destination(client_id=CLIENT_ID, correlation_id=501, registration_correlation_id=500,
+                                     channel="aeron:ipc")
+    assert proxy.names() == ["on_operation_succeeded", "on_available_image"]
+    image = proxy.calls[1][1]
+    assert (image["correlation_id"], image["subscription_registration_id"], image["source_identity"]) == \
+        (600, 500, "aeron:ipc")  # the client's MDS subscription gets the IPC publication's image
+    del proxy.calls[:]
+    conductor.on_remove_rcv_destination(client_id=CLIENT_ID, correlation_id=502, registration_correlation_id=500,
+                                        channel="aeron:ipc")
+    assert proxy.calls == [("on_operation_succeeded", {"arg0": 502}), ("on_unavailable_image", {
+        "correlation_id": 600, "subscription_registration_id": 500, "stream_id": 10, "channel": "aeron:ipc"})]
+    assert publication.subscribers == []
+    with pytest.raises(ControlProtocolError, match=f"^unknown subscription client_id={CLIENT_ID} registration_id=500$") \
+            as refused:
+        conductor.on_remove_rcv_destination(client_id=CLIENT_ID, correlation_id=503, registration_correlation_id=500,
+                                            channel="aeron:ipc")
+    assert refused.value.error_code == cp.UNKNOWN_SUBSCRIPTION
+    # Removing the subscription removes its IPC destination too.
+    conductor.on_add_rcv_destination(client_id=CLIENT_ID, correlation_id=504, registration_correlation_id=500,
+                                     channel="aeron:ipc")
+    conductor.on_remove_subscription(client_id=CLIENT_ID, correlation_id=505, registration_id=500)
+    assert conductor.subscriptions == [] and publication.subscribers == []
+    assert conductor.network.receive_endpoints == {}
+
+
+def test_a_spy_destination_links_the_mds_subscription_to_a_local_network_publication(conductor):
+    proxy = conductor.client_proxy
+    _mds_subscription(conductor)
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=600, stream_id=10,
+                                 channel="aeron:udp?endpoint=127.0.0.1:40999")
+    del proxy.calls[:]
+    conductor.on_add_rcv_destination(client_id=CLIENT_ID, correlation_id=501, registration_correlation_id=500,
+                                     channel="aeron-spy:aeron:udp?endpoint=127.0.0.1:40999")
+    assert proxy.names() == ["on_operation_succeeded", "on_available_image"]
+    image = proxy.calls[1][1]
+    assert (image["correlation_id"], image["subscription_registration_id"]) == (600, 500)
+    conductor.on_remove_rcv_destination(client_id=CLIENT_ID, correlation_id=502, registration_correlation_id=500,
+                                        channel="aeron-spy:aeron:udp?endpoint=127.0.0.1:40999")
+    assert proxy.names()[2:] == ["on_operation_succeeded", "on_unavailable_image"]
+    (publication,) = conductor.network.publications
+    assert publication.spies == []
