@@ -3,9 +3,13 @@ broadcast buffer (DESIGN.md: a conductor never touches bytes; a unit test drives
 
 from __future__ import annotations
 
+import re
+import socket
+
 import pytest
 
-from aeron_numba.driver.command_errors import ControlProtocolError
+from aeron_numba.driver.command_errors import ControlProtocolError, error_code_of
+from aeron_numba.driver.network_conductor import ChannelEndpointError
 from aeron_numba.errors import ChannelParameterError
 from aeron_numba.layout import control_protocol as cp
 from tests.unit.driver_support import Harness
@@ -266,3 +270,17 @@ def test_a_spy_destination_links_the_mds_subscription_to_a_local_network_publica
     assert proxy.names()[2:] == ["on_operation_succeeded", "on_unavailable_image"]
     (publication,) = conductor.network.publications
     assert publication.spies == []
+
+
+def test_a_receive_destination_whose_port_is_taken_is_a_channel_endpoint_error(conductor):
+    _mds_subscription(conductor)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        channel = f"aeron:udp?endpoint=127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(ChannelEndpointError, match=re.escape(f"channel '{channel}': cannot open UDP socket on "
+                                                                 f"127.0.0.1:{taken.getsockname()[1]}: ")) as refused:
+            conductor.on_add_rcv_destination(client_id=CLIENT_ID, correlation_id=501,
+                                             registration_correlation_id=500, channel=channel)
+    assert error_code_of(refused.value) == cp.CHANNEL_ENDPOINT_ERROR
+    (endpoint,) = conductor.network.receive_endpoints.values()
+    assert endpoint.destinations == [] and conductor.client_proxy.names() == ["on_subscription_ready"]
