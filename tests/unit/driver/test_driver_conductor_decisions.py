@@ -272,15 +272,16 @@ def test_a_spy_destination_links_the_mds_subscription_to_a_local_network_publica
     assert publication.spies == []
 
 
-def test_a_receive_destination_whose_port_is_taken_is_a_channel_endpoint_error(conductor):
+def test_a_receive_destination_whose_port_is_taken_is_refused_as_a_failed_bind(conductor):
     _mds_subscription(conductor)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
         taken.bind(("127.0.0.1", 0))
-        channel = f"aeron:udp?endpoint=127.0.0.1:{taken.getsockname()[1]}"
-        with pytest.raises(ChannelEndpointError, match=re.escape(f"channel '{channel}': cannot open UDP socket on "
-                                                                 f"127.0.0.1:{taken.getsockname()[1]}: ")) as refused:
+        port = taken.getsockname()[1]
+        channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
+        with pytest.raises(ChannelEndpointError, match=re.escape(f"failed to bind(127.0.0.1:{port}): ")) as refused:
             conductor.on_add_rcv_destination(client_id=CLIENT_ID, correlation_id=501,
                                              registration_correlation_id=500, channel=channel)
-    assert error_code_of(refused.value) == cp.CHANNEL_ENDPOINT_ERROR
+    assert str(refused.value).endswith(f"\nchannel={channel}")
+    assert error_code_of(refused.value) == cp.GENERIC_ERROR  # as the C driver answers a failed bind
     (endpoint,) = conductor.network.receive_endpoints.values()
     assert endpoint.destinations == [] and conductor.client_proxy.names() == ["on_subscription_ready"]
