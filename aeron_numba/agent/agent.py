@@ -78,6 +78,14 @@ class CompositeAgent:
         self._next_index = 0
         return work_count
 
+    def add_idle_watch(self, watch) -> bool:
+        """Every agent's idle watch (``agent/idle_watch.py``); False if any agent has none or cannot name its work."""
+        for agent in self.agents:
+            add = getattr(agent, "add_idle_watch", None)
+            if add is None or not add(watch):
+                return False
+        return True
+
     def on_close(self) -> None:
         errors = []
         for agent in self.agents:

@@ -15,15 +15,23 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 import traceback
 from typing import Any, Callable, Iterable
+
+import numpy as np
 
 from aeron_numba.agent.agent import Agent, AgentTerminationException
 from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker
 from aeron_numba.agent.idle_strategy import IdleStrategy
+from aeron_numba.agent.idle_watch import IdleWatch
 
 ErrorHandler = Callable[[BaseException], None]
+
+#: The longest compiled wait when the agent names no earlier deadline: it then runs a duty cycle at least once a
+#: second whatever it watches (Aeron's default timer interval).
+MAX_COMPILED_WAIT_NS = 1_000_000_000
 
 
 def _print_error(role_name: str, exc: BaseException) -> None:
@@ -103,6 +111,8 @@ class AgentRunner:
         self._nano_clock = nano_clock
         self._report = _ErrorReporter(agent.role_name(), error_handler, error_counter)
         self._running = True
+        self._close_requested = np.zeros(1, np.int64)  # the flag in memory, for a compiled wait to watch
+        self._compiled_parks = 0
         self._state = self._NEW
         self._state_lock = threading.Lock()
         self._done = threading.Event()
@@ -169,18 +179,31 @@ class AgentRunner:
 
     def _loop(self) -> None:
         do_work = self.agent.do_work
-        idle = self.idle_strategy.idle
+        strategy = self.idle_strategy
+        idle = strategy.idle
         tracker = self.duty_cycle_tracker
         nano_time = self._nano_clock.nano_time
+        # An agent that can name what its next cycle depends on, under a strategy that can take its parks in
+        # compiled code: once backed off to the max park, the parks run in a kernel (agent/idle_watch.py).
+        add_idle_watch = getattr(self.agent, "add_idle_watch", None)
+        if not hasattr(strategy, "park_until_changed"):
+            add_idle_watch = None
         while self._running:
             try:
+                watch = None
+                if add_idle_watch is not None and strategy.is_backed_off:
+                    watch = self._idle_watch(add_idle_watch)  # its snapshot is taken before the cycle
                 if tracker is None:
                     work_count = do_work()
                 else:
                     start_ns = nano_time()
                     work_count = do_work()
                     tracker.record(nano_time() - start_ns)
-                idle(work_count)
+                if watch is not None and not work_count and self._running:
+                    self._compiled_parks += strategy.park_until_changed(
+                        watch, time.monotonic_ns() + MAX_COMPILED_WAIT_NS)
+                else:
+                    idle(work_count)
             except AgentTerminationException:
                 self._running = False
             except Exception as exc:
@@ -188,10 +211,25 @@ class AgentRunner:
                 if self._running:
                     idle(0)  # a cycle that keeps failing must not become a hot loop
 
+    def _idle_watch(self, add_idle_watch) -> IdleWatch | None:
+        watch = IdleWatch()
+        watch.watch_int64(self._close_requested, 0)  # close() from another thread ends a compiled wait at once
+        if not add_idle_watch(watch):
+            return None
+        watch.snapshot()
+        return watch
+
+    @property
+    def compiled_parks(self) -> int:
+        """Idle steps taken in compiled waits so far: each a max-period park after which the agent's duty cycle
+        would have found no work (see ``agent/idle_watch.py``)."""
+        return self._compiled_parks
+
     # ---------------------------------------------------------------------------------------- close
     def request_close(self) -> None:
-        """Ask the loop to stop after the current duty cycle. Only stores a flag: safe in signal handlers."""
+        """Ask the loop to stop after the current duty cycle. Only stores flags: safe in signal handlers."""
         self._running = False
+        self._close_requested[0] = 1
 
     def close(self, timeout_s: float | None = 10.0) -> None:
         """Request close and wait until the loop has finished and ``on_close`` has run.
@@ -200,7 +238,7 @@ class AgentRunner:
         only requests (the loop ends after the current cycle). Raises ``TimeoutError`` if the loop does
         not finish within ``timeout_s`` (a duty cycle that blocks).
         """
-        self._running = False
+        self.request_close()
         with self._state_lock:
             state = self._state
             if state == self._NEW:

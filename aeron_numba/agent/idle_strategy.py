@@ -196,6 +196,21 @@ class BackoffIdleStrategy:
             self._park(self.park_period_ns)
             self.park_period_ns = min(self.park_period_ns * 2, self.max_park_period_ns)
 
+    @property
+    def is_backed_off(self) -> bool:
+        """True once every further idle step is a park of ``max_park_period_ns`` with the real parker: from here
+        an agent runner may take the parks in a compiled wait (``park_until_changed``) instead of one a cycle."""
+        return self.state == self.PARKING and self.park_period_ns == self.max_park_period_ns and \
+            self._park is park_ns
+
+    def park_until_changed(self, watch, default_deadline_ns: int) -> int:
+        """Idle steps at the max park period, taken in compiled code until a word of ``watch`` (an
+        ``agent.idle_watch.IdleWatch`` with its snapshot taken) changes or its deadline passes; returns the number
+        of parks. Each stands for a park and a duty cycle that would have found no work, so the strategy stays
+        where it was: PARKING at its max period."""
+        parks, _ = watch.park_until_changed(self.max_park_period_ns, default_deadline_ns)
+        return parks
+
     def __repr__(self) -> str:
         return (
             f"BackoffIdleStrategy(max_spins={self.max_spins}, max_yields={self.max_yields},"

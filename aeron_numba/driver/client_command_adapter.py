@@ -120,6 +120,11 @@ class ClientCommandAdapter:
             self.on_message(msg_type_id, body)
         return len(messages)
 
+    def add_idle_watch(self, watch) -> None:
+        """What ``receive`` waits for: a command claimed or committed at head (``agent/idle_watch.py``)."""
+        for offset in self._to_driver.next_record_word_offsets():
+            watch.watch_int64(self._to_driver.buffer, offset)
+
     def check_for_blocked_commands(self, now_ns: int) -> int:
         """A head that has not moved for the timeout while commands wait belongs to a dead or broken producer
         (Aeron's to-driver unblock): unblock it the Agrona way, else pad over the record."""

@@ -155,6 +155,18 @@ class DriverConductor:
             work += self.on_timer(now_ns)
         return work
 
+    def add_idle_watch(self, watch) -> bool:
+        """What the next idle cycle depends on (``agent/idle_watch.py``): a command arriving, an IPC publication's
+        tail or subscriber positions moving, and the next timer. False while the network conductor has sockets
+        to poll, or when the clock is not the monotonic clock a compiled wait reads."""
+        if self.nano_clock is not time.monotonic_ns or not self.network.add_idle_watch(watch):
+            return False
+        self.command_adapter.add_idle_watch(watch)
+        for publication in self.publications:
+            publication.add_idle_watch(watch)
+        watch.run_by(self.time_of_last_timer_ns + self.ctx.timer_interval_ns)
+        return True
+
     def on_close(self) -> None:
         for publication in list(self.publications):
             self._delete_publication(publication)

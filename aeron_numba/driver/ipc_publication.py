@@ -19,7 +19,7 @@ from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
 from aeron_numba.layout import log_buffer_descriptor as lb
-from aeron_numba.layout.counters import UNBLOCKED_PUBLICATIONS
+from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, UNBLOCKED_PUBLICATIONS, counter_offset
 from aeron_numba.layout.log_buffers import LogBuffers
 
 
@@ -165,6 +165,14 @@ class IpcPublication:
             self.trip_limit = self.consumer_position
             work = 1
         return work
+
+    def add_idle_watch(self, watch) -> None:
+        """What ``update_pub_pos_and_pub_lmt`` reads: the tail counters (a publisher claims, a term rotates) and
+        every subscriber's ``sub-pos`` (``agent/idle_watch.py``)."""
+        for partition in range(lb.PARTITION_COUNT):
+            watch.watch_int64(self.log.buffer, self.log.metadata_offset + lb.term_tail_counter_offset(partition))
+        for subscriber in self.subscribers:
+            watch.watch_int64(self.values_buffer, counter_offset(subscriber.counter_id) + COUNTER_VALUE_OFFSET)
 
     def on_time_event(self, now_ns: int, system_counters) -> bool:
         """Timer tick: blocked-publisher check and the lifecycle. Returns True when the publication is DONE."""

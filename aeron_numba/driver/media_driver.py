@@ -178,6 +178,9 @@ class _TerminatingConductor:
             raise AgentTerminationException("driver terminated by TERMINATE_DRIVER command")
         return work
 
+    def add_idle_watch(self, watch) -> bool:
+        return self.conductor.add_idle_watch(watch)
+
     def on_close(self) -> None:
         self.conductor.on_close()
 

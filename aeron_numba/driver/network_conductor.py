@@ -489,6 +489,11 @@ class NetworkConductor:
             work += image.clean()
         return work
 
+    def add_idle_watch(self, watch) -> bool:
+        """Only a conductor with no UDP endpoint, network publication or image can wait on memory words: the rest
+        needs its sockets polled (``agent/idle_watch.py``)."""
+        return not (self.publications or self.images or self.send_endpoints or self.receive_endpoints)
+
     def on_timer(self, now_ns: int) -> int:
         work = 0
         for publication in list(self.publications):

@@ -58,5 +58,9 @@ class Sender:
                 received += endpoint.poll(now_ns)
         return bytes_sent + received
 
+    def add_idle_watch(self, watch) -> bool:
+        """Nothing to watch when there is nothing to poll; sockets cannot be waited on in compiled code."""
+        return not (self.publications or self.endpoints)
+
     def on_close(self) -> None:
         pass

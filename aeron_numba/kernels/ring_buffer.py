@@ -703,6 +703,13 @@ class ManyToOneRingBuffer:
         consume(self.buffer, self.capacity, bytes_read)
         return messages
 
+    def next_record_word_offsets(self) -> tuple[int, int]:
+        """Consumer side: byte offsets of the two int64 words that change when a record becomes readable at head:
+        the tail (a producer claims) and the header of the record at head (its producer commits, or pads to the
+        end), for a consumer waiting on them in compiled code (``agent/idle_watch.py``)."""
+        head = int(self._trailer_words[_HEAD_WORD])  # only the consumer moves head
+        return self.capacity + TAIL_POSITION_OFFSET, head & (self.capacity - 1)
+
     def unblock(self) -> bool:
         return unblock(self.buffer, self.capacity) == 1
 

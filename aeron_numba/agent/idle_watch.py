@@ -1,0 +1,72 @@
+"""What an idle agent's next duty cycle depends on, so that its parks can be taken in compiled code.
+
+An agent that implements ``add_idle_watch(watch) -> bool`` names, each time its runner is about to wait, every
+shared-memory word whose change could give its next ``do_work`` something to do (``watch_int64``), and the
+monotonic time by which it must run anyway, its next timer (``run_by``). It returns False when it cannot name
+all of its work (a socket to poll, a clock that is not the system's): the runner then idles as usual.
+
+The runner takes a snapshot of the words *before* the duty cycle that found no work, so a change that lands
+while that cycle runs is not missed: the wait (``kernels/idle_wait.park_until_changed``) compares against the
+snapshot and returns at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aeron_numba.kernels.idle_wait import first_changed_word, park_until_changed, snapshot_words
+
+_WORD_LENGTH = 8
+
+
+class IdleWatch:
+    """Addresses of int64 words to watch and a deadline in ``time.monotonic_ns`` time (None: no deadline yet)."""
+
+    def __init__(self):
+        self.deadline_ns: int | None = None
+        self._arrays: list[np.ndarray] = []  # keeps every watched buffer alive while its addresses are in use
+        self._addresses: list[int] = []
+        self.addresses = np.zeros(0, np.int64)
+        self.values = np.zeros(0, np.int64)
+        self._result = np.zeros(2, np.int64)
+
+    def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
+        """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
+        if not buffer.flags.c_contiguous:
+            raise ValueError("buffer must be C-contiguous to be watched")
+        if offset < 0 or offset + _WORD_LENGTH > buffer.nbytes:
+            raise ValueError(f"offset={offset} + {_WORD_LENGTH} > buffer length={buffer.nbytes}")
+        address = buffer.ctypes.data + offset
+        if address % _WORD_LENGTH:
+            raise ValueError(f"offset={offset} is not 8-byte aligned in its buffer (address {address:#x})")
+        self._arrays.append(buffer)
+        self._addresses.append(address)
+
+    def run_by(self, deadline_ns: int) -> None:
+        """The agent must run again by ``deadline_ns`` (``time.monotonic_ns`` time); the earliest one wins."""
+        if self.deadline_ns is None or deadline_ns < self.deadline_ns:
+            self.deadline_ns = deadline_ns
+
+    @property
+    def word_count(self) -> int:
+        return len(self._addresses)
+
+    def snapshot(self) -> None:
+        """Read every watched word now (before the duty cycle whose result decides whether to wait)."""
+        self.addresses = np.array(self._addresses, np.int64)
+        self.values = np.zeros(len(self._addresses), np.int64)
+        snapshot_words(self.addresses, self.values)
+
+    def changed(self) -> bool:
+        """True if a watched word differs from the snapshot."""
+        return first_changed_word(self.addresses, self.values) >= 0
+
+    def park_until_changed(self, park_ns: int, default_deadline_ns: int) -> tuple[int, int]:
+        """Park ``park_ns`` at a time until a word changes or the deadline (``default_deadline_ns`` if the agent
+        named none) passes; returns (parks taken, reason: ``kernels.idle_wait.WOKEN_BY_*``)."""
+        deadline_ns = default_deadline_ns if self.deadline_ns is None else min(self.deadline_ns, default_deadline_ns)
+        park_until_changed(self.addresses, self.values, park_ns, deadline_ns, self._result)
+        return int(self._result[0]), int(self._result[1])
+
+    def __repr__(self) -> str:
+        return f"IdleWatch(words={self.word_count}, deadline_ns={self.deadline_ns})"
