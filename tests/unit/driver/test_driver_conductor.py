@@ -728,3 +728,79 @@ def test_a_timer_interval_at_or_past_the_driver_timeout_is_refused(tmp_path):
                       client_liveness_timeout_ns=1_000_000_000).conclude()
     DriverContext(aeron_dir=str(tmp_path / "aeron"), timer_interval_ns=1_999_000_000, driver_timeout_ms=2000,
                   client_liveness_timeout_ns=1_000_000_000).conclude()
+
+
+# ------------------------------------------------------------------------------------------------- idle watch
+@pytest.fixture
+def idle_harness(shm_dir):
+    """The harness on the monotonic clock: a compiled wait's deadline is in ``time.monotonic_ns`` time."""
+    import time
+
+    h = Harness(shm_dir / "aeron-idle")  # beside, not over, the ``harness`` fixture's driver
+    h.conductor.nano_clock = time.monotonic_ns
+    h.conductor.time_of_last_timer_ns = time.monotonic_ns()
+    yield h
+    h.close()
+
+
+def idle_watch_after_cycle(harness):
+    """The runner's order: ask for the watch and snapshot it, then the duty cycle that finds no work."""
+    from aeron_numba.agent.idle_watch import IdleWatch
+
+    watch = IdleWatch()
+    assert harness.driver.runner.agent.add_idle_watch(watch)
+    watch.snapshot()
+    assert harness.driver.runner.agent.do_work() == 0
+    return watch
+
+
+def test_an_idle_driver_is_woken_by_a_command_and_runs_by_its_next_timer(idle_harness):
+    watch = idle_watch_after_cycle(idle_harness)
+    assert watch.deadline_ns == idle_harness.conductor.time_of_last_timer_ns + TIMER_MS * MS
+    assert not watch.changed()
+    client = RawClient(idle_harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc")
+    assert watch.changed()
+    assert idle_harness.driver.runner.agent.do_work() > 0
+
+
+def test_an_idle_driver_is_woken_by_a_claimed_command_when_it_is_committed(idle_harness):
+    """A command claimed before the idle cycle but committed after it: the record at head is watched too."""
+    client = RawClient(idle_harness.cnc)
+    index = client.ring.try_claim(cp.CLIENT_KEEPALIVE, 16)
+    watch = idle_watch_after_cycle(idle_harness)
+    client.ring.commit(index)
+    assert watch.changed()
+
+
+def test_an_idle_driver_is_woken_by_an_ipc_publisher_or_subscriber_moving(idle_harness):
+    client = RawClient(idle_harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc?term-length=64k")
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
+                channel="aeron:ipc")
+    idle_harness.work(3)
+    responses = client.responses()
+    pub = next(m for t, m in responses if t == cp.ON_PUBLICATION_READY)
+    image = next(m for t, m in responses if t == cp.ON_AVAILABLE_IMAGE)
+    watch = idle_watch_after_cycle(idle_harness)
+    values = idle_harness.cnc.counters_values_buffer
+    with LogBuffers.open(pub.log_file_name) as log:
+        state = np.zeros(P.PUB_STATE_LENGTH, np.int64)
+        state[P.PUB_STATE_LIMIT_COUNTER_OFFSET] = pub.position_limit_counter_id * cl.COUNTER_LENGTH
+        assert TA.concurrent_offer(log.buffer, state, values, np.arange(50, dtype=np.uint8), 0, 50, 0) > 0
+    assert watch.changed()  # the publisher appended
+    watch = idle_watch_after_cycle(idle_harness)  # the driver publishes pub-pos for it: idle again
+    ck.set_counter_value(values, image.subscriber_position_id, 64)  # the subscriber consumes
+    assert watch.changed()
+
+
+def test_a_driver_with_udp_endpoints_or_a_test_clock_idles_one_cycle_at_a_time(idle_harness, harness):
+    from aeron_numba.agent.idle_watch import IdleWatch
+
+    assert not harness.driver.runner.agent.add_idle_watch(IdleWatch())  # the cached clock is not the wait's
+    client = RawClient(idle_harness.cnc)
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=9,
+                channel="aeron:udp?endpoint=127.0.0.1:0")
+    idle_harness.work(2)
+    assert idle_harness.conductor.network.receive_endpoints
+    assert not idle_harness.driver.runner.agent.add_idle_watch(IdleWatch())  # its socket must be polled

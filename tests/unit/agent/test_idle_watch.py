@@ -1,0 +1,153 @@
+"""IdleWatch and the runner's compiled wait: an idle agent that names its work waits in compiled code once backed off,
+a change to a watched word wakes it, and an agent that cannot name its work idles as before."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from aeron_numba.agent import AgentRunner, BackoffIdleStrategy, CompositeAgent, agent_runner
+from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.kernels import idle_wait as iw
+from harness.awaiting import await_condition
+
+FAR_NS = 60_000_000_000
+
+
+def backoff() -> BackoffIdleStrategy:
+    """Backs off to a 1 ms park at once, with the real parker (a compiled wait needs it)."""
+    return BackoffIdleStrategy(max_spins=0, max_yields=0, min_park_period_ns=1_000_000, max_park_period_ns=1_000_000)
+
+
+class WatchingAgent:
+    """Has work when its word moves past what it last saw; names that word and a far deadline when asked."""
+
+    def __init__(self, *, can_watch: bool = True):
+        self.word = np.zeros(1, np.int64)
+        self.seen = 0
+        self.cycles = 0
+        self.watches = 0
+        self.can_watch = can_watch
+
+    def role_name(self) -> str:
+        return "watching"
+
+    def on_start(self) -> None:
+        pass
+
+    def on_close(self) -> None:
+        pass
+
+    def do_work(self) -> int:
+        self.cycles += 1
+        value = int(self.word[0])
+        if value == self.seen:
+            return 0
+        self.seen = value
+        return 1
+
+    def add_idle_watch(self, watch: IdleWatch) -> bool:
+        self.watches += 1
+        if not self.can_watch:
+            return False
+        watch.watch_int64(self.word, 0)
+        watch.run_by(time.monotonic_ns() + FAR_NS)
+        return True
+
+
+class PlainAgent(WatchingAgent):
+    add_idle_watch = None  # no watch at all
+
+
+def test_watch_snapshot_sees_a_change_made_after_it_and_the_wait_returns_at_once():
+    buffer = np.zeros(2, np.int64)
+    watch = IdleWatch()
+    watch.watch_int64(buffer, 8)
+    watch.snapshot()
+    assert not watch.changed()
+    buffer[1] = 3  # lands while the duty cycle after the snapshot runs
+    assert watch.changed()
+    assert watch.park_until_changed(100_000, time.monotonic_ns() + FAR_NS) == (1, iw.WOKEN_BY_CHANGE)
+
+
+def test_watch_deadline_is_the_earliest_asked_and_capped_by_the_runner():
+    watch = IdleWatch()
+    watch.run_by(5_000)
+    watch.run_by(9_000)
+    assert watch.deadline_ns == 5_000
+    watch.snapshot()
+    # both deadlines long past: one park, then the deadline
+    assert watch.park_until_changed(100_000, 1) == (1, iw.WOKEN_BY_DEADLINE)
+
+
+@pytest.mark.parametrize("offset, match", [(4, "aligned"), (16, "buffer length"), (-8, "buffer length")])
+def test_watch_refuses_a_word_it_cannot_read_naming_the_offset(offset, match):
+    with pytest.raises(ValueError, match=match):
+        IdleWatch().watch_int64(np.zeros(2, np.int64), offset)
+
+
+def test_composite_agent_watches_only_if_every_agent_can():
+    a, b = WatchingAgent(), WatchingAgent()
+    watch = IdleWatch()
+    assert CompositeAgent(a, b).add_idle_watch(watch)
+    assert watch.word_count == 2
+    assert not CompositeAgent(a, WatchingAgent(can_watch=False)).add_idle_watch(IdleWatch())
+    assert not CompositeAgent(a, PlainAgent()).add_idle_watch(IdleWatch())
+
+
+def run_on_thread(runner: AgentRunner) -> threading.Thread:
+    return AgentRunner.start_on_thread(runner, "idle-watch-test")
+
+
+def test_a_backed_off_agent_waits_in_compiled_code_and_a_watched_word_wakes_it():
+    agent = WatchingAgent()
+    runner = AgentRunner(agent, backoff(), None)
+    run_on_thread(runner)
+    try:
+        # The runner asks for a watch only once backed off, then waits: the deadline is a minute away, so from here
+        # on only the word (or close) can bring the agent back to a duty cycle.
+        await_condition(lambda: agent.watches >= 1, 10.0, "the backed-off runner asks for an idle watch")
+        agent.word[0] = 1
+        await_condition(lambda: agent.seen == 1, 10.0, "the change to the watched word wakes the agent")
+        assert runner.compiled_parks >= 1
+        agent.word[0] = 2  # again, after the strategy has backed off from this work
+        await_condition(lambda: agent.seen == 2, 10.0, "a second change wakes it again")
+    finally:
+        runner.close(timeout_s=10.0)
+    assert runner.is_closed
+
+
+def test_close_ends_a_compiled_wait(monkeypatch):
+    monkeypatch.setattr(agent_runner, "MAX_COMPILED_WAIT_NS", FAR_NS)  # only the close flag can end this wait
+    agent = WatchingAgent()
+    runner = AgentRunner(agent, backoff(), None)
+    run_on_thread(runner)
+    await_condition(lambda: agent.watches >= 1, 10.0, "the runner waits in compiled code")
+    runner.close(timeout_s=10.0)  # raises TimeoutError unless the wait watches the close flag
+    assert runner.is_closed
+
+
+@pytest.mark.parametrize("agent", [WatchingAgent(can_watch=False), PlainAgent()], ids=["cannot-watch", "no-watch"])
+def test_an_agent_that_cannot_name_its_work_parks_one_cycle_at_a_time(agent):
+    runner = AgentRunner(agent, backoff(), None)
+    run_on_thread(runner)
+    try:
+        await_condition(lambda: agent.cycles >= 20, 10.0, "idle duty cycles")
+    finally:
+        runner.close(timeout_s=10.0)
+    assert runner.compiled_parks == 0
+
+
+def test_an_injected_parker_keeps_the_strategys_own_parks():
+    """A test's parker (or any non-default one) decides the parks itself: no compiled wait behind its back."""
+    parks = []
+    strategy = BackoffIdleStrategy(0, 0, 1_000, 1_000, parker=parks.append)
+    strategy.idle(0)
+    assert parks == [1_000] and not strategy.is_backed_off
+    assert backoff().is_backed_off is False  # nothing parked yet
+    real = backoff()
+    real.idle(0)
+    assert real.is_backed_off
