@@ -39,6 +39,8 @@ class IdleWatch:
         address = buffer.ctypes.data + offset
         if address % _WORD_LENGTH:
             raise ValueError(f"offset={offset} is not 8-byte aligned in its buffer (address {address:#x})")
+        # Holding the view keeps the memory mapped: an mmap with a live export cannot be closed (MappedFile.close),
+        # so another thread letting go of the log meanwhile (a client conductor's linger) cannot unmap it under us.
         self._arrays.append(buffer)
         self._addresses.append(address)
 

@@ -204,6 +204,24 @@ class ArchiveConductor:
             self.mark_file.update_activity_timestamp(self.epoch_clock())
         return work
 
+    def add_idle_watch(self, watch) -> bool:
+        """What the next idle cycle depends on (``agent/idle_watch.py``): a request arriving on a control image, a
+        session's response publication connecting or not, the client conductor handling a driver event (new or
+        gone images, on its own thread), a session's liveness check and the mark file's activity update. Recordings,
+        replays and replications move data every cycle: with any of them, or a clock other than the monotonic one a
+        compiled wait reads, the archive idles a cycle at a time."""
+        if self.nano_clock is not time.monotonic_ns or self.recordings or self.replays or self.replications or \
+                self._replay_tokens or self._images or self._gone_request_images:
+            return False
+        for session in self.control_sessions.values():
+            if not session.add_idle_watch(watch):
+                return False
+        self.aeron.add_idle_watch(watch)
+        for subscription in self.control_subscriptions:
+            subscription.add_idle_watch(watch)
+        watch.run_by(self._next_mark_update_ns)
+        return True
+
     def record_error(self, error: BaseException | str) -> None:
         self.counters.on_error()
         self.mark_file.error_log.record(error)

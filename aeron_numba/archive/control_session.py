@@ -218,6 +218,15 @@ class ControlSession:
             work += 1
         return work
 
+    def add_idle_watch(self, watch) -> bool:
+        """An ACTIVE session with nothing queued waits for its response publication's connection to change and for
+        its next liveness check (``agent/idle_watch.py``); one connecting, deciding or sending cannot wait."""
+        if self.state is not ControlSessionState.ACTIVE or self._queue:
+            return False
+        self.publication.add_idle_watch(watch)
+        watch.run_by(self.next_liveness_ns)
+        return True
+
     def abort(self, reason: str) -> int:
         self.reason = reason
         self.state = ControlSessionState.DONE

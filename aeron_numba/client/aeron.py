@@ -164,6 +164,11 @@ class Aeron:
     def conductor(self) -> ClientConductor:
         return self._conductor
 
+    def add_idle_watch(self, watch) -> None:
+        """What the client conductor changes under an application thread's feet: its ``work_generation``, which moves
+        after every cycle that handled a driver event (new images, unavailable ones) or a timer."""
+        watch.watch_int64(self._conductor.work_generation, 0)
+
     @property
     def conductor_agent_invoker(self) -> AgentInvoker | None:
         """The invoker to call in invoker mode (``use_conductor_agent_invoker``); None when a thread runs it."""

@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
+
 import aeron_numba
 from aeron_numba.agent.agent import AgentTerminationException
 from aeron_numba.client.context import Context
@@ -123,6 +125,9 @@ class ClientConductor:
         self._callback_thread: int | None = None
         # Set when the client ends, by close() or a termination: cuts the conductor thread's idle sleep short.
         self.stop_event = threading.Event()
+        # Counts the duty cycles that did work (a driver event handled, a timer): an application thread waiting in
+        # compiled code on state this thread changes (images added, handlers called) watches it (agent/idle_watch.py).
+        self.work_generation = np.zeros(1, np.int64)
 
         # Tell the driver about this client at once so it allocates the heartbeat counter (§11.5).
         self.driver_proxy.client_keepalive()
@@ -172,9 +177,11 @@ class ClientConductor:
         self._is_servicing = True
         try:
             work = self._check_timeouts(self.nano_clock.nano_time())
-            if self._is_closed:
-                return work
-            return work + self.driver_events_adapter.receive(correlation_id)
+            if not self._is_closed:
+                work += self.driver_events_adapter.receive(correlation_id)
+            if work:
+                self.work_generation[0] += 1  # one writer, this thread; after the changes it announces
+            return work
         finally:
             self._is_servicing = False
             if self._is_release_deferred:

@@ -257,6 +257,13 @@ class Publication:
             return False
         return int(get_int32_acquire(log, self._metadata_offset + lb.LOG_IS_CONNECTED_OFFSET)) == 1
 
+    def add_idle_watch(self, watch) -> None:
+        """The log metadata word holding ``is_connected`` (and the active transport count beside it), which the driver
+        sets as subscribers come and go (``agent/idle_watch.py``)."""
+        log = self.log_buffer
+        if log is not None:
+            watch.watch_int64(log, self._metadata_offset + lb.LOG_IS_CONNECTED_OFFSET)
+
     def add_destination(self, endpoint_channel: str) -> None:
         """Send to one more destination (``aeron:udp?endpoint=host:port``); the publication's channel must have
         ``control-mode=manual``. Raises ``RegistrationError`` with the driver's error code otherwise."""

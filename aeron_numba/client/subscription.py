@@ -105,6 +105,12 @@ class Subscription:
             fragments_read += image.controlled_poll(handler, fragment_limit - fragments_read)
         return fragments_read
 
+    def add_idle_watch(self, watch) -> None:
+        """Every image's next frame (``Image.add_idle_watch``); a new image comes with a driver event, which the
+        client conductor's ``work_generation`` shows."""
+        for image in self._images:
+            image.add_idle_watch(watch)
+
     # -------------------------------------------------------------------------------------------- images
     @property
     def images(self) -> list[Image]:
