@@ -6,7 +6,19 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from aeron_numba.codecs.archive_messages import ARCHIVE
+
+
+class Watched:
+    """A memory word standing for what a real resource names in an idle watch (a log's word, a generation)."""
+
+    def __init__(self):
+        self.idle_word = np.zeros(1, np.int64)
+
+    def add_idle_watch(self, watch):
+        watch.watch_int64(self.idle_word, 0)
 
 
 class Counter:
@@ -34,10 +46,11 @@ class Counter:
         self.is_closed = True
 
 
-class Publication:
+class Publication(Watched):
     """A connected response publication keeping each message it took, raw and decoded."""
 
     def __init__(self, channel="", stream_id=0, session_id=1):
+        super().__init__()
         self.channel, self.stream_id, self.session_id = channel, stream_id, session_id
         self.is_connected = True
         self.raw: list[bytes] = []
@@ -66,10 +79,11 @@ class Fragment:
     next_term_offset: int = 0
 
 
-class Subscription:
+class Subscription(Watched):
     """Delivers the fragments queued in ``fragments`` (bytes, request image session id)."""
 
     def __init__(self, registration_id, channel="", stream_id=0, handlers=None):
+        super().__init__()
         self.registration_id, self.channel, self.stream_id = registration_id, channel, stream_id
         self.handlers = handlers or {}  # available_image_handler / unavailable_image_handler as given
         self.fragments: list[tuple[bytes, int]] = []
@@ -90,10 +104,11 @@ class Subscription:
         self.is_closed = True
 
 
-class Aeron:
+class Aeron(Watched):
     client_id = 77
 
     def __init__(self):
+        super().__init__()
         self._ids = itertools.count(1000)
         self.subscriptions: list[Subscription] = []
         self.publications: list[Publication] = []

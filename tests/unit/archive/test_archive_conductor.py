@@ -4,10 +4,12 @@ request bytes are built; the responses are read back from the session's response
 from __future__ import annotations
 
 import struct
+import time
 
 import numpy as np
 import pytest
 
+from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.archive.archive_conductor import ArchiveConductor
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.context import ArchiveContext
@@ -478,3 +480,53 @@ def test_an_idle_conductor_does_no_work_between_its_timers(tmp_path):
             assert len(conductor.mark_file.activity_timestamps_ms) == 3
         finally:
             conductor.on_close()
+
+
+# ------------------------------------------------------------------------------------------------- idle watch
+@pytest.fixture
+def idle_conductor(tmp_path):
+    """On the monotonic clock, which a compiled wait's deadline is in (beside the ``conductor`` fixture's dir)."""
+    archive_dir = tmp_path / "idle"
+    archive_dir.mkdir()
+    ctx = ArchiveContext(archive_dir=str(archive_dir)).conclude()
+    with Catalog.open(archive_dir) as catalog:
+        conductor = ArchiveConductor(ctx, Aeron(), MarkFile(), catalog, nano_clock=time.monotonic_ns,
+                                     epoch_clock=lambda: 5)
+        yield conductor
+        conductor.on_close()
+
+
+def test_an_idle_archive_is_woken_by_a_request_a_connection_change_or_its_client_and_runs_by_its_timers(
+        idle_conductor):
+    session = connected_session(idle_conductor)
+    assert idle_conductor.do_work() == 0
+    watch = IdleWatch()
+    assert idle_conductor.add_idle_watch(watch)
+    assert watch.deadline_ns == min(session.next_liveness_ns, idle_conductor._next_mark_update_ns)
+    watch.snapshot()
+    for what in (idle_conductor.control_subscriptions[0], session.publication, idle_conductor.aeron):
+        assert not watch.changed()
+        what.idle_word[0] += 1  # a request frame committed / the response stream's connection / a driver event
+        assert watch.changed()
+        watch.snapshot()
+
+
+def test_an_archive_with_a_session_not_yet_active_or_with_responses_queued_idles_a_cycle_at_a_time(idle_conductor):
+    idle_conductor.on_auth_connect_request((1, 42), correlation_id=10, response_stream_id=20,
+                                           version=A.ARCHIVE_PROTOCOL_VERSION, response_channel="aeron:ipc",
+                                           encoded_credentials=b"")
+    assert not idle_conductor.add_idle_watch(IdleWatch())  # connecting: its OK is still to go out
+    idle_conductor.do_work()
+    assert idle_conductor.add_idle_watch(IdleWatch())
+    [session] = idle_conductor.control_sessions.values()
+    session.publication.results = [BACK_PRESSURED] * 9  # three sends of three offers each (Aeron's retries)
+    idle_conductor.on_archive_id_request(session, correlation_id=11)
+    idle_conductor.do_work()
+    assert not idle_conductor.add_idle_watch(IdleWatch())  # a response waits for the back pressure to clear
+
+
+def test_an_archive_recording_or_on_a_test_clock_idles_a_cycle_at_a_time(idle_conductor, conductor, shm_dir):
+    assert not conductor.add_idle_watch(IdleWatch())  # its cached clock is not the wait's
+    record(idle_conductor, shm_dir)
+    assert idle_conductor.recordings
+    assert not idle_conductor.add_idle_watch(IdleWatch())  # data to move each cycle

@@ -198,3 +198,23 @@ def test_close_unmaps_cnc_and_every_log(driver):
     aeron.close()
     assert [mapping_count(path) for path in paths] == [1, 1, 1]
     assert errors == []
+
+
+def test_the_work_generation_moves_after_a_cycle_that_handled_a_driver_event_and_not_after_an_idle_one(driver):
+    """Another thread waiting in compiled code watches it to learn that this client's conductor changed something
+    (an image added on its thread)."""
+    aeron, errors = connect(driver, use_conductor_agent_invoker=True)
+    try:
+        invoker, conductor = aeron.conductor_agent_invoker, aeron.conductor
+        while invoker.invoke():
+            pass
+        generation = int(conductor.work_generation[0])
+        assert invoker.invoke() == 0 and int(conductor.work_generation[0]) == generation
+        available = []
+        aeron.add_subscription("aeron:ipc", 3, available_image_handler=available.append)
+        aeron.add_publication("aeron:ipc", 3)
+        await_condition(lambda: available, 5.0, "the image", work=invoker.invoke)
+        assert int(conductor.work_generation[0]) > generation
+    finally:
+        aeron.close()
+    assert errors == []

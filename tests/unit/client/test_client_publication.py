@@ -442,3 +442,18 @@ def test_offer_block_refuses_a_block_not_framed_for_this_publication_naming_the_
     assert publication.position == 0
     assert publication.offer_block(block) == 64
     assert publication.append_padding(100) == 64 + 160  # 132-byte frame, aligned to 160
+
+
+def test_an_idle_watch_on_a_publication_sees_it_connect(client, driver):
+    """What a waiting archive control session is woken by when its response stream connects or goes."""
+    from aeron_numba.agent.idle_watch import IdleWatch
+
+    aeron, _ = client
+    publication = aeron.add_publication("aeron:ipc", 13)
+    watch = IdleWatch()
+    publication.add_idle_watch(watch)
+    watch.snapshot()
+    assert not publication.is_connected and not watch.changed()
+    aeron.add_subscription("aeron:ipc", 13)
+    await_condition(lambda: publication.is_connected, 5, "a subscriber connects")
+    assert watch.changed()

@@ -618,3 +618,22 @@ def test_async_add_destination_returns_at_once_and_a_refusal_reaches_the_error_h
         assert driver.commands_of(cp.REMOVE_RCV_DESTINATION)[0].correlation_id == correlation_id
     finally:
         aeron.close()
+
+
+def test_an_idle_watch_on_a_subscription_sees_a_frame_committed_at_each_images_position(client, driver):
+    """What an application waiting in compiled code on its subscription (the archive's control requests) is woken by."""
+    from aeron_numba.agent.idle_watch import IdleWatch
+
+    aeron, _ = client
+    subscription = aeron.add_subscription("aeron:ipc", 9)
+    publication = aeron.add_publication("aeron:ipc", 9)
+    await_condition(lambda: subscription.image_count == 1, 5, "the image")
+    for message in (b"first", b"second"):
+        watch = IdleWatch()
+        subscription.add_idle_watch(watch)
+        watch.snapshot()
+        assert watch.word_count == 1 and not watch.changed()
+        assert offer(publication, message) > 0
+        assert watch.changed()
+        collector = Collector()
+        poll_until(subscription, collector, lambda: len(collector.messages), 1)  # the next watch is past it
