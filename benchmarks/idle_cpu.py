@@ -9,10 +9,21 @@ process's CPU time (user + system, from ``/proc/<pid>/stat``, all its threads) i
 of ``--seconds`` and printed as a percentage of one core, beside the target of issue 16: at most 2 % each
 (an idle aeronmd took 0.8 % on the machine where the issue was measured).
 
-Beside them, in the same window, the floor: a Python process that does nothing but sleep 1 ms in a loop. That
-is what an agent under Aeron's default backoff idle strategy does once it has backed off to its 1 ms maximum
-park, so no idle driver or archive with that strategy can cost less on the machine. (What a wake-up costs
-depends on the machine: on a virtual machine each one may be charged tens of microseconds of kernel time.)
+Beside them, in the same window, the floor: a Python process that does nothing but sleep 1 ms in a loop, what an
+agent under Aeron's default backoff idle strategy does once it has backed off to its 1 ms maximum park, less its
+duty cycle. (What a wake-up costs depends on the machine: on a virtual machine each one may be charged tens of
+microseconds of kernel time.) The driver and the archive still wake every millisecond, but once backed off they
+take those parks in compiled code (``aeron_numba/agent/idle_watch.py``) and return to Python only when a word they
+watch changes or a timer is due, so they may come in under the floor.
+
+Measured on the project's 2-core machine while other work ran on it (load average 3-4), 10 s windows, in the same
+half hour: before the compiled wait the driver took 4.1-4.3 % and the archive 3.4-3.6 % (floor 1.1 %); with it the
+driver 0.9-1.0 %, the archive 1.3-1.4 % and the client 0.4-0.5 % (floor 1.0-1.2 %). What a Python duty cycle per
+park had cost, warm (cold after a park, it costs several times more): the driver's, with the archive's two IPC
+publications, 61 Python-level calls in 6.0 us; the archive's, with one control session, 26 calls in 2.8 us. The
+archive now runs a Python cycle about 6 times a second. A driver with UDP endpoints, network publications or
+images, and an archive with a recording, replay or replication, still run one Python cycle a park (sockets and
+data to move), as before.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 An agent is one role's duty cycle: ``do_work()`` runs a bounded slice of every duty and returns how much
 it did, so the caller's idle strategy can back off when nothing happened. Agents never block and never
 loop forever; the runner (``AgentRunner``) or an invoker (``AgentInvoker``) owns the loop. Many agents
-can share one process as a ``CompositeAgent`` (Aeron's SHARED threading mode).
+can share one process as a ``CompositeAgent`` (Aeron's SHARED threading mode). An agent may also offer
+``add_idle_watch(watch) -> bool`` (``agent/idle_watch.py``) so that its runner can take its idle parks in
+compiled code.
 """
 
 from __future__ import annotations

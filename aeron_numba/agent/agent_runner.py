@@ -4,7 +4,7 @@ Error policy (Agrona's): an exception from one duty cycle is counted, handed to 
 loop carries on, so a process never dies on one bad input from another process. ``AgentTerminationException``
 stops the loop cleanly. ``on_close`` always runs exactly once, even if the runner never started.
 
-Stopping: ``request_close()`` only clears a flag, so it is safe from a signal handler (Python runs handlers
+Stopping: ``request_close()`` only stores flags, so it is safe from a signal handler (Python runs handlers
 in the main thread between bytecodes; taking a lock there could deadlock against the interrupted code).
 ``close()`` requests and then waits for the loop to finish. ``close_on_signals`` wires SIGINT/SIGTERM to
 ``request_close`` for a process's main loop.
@@ -87,6 +87,10 @@ class AgentRunner:
         Incremented once per error (the driver's ERRORS system counter).
     duty_cycle_tracker : DutyCycleTracker, optional
         If given, every ``do_work`` call is timed with ``nano_clock`` and recorded into it.
+
+    Under ``BackoffIdleStrategy``, an agent with ``add_idle_watch`` that has backed off to the max park has its parks
+    taken in a compiled wait until a word it watches changes, its deadline passes or close is requested
+    (``agent/idle_watch.py``); the parks and the cycles they stand for are not timed (nothing ran).
     """
 
     _NEW, _RUNNING, _CLOSED = 0, 1, 2

@@ -398,11 +398,11 @@ class Image:
         return int(get_int32_acquire(log, self._metadata_offset + lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET))
 
     def add_idle_watch(self, watch) -> None:
-        """The length word of the frame at this subscriber's position, the one ``poll`` peeks at: a publisher (or the
-        driver's receiver) committing a frame there gives ``poll`` something to read (``agent/idle_watch.py``)."""
+        """The length word of the frame at this subscriber's position: a publisher (or the driver's receiver)
+        committing a frame there gives ``poll`` something to read (``agent/idle_watch.py``)."""
         log = self.log_buffer
         if log is not None:
-            watch.watch_int64(log, int(self._result_slots[RESULT_NEXT_FRAME]) * 4)  # frames are 32-byte aligned
+            watch.watch_int64(log, self._frame_slot(self.position) * 4)  # frames are 32-byte aligned
 
     def _internal_close(self) -> None:
         """Record the final position and drop the views (called by the conductor under its lock)."""
