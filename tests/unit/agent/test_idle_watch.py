@@ -73,7 +73,7 @@ def test_watch_snapshot_sees_a_change_made_after_it_and_the_wait_returns_at_once
     assert watch.park_until_changed(100_000, time.monotonic_ns() + FAR_NS) == (1, iw.WOKEN_BY_CHANGE)
 
 
-def test_watch_deadline_is_the_earliest_asked_and_capped_by_the_runner():
+def test_watch_deadline_is_the_earliest_asked_and_the_callers_cap_applies():
     watch = IdleWatch()
     watch.run_by(5_000)
     watch.run_by(9_000)
