@@ -18,12 +18,13 @@ watch changes or a timer is due, so they may come in under the floor.
 
 Measured on the project's 2-core machine while other work ran on it (load average 3-4), 10 s windows, in the same
 half hour: before the compiled wait the driver took 4.1-4.3 % and the archive 3.4-3.6 % (floor 1.1 %); with it the
-driver 0.9-1.0 %, the archive 1.3-1.4 % and the client 0.4-0.5 % (floor 1.0-1.2 %). What a Python duty cycle per
-park had cost, warm (cold after a park, it costs several times more): the driver's, with the archive's two IPC
-publications, 61 Python-level calls in 6.0 us; the archive's, with one control session, 26 calls in 2.8 us. The
-archive now runs a Python cycle about 6 times a second. A driver with UDP endpoints, network publications or
-images, and an archive with a recording, replay or replication, still run one Python cycle a park (sockets and
-data to move), as before.
+driver 0.9-1.0 %, the archive 1.3-1.4 % and the client 0.4-0.5 % (floor 1.0-1.2 %). What a Python duty cycle a park
+had cost, timed warm in a loop: the driver's (with the archive's two IPC publications) 61 Python-level calls in
+6.0 us, the archive's (one control session) 26 calls in 2.8 us; the CPU time over the floor at about 900 wake-ups a
+second came to 10-13 us a wake-up, so right after a park (cold caches) such a cycle costs 2-4 times as much. Now
+the driver runs a Python cycle about 3 times a second and the archive about 6 (timers, its client's work). A driver
+with UDP endpoints, network publications or images, and an archive with a recording, replay or replication, still
+run one Python cycle a park (sockets to poll, data to move), as before.
 """
 
 from __future__ import annotations
