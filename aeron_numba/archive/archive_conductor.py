@@ -208,10 +208,11 @@ class ArchiveConductor:
         """What the next idle cycle depends on (``agent/idle_watch.py``): a request arriving on a control image, a
         session's response publication connecting or not, the client conductor handling a driver event (new or
         gone images, on its own thread), a session's liveness check and the mark file's activity update. Recordings,
-        replays and replications move data every cycle: with any of them, or a clock other than the monotonic one a
-        compiled wait reads, the archive idles a cycle at a time."""
+        replays and replications move data every cycle, and a subscription still being added awaits the driver's
+        answer or its timeout: with any of them, or a clock other than the monotonic one a compiled wait reads, the
+        archive idles a cycle at a time."""
         if self.nano_clock is not time.monotonic_ns or self.recordings or self.replays or self.replications or \
-                self._replay_tokens or self._images or self._gone_request_images:
+                self._replay_tokens or self._pending_subscriptions or self._images or self._gone_request_images:
             return False
         for session in self.control_sessions.values():
             if not session.add_idle_watch(watch):

@@ -530,3 +530,17 @@ def test_an_archive_recording_or_on_a_test_clock_idles_a_cycle_at_a_time(idle_co
     record(idle_conductor, shm_dir)
     assert idle_conductor.recordings
     assert not idle_conductor.add_idle_watch(IdleWatch())  # data to move each cycle
+
+
+def test_an_archive_awaiting_the_drivers_answer_for_a_subscription_idles_a_cycle_at_a_time(idle_conductor):
+    session = connected_session(idle_conductor)
+    recording_id = stopped_recording(idle_conductor)
+    aeron = idle_conductor.aeron
+    aeron.async_add_subscription = holding(aeron, aeron.async_add_subscription)
+    idle_conductor.extend_for_replication(session, 70, recording_id, 1001,
+                                          "aeron:udp?endpoint=localhost:0|session-id=5")
+    idle_conductor.do_work()
+    assert not idle_conductor.add_idle_watch(IdleWatch())  # the answer (or the driver timeout) is polled for
+    aeron.pending.clear()
+    idle_conductor.do_work()
+    assert idle_conductor.add_idle_watch(IdleWatch())  # made: what comes next is an image, a driver event
