@@ -39,6 +39,8 @@ UNTETHERED_WINDOW_LIMIT_TIMEOUT_PARAM = "untethered-window-limit-timeout"
 UNTETHERED_RESTING_TIMEOUT_PARAM = "untethered-resting-timeout"
 ENDPOINT_PARAM = "endpoint"
 SPIES_SIMULATE_CONNECTION_PARAM = "ssc"
+TAGS_PARAM = "tags"  # tags=<channel tag>[,<publication tag>]
+TAG_PREFIX = "tag:"  # session-id=tag:<publication tag>: the session of the publication with that tag
 
 _SIZE = re.compile(r"(\d+)([kKmMgG]?)")
 _DURATION = re.compile(r"(\d+)(ns|us|ms|s)?")
@@ -96,6 +98,18 @@ class ChannelUri:
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.params.get(key, default)
+
+    @property
+    def channel_tag(self) -> str | None:
+        """The channel tag of ``tags=`` (before the comma), or None when absent or empty, as Aeron splits it."""
+        tag = self.params.get(TAGS_PARAM, "").partition(",")[0]
+        return tag or None
+
+    @property
+    def entity_tag(self) -> str | None:
+        """The publication (or subscription) tag of ``tags=`` (after the comma), or None when absent or empty."""
+        tag = self.params.get(TAGS_PARAM, "").partition(",")[2]
+        return tag or None
 
     def replace_endpoint_wildcard_port(self, resolved_endpoint: str) -> "ChannelUri":
         """This channel with the port of ``resolved_endpoint`` (``host:port``, as bound) in place of an

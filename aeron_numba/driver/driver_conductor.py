@@ -89,10 +89,13 @@ class SubscriptionLink:
         return self.is_ipc and self.stream_id == publication.stream_id and self.wants_session(publication.session_id)
 
     def matches_network_publication(self, publication) -> bool:
-        """Aeron's spy match: a spy on the publication's stream and channel (same canonical form), with no
-        session id or the publication's."""
-        return self.spy_channel is not None and self.stream_id == publication.stream_id and \
-            self.wants_session(publication.session_id) and \
+        """Aeron's spy match: a spy on the publication's stream and either the channel tag of its endpoint (any
+        session, as the C driver) or its channel (same canonical form) with no session id or the publication's."""
+        if self.spy_channel is None or self.stream_id != publication.stream_id:
+            return False
+        if self.spy_channel.tag is not None and self.spy_channel.tag == publication.channel.tag:
+            return True
+        return self.wants_session(publication.session_id) and \
             self.spy_channel.canonical_form == publication.channel.canonical_form
 
 
@@ -295,7 +298,8 @@ class DriverConductor:
         if not uri.is_ipc:
             self._add_network_publication(client_id, correlation_id, stream_id, channel, exclusive)
             return
-        params = PublicationParams.from_uri(uri, self.ctx, exclusive)
+        params = PublicationParams.from_uri(uri, self.ctx, exclusive,
+                                            find_publication_by_tag=self.network.find_publication_by_tag)
         same_stream = [p for p in self.publications
                        if p.stream_id == stream_id and p.state in (State.ACTIVE, State.DRAINING)]
         shared = next((p for p in same_stream if not p.exclusive and p.state is State.ACTIVE), None)
@@ -316,7 +320,8 @@ class DriverConductor:
     def _add_network_publication(self, client_id: int, correlation_id: int, stream_id: int, channel_uri: str,
                                  exclusive: bool) -> None:
         channel = UdpChannel.parse(channel_uri)
-        params = PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True)
+        params = PublicationParams.from_uri(channel.uri, self.ctx, exclusive, network=True,
+                                            find_publication_by_tag=self.network.find_publication_by_tag)
         channel.check_for_publication()
         same_endpoint = self.network.publications_of(channel, stream_id)
         shared = next((p for p in same_endpoint if not p.exclusive and p.state is State.ACTIVE), None)
@@ -366,6 +371,7 @@ class DriverConductor:
             stream_id=stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
             page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
             linger_timeout_ns=params.linger_ns, pre_touch=self.ctx.pre_touch_mapped_memory,
+            entity_tag=params.log_entity_tag,
         )
         key = ck.stream_counter_key(registration_id, session_id, stream_id, channel)
         counter_ids = []

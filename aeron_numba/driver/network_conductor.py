@@ -37,7 +37,7 @@ from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
 from aeron_numba.driver.sender import Sender
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.driver.udp_transport import UdpTransport
-from aeron_numba.errors import AeronError, LayoutError
+from aeron_numba.errors import AeronError, ChannelParameterError, LayoutError
 from aeron_numba.kernels import counters as ck
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
@@ -52,6 +52,24 @@ SPY_SOURCE_IDENTITY = cu.IPC_CHANNEL  # what Aeron's driver names as the source 
 
 def _format(address: tuple[str, int]) -> str:
     return f"{address[0]}:{address[1]}"
+
+
+def _untagged_or_same_tag(endpoint, channel: UdpChannel):
+    """An endpoint found by canonical form serves the channel unless both carry a tag and the tags differ."""
+    if endpoint is not None and endpoint.channel.tag is not None and channel.tag is not None and \
+            endpoint.channel.tag != channel.tag:
+        return None
+    return endpoint
+
+
+def _endpoint_key(endpoints: dict, channel: UdpChannel) -> str:
+    """Endpoints are found by canonical form; one of another tag at the same address is kept beside it."""
+    key = channel.canonical_form
+    return key if key not in endpoints else f"{key}#{channel.tag}"
+
+
+def _remove_endpoint(endpoints: dict, endpoint) -> None:
+    del endpoints[next(key for key, value in endpoints.items() if value is endpoint)]
 
 
 class ChannelEndpointError(AeronError):
@@ -114,8 +132,33 @@ class NetworkConductor:
                                        f"channel={channel}") from None
 
     # ------------------------------------------------------------------------------- send endpoints
+    def find_send_endpoint(self, channel: UdpChannel) -> SendChannelEndpoint | None:
+        """The send endpoint a publication on ``channel`` uses, if there is one (Aeron's
+        findExistingSendChannelEndpoint): the one its channel tag names, else the one of its canonical form unless
+        that one carries another tag. A tagged channel that names no endpoint and has no address of its own (no
+        endpoint, no control, not manual) is refused with C's words (GENERIC_ERROR)."""
+        if channel.tag is not None:
+            for endpoint in self.send_endpoints.values():
+                if channel.matches_tag(endpoint.channel):
+                    return endpoint
+            if not channel.has_explicit_control and not channel.is_manual_destination_control and \
+                    not channel.has_explicit_endpoint:
+                raise ChannelParameterError("URI must have explicit control, endpoint, or be manual control-mode when"
+                                            f" original: channel={channel}")
+        return _untagged_or_same_tag(self.send_endpoints.get(channel.canonical_form), channel)
+
+    def find_receive_endpoint(self, channel: UdpChannel) -> ReceiveChannelEndpoint | None:
+        """The receive endpoint a subscription on ``channel`` joins, if there is one (Aeron's
+        findExistingReceiveChannelEndpoint): the one its channel tag names, else the one of its canonical form
+        unless that one carries another tag. (A tag that names none makes a new endpoint, as in Aeron.)"""
+        if channel.tag is not None:
+            for endpoint in self.receive_endpoints.values():
+                if channel.matches_tag(endpoint.channel):
+                    return endpoint
+        return _untagged_or_same_tag(self.receive_endpoints.get(channel.canonical_form), channel)
+
     def _send_endpoint(self, channel: UdpChannel, registration_id: int) -> SendChannelEndpoint:
-        endpoint = self.send_endpoints.get(channel.canonical_form)
+        endpoint = self.find_send_endpoint(channel)
         if endpoint is not None:
             return endpoint
         transport = self._transport(channel.send_bind_address(), channel)
@@ -125,7 +168,7 @@ class NetworkConductor:
         sockaddr_id = self._local_sockaddr_counter(cl.SND_LOCAL_SOCKADDR_NAME, status_id, bound, registration_id)
         endpoint = SendChannelEndpoint(channel, transport, self.system_counters, status_id)
         endpoint.sockaddr_counter_id = sockaddr_id
-        self.send_endpoints[channel.canonical_form] = endpoint
+        self.send_endpoints[_endpoint_key(self.send_endpoints, channel)] = endpoint
         self.sender.add_endpoint(endpoint)
         return endpoint
 
@@ -133,16 +176,22 @@ class NetworkConductor:
         if endpoint.ref_count > 0:
             return
         self.sender.remove_endpoint(endpoint)
-        del self.send_endpoints[endpoint.channel.canonical_form]
+        _remove_endpoint(self.send_endpoints, endpoint)
         for counter_id in (endpoint.status_counter_id, endpoint.sockaddr_counter_id):
             self.counters.free(counter_id)
         endpoint.close()
 
     # ------------------------------------------------------------------------------- publications
     def publications_of(self, channel: UdpChannel, stream_id: int) -> list[NetworkPublication]:
-        """The stream's publications on the channel's send endpoint, in any state (Aeron's session id check)."""
-        return [p for p in self.publications
-                if p.stream_id == stream_id and p.channel.canonical_form == channel.canonical_form]
+        """The stream's publications on the send endpoint ``channel`` uses (by address or tag), in any state
+        (Aeron's session id check)."""
+        endpoint = self.find_send_endpoint(channel)
+        return [p for p in self.publications if p.stream_id == stream_id and p.endpoint is endpoint] \
+            if endpoint is not None else []
+
+    def find_publication_by_tag(self, tag: int) -> NetworkPublication | None:
+        """The network publication whose ``tags=`` named this publication tag (``session-id=tag:<n>``)."""
+        return next((p for p in self.publications if p.tag is not None and p.tag == tag), None)
 
     def new_publication(self, registration_id: int, client_id: int, stream_id: int, channel: UdpChannel, params,
                         exclusive: bool, session_id: int, log_path: Path, now_ns: int) -> NetworkPublication:
@@ -154,6 +203,7 @@ class NetworkConductor:
             stream_id=stream_id, correlation_id=registration_id, mtu_length=params.mtu_length,
             page_size=self.ctx.file_page_size, term_id=params.term_id, term_offset=params.term_offset,
             linger_timeout_ns=params.linger_ns, pre_touch=self.ctx.pre_touch_mapped_memory,
+            entity_tag=params.log_entity_tag,
         )
         counter_ids = []
         try:
@@ -168,7 +218,7 @@ class NetworkConductor:
                                                         stream_id, channel.original, owner_id))
             publication = NetworkPublication(
                 registration_id=registration_id, session_id=session_id, stream_id=stream_id,
-                channel=channel, endpoint=endpoint, exclusive=exclusive, log=log,
+                channel=endpoint.channel, endpoint=endpoint, exclusive=exclusive, log=log,
                 pub_pos_counter_id=counter_ids[0], pub_lmt_counter_id=counter_ids[1],
                 snd_pos_counter_id=counter_ids[2], snd_lmt_counter_id=counter_ids[3],
                 snd_bpe_counter_id=counter_ids[4],
@@ -181,8 +231,12 @@ class NetworkConductor:
                 setup_timeout_ns=self.ctx.publication_setup_timeout_ns,
                 retransmit_delay_ns=self.ctx.retransmit_unicast_delay_ns,
                 retransmit_linger_ns=self.ctx.retransmit_unicast_linger_ns, max_resend=self.ctx.max_resend,
-                flow_control=flow_control_for(channel.uri, multi_receiver=channel.has_group_semantics),
-                spies_simulate_connection=params.spies_simulate_connection, signal_eos=params.signal_eos,
+                # As Aeron: the endpoint's channel (a tagged channel may name no address of its own) decides flow
+                # control and group semantics; the publication's own channel names its counters.
+                flow_control=flow_control_for(endpoint.channel.uri,
+                                              multi_receiver=endpoint.channel.has_group_semantics),
+                spies_simulate_connection=params.spies_simulate_connection, tag=params.entity_tag,
+                signal_eos=params.signal_eos,
             )
         except Exception:
             for counter_id in counter_ids:
@@ -212,11 +266,12 @@ class NetworkConductor:
     # ---------------------------------------------------------------------------- receive endpoints
     def add_subscription(self, link, channel: UdpChannel) -> ReceiveChannelEndpoint:
         channel.check_for_subscription()
-        key = channel.canonical_form
-        if channel.is_manual_destination_control and channel.remote_data is None and channel.remote_control is None:
-            key = f"{key}-{link.registration_id}"  # nothing to share by: one MDS endpoint per subscription, as Aeron
-        endpoint = self.receive_endpoints.get(key)
+        endpoint = self.find_receive_endpoint(channel)
         if endpoint is None:
+            key = _endpoint_key(self.receive_endpoints, channel)
+            if channel.is_manual_destination_control and channel.remote_data is None and \
+                    channel.remote_control is None and channel.tag is None:
+                key = f"{key}-{link.registration_id}"  # nothing to share by: an MDS endpoint per subscription, as C
             endpoint = self._new_receive_endpoint(link, channel, key)
         endpoint.add_subscription(link.stream_id)
         link.endpoint = endpoint

@@ -60,7 +60,7 @@ class NetworkPublication:
     registration_id: int
     session_id: int
     stream_id: int
-    channel: object  # UdpChannel
+    channel: object  # UdpChannel of its send endpoint
     endpoint: object  # SendChannelEndpoint
     exclusive: bool
     log: LogBuffers
@@ -84,6 +84,7 @@ class NetworkPublication:
     max_resend: int = 16
     flow_control: object = field(default_factory=UnicastFlowControl)
     spies_simulate_connection: bool = False
+    tag: int | None = None  # the publication tag of tags=<channel tag>,<publication tag>
     ref_count: int = 1
     state: State = State.ACTIVE
     owners: list[int] = field(default_factory=list)

@@ -1,5 +1,10 @@
 """A publication's settings from its channel URI, validated against the driver's context (Aeron's
-``PublicationParams``): term length, MTU, linger, window, session id and an exclusive publication's start position.
+``PublicationParams``): term length, MTU, linger, window, session id and an exclusive publication's start position,
+and the publication tag of ``tags=<channel tag>,<publication tag>``.
+
+``session-id=tag:<n>`` takes the session id of the network publication tagged ``<n>``, and its term length and MTU
+unless the channel names its own (the C driver's rule: so a second publication joins the tagged one's session,
+e.g. on another endpoint, with a log the same shape).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from typing import TYPE_CHECKING
 from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.errors import ChannelParameterError
 from aeron_numba.layout import frame
+from aeron_numba.layout import log_buffer_descriptor as lb
 
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver import uri_params as up
@@ -32,34 +38,52 @@ class PublicationParams:
     term_id: int | None = None
     term_offset: int = 0
     spies_simulate_connection: bool = False
+    entity_tag: int | None = None  # the publication tag of tags=
     has_term_length: bool = False  # named on the channel: only what it names must match a log it joins
     has_mtu_length: bool = False
     signal_eos: bool = True  # eos=false: closing sends no end of stream (a replay a live stream takes over from)
 
     @classmethod
-    def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool,
-                 network: bool = False) -> "PublicationParams":
-        """Aeron's order of checks and its refusals (``uri_params``: GENERIC_ERROR, as the C driver)."""
-        session_id = up.int32_param(uri, cu.SESSION_ID_PARAM)
+    def from_uri(cls, uri: cu.ChannelUri, ctx: DriverContext, exclusive: bool, network: bool = False,
+                 find_publication_by_tag=lambda tag: None) -> "PublicationParams":
+        """Aeron's order of checks and its refusals (``uri_params``: GENERIC_ERROR, as the C driver).
+        ``find_publication_by_tag(tag)`` is the driver's network publication with that publication tag, or None."""
+        term_length = ctx.term_buffer_length if network else ctx.ipc_term_buffer_length
+        mtu = ctx.mtu_length if network else ctx.ipc_mtu_length
+        session_id_text = uri.get(cu.SESSION_ID_PARAM)
+        if session_id_text is not None and session_id_text.startswith(cu.TAG_PREFIX):
+            tagged = find_publication_by_tag(up.int64_text(cu.SESSION_ID_PARAM, session_id_text,
+                                                           session_id_text[len(cu.TAG_PREFIX):]))
+            if tagged is None:
+                raise ChannelParameterError(
+                    f"{cu.SESSION_ID_PARAM}={session_id_text} must reference a network publication")
+            session_id, term_length, mtu = tagged.session_id, tagged.term_length, tagged.mtu
+        else:
+            session_id = up.int32_param(uri, cu.SESSION_ID_PARAM)
+        entity_tag = None
+        if uri.entity_tag is not None:
+            try:
+                entity_tag = up.int64_text(cu.TAGS_PARAM, uri.entity_tag, uri.entity_tag, base=10)
+            except ChannelParameterError:
+                raise ChannelParameterError(f"Entity tag invalid: {uri.entity_tag}") from None
         linger = up.duration_param(uri, cu.LINGER_PARAM)
         linger = ctx.publication_linger_timeout_ns if linger is None else linger
-        term_length = up.size_param(uri, cu.TERM_LENGTH_PARAM)
-        if term_length is None:
-            term_length = ctx.term_buffer_length if network else ctx.ipc_term_buffer_length
-        else:
-            up.check_term_length(term_length)
-        mtu = up.size_param(uri, cu.MTU_LENGTH_PARAM)
-        if mtu is None:
-            mtu = ctx.mtu_length if network else ctx.ipc_mtu_length
-        else:
-            up.check_mtu_length(mtu)
+        given_term_length = up.size_param(uri, cu.TERM_LENGTH_PARAM)
+        if given_term_length is not None:
+            up.check_term_length(given_term_length)
+            term_length = given_term_length
+        given_mtu = up.size_param(uri, cu.MTU_LENGTH_PARAM)
+        if given_mtu is not None:
+            up.check_mtu_length(given_mtu)
+            mtu = given_mtu
         window = up.size_param(uri, cu.PUBLICATION_WINDOW_PARAM)
         if window is None:  # the context's window, when set and under half the term (Aeron's producer window)
             window = ctx.publication_term_window_length if network else ctx.ipc_publication_term_window_length
             window = window if 0 < window < term_length // 2 else term_length // 2
         else:
             up.check_publication_window_length(window, mtu, term_length)
-        params = cls(term_length, mtu, linger, window, session_id, has_term_length=cu.TERM_LENGTH_PARAM in uri.params,
+        params = cls(term_length, mtu, linger, window, session_id, entity_tag=entity_tag,
+                     has_term_length=cu.TERM_LENGTH_PARAM in uri.params,
                      has_mtu_length=cu.MTU_LENGTH_PARAM in uri.params)
         names = (cu.INITIAL_TERM_ID_PARAM, cu.TERM_ID_PARAM, cu.TERM_OFFSET_PARAM)
         initial_term_id, term_id = up.int32_param(uri, names[0]), up.int32_param(uri, names[1])
@@ -86,6 +110,11 @@ class PublicationParams:
                                                          ctx.spies_simulate_connection)
         params.signal_eos = up.bool_param(uri, cu.EOS_PARAM, True)
         return params
+
+    @property
+    def log_entity_tag(self) -> int:
+        """The entity tag the log's metadata holds: the publication tag, or Aeron's invalid tag (-1) as C writes."""
+        return lb.INVALID_TAG if self.entity_tag is None else self.entity_tag
 
     @property
     def has_position(self) -> bool:

@@ -22,11 +22,17 @@ bad value EINVAL, which a client sees as GENERIC_ERROR (``ChannelParameterError`
 
 ``canonical_form`` names the pair of local and remote addresses, as Aeron does ("UDP-<local>-<remote>"), so
 two channel strings that mean the same sockets share one endpoint in the driver.
+
+* ``tags=<channel tag>[,<publication tag>]`` — the channel tag names this channel's endpoint, so that a later
+  ``aeron:udp?tags=<channel tag>`` (no endpoint of its own) reuses it (``matches_tag``). A tagged channel with no
+  address of its own (or a wildcard port) gets ``#<tag>`` after its canonical form, as Aeron's, so that it is told
+  apart from an untagged one.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import struct
 from dataclasses import dataclass
@@ -51,6 +57,8 @@ IFREQ = struct.Struct("16s24x")  # struct ifreq: name, then the union the kernel
 IFREQ_ADDRESS_OFFSET = 20  # sin_addr inside the returned ifreq (16 name + 2 family + 2 port)
 
 Address = tuple[str, int]
+_TAG_PREFIX = re.compile(r"\s*([+-]?)([0-9]+)")  # what C's strtoul(tag, 10) reads; the rest is ignored, as C does
+_MAX_TAG = 2**63 - 1
 
 
 def parse_host_port(name: str, value: str, *, port_required: bool = True) -> tuple[str, int]:
@@ -157,6 +165,15 @@ def route_source_address(remote: Address) -> str | None:
         return probe.getsockname()[0]
 
 
+def parse_channel_tag(text: str) -> int:
+    """A channel tag as the C driver reads it (strtoul, base 10): the leading decimal digits, anything after them
+    ignored. No digits, a negative value or one past a signed 64-bit integer: INVALID_CHANNEL with C's words."""
+    match = _TAG_PREFIX.match(text)
+    if match is None or match.group(1) == "-" or int(match.group(2)) > _MAX_TAG:
+        raise InvalidChannelError(f"could not parse channel tag string: {text}")
+    return int(match.group(2))
+
+
 def _group_semantics(value: str | None) -> bool | None:
     """As Aeron's C driver reads an inferable boolean: ``true``, ``infer`` (or absent: None), anything else false."""
     if value is None or value == GROUP_INFER:
@@ -196,6 +213,7 @@ class UdpChannel:
     is_multicast: bool
     ttl: int | None
     group_semantics: bool | None = None  # group= of a subscription; None: infer
+    tag: int | None = None  # the channel tag of tags=
 
     @classmethod
     def parse(cls, channel: str) -> "UdpChannel":
@@ -209,8 +227,9 @@ class UdpChannel:
             raise InvalidChannelError(f"channel '{channel}': control-mode={control_mode!r} must be one of {CONTROL_MODES}")
         if control_mode == CONTROL_MODE_DYNAMIC and control is None:
             raise InvalidChannelError(f"explicit control expected with dynamic control mode: channel '{channel}'")
-        if endpoint is None and control is None and control_mode != CONTROL_MODE_MANUAL:
-            # C's words; this driver has no tags or response channels.
+        tag_text = uri.channel_tag
+        if endpoint is None and control is None and tag_text is None and control_mode != CONTROL_MODE_MANUAL:
+            # C's words; this driver has no response channels.
             raise InvalidChannelError("URIs for UDP must specify endpoint, control, tags, or control-mode=manual/"
                                       f"response: channel '{channel}'")
         remote_data = resolve(cu.ENDPOINT_PARAM, *parse_host_port(cu.ENDPOINT_PARAM, endpoint)) if endpoint else None
@@ -226,7 +245,7 @@ class UdpChannel:
             remote_control = multicast_control_address(remote_data)  # port 0: refused for publications only
         ttl = None if uri.get(TTL_PARAM) is None else multicast_ttl(uri.get(TTL_PARAM))
         return cls(channel, uri, remote_data, local_data, remote_control, control_mode, is_multicast, ttl,
-                   _group_semantics(uri.get(GROUP_PARAM)))
+                   _group_semantics(uri.get(GROUP_PARAM)), None if tag_text is None else parse_channel_tag(tag_text))
 
     def check_for_publication(self) -> None:
         """What the C driver requires of a publication's channel, after its parameters (its words, EINVAL)."""
@@ -264,11 +283,53 @@ class UdpChannel:
         return self.local_data[0]
 
     @property
+    def has_explicit_endpoint(self) -> bool:
+        return self.uri.get(cu.ENDPOINT_PARAM) is not None
+
+    @property
+    def has_explicit_control(self) -> bool:
+        return self.uri.get(CONTROL_PARAM) is not None
+
+    @property
     def canonical_form(self) -> str:
         remote = self.remote_data if self.remote_data is not None else self.remote_control
-        if remote is None:  # manual MDC without control=: no address of its own
+        if remote is None and self.tag is None:  # manual MDC without control=: no address of its own
             return f"UDP-{_format(self.local_data)}-{CONTROL_MODE_MANUAL}"
-        return f"UDP-{_format(self.local_data)}-{_format(remote)}"
+        form = f"UDP-{_format(self.local_data)}-{_format(remote or ANY_ADDRESS)}"
+        if self.tag is not None and self._has_no_address_of_its_own():
+            form += f"#{self.tag}"  # Aeron's suffix: two such channels are the same endpoint only by their tag
+        return form
+
+    def _has_no_address_of_its_own(self) -> bool:
+        """Aeron's test for a canonical form that needs a suffix: no endpoint and no control, or a wildcard port."""
+        if self.remote_data is None and not self.has_explicit_control:
+            return True
+        return (self.remote_data is not None and self.remote_data[1] == 0) or \
+            (self.has_explicit_control and self.remote_control[1] == 0)
+
+    def _tag_addresses(self) -> tuple[Address, Address]:
+        """(remote, local) as Aeron's UDP channel holds them when matching tags: the endpoint (or the wildcard), and
+        the control address when one is given, else the interface (or the wildcard)."""
+        local = self.remote_control if self.has_explicit_control else self.local_data
+        return (self.remote_data or ANY_ADDRESS), local
+
+    def matches_tag(self, endpoint_channel: "UdpChannel") -> bool:
+        """True when this channel's tag names the endpoint made for ``endpoint_channel`` (Aeron's matchesTag); a
+        channel that names the tag but contradicts the endpoint's control mode or addresses is refused with C's
+        words (GENERIC_ERROR)."""
+        if self.tag is None or self.tag != endpoint_channel.tag:
+            return False
+        if self.control_mode is not None and self.control_mode != endpoint_channel.control_mode:
+            raise ChannelParameterError(f"matching tag {self.tag} has mismatched control-mode: {self.original} <> "
+                                        f"{endpoint_channel.original}")
+        remote, local = self._tag_addresses()
+        if remote == ANY_ADDRESS and local == ANY_ADDRESS:
+            return True  # names only the tag: whatever the endpoint's addresses are
+        endpoint_remote, endpoint_local = endpoint_channel._tag_addresses()
+        if remote != endpoint_remote or local != endpoint_local:
+            raise ChannelParameterError(f"matching tag {self.tag} has mismatched endpoint or control: "
+                                        f"{self.original} <> {endpoint_channel.original}")
+        return True
 
     def send_bind_address(self) -> Address:
         """Where a publication's send endpoint binds: MDC its control address, multicast its control group, else

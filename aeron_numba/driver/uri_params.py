@@ -8,12 +8,16 @@ GENERIC_ERROR: these raise ``ChannelParameterError``. A malformed URI stays ``In
 
 from __future__ import annotations
 
+import re
+
 from aeron_numba.codecs import channel_uri as cu
 from aeron_numba.errors import ChannelParameterError, InvalidChannelError
 from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer_descriptor as lb
 
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_BASE_10 = re.compile(r"\s*([+-]?)([0-9]+)")
+_BASE_0 = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 
 
 def _parsed(uri: cu.ChannelUri, name: str, parse) -> int | None:
@@ -49,6 +53,26 @@ def int32_param(uri: cu.ChannelUri, name: str) -> int | None:
         raise ChannelParameterError(f"could not parse {name}={value} as int32_t in URI") from None
     if not _I32_MIN <= number <= _I32_MAX:
         raise ChannelParameterError(f"could not parse {name}={value} as int32_t in URI: Numerical result out of range")
+    return number
+
+
+def int64_text(name: str, value: str, number_text: str, base: int = 0) -> int:
+    """``number_text`` (part of ``name=value``) read whole as C's strtoll does: base 10, or base 0 (decimal, 0x hex,
+    0-prefixed octal); nothing may follow the digits and the value must fit a signed 64-bit integer."""
+    match = (_BASE_0 if base == 0 else _BASE_10).fullmatch(number_text)
+    if match is None:
+        raise ChannelParameterError(f"could not parse {name}={value} as int64_t in URI")
+    sign, digits = match.group(1), match.group(2)
+    if digits[:2] in ("0x", "0X"):
+        number = int(digits[2:], 16)
+    elif base == 0 and digits.startswith("0"):
+        number = int(digits, 8)
+    else:
+        number = int(digits)
+    number = -number if sign == "-" else number
+    if not -(2**63) <= number < 2**63:
+        raise ChannelParameterError(f"could not parse {name}={value} as int64_t in URI due to: Numerical result out of"
+                                    " range")
     return number
 
 

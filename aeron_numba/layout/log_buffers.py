@@ -99,6 +99,7 @@ class LogBuffers:
         term_offset: int = 0,
         linger_timeout_ns: int = 5_000_000_000,
         pre_touch: bool = False,
+        entity_tag: int = 0,
     ) -> "LogBuffers":
         """Create a zeroed log buffer file and write its metadata as the driver does (§2, §2.1).
 
@@ -130,6 +131,7 @@ class LogBuffers:
         _put(buf, meta + lb.LOG_TERM_LENGTH_OFFSET, np.int32, term_length)
         _put(buf, meta + lb.LOG_PAGE_SIZE_OFFSET, np.int32, page_size)
         _put(buf, meta + lb.LOG_LINGER_TIMEOUT_NS_OFFSET, np.int64, linger_timeout_ns)
+        _put(buf, meta + lb.LOG_ENTITY_TAG_OFFSET, np.int64, entity_tag)  # a publication's tag; 0 for an image, as C
         header = meta + lb.LOG_DEFAULT_FRAME_HEADER_OFFSET
         buf[header + frame.VERSION_FIELD_OFFSET] = frame.CURRENT_VERSION
         buf[header + frame.FLAGS_FIELD_OFFSET] = frame.UNFRAGMENTED

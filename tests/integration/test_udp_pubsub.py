@@ -5,6 +5,7 @@ multicast, with a publisher driver and two subscriber drivers on one group over 
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pytest
@@ -400,6 +401,29 @@ def test_manual_multi_destination_cast_sends_to_the_destinations_its_client_adds
         with pytest.raises(RegistrationError, match="does not allow manual control of destinations") as error:
             unicast.add_destination(drivers.channel)
         assert error.value.error_code_name == "INVALID_CHANNEL"
+
+
+def test_a_publication_on_a_channel_tag_sends_through_the_endpoint_that_carried_the_tag(drivers):
+    """Driver A: ``<channel>|tags=1001`` opens the send endpoint, then ``aeron:udp?tags=1001`` (no address of its own)
+    publishes another stream through it; driver B's subscriber on the channel reads that stream. A tag that no
+    endpoint carries is refused with the C driver's code and words."""
+    from aeron_numba.errors import RegistrationError
+
+    with _client(drivers.dir_a) as a, _client(drivers.dir_b) as b:
+        receiver = Receiver(b.add_subscription(drivers.channel, STREAM))
+        carrier = a.add_publication(f"{drivers.channel}|tags=1001|term-length=64k", STREAM + 1)
+        tagged = a.add_publication("aeron:udp?tags=1001|term-length=64k", STREAM)
+        assert tagged.channel_status_id == carrier.channel_status_id  # one send endpoint, named by its tag
+        await_condition(lambda: tagged.is_connected and receiver.subscription.image_count == 1, 20,
+                        "the tagged publication connected")
+        for i in range(20):
+            _offer(tagged, f"tagged {i}".encode())
+        await_condition(lambda: receiver.has(20), 20, "every message through the tagged endpoint")
+        assert receiver.messages == [f"tagged {i}".encode() for i in range(20)]
+        refusal = "URI must have explicit control, endpoint, or be manual control-mode when original: channel=aeron:udp"
+        with pytest.raises(RegistrationError, match=re.escape(refusal) + r"\?tags=1002") as error:
+            a.add_publication("aeron:udp?tags=1002", STREAM)
+        assert error.value.error_code_name == "GENERIC_ERROR"
 
 
 def test_a_multi_destination_subscription_reads_one_session_from_a_replay_then_the_live_stream(drivers):

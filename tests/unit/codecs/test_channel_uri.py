@@ -65,3 +65,13 @@ def test_an_endpoints_wildcard_port_is_replaced_by_the_resolved_one(uri, resolve
 def test_a_resolved_endpoint_without_a_port_is_refused(resolved, message):
     with pytest.raises(InvalidChannelError, match=message):
         ChannelUri.parse("aeron:udp?endpoint=localhost:0").replace_endpoint_wildcard_port(resolved)
+
+
+@pytest.mark.parametrize("tags, channel_tag, entity_tag", [
+    ("1001", "1001", None), ("1001,2002", "1001", "2002"), ("1001,", "1001", None), (",2002", None, "2002"),
+    ("1,2,3", "1", "2,3"),  # split at the first comma, as Aeron's C client splits it
+])
+def test_tags_split_into_the_channel_tag_and_the_publication_tag(tags, channel_tag, entity_tag):
+    uri = ChannelUri.parse(f"aeron:udp?endpoint=x:1|tags={tags}")
+    assert (uri.channel_tag, uri.entity_tag) == (channel_tag, entity_tag)
+    assert (ChannelUri.parse("aeron:ipc").channel_tag, ChannelUri.parse("aeron:ipc").entity_tag) == (None, None)

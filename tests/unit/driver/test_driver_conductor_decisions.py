@@ -6,12 +6,16 @@ from __future__ import annotations
 import re
 import socket
 
+import numpy as np
 import pytest
 
 from aeron_numba.driver.command_errors import ControlProtocolError, error_code_of
 from aeron_numba.driver.network_conductor import ChannelEndpointError
 from aeron_numba.errors import ChannelParameterError
+from aeron_numba.kernels import counters as ck
 from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import log_buffer_descriptor as lb
+from tests.unit.driver.test_driver_udp import free_udp_port
 from tests.unit.driver_support import Harness
 
 CLIENT_ID = 7
@@ -160,6 +164,177 @@ def test_terminate_driver_is_refused_unless_the_validator_allows_it(conductor):
     with pytest.raises(ControlProtocolError, match="terminate driver refused") as refused:
         conductor.on_terminate_driver(client_id=CLIENT_ID, correlation_id=400, token=b"")
     assert refused.value.error_code == cp.GENERIC_ERROR and not conductor.terminate_requested
+
+
+# ------------------------------------------------------------------------------------------- channel tags
+def _ready(proxy, correlation_id: int) -> dict:
+    (args,) = [a for name, a in proxy.calls if name == "on_publication_ready" and a["correlation_id"] == correlation_id]
+    return args
+
+
+def _subscribed(proxy, correlation_id: int) -> dict:
+    (args,) = [a for name, a in proxy.calls if name == "on_subscription_ready" and a["arg0"] == correlation_id]
+    return args
+
+
+def test_a_publication_tagged_channel_reuses_the_send_endpoint_of_the_channel_that_carried_the_tag(conductor):
+    """``aeron:udp?tags=1001`` names no address: it is the endpoint of ``endpoint=...|tags=1001`` (C driver's
+    findExistingSendChannelEndpoint), for another stream a new publication there, for the same one the same."""
+    port = free_udp_port()
+    proxy = conductor.client_proxy
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10,
+                                 channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=101, stream_id=11, channel="aeron:udp?tags=1001")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=102, stream_id=10, channel="aeron:udp?tags=1001")
+    network = conductor.network
+    (endpoint,) = network.send_endpoints.values()
+    assert [p.stream_id for p in network.publications] == [10, 11]
+    assert all(p.endpoint is endpoint for p in network.publications)
+    first, other_stream, same_stream = (_ready(proxy, i) for i in (100, 101, 102))
+    assert first["channel_status_indicator_id"] == other_stream["channel_status_indicator_id"] == \
+        endpoint.status_counter_id
+    assert other_stream["registration_id"] == 101 and same_stream["registration_id"] == 100
+    # The tagged publication sends where the endpoint sends, and its counters name its own channel.
+    assert network.publications[1].channel.remote_data == ("127.0.0.1", port)
+    labels = [c.label for c in ck.CountersReader(conductor.counters.metadata_buffer,
+                                                  conductor.counters.values_buffer).counters()]
+    assert any(label.startswith("snd-pos: 101 ") and "aeron:udp?tags=1001" in label for label in labels)
+
+
+def test_an_untagged_channel_of_the_same_address_shares_a_tagged_endpoint_and_another_tag_does_not(harness,
+                                                                                                  conductor):
+    port = free_udp_port()
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10,
+                                 channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=101, stream_id=11,
+                                 channel=f"aeron:udp?endpoint=127.0.0.1:{port}")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=102, stream_id=12,
+                                 channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=103, stream_id=13,
+                                 channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1002")
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=104, stream_id=14, channel="aeron:udp?tags=1002")
+    tagged_1001, tagged_1002 = conductor.network.send_endpoints.values()
+    assert [p.endpoint for p in conductor.network.publications] == [tagged_1001] * 3 + [tagged_1002] * 2
+    conductor.on_remove_publication(client_id=CLIENT_ID, correlation_id=105, registration_id=103)
+    conductor.on_remove_publication(client_id=CLIENT_ID, correlation_id=106, registration_id=104)
+    harness.advance(1_000)
+    assert list(conductor.network.send_endpoints.values()) == [tagged_1001]
+
+
+@pytest.mark.parametrize("channel, message", [
+    # A tag no endpoint carries, on a channel with no address of its own: the C driver's EINVAL.
+    ("aeron:udp?tags=1002",
+     "^URI must have explicit control, endpoint, or be manual control-mode when original: channel=aeron:udp"
+     r"\?tags=1002$"),
+    # The tag names the endpoint, the rest of the channel contradicts it.
+    ("aeron:udp?endpoint=127.0.0.1:{other}|tags=1001",
+     r"^matching tag 1001 has mismatched endpoint or control: aeron:udp\?endpoint=127.0.0.1:{other}\|tags=1001 <> "
+     r"aeron:udp\?endpoint=127.0.0.1:{port}\|tags=1001$"),
+    ("aeron:udp?tags=1001|control-mode=manual",
+     r"^matching tag 1001 has mismatched control-mode: aeron:udp\?tags=1001\|control-mode=manual <> "
+     r"aeron:udp\?endpoint=127.0.0.1:{port}\|tags=1001$"),
+])
+def test_a_publication_tag_that_names_no_endpoint_or_contradicts_it_is_refused_as_c_refuses_it(
+        conductor, channel, message):
+    port, other = free_udp_port(), free_udp_port()
+    conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10,
+                                 channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001")
+    with pytest.raises(ChannelParameterError, match=message.format(port=port, other=other)) as refused:
+        conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=101, stream_id=11,
+                                     channel=channel.format(port=port, other=other))
+    assert error_code_of(refused.value) == cp.GENERIC_ERROR
+    assert len(conductor.network.publications) == 1 and len(conductor.network.send_endpoints) == 1
+
+
+def test_a_subscription_tagged_channel_joins_the_receive_endpoint_that_carried_the_tag(conductor):
+    proxy = conductor.client_proxy
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=200, registration_correlation_id=-1,
+                                  stream_id=10, channel="aeron:udp?endpoint=127.0.0.1:0|tags=2001")
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=201, registration_correlation_id=-1,
+                                  stream_id=11, channel="aeron:udp?tags=2001")
+    (endpoint,) = conductor.network.receive_endpoints.values()
+    assert _subscribed(proxy, 200)["arg1"] == _subscribed(proxy, 201)["arg1"] == endpoint.status_counter_id
+    assert sorted(endpoint.stream_refs) == [10, 11]
+    port = endpoint.local_address[1]
+    with pytest.raises(ChannelParameterError, match="^matching tag 2001 has mismatched endpoint or control: "):
+        conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=202, registration_correlation_id=-1,
+                                      stream_id=12, channel=f"aeron:udp?endpoint=127.0.0.1:{port + 1}|tags=2001")
+    # A tag no receive endpoint carries makes an endpoint of its own on the wildcard address, as the C driver does.
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=203, registration_correlation_id=-1,
+                                  stream_id=10, channel="aeron:udp?tags=2002")
+    assert endpoint.channel.canonical_form == "UDP-0.0.0.0:0-127.0.0.1:0#2001"
+    assert sorted(conductor.network.receive_endpoints) == ["UDP-0.0.0.0:0-0.0.0.0:0#2002",
+                                                           "UDP-0.0.0.0:0-127.0.0.1:0#2001"]
+    assert [s.registration_id for s in conductor.subscriptions] == [200, 201, 203]
+
+
+def test_session_id_tag_takes_the_session_and_log_shape_of_the_tagged_network_publication(conductor):
+    port, other = free_udp_port(), free_udp_port()
+    proxy = conductor.client_proxy
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10,
+                                           channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001,42"
+                                                   "|term-length=128k|mtu=4096")
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=101, stream_id=10,
+                                           channel=f"aeron:udp?endpoint=127.0.0.1:{other}|session-id=tag:42")
+    tagged, follower = conductor.network.publications
+    assert _ready(proxy, 101)["session_id"] == _ready(proxy, 100)["session_id"] == tagged.session_id
+    assert (follower.term_length, follower.mtu) == (128 * 1024, 4096)
+    assert (tagged.tag, follower.tag) == (42, None)
+    # The publication tag is in the log's metadata, where the C driver writes it (-1: none).
+    assert [_entity_tag(p.log) for p in (tagged, follower)] == [42, lb.INVALID_TAG]
+
+
+def test_session_id_tag_on_the_tagged_endpoint_and_stream_is_refused_as_already_in_use(conductor):
+    """The same session and stream twice on one endpoint could not be told apart: C's refusal. On another stream of
+    the endpoint the tagged session is free."""
+    port = free_udp_port()
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10,
+                                           channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001,42")
+    with pytest.raises(ChannelParameterError, match=r"^Specified session-id is already in exclusive use for channel="
+                                                    r"aeron:udp\?tags=1001\|session-id=tag:42 stream-id=10$"):
+        conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=101, stream_id=10,
+                                               channel="aeron:udp?tags=1001|session-id=tag:42")
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=102, stream_id=11,
+                                           channel="aeron:udp?tags=1001|session-id=tag:42")
+    tagged, other_stream = conductor.network.publications
+    assert other_stream.session_id == tagged.session_id and other_stream.endpoint is tagged.endpoint
+
+
+def _entity_tag(log) -> int:
+    meta = lb.metadata_offset(log.buffer.size)
+    return int(log.buffer[meta + lb.LOG_ENTITY_TAG_OFFSET:meta + lb.LOG_ENTITY_TAG_OFFSET + 8].view(np.int64)[0])
+
+
+@pytest.mark.parametrize("channel, message", [
+    ("aeron:udp?endpoint=127.0.0.1:{port}|session-id=tag:43",
+     "^session-id=tag:43 must reference a network publication$"),
+    ("aeron:udp?endpoint=127.0.0.1:{port}|session-id=tag:x", "^could not parse session-id=tag:x as int64_t in URI$"),
+    ("aeron:udp?endpoint=127.0.0.1:{port}|tags=1,4x", "^Entity tag invalid: 4x$"),
+    ("aeron:ipc?tags=1,", None),  # an empty publication tag is no tag, as C splits it
+])
+def test_publication_tags_that_name_nothing_or_do_not_parse_are_refused_as_c_refuses_them(conductor, channel,
+                                                                                          message):
+    channel = channel.format(port=free_udp_port())
+    if message is None:
+        conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10, channel=channel)
+        assert _entity_tag(conductor.publications[0].log) == lb.INVALID_TAG
+        return
+    with pytest.raises(ChannelParameterError, match=message) as refused:
+        conductor.on_add_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10, channel=channel)
+    assert error_code_of(refused.value) == cp.GENERIC_ERROR
+    assert conductor.network.publications == [] and conductor.network.send_endpoints == {}
+
+
+def test_a_spy_on_the_channel_tag_sees_every_session_at_the_tagged_endpoint(conductor):
+    """The C driver's spy match: the same channel tag matches whatever the spy's session-id says."""
+    port = free_udp_port()
+    conductor.on_add_exclusive_publication(client_id=CLIENT_ID, correlation_id=100, stream_id=10,
+                                           channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001|session-id=5")
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=200, registration_correlation_id=-1,
+                                  stream_id=10, channel="aeron-spy:aeron:udp?tags=1001|session-id=6")
+    conductor.on_add_subscription(client_id=CLIENT_ID, correlation_id=201, registration_correlation_id=-1,
+                                  stream_id=10, channel="aeron-spy:aeron:udp?tags=1002")
+    assert _images(conductor.client_proxy) == [(200, 100)]
 
 
 def _mds_subscription(conductor, correlation_id: int = 500, channel: str = "aeron:udp?control-mode=manual") -> None:

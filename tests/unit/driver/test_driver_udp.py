@@ -61,21 +61,24 @@ class Stream:
     """A UDP subscription and a publication to its port, in one driver; with ``channel``, both on that channel
     (a multicast group: the driver talks to itself over loopback multicast)."""
 
-    def __init__(self, harness, channel_params: str = "", channel: str | None = None, publication_params: str = ""):
+    def __init__(self, harness, channel_params: str = "", channel: str | None = None, publication_params: str = "",
+                 publication_channel: str | None = None):
         self.harness = harness
         self.client = client = RawClient(harness.cnc)
         self.sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
                                   stream_id=STREAM,
                                   channel=(channel or "aeron:udp?endpoint=127.0.0.1:0") + channel_params)
         harness.work()
-        (t, ready), = client.responses()
-        assert t == cp.ON_SUBSCRIPTION_READY
+        # A new broadcast receiver also sees the last response sent before it: only this subscription's counts.
+        (ready,) = [m for t, m in client.responses()
+                    if t == cp.ON_SUBSCRIPTION_READY and m.correlation_id == self.sub_id]
         self.receive_status_id = ready.channel_status_indicator_id
         (endpoint,) = harness.conductor.network.receive_endpoints.values()
         self.port = endpoint.local_address[1]
         self.pub_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=STREAM,
-                                  channel=(channel or f"aeron:udp?endpoint=127.0.0.1:{self.port}") + "|term-length=64k"
-                                  + publication_params)
+                                  channel=(publication_channel or channel
+                                           or f"aeron:udp?endpoint=127.0.0.1:{self.port}")
+                                  + "|term-length=64k" + publication_params)
         harness.work()
         (t, self.pub), = client.responses()
         assert t == cp.ON_PUBLICATION_READY
@@ -155,6 +158,35 @@ def test_a_stream_connects_flows_and_reports_its_counters(harness):
     log = stream.image_log  # one transport delivering, as the C driver writes it for a client's Image
     assert int(log.buffer[log.metadata_offset + lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET:][:4].view(np.int32)[0]) == 1
     stream.close()
+
+
+def test_a_publication_on_a_channel_tag_sends_through_the_endpoint_that_carried_the_tag(harness):
+    """``aeron:udp?tags=1001`` names no address: its data goes where ``endpoint=...|tags=1001`` sends, from the
+    same socket, and the subscriber there reads it."""
+    port = free_udp_port()
+    carrier = RawClient(harness.cnc)
+    carrier.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=STREAM + 1,
+                 channel=f"aeron:udp?endpoint=127.0.0.1:{port}|tags=1001|term-length=64k")
+    harness.work()
+    (t, _), = carrier.responses()
+    assert t == cp.ON_PUBLICATION_READY
+    stream = Stream(harness, channel=f"aeron:udp?endpoint=127.0.0.1:{port}", publication_channel="aeron:udp?tags=1001")
+    network = harness.conductor.network
+    (endpoint,) = network.send_endpoints.values()
+    assert [p.endpoint for p in network.publications] == [endpoint, endpoint]
+    assert stream.pub.channel_status_indicator_id == endpoint.status_counter_id
+    assert stream.image.source_identity == f"127.0.0.1:{endpoint.local_address[1]}"
+    # The log's entity tag, as C writes it: no publication tag on this channel (-1); 0 in an image's log.
+    assert [_entity_tag(log) for log in (stream.log, stream.image_log)] == [lb.INVALID_TAG, 0]
+    payloads = [bytes([i]) * (i * 53 % 2000 + 1) for i in range(100)]
+    stream.offer_all(payloads)
+    assert stream.settle(50) == payloads
+    stream.close()
+
+
+def _entity_tag(log: LogBuffers) -> int:
+    offset = lb.metadata_offset(log.buffer.size) + lb.LOG_ENTITY_TAG_OFFSET
+    return int(log.buffer[offset:offset + 8].view(np.int64)[0])
 
 
 def test_a_network_publication_has_a_sampled_pub_pos_freed_with_it(harness):

@@ -255,3 +255,55 @@ def test_manual_multi_destination_cast_needs_no_address_of_its_own():
     assert not UdpChannel.parse("aeron:udp?control-mode=dynamic|control=127.0.0.1:40123").is_manual_destination_control
     with pytest.raises(InvalidChannelError, match="explicit control expected with dynamic control mode"):
         UdpChannel.parse("aeron:udp?control-mode=dynamic")  # dynamic needs the control address receivers reach
+
+
+# ------------------------------------------------------------------------------------------- channel tags
+def test_tags_name_a_channel_that_has_no_address_of_its_own():
+    """``tags=<channel tag>[,<publication tag>]``: the channel tag alone is enough for a UDP channel (C's rule:
+    endpoint, control, tags or control-mode=manual), and such a channel's canonical form carries ``#<tag>``, as C's
+    does."""
+    tagged = UdpChannel.parse("aeron:udp?tags=1001")
+    assert tagged.tag == 1001 and tagged.remote_data is None and not tagged.has_explicit_endpoint
+    assert tagged.canonical_form == "UDP-0.0.0.0:0-0.0.0.0:0#1001"
+    assert UdpChannel.parse("aeron:udp?tags=1001,2002").tag == 1001
+    # A wildcard port is no address of its own either; a fixed one is, and keeps the untagged canonical form.
+    assert UdpChannel.parse("aeron:udp?endpoint=127.0.0.1:0|tags=7").canonical_form == "UDP-0.0.0.0:0-127.0.0.1:0#7"
+    assert UdpChannel.parse("aeron:udp?endpoint=127.0.0.1:40123|tags=7").canonical_form == \
+        UdpChannel.parse("aeron:udp?endpoint=127.0.0.1:40123").canonical_form == "UDP-0.0.0.0:0-127.0.0.1:40123"
+    assert UdpChannel.parse("aeron:udp?endpoint=127.0.0.1:40123").tag is None
+    assert UdpChannel.parse("aeron:udp?control-mode=manual|tags=9").canonical_form == "UDP-0.0.0.0:0-0.0.0.0:0#9"
+
+
+@pytest.mark.parametrize("tags, tag", [("12", 12), ("12abc", 12), (" 3", 3), ("0", 0), ("5,", 5)])
+def test_a_channel_tag_is_read_as_c_reads_it(tags, tag):
+    """C reads the tag with strtoul(base 10): leading digits, the rest ignored."""
+    assert UdpChannel.parse(f"aeron:udp?endpoint=127.0.0.1:40123|tags={tags}").tag == tag
+
+
+@pytest.mark.parametrize("tags", ["abc", "-1", "99999999999999999999", ",5"])
+def test_a_channel_tag_that_does_not_parse_is_an_invalid_channel(tags):
+    channel = f"aeron:udp?endpoint=127.0.0.1:40123|tags={tags}"
+    if tags == ",5":  # an empty channel tag is no tag (C splits at the comma): the channel needs no tag then
+        assert UdpChannel.parse(channel).tag is None
+        return
+    with pytest.raises(InvalidChannelError, match=f"^could not parse channel tag string: {tags}$") as refused:
+        UdpChannel.parse(channel)
+    assert not isinstance(refused.value, ChannelParameterError)  # INVALID_CHANNEL, as C's
+
+
+@pytest.mark.parametrize("channel, matches", [
+    ("aeron:udp?tags=1001", True),  # the tag alone: whatever the endpoint's addresses
+    ("aeron:udp?endpoint=127.0.0.1:40123|tags=1001", True),  # the tag and the endpoint's own address
+    ("aeron:udp?tags=1002", False),
+    ("aeron:udp?endpoint=127.0.0.1:40123", False),  # no tag: a match by canonical form only
+    ("aeron:udp?endpoint=127.0.0.1:40124|tags=1001", "mismatched endpoint or control"),
+    ("aeron:udp?tags=1001|interface=127.0.0.1", "mismatched endpoint or control"),
+    ("aeron:udp?tags=1001|control-mode=manual", "mismatched control-mode"),
+])
+def test_a_tagged_channel_matches_the_endpoint_channel_of_its_tag_or_is_refused(channel, matches):
+    endpoint_channel = UdpChannel.parse("aeron:udp?endpoint=127.0.0.1:40123|tags=1001")
+    if isinstance(matches, bool):
+        assert UdpChannel.parse(channel).matches_tag(endpoint_channel) is matches
+        return
+    with pytest.raises(ChannelParameterError, match=f"^matching tag 1001 has {matches}: "):
+        UdpChannel.parse(channel).matches_tag(endpoint_channel)
