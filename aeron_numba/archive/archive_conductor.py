@@ -942,11 +942,6 @@ class ArchiveConductor:
             session.error(correlation_id, "GENERIC", f"replication channel {channel!r}: control-mode (response "
                                                      f"channels, multi-destination) is not supported by this archive")
             return
-        if channel_tag_id != A.NULL_VALUE or subscription_tag_id != A.NULL_VALUE:
-            session.error(correlation_id, "GENERIC", f"tagged replication (channelTagId={channel_tag_id}, "
-                                                     f"subscriptionTagId={subscription_tag_id}) needs tagged, "
-                                                     f"multi-destination subscriptions, not supported by this archive")
-            return
         has_recording = self.catalog.has_recording(dst_recording_id)
         if dst_recording_id != A.NULL_VALUE and not has_recording:
             session.error(correlation_id, "UNKNOWN_RECORDING", f"unknown destination recording id {dst_recording_id}")
@@ -977,7 +972,8 @@ class ArchiveConductor:
 
         self.replications[replication_id] = ReplicationSession(
             replication_id=replication_id, src_recording_id=src_recording_id, dst_recording_id=dst_recording_id,
-            stop_position=stop_position, replication_channel=channel, file_io_max_length=file_io_max_length,
+            stop_position=stop_position, channel_tag_id=channel_tag_id, subscription_tag_id=subscription_tag_id,
+            replication_channel=channel, file_io_max_length=file_io_max_length,
             replication_session_id=replication_session_id, control_session=session, conductor=self,
             catalog=self.catalog, connect=connect, next_correlation_id=self.aeron.next_correlation_id,
             message_timeout_ns=timeout_ns, nano_clock=self.nano_clock, on_error=self.record_error,

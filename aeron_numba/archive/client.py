@@ -282,15 +282,29 @@ class AeronArchive:
                   src_control_channel: str, live_destination: str | None = None, *,
                   stop_position: int = A.NULL_POSITION, replication_channel: str | None = None,
                   file_io_max_length: int = A.NULL_VALUE, replication_session_id: int = A.NULL_VALUE,
-                  encoded_credentials: bytes = b"", src_response_channel: str | None = None) -> int:
+                  encoded_credentials: bytes = b"", src_response_channel: str | None = None,
+                  channel_tag_id: int = A.NULL_VALUE, subscription_tag_id: int = A.NULL_VALUE) -> int:
         """Have this archive copy recording ``src_recording_id`` of the archive on ``src_control_channel`` /
         ``src_control_stream_id`` (``dst_recording_id`` NULL: into a new recording; else extending that one), to
         ``stop_position`` or the source's end, over ``replication_channel`` (None: the archive's). Returns the
         replication id: the recording signals (REPLICATE, EXTEND, SYNC, STOP, REPLICATE_END) and a later ERROR carry
-        it as their correlation id. Sent as ReplicateRequest2, as Aeron's client sends every replicate."""
-        return self._replicate(src_recording_id, dst_recording_id, stop_position, A.NULL_VALUE, A.NULL_VALUE,
+        it as their correlation id. Sent as ReplicateRequest2, as Aeron's client sends every replicate; the keyword
+        arguments are Aeron's ``ReplicationParams`` (``channel_tag_id``/``subscription_tag_id``: see
+        ``tagged_replicate``)."""
+        return self._replicate(src_recording_id, dst_recording_id, stop_position, channel_tag_id, subscription_tag_id,
                                src_control_stream_id, src_control_channel, live_destination, replication_channel,
                                file_io_max_length, replication_session_id, encoded_credentials, src_response_channel)
+
+    def tagged_replicate(self, src_recording_id: int, dst_recording_id: int, channel_tag_id: int,
+                         subscription_tag_id: int, src_control_stream_id: int, src_control_channel: str,
+                         live_destination: str | None = None, *, stop_position: int = A.NULL_POSITION) -> int:
+        """``replicate`` with the archive's recording subscription tagged
+        ``tags=<channel_tag_id>,<subscription_tag_id>`` (a NULL_VALUE one: the replication id), so that a subscription
+        on ``aeron:udp?tags=<channel_tag_id>`` in the destination's driver shares its receive endpoint (Aeron's
+        ``taggedReplicate``). Returns the replication id."""
+        return self._replicate(src_recording_id, dst_recording_id, stop_position, channel_tag_id, subscription_tag_id,
+                               src_control_stream_id, src_control_channel, live_destination, None, A.NULL_VALUE,
+                               A.NULL_VALUE, b"", None)
 
     def _replicate(self, src_recording_id, dst_recording_id, stop_position, channel_tag_id, subscription_tag_id,
                    src_control_stream_id, src_control_channel, live_destination, replication_channel,

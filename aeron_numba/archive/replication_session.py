@@ -31,6 +31,9 @@ replication is DONE with the recording still following the live stream (close st
 As Aeron: signals and errors carry the replication id as their correlation id; each step waiting on the source has
 the archive client's message timeout (an ERROR GENERIC when it passes), and an ERROR from the source ends the
 replication with an ERROR GENERIC carrying its message. The replay token steps of Aeron's session are not here.
+A tagged replication (a channel or subscription tag; a NULL one takes the replication id) records through the same
+multi-destination subscription, tagged ``tags=<channelTagId>,<subscriptionTagId>``, as Aeron's does, so that the
+channel tag names its receive endpoint in this archive's driver.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from __future__ import annotations
 import enum
 import time
 
-from aeron_numba.codecs.channel_uri import ENDPOINT_PARAM, ChannelUri
+from aeron_numba.codecs.channel_uri import ENDPOINT_PARAM, TAGS_PARAM, ChannelUri
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
@@ -74,7 +77,8 @@ class ReplicationSession:
     def __init__(self, *, replication_id: int, src_recording_id: int, dst_recording_id: int, stop_position: int,
                  replication_channel: str, file_io_max_length: int, replication_session_id: int, control_session,
                  conductor, catalog, connect, next_correlation_id, message_timeout_ns: int,
-                 nano_clock=time.monotonic_ns, on_error=None, live_destination: str = ""):
+                 nano_clock=time.monotonic_ns, on_error=None, live_destination: str = "",
+                 channel_tag_id: int = A.NULL_VALUE, subscription_tag_id: int = A.NULL_VALUE):
         """``connect()`` starts the ``AsyncConnect`` to the source archive. ``conductor`` records for the session:
         ``extend_for_replication(control_session, replication_id, recording_id, stream_id, channel)`` returns
         the recording subscription (or None, the error already sent) and ``stop_recording_subscription(id)``
@@ -84,12 +88,13 @@ class ReplicationSession:
         self.dst_recording_id = dst_recording_id
         self.dst_stop_position = stop_position
         self.replication_channel = replication_channel
+        self.is_tagged = channel_tag_id != A.NULL_VALUE or subscription_tag_id != A.NULL_VALUE
+        self.channel_tag_id = replication_id if channel_tag_id == A.NULL_VALUE else channel_tag_id
+        self.subscription_tag_id = replication_id if subscription_tag_id == A.NULL_VALUE else subscription_tag_id
         self.file_io_max_length = file_io_max_length
         self.replication_session_id = replication_session_id
         self.live_destination = live_destination or None
-        # The MDS recording subscription's tags, as Aeron's for an untagged request (tagged ones, which would
-        # name their own, are refused by the conductor).
-        self.channel_tag_id = self.subscription_tag_id = replication_id
+        self.is_mds = self.is_tagged or self.live_destination is not None  # Aeron's: an MDS recording subscription
         self.replay_destination: str | None = None
         self.is_live_added = False
         self.retry_attempts = RETRY_ATTEMPTS
@@ -227,9 +232,9 @@ class ReplicationSession:
         endpoint = params.get(ENDPOINT_PARAM)
         params["rejoin"] = "false"
         params["session-id"] = str(self.replay_session_id)
-        if self.live_destination:  # one image fed by the replay, then by the live stream too
+        if self.is_mds:  # one image fed by the replay (then by the live stream too)
             params.pop(ENDPOINT_PARAM, None)
-            params["tags"] = f"{self.channel_tag_id},{self.subscription_tag_id}"
+            params[TAGS_PARAM] = f"{self.channel_tag_id},{self.subscription_tag_id}"
             params["control-mode"] = "manual"
         channel = str(ChannelUri(uri.media, params, uri.prefix))
         registration_id = self.conductor.extend_for_replication(self.control_session, self.replication_id,
@@ -238,7 +243,7 @@ class ReplicationSession:
             self._state(ReplicationState.DONE, "the destination recording cannot be extended")
             return 1
         self.recording_subscription_id = registration_id
-        if self.live_destination:  # added to the subscription once the driver has made it
+        if self.is_mds:  # added to the subscription once the driver has made it
             self.replay_destination = _destination_uri(uri, endpoint)
         self._state(ReplicationState.REPLAY, "")
         return 1
@@ -253,7 +258,7 @@ class ReplicationSession:
             self._check_timeout(f"failed to add the recording subscription: channel={owner.original_channel}", 0)
             return False
         self.recording_subscription = owner.subscription
-        if self.live_destination:
+        if self.is_mds:
             owner.subscription.async_add_destination(self.replay_destination)
         return True
 
@@ -291,7 +296,7 @@ class ReplicationSession:
         """Where the source replays to: the replication channel with the port this archive's driver bound for its
         endpoint (MDS: for the replay destination); None until that is known."""
         subscription = self.recording_subscription
-        if not self.live_destination:
+        if not self.is_mds:
             resolved = subscription.try_resolve_channel_endpoint_port()
             return None if resolved is None else ChannelUri.parse(resolved)
         bound = subscription.resolved_endpoint

@@ -213,6 +213,44 @@ def test_stop_replication_ends_it_and_an_unknown_id_is_unknown_replication(nodes
     assert not dst.archive.try_stop_replication(replication_id)
 
 
+def test_a_tagged_replication_records_on_an_endpoint_its_channel_tag_names(nodes):
+    """Aeron's taggedReplicate: the destination records the replay on a subscription tagged
+    ``tags=<channelTagId>,<subscriptionTagId>``, so a subscription on ``aeron:udp?tags=<channelTagId>`` in the
+    destination's driver joins that receive endpoint. The source recording is still active, so the replication
+    follows it until stopped and the endpoint can be looked at while it runs."""
+    src, dst = nodes
+    channel_tag, subscription_tag = 4_000_001, 4_000_002
+    recording_subscription_id = src.archive.start_recording(RECORDED, STREAM)
+    publication = src.aeron.add_exclusive_publication(RECORDED, STREAM)
+    _, last = publish(publication, 300, random.Random(6))[-1]
+    src_signals = []
+    await_condition(lambda: src.archive.poll_for_recording_signals(src_signals.append) >= 0 and any(
+        s.signal == "START" for s in src_signals), 30, "source recording START")
+    src_id = next(s.recording_id for s in src_signals if s.signal == "START")
+    replication_id = dst.archive.tagged_replicate(src_id, A.NULL_VALUE, channel_tag, subscription_tag,
+                                                  A.DEFAULT_CONTROL_STREAM_ID, src.control_channel)
+    signals = await_signals(dst.archive, replication_id, "EXTEND")
+    dst_id = signals[0].recording_id
+    counters = dst.aeron.counters_reader
+    tags = f"tags={channel_tag},{subscription_tag}"
+    (receive_status_id,) = [c.counter_id for c in counters.counters()
+                            if c.label.startswith("rcv-channel: ") and tags in c.label]
+    tagged = dst.aeron.add_subscription(f"aeron:udp?tags={channel_tag}", STREAM + 1)
+    try:
+        assert tagged.channel_status_id == receive_status_id  # the same endpoint, named by its tag
+        # The replication goes on through that endpoint: what the source records next arrives too.
+        _, last = publish(publication, 300, random.Random(7))[-1]
+        await_condition(lambda: dst.archive.get_recording_position(dst_id) == last, 60,
+                        "the destination follows the source recording")
+    finally:
+        tagged.close()
+    dst.archive.stop_replication(replication_id)
+    await_signals(dst.archive, replication_id, "REPLICATE_END", 30)
+    assert dst.archive.poll_for_error_response() is None
+    src.archive.stop_recording_subscription(recording_subscription_id)
+    publication.close()
+
+
 # ------------------------------------------------------------------------------------------------ 1 GiB
 GIB = 1 << 30
 BIG_RECORDED = "aeron:ipc?term-length=16m"

@@ -332,10 +332,11 @@ def test_purge_answers_the_segment_files_deleted_then_signals_delete(conductor):
 
 # ----------------------------------------------------------------------------------------------- replication
 def replicate(conductor, session, correlation_id=60, dst_recording_id=A.NULL_VALUE, live_destination="",
-              replication_channel="aeron:udp?endpoint=localhost:0", channel_tag_id=A.NULL_VALUE):
+              replication_channel="aeron:udp?endpoint=localhost:0", channel_tag_id=A.NULL_VALUE,
+              subscription_tag_id=A.NULL_VALUE):
     conductor.on_replicate_request2(
         session, correlation_id=correlation_id, src_recording_id=3, dst_recording_id=dst_recording_id,
-        stop_position=A.NULL_POSITION, channel_tag_id=channel_tag_id, subscription_tag_id=A.NULL_VALUE,
+        stop_position=A.NULL_POSITION, channel_tag_id=channel_tag_id, subscription_tag_id=subscription_tag_id,
         src_control_stream_id=10, src_control_channel="aeron:udp?endpoint=localhost:8010",
         live_destination=live_destination, replication_channel=replication_channel, file_io_max_length=A.NULL_VALUE,
         replication_session_id=A.NULL_VALUE, encoded_credentials=b"",
@@ -347,8 +348,6 @@ def replicate(conductor, session, correlation_id=60, dst_recording_id=A.NULL_VAL
 @pytest.mark.parametrize("kwargs, code, message", [
     (dict(replication_channel=""), "GENERIC", "no replication channel: the request names none and the archive has "
                                               "no AERON_ARCHIVE_REPLICATION_CHANNEL"),
-    (dict(channel_tag_id=5), "GENERIC", "tagged replication (channelTagId=5, subscriptionTagId=-1) needs tagged, "
-                                        "multi-destination subscriptions, not supported by this archive"),
     (dict(dst_recording_id=12), "UNKNOWN_RECORDING", "unknown destination recording id 12"),
 ])
 def test_a_replicate_request_the_archive_cannot_do_is_refused(conductor, kwargs, code, message):
@@ -391,6 +390,42 @@ def test_a_replication_is_answered_with_its_id_and_stopped_by_it(conductor):
     [unknown] = session.publication.sent[2:]
     assert (unknown.correlation_id, unknown.code, unknown.relevant_id, unknown.error_message) == \
         (62, ERROR, A.ARCHIVE_ERROR_CODES["UNKNOWN_REPLICATION"], f"unknown replication id {replication_id}")
+
+
+@pytest.mark.parametrize("request_name, tags, expected", [
+    ("tagged_replicate_request", (5, 6), (True, 5, 6)),
+    ("replicate_request2", (A.NULL_VALUE, 6), (True, "replication id", 6)),  # a NULL tag: the replication id, as Aeron
+    ("replicate_request2", (A.NULL_VALUE, A.NULL_VALUE), (False, "replication id", "replication id")),
+])
+def test_a_tagged_replication_is_started_with_its_tags(tmp_path, request_name, tags, expected):
+    """TaggedReplicate and ReplicateRequest2 with channelTagId/subscriptionTagId start a replication whose recording
+    subscription will carry the tags (they were refused before channel tags came to the driver). TaggedReplicate
+    names no channels: the archive's replication and control response channels serve."""
+    ctx = ArchiveContext(archive_dir=str(tmp_path), replication_channel="aeron:udp?endpoint=localhost:0",
+                         archive_client_control_response_channel="aeron:udp?endpoint=localhost:0").conclude()
+    with Catalog.open(tmp_path) as catalog:
+        conductor = ArchiveConductor(ctx, Aeron(), MarkFile(), catalog, nano_clock=lambda: 0, epoch_clock=lambda: 5)
+        try:
+            _start_tagged_replication(conductor, request_name, tags, expected)
+        finally:
+            conductor.on_close()
+
+
+def _start_tagged_replication(conductor, request_name, tags, expected):
+    session = connected_session(conductor)
+    fields = dict(correlation_id=60, src_recording_id=3, dst_recording_id=A.NULL_VALUE, channel_tag_id=tags[0],
+                  subscription_tag_id=tags[1], src_control_stream_id=10,
+                  src_control_channel="aeron:udp?endpoint=localhost:8010", live_destination="")
+    if request_name == "replicate_request2":
+        fields.update(stop_position=A.NULL_POSITION, replication_channel="aeron:udp?endpoint=localhost:0",
+                      src_response_channel="aeron:udp?endpoint=localhost:0")
+    getattr(conductor, f"on_{request_name}")(session, **fields)
+    conductor.do_work()
+    [ok] = session.publication.sent
+    assert (ok.correlation_id, ok.code) == (60, OK)
+    replication = conductor.replications[ok.relevant_id]
+    resolved = tuple(ok.relevant_id if value == "replication id" else value for value in expected)
+    assert (replication.is_tagged, replication.channel_tag_id, replication.subscription_tag_id) == resolved
 
 
 def stopped_recording(conductor, stream_id=1001):

@@ -13,6 +13,7 @@ from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.replication_session import ReplicationSession, ReplicationState
 from aeron_numba.codecs.archive_messages import ARCHIVE
 from aeron_numba.codecs.archive_proxies import ArchiveProxy
+from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.layout import archive as A
 from tests.unit.archive.archive_fakes import Publication
 
@@ -151,15 +152,16 @@ def catalog(tmp_path):
 
 
 def make(catalog, source=None, dst_recording_id=A.NULL_VALUE, stop_position=A.NULL_POSITION, connect_error=None,
-         file_io_max_length=A.NULL_VALUE, live_destination=""):
+         file_io_max_length=A.NULL_VALUE, live_destination="", replication_channel="aeron:udp?endpoint=localhost:0",
+         **tags):
     clock, ids = Clock(), iter(range(100, 200))
     connect = Connect(source or Source(), connect_error)
     replication = ReplicationSession(
         replication_id=REPLICATION_ID, src_recording_id=SRC_ID, dst_recording_id=dst_recording_id,
-        stop_position=stop_position, replication_channel="aeron:udp?endpoint=localhost:0",
+        stop_position=stop_position, replication_channel=replication_channel,
         file_io_max_length=file_io_max_length, replication_session_id=A.NULL_VALUE, control_session=ControlSession(),
         conductor=Conductor(), catalog=catalog, connect=lambda: connect, next_correlation_id=lambda: next(ids),
-        message_timeout_ns=TIMEOUT_NS, nano_clock=clock, live_destination=live_destination)
+        message_timeout_ns=TIMEOUT_NS, nano_clock=clock, live_destination=live_destination, **tags)
     replication.clock, replication.connect_attempt = clock, connect
     return replication
 
@@ -232,6 +234,38 @@ def test_a_new_recording_is_replicated_until_sync_then_ends(catalog):
         (REPLICATION_ID, dst, A.NULL_VALUE, 1024, "REPLICATE"), (REPLICATION_ID, dst, 700, 65536, "SYNC"),
         (REPLICATION_ID, dst, A.NULL_VALUE, A.NULL_POSITION, "REPLICATE_END")]
     assert replication.control_session.errors == []
+
+
+@pytest.mark.parametrize("tags, recorded_tags", [
+    (dict(channel_tag_id=1001, subscription_tag_id=2002), "1001,2002"),
+    # A NULL tag is the replication id, as in Aeron's ReplicationSession.
+    (dict(channel_tag_id=1001), f"1001,{REPLICATION_ID}"),
+    (dict(subscription_tag_id=2002), f"{REPLICATION_ID},2002"),
+])
+def test_a_tagged_replication_records_through_a_tagged_multi_destination_subscription(catalog, tags, recorded_tags):
+    """As Aeron's: the recording subscription is ``control-mode=manual`` with the tags and no endpoint, the
+    replication channel's endpoint is added to it as the replay destination, and the source replays there."""
+    source = Source()
+    replication = make(catalog, source, **tags)
+    run_to_replay(replication, source, descriptor())
+    subscription = replication.conductor.subscription
+    recorded = ChannelUri.parse(subscription.channel)
+    assert (recorded.get("endpoint"), recorded.get("control-mode"), recorded.get("tags"), recorded.get("rejoin"),
+            recorded.get("session-id")) == (None, "manual", recorded_tags, "false", str(SRC_SESSION))
+    assert subscription.destinations == [("add", "aeron:udp?endpoint=localhost:0")]
+    replayed = ChannelUri.parse(source.sent[-1].replay_channel)
+    assert (replayed.get("endpoint"), replayed.get("tags"), replayed.get("session-id")) == \
+        ("localhost:40124", None, str(SRC_SESSION))
+
+
+def test_an_untagged_replication_records_on_the_replication_channel_as_given(catalog):
+    source = Source()
+    replication = make(catalog, source, replication_channel="aeron:udp?endpoint=localhost:0|tags=5")
+    run_to_replay(replication, source, descriptor())
+    subscription = replication.conductor.subscription
+    assert subscription.channel == f"aeron:udp?endpoint=localhost:0|tags=5|rejoin=false|session-id={SRC_SESSION}"
+    assert subscription.destinations == []
+    assert source.sent[-1].replay_channel == f"aeron:udp?endpoint=localhost:40123|tags=5|session-id={SRC_SESSION}"
 
 
 def test_an_existing_recording_is_extended_from_its_stop_position_to_the_given_stop(catalog):
