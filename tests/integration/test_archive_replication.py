@@ -153,10 +153,16 @@ def assert_identical(src: ArchiveNode, src_id: int, dst: ArchiveNode, dst_id: in
     assert archive_tool([str(dst.archive_dir), "verify", str(dst_id), "-a", "-checksum", "CRC-32"]) == 0
 
 
-def replicate_and_check(src: ArchiveNode, dst: ArchiveNode, src_id: int, timeout_s: float = 120) -> float:
-    """Replicate ``src_id`` from ``src`` to ``dst`` and check the copy; returns the seconds until its STOP."""
+def replicate_and_check(src: ArchiveNode, dst: ArchiveNode, src_id: int, timeout_s: float = 120,
+                        tags: tuple[int, int] | None = None) -> float:
+    """Replicate ``src_id`` from ``src`` to ``dst`` (``tags``: tagged_replicate with these channel and
+    subscription tags) and check the copy; returns the seconds until its STOP."""
     started = time.monotonic()
-    replication_id = dst.archive.replicate(src_id, A.NULL_VALUE, A.DEFAULT_CONTROL_STREAM_ID, src.control_channel)
+    if tags is None:
+        replication_id = dst.archive.replicate(src_id, A.NULL_VALUE, A.DEFAULT_CONTROL_STREAM_ID, src.control_channel)
+    else:
+        replication_id = dst.archive.tagged_replicate(src_id, A.NULL_VALUE, *tags, A.DEFAULT_CONTROL_STREAM_ID,
+                                                      src.control_channel)
     signals = await_signals(dst.archive, replication_id, "STOP", timeout_s)
     replicated_s = time.monotonic() - started
     # Aeron's order (its ReplicateRecordingTest): the replication ends before its recording's STOP.
@@ -211,6 +217,11 @@ def test_stop_replication_ends_it_and_an_unknown_id_is_unknown_replication(nodes
         dst.archive.stop_replication(replication_id)
     assert caught.value.error_code_name == "UNKNOWN_REPLICATION"
     assert not dst.archive.try_stop_replication(replication_id)
+
+
+def test_a_tagged_replication_of_a_stopped_recording_arrives_byte_identical_in_aeron_s_signal_order(nodes):
+    src, dst = nodes
+    replicate_and_check(src, dst, record(src, 600, seed=8), tags=(4_000_003, 4_000_004))
 
 
 def test_a_tagged_replication_records_on_an_endpoint_its_channel_tag_names(nodes):
