@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 _NDARRAY = np.ndarray
 _NO_BYTES = np.zeros(0, dtype=np.uint8)  # a message's type, to bind offer's checked kernel
 _ANY_BYTES = np.zeros(2, dtype=np.uint8)[::2]  # a 1-D uint8 array of layout "A", to bind its fast kernels
+# A read-only 1-D byte memoryview of layout "A", to bind the same kernels for bytes, bytearray and memoryview: Numba
+# reads all three through the buffer protocol, taking the itemsize, shape and strides the object reports.
+_ANY_BUFFER = memoryview(bytes(2))[::2]
 
 
 def as_uint8(data) -> np.ndarray:
@@ -67,7 +70,7 @@ def as_uint8(data) -> np.ndarray:
         return data.reshape(-1).view(np.uint8)
     try:
         return np.frombuffer(data, dtype=np.uint8)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, BufferError):  # BufferError: a memoryview that is not C-contiguous
         if isinstance(data, memoryview):
             return np.frombuffer(data.tobytes(), dtype=np.uint8)
         raise ConfigurationError(
@@ -138,6 +141,10 @@ class Publication:
                                                    limit_buffer, _ANY_BYTES)
         self._offer_range_entry = compiled_entry(self._offer_range_kernel, self.log_buffer, self.pub_state,
                                                  limit_buffer, _ANY_BYTES, 0, 0)
+        self._offer_buffer_entry = compiled_entry(self._offer_message_kernel, self.log_buffer, self.pub_state,
+                                                  limit_buffer, _ANY_BUFFER)
+        self._offer_buffer_range_entry = compiled_entry(self._offer_range_kernel, self.log_buffer, self.pub_state,
+                                                        limit_buffer, _ANY_BUFFER, 0, 0)
         self._offer_head = (self.log_buffer, self.pub_state, limit_buffer)  # offer's first arguments; None once closed
         # The last whole-message offer's arguments (it keeps that array alive until another is offered or close).
         self._message_args = self._offer_head + (_ANY_BYTES,)
@@ -175,6 +182,24 @@ class Publication:
                     if result > ERROR:
                         return result
             except (TypeError, OverflowError):  # not 1-byte items, or a bound beyond int64
+                pass
+        elif (type(data) is bytes or type(data) is bytearray or (type(data) is memoryview and data.ndim == 1)) \
+                and reserved_value == 0:
+            # The same kernels through the buffer protocol; they refuse a memoryview whose items are not contiguous
+            # bytes as they refuse such an array. Only 1-D: Numba would copy the shape and strides of a view of
+            # more dimensions into its 1-D buffer structure, past its end.
+            try:
+                log, state, limit_buffer = head
+                if length is None:
+                    if offset == 0:
+                        result = self._offer_buffer_entry(log, state, limit_buffer, data)
+                        if result > ERROR:
+                            return result
+                elif type(offset) is int and type(length) is int:
+                    result = self._offer_buffer_range_entry(log, state, limit_buffer, data, offset, length)
+                    if result > ERROR:
+                        return result
+            except (TypeError, ValueError, OverflowError):  # a released memoryview, a bound beyond int64
                 pass
         return self._offer_checked(head, data, offset, length, reserved_value)
 

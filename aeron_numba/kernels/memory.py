@@ -1,5 +1,8 @@
 """Byte copies and fills between ``np.uint8`` arrays at byte offsets, as single LLVM memmove/memset calls.
 
+A copy's source may also be any other 1-D byte buffer Numba types (``bytes``, ``bytearray``, ``memoryview``):
+they share the array's data model, so the same pointer arithmetic reads them.
+
 Numba's slice assignment (``dst[a:b] = src[c:d]``) builds array objects, reference-counts them and checks
 for overlap through a temporary copy: on a 32-byte message that costs more than the rest of the append.
 These compile to one ``llvm.memmove`` / ``llvm.memset`` (overlapping ranges are allowed); a copy of up to
@@ -21,7 +24,7 @@ from aeron_numba.kernels.atomics import _address, _check_buffer
 def copy_bytes(typingctx, dst, dst_offset, src, src_offset, length):
     """Copy ``length`` bytes from ``src[src_offset:]`` to ``dst[dst_offset:]`` (memmove semantics)."""
     if not (
-        _check_buffer(dst) and _check_buffer(src)
+        _check_buffer(dst) and _check_source(src)
         and all(isinstance(t, types.Integer) for t in (dst_offset, src_offset, length))
     ):
         return None
@@ -39,6 +42,11 @@ def copy_bytes(typingctx, dst, dst_offset, src, src_offset, length):
         return context.get_dummy_value()
 
     return types.void(dst, dst_offset, src, src_offset, length), codegen
+
+
+def _check_source(src) -> bool:
+    """A 1-D buffer of bytes: a ``np.uint8`` array, or bytes / bytearray / memoryview typed by Numba."""
+    return isinstance(src, types.Buffer) and src.dtype == types.uint8 and src.ndim == 1
 
 
 #: Copies up to this many bytes are done inline instead of calling the C library's ``memmove`` (a call that

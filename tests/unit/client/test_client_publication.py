@@ -196,6 +196,70 @@ def test_offer_accepts_bytes_like_and_arrays_with_offset_length_and_reserved_val
         publication.offer("text")
 
 
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_offer_of_bytes_bytearray_and_memoryview_takes_the_fast_path_and_delivers_their_bytes(client, driver, exclusive):
+    """bytes, bytearray and 1-D memoryviews of contiguous bytes go straight to the kernels (no numpy conversion in
+    Python: the checked path is not entered); a non-contiguous, multi-dimensional or wider-item memoryview goes
+    through the checked path, which sends its bytes (copied once when not contiguous)."""
+    aeron, _ = client
+    publication, subscription = connected_pair(aeron, driver, exclusive=exclusive)
+    checked = []
+    take_checked = publication._offer_checked
+    publication._offer_checked = lambda *args: checked.append(type(args[1]).__name__) or take_checked(*args)
+    payload = bytes(range(256)) * 8  # 2048 bytes: fragmented at the test log's MTU
+    writable = bytearray(payload)
+    fast = [
+        (payload, {}),
+        (payload, {"offset": 7, "length": 25}),
+        (writable, {}),
+        (writable, {"offset": 0, "length": 0}),
+        (memoryview(payload), {}),  # read-only
+        (memoryview(writable)[100:1300], {}),  # writable, sliced
+        (memoryview(writable)[3:], {"offset": 2, "length": 40}),
+        (memoryview(payload).cast("b"), {"offset": 9, "length": 3}),  # 1-byte signed items: sent as they are
+        (b"", {}),
+    ]
+    copied = [
+        (memoryview(payload)[::3], {}),  # not contiguous: copied once
+        (memoryview(payload)[::-1], {"offset": 1, "length": 4}),
+        (memoryview(payload).cast("B", (32, 64)), {}),  # 2-D: its bytes in C order
+        (memoryview(np.arange(4, dtype=np.int32)), {}),  # 4-byte items: their bytes
+    ]
+    expected = [payload, payload[7:32], payload, b"", payload, payload[100:1300], payload[5:45], payload[9:12], b"",
+                payload[::3], payload[::-1][1:5], payload, np.arange(4, dtype=np.int32).tobytes()]
+    for data, kwargs in fast:
+        assert offer_retrying(publication, data, **kwargs) > 0
+    assert checked == []
+    for data, kwargs in copied:
+        assert offer_retrying(publication, data, **kwargs) > 0
+    assert checked == ["memoryview"] * len(copied)
+    collector = FragmentAssembler(Collector())
+    poll_until(subscription, collector, lambda: len(collector.delegate.messages), len(expected))
+    assert collector.delegate.messages == expected
+
+
+@pytest.mark.parametrize("data", [b"12345678", bytearray(8), memoryview(bytes(8)), memoryview(bytearray(16))[4:12]],
+                         ids=["bytes", "bytearray", "memoryview", "sliced-memoryview"])
+def test_offer_of_bytes_like_refuses_bad_ranges_and_lengths_with_the_array_errors(client, driver, data):
+    aeron, _ = client
+    publication, _ = connected_pair(aeron, driver)
+    for offset, length in [(5, 10), (-1, 4), (6, 4), (0, -1), (1 << 70, 1)]:
+        with pytest.raises(ConfigurationError, match=f"offset={offset} length={length} outside the message of length=8"):
+            publication.offer(data, offset, length)
+    limit = publication.max_message_length
+    too_long = type(data)(bytes(limit + 2)) if not isinstance(data, memoryview) else memoryview(bytes(limit + 2))
+    with pytest.raises(MessageTooLongError, match=f"length={limit + 2} > max_message_length={limit}"):
+        publication.offer(too_long)
+    with pytest.raises(MessageTooLongError, match=f"length={limit + 1} > max_message_length={limit}"):
+        publication.offer(too_long, 1, limit + 1)
+    released = memoryview(bytes(8))
+    released.release()
+    with pytest.raises(ValueError, match="released memoryview"):
+        publication.offer(released)
+    publication.close()
+    assert publication.offer(data) == CLOSED
+
+
 def test_offer_reads_a_reused_array_at_each_call(client, driver):
     """offer(array) keeps its last argument tuple for the next call with the same array: what it sends is the
     array's content at each call, whichever arrays come in between."""
