@@ -9,6 +9,9 @@ handler saw the echo.
   ``FragmentHandler``), TSC timing.
 * ``rtt-aeron-python``: both loops in Python through the public API (``Publication.offer``,
   ``Subscription.poll`` with a Python handler), ``time.perf_counter_ns`` timing.
+* ``rtt-aeron-python-bytes``: the same with the type most Python users send: A offers a new ``bytes`` message
+  each time (built, like the array case's sequence number, before its clock starts) and B echoes each fragment
+  as ``bytes`` (``buffer[offset:offset + length].tobytes()``, the cheapest conversion of the fragment's array).
 
 Every echo carries the sequence number it was sent with; A counts mismatches (must be 0): of every echo in
 the compiled case, of every 64th in the Python one.
@@ -17,6 +20,7 @@ the compiled case, of every 64th in the Python one.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -83,10 +87,11 @@ def echo_compiled(case: dict, env, total: int | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------------------------- python
-def ping_python(case: dict, env) -> dict:
+def ping_python(case: dict, env, as_bytes: bool = False) -> dict:
     publication, subscription, _ = open_pair(env, case, 0, 1)
     env.sync(1)
     msg, seq_view = message_with_sequence(case["size"])
+    tail = bytes(msg[8:])  # a bytes message: the sequence number's 8 bytes, then these
     echoed_seq = [-1]
 
     def on_fragment(buffer, offset, length, header):
@@ -105,12 +110,16 @@ def ping_python(case: dict, env) -> dict:
         append = out.append
         for i in range(count):
             seq = base + i
-            seq_view[0] = seq
+            if as_bytes:
+                message = seq.to_bytes(8, "little") + tail
+            else:
+                seq_view[0] = seq
+                message = msg
             checked = seq & CHECK_MASK == 0
             handler = on_checked_fragment if checked else on_fragment
             t0 = clock()
-            if offer(msg) < 0:
-                offer_python(offer, deadline, msg)
+            if offer(message) < 0:
+                offer_python(offer, deadline, message)
             spins = 0
             while poll(handler, 1) == 0:
                 spins += 1
@@ -131,16 +140,23 @@ def ping_python(case: dict, env) -> dict:
     )
 
 
-def echo_python(case: dict, env, total: int | None = None) -> dict:
+def echo_python(case: dict, env, total: int | None = None, as_bytes: bool = False) -> dict:
     publication, subscription, _ = open_pair(env, case, 1, 0)
     env.sync(1)
     total = _total(case) if total is None else total
     offer, poll = publication.offer, subscription.poll
     deadline = env.case_deadline
 
-    def echo(buffer, offset, length, header):
+    def echo_array(buffer, offset, length, header):
         if offer(buffer, offset, length) < 0:
             offer_python(offer, deadline, buffer, offset, length)
+
+    def echo_bytes(buffer, offset, length, header):
+        message = buffer[offset : offset + length].tobytes()
+        if offer(message) < 0:
+            offer_python(offer, deadline, message)
+
+    echo = echo_bytes if as_bytes else echo_array
 
     for echoed in range(total):
         spins = 0
@@ -154,4 +170,5 @@ def echo_python(case: dict, env, total: int | None = None) -> dict:
 ROLES = {
     "rtt-aeron-compiled": {"A": ping_compiled, "B": echo_compiled},
     "rtt-aeron-python": {"A": ping_python, "B": echo_python},
+    "rtt-aeron-python-bytes": {"A": partial(ping_python, as_bytes=True), "B": partial(echo_python, as_bytes=True)},
 }
