@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 
 from aeron_numba.client.buffer_claim import BufferClaim
@@ -76,6 +77,26 @@ def as_uint8(data) -> np.ndarray:
         raise ConfigurationError(
             f"message of type {type(data).__name__} is not bytes-like (bytes, bytearray, memoryview, ndarray)"
         ) from None
+
+
+def _buffer_entry(kernel, *example_args):
+    """``compiled_entry`` of an offer kernel for bytes, bytearray and 1-D memoryview messages. Under
+    ``NUMBA_DISABLE_JIT`` the plain kernel, given numpy's view of the message: as Python it reads array attributes
+    that bytes lack (a memoryview of wider items or not contiguous is refused with ERROR, as the compiled kernel
+    refuses it)."""
+    if not numba.config.DISABLE_JIT:
+        return compiled_entry(kernel, *example_args)
+
+    def plain_entry(log, state, limit_buffer, data, *message_range):
+        if type(data) is memoryview and data.itemsize != 1:
+            return ERROR
+        try:
+            view = np.frombuffer(data, dtype=np.uint8)
+        except BufferError:
+            return ERROR
+        return kernel(log, state, limit_buffer, view, *message_range)
+
+    return plain_entry
 
 
 def status_name(code: int) -> str:
@@ -141,10 +162,10 @@ class Publication:
                                                    limit_buffer, _ANY_BYTES)
         self._offer_range_entry = compiled_entry(self._offer_range_kernel, self.log_buffer, self.pub_state,
                                                  limit_buffer, _ANY_BYTES, 0, 0)
-        self._offer_buffer_entry = compiled_entry(self._offer_message_kernel, self.log_buffer, self.pub_state,
-                                                  limit_buffer, _ANY_BUFFER)
-        self._offer_buffer_range_entry = compiled_entry(self._offer_range_kernel, self.log_buffer, self.pub_state,
-                                                        limit_buffer, _ANY_BUFFER, 0, 0)
+        self._offer_buffer_entry = _buffer_entry(self._offer_message_kernel, self.log_buffer, self.pub_state,
+                                                 limit_buffer, _ANY_BUFFER)
+        self._offer_buffer_range_entry = _buffer_entry(self._offer_range_kernel, self.log_buffer, self.pub_state,
+                                                       limit_buffer, _ANY_BUFFER, 0, 0)
         self._offer_head = (self.log_buffer, self.pub_state, limit_buffer)  # offer's first arguments; None once closed
         # The last whole-message offer's arguments (it keeps that array alive until another is offered or close).
         self._message_args = self._offer_head + (_ANY_BYTES,)

@@ -13,6 +13,7 @@ they do no bounds checking: callers check offsets and lengths first.
 from __future__ import annotations
 
 import numba
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
@@ -115,6 +116,8 @@ def prefetch_for_write(typingctx, buf, offset):
 if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
 
     def copy_bytes(dst, dst_offset, src, src_offset, length):  # noqa: F811
+        if not isinstance(src, np.ndarray):  # bytes, bytearray, memoryview
+            src = np.frombuffer(src, np.uint8)
         dst[dst_offset : dst_offset + length] = src[src_offset : src_offset + length].copy()
 
     def fill_bytes(buf, offset, length, value):  # noqa: F811

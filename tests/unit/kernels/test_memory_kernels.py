@@ -68,3 +68,17 @@ def test_copy_bytes_of_every_small_length_matches_memmove_at_every_overlap(lengt
         expected[src_offset + shift : src_offset + shift + length] = buf[src_offset : src_offset + length].copy()
         _copy(buf, src_offset + shift, buf, src_offset, length)
         assert np.array_equal(buf, expected), shift
+
+
+@pytest.mark.parametrize("make_source", [bytes, bytearray, lambda b: memoryview(b), lambda b: memoryview(bytearray(b))[4:]],
+                         ids=["bytes", "bytearray", "memoryview", "sliced-memoryview"])
+def test_copy_bytes_reads_bytes_bytearray_and_memoryview_sources(make_source):
+    """The client's offer passes these straight to the appenders: a copy reads them as it reads a uint8 array."""
+    content = bytes(range(100, 200))
+    source = make_source(content)
+    data = bytes(source)
+    for length in (0, 5, 33, 70):  # inline moves and a memmove
+        dst = np.zeros(80, np.uint8)
+        _copy(dst, 3, source, 2, length)
+        assert dst[3:3 + length].tobytes() == data[2:2 + length]
+        assert not dst[:3].any() and not dst[3 + length:].any()
