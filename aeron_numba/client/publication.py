@@ -174,6 +174,10 @@ class Publication:
     def offer(self, data, offset: int = 0, length: int | None = None, reserved_value: int = 0) -> int:
         """Append ``data[offset:offset+length]`` as one message (fragmented above ``max_payload_length``).
 
+        ``data`` is bytes, a bytearray, a memoryview or a numpy array; ``offset`` and ``length`` count its bytes.
+        A 1-D one of contiguous bytes (a fragment handler's ``buffer`` or a slice of it among them) goes straight
+        to the appender kernel; anything else is viewed as its bytes, or copied once when they are not contiguous.
+
         Returns the new stream position (> 0) or a negative status: NOT_CONNECTED, BACK_PRESSURED,
         ADMIN_ACTION (retry), CLOSED or MAX_POSITION_EXCEEDED. Raises ``MessageTooLongError`` above
         ``max_message_length``.

@@ -238,6 +238,33 @@ def test_offer_of_bytes_bytearray_and_memoryview_takes_the_fast_path_and_deliver
     assert collector.delegate.messages == expected
 
 
+def test_a_handler_echoing_its_fragment_as_a_view_or_a_range_takes_the_fast_path(client, driver):
+    """What a fragment handler receives (an array, an offset and a length) offered back as it is, or as a slice of
+    it, goes straight to the kernels and carries the fragment's bytes."""
+    aeron, _ = client
+    inbound, inbound_subscription = connected_pair(aeron, driver, stream_id=21)
+    outbound, outbound_subscription = connected_pair(aeron, driver, stream_id=22)
+    checked = []
+    take_checked = outbound._offer_checked
+    outbound._offer_checked = lambda *args: checked.append(args) or take_checked(*args)
+    messages = [bytes([i]) * (10 + i) for i in range(6)]
+    for message in messages:
+        assert offer_retrying(inbound, message) > 0
+    echoed = []
+
+    def echo(buffer, offset, length, header):
+        if len(echoed) % 2:
+            echoed.append(outbound.offer(buffer[offset : offset + length]))
+        else:
+            echoed.append(outbound.offer(buffer, offset, length))
+
+    poll_until(inbound_subscription, echo, lambda: len(echoed), len(messages))
+    assert all(position > 0 for position in echoed) and checked == []
+    collector = Collector()
+    poll_until(outbound_subscription, collector, lambda: len(collector.messages), len(messages))
+    assert collector.messages == messages
+
+
 @pytest.mark.parametrize("data", [b"12345678", bytearray(8), memoryview(bytes(8)), memoryview(bytearray(16))[4:12]],
                          ids=["bytes", "bytearray", "memoryview", "sliced-memoryview"])
 def test_offer_of_bytes_like_refuses_bad_ranges_and_lengths_with_the_array_errors(client, driver, data):
