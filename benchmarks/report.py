@@ -51,7 +51,7 @@ def _ratios() -> tuple[Ratio, ...]:
               (_rtt("floor-python-entry"), "p50"), "lower",
               note="the same against the Python floor with the client's calling convention (entry points)"),
         Ratio("rtt p50 aeron-python-bytes / aeron-python", (_rtt("aeron-python-bytes"), "p50"), (_rtt("aeron-python"), "p50"),
-              "lower", target=1.15, gate=1.5, placement_sensitive=False,
+              "lower", target=1.15, placement_sensitive=False,
               note="Python API round trip with bytes messages (echoed as bytes) vs with arrays"),
         Ratio("rtt p99 aeron-compiled / floor-compiled", (_rtt("aeron-compiled"), "p99"), (_rtt("floor-compiled"), "p99"),
               "lower"),
