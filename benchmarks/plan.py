@@ -76,7 +76,8 @@ def _rtt_cases(p: dict) -> list[dict]:
     cases = []
     for impl, speed in (
         ("aeron-compiled", "compiled"), ("floor-compiled", "compiled"),
-        ("aeron-python", "python"), ("aeron-python-bytes", "python"), ("floor-python", "python"), ("floor-python-entry", "python"),
+        ("aeron-python", "python"), ("aeron-python-bytes", "python"),
+        ("floor-python", "python"), ("floor-python-entry", "python"),
         ("zmq", "peer"), ("pipe", "peer"), ("iceoryx2", "peer"),
     ):
         n, runs, warmup = p["rtt"][speed]

@@ -224,7 +224,7 @@ class Publication:
                     result = self._offer_buffer_range_entry(log, state, limit_buffer, data, offset, length)
                     if result > ERROR:
                         return result
-            except (TypeError, ValueError, OverflowError):  # a released memoryview, a bound beyond int64
+            except (OverflowError, BufferError):  # a bound beyond int64; an exporter that needs suboffsets
                 pass
         return self._offer_checked(head, data, offset, length, reserved_value)
 

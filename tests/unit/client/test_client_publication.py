@@ -197,7 +197,8 @@ def test_offer_accepts_bytes_like_and_arrays_with_offset_length_and_reserved_val
 
 
 @pytest.mark.parametrize("exclusive", [False, True])
-def test_offer_of_bytes_bytearray_and_memoryview_takes_the_fast_path_and_delivers_their_bytes(client, driver, exclusive):
+def test_offer_of_bytes_bytearray_and_memoryview_takes_the_fast_path_and_delivers_their_bytes(client, driver,
+                                                                                             exclusive):
     """bytes, bytearray and 1-D memoryviews of contiguous bytes go straight to the kernels (no numpy conversion in
     Python: the checked path is not entered); a non-contiguous, multi-dimensional or wider-item memoryview goes
     through the checked path, which sends its bytes (copied once when not contiguous)."""
@@ -271,7 +272,8 @@ def test_offer_of_bytes_like_refuses_bad_ranges_and_lengths_with_the_array_error
     aeron, _ = client
     publication, _ = connected_pair(aeron, driver)
     for offset, length in [(5, 10), (-1, 4), (6, 4), (0, -1), (1 << 70, 1)]:
-        with pytest.raises(ConfigurationError, match=f"offset={offset} length={length} outside the message of length=8"):
+        text = f"offset={offset} length={length} outside the message of length=8"
+        with pytest.raises(ConfigurationError, match=text):
             publication.offer(data, offset, length)
     limit = publication.max_message_length
     too_long = type(data)(bytes(limit + 2)) if not isinstance(data, memoryview) else memoryview(bytes(limit + 2))

@@ -70,7 +70,8 @@ def test_copy_bytes_of_every_small_length_matches_memmove_at_every_overlap(lengt
         assert np.array_equal(buf, expected), shift
 
 
-@pytest.mark.parametrize("make_source", [bytes, bytearray, lambda b: memoryview(b), lambda b: memoryview(bytearray(b))[4:]],
+@pytest.mark.parametrize("make_source",
+                         [bytes, bytearray, lambda b: memoryview(b), lambda b: memoryview(bytearray(b))[4:]],
                          ids=["bytes", "bytearray", "memoryview", "sliced-memoryview"])
 def test_copy_bytes_reads_bytes_bytearray_and_memoryview_sources(make_source):
     """The client's offer passes these straight to the appenders: a copy reads them as it reads a uint8 array."""
