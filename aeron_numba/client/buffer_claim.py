@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aeron_numba.client.message_bytes import as_uint8
 from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels.term_appender import abort_claim, commit_claim
 from aeron_numba.layout import frame
@@ -69,9 +70,10 @@ class BufferClaim:
         return buffer[start : start + self.length]
 
     def put_bytes(self, data, index: int = 0) -> "BufferClaim":
-        """Copy ``data`` (bytes-like or uint8 array) into the payload at ``index``."""
+        """Copy ``data`` (bytes, bytearray, memoryview or array: its bytes, as ``offer`` takes them) into the payload
+        at ``index``."""
         buffer = self._check_open()
-        src = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
+        src = as_uint8(data)
         if index < 0 or index + src.shape[0] > self.length:
             raise ConfigurationError(f"index={index} + length={src.shape[0]} > claimed length={self.length}")
         start = self.offset + index

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 
 from aeron_numba.client.buffer_claim import BufferClaim
+from aeron_numba.client.message_bytes import as_uint8
 from aeron_numba.errors import ConfigurationError, MessageTooLongError
 from aeron_numba.jit import compiled_entry
 from aeron_numba.kernels import term_appender
@@ -55,28 +56,6 @@ _ANY_BYTES = np.zeros(2, dtype=np.uint8)[::2]  # a 1-D uint8 array of layout "A"
 # A read-only 1-D byte memoryview of layout "A", to bind the same kernels for bytes, bytearray and memoryview: Numba
 # reads all three through the buffer protocol, taking the itemsize, shape and strides the object reports.
 _ANY_BUFFER = memoryview(bytes(2))[::2]
-
-
-def as_uint8(data) -> np.ndarray:
-    """A 1-D C-contiguous ``np.uint8`` view of ``data`` without copying when its memory allows.
-
-    bytes / bytearray / contiguous memoryview / C-contiguous ndarray of any dtype: a view. Anything else
-    is copied once.
-    """
-    if isinstance(data, np.ndarray):
-        if data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous:
-            return data
-        if not data.flags.c_contiguous:
-            data = np.ascontiguousarray(data)
-        return data.reshape(-1).view(np.uint8)
-    try:
-        return np.frombuffer(data, dtype=np.uint8)
-    except (TypeError, ValueError, BufferError):  # BufferError: a memoryview that is not C-contiguous
-        if isinstance(data, memoryview):
-            return np.frombuffer(data.tobytes(), dtype=np.uint8)
-        raise ConfigurationError(
-            f"message of type {type(data).__name__} is not bytes-like (bytes, bytearray, memoryview, ndarray)"
-        ) from None
 
 
 def _buffer_entry(kernel, *example_args):

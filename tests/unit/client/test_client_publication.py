@@ -373,6 +373,27 @@ def test_try_claim_commit_and_abort(client, driver, exclusive):
         publication.try_claim(publication.max_payload_length + 1)
 
 
+def test_put_bytes_takes_what_offer_takes_and_names_a_bad_type(client, driver):
+    """A claim's put_bytes reads bytes, bytearray, memoryview (non-contiguous ones copied) and arrays of any item
+    size as their bytes, as offer does; a str is refused by type."""
+    aeron, _ = client
+    publication, subscription = connected_pair(aeron, driver)
+    payload = bytes(range(64))
+    claim = publication.try_claim(64)
+    claim.put_bytes(payload[:8]).put_bytes(bytearray(payload[8:16]), 8).put_bytes(memoryview(payload)[16:24], 16)
+    claim.put_bytes(memoryview(payload)[::2][12:16], 24)  # not contiguous
+    claim.put_bytes(np.frombuffer(payload[28:36], np.uint8), 28)
+    claim.put_bytes(np.frombuffer(payload[36:64], np.int32), 36)  # 4-byte items: their bytes
+    with pytest.raises(ConfigurationError, match="message of type str is not bytes-like"):
+        claim.put_bytes("text")
+    with pytest.raises(ConfigurationError, match="index=60 \\+ length=8 > claimed length=64"):
+        claim.put_bytes(payload[:8], 60)
+    claim.commit()
+    collector = Collector()
+    poll_until(subscription, collector, lambda: len(collector.messages), 1)
+    assert collector.messages == [payload[:24] + payload[::2][12:16] + payload[28:]]
+
+
 def test_try_claim_back_pressure_and_not_connected(client, driver):
     aeron, _ = client
     publication = aeron.add_publication("aeron:ipc", 33)
