@@ -1,13 +1,15 @@
 """aeron-numba: Aeron (media driver, client, Archive, Cluster) in Python with Numba kernels.
 
-Importing the package points Numba's on-disk cache at a directory stamped with a hash of the kernel
-sources, before any kernel module is imported (see ``aeron_numba/jit.py`` for why). The public API
-below is loaded on first use, so ``import aeron_numba`` stays cheap for tools that need only a layout.
+Numba's on-disk cache is pointed at a directory stamped with a hash of the kernel sources when
+``aeron_numba.jit`` is first imported, which every kernel module does before defining a kernel (see
+``aeron_numba/jit.py`` for why). The public API below is loaded on first use, so ``import aeron_numba``
+imports neither Numba nor a kernel: a tool's ``--help`` answers at once.
 """
 
-from aeron_numba import jit as _jit
+import sys as _sys
 
-_jit.configure_cache()
+if "numba" in _sys.modules:  # numba already paid for: a user's own cached kernels share the stamped dir
+    from aeron_numba import jit as _jit  # noqa: F401  (configures the cache on import)
 
 __version__ = "0.1.0"
 

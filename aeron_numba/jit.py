@@ -94,3 +94,8 @@ def compiled_entry(dispatcher, *example_args):
     signature = tuple(numba.typeof(arg) for arg in example_args)
     existing = dispatcher.overloads.get(signature)
     return existing.entry_point if existing is not None else dispatcher.compile(signature)
+
+
+# Here rather than in the package's __init__: importing ``aeron_numba`` must not import Numba (tools' --help), and
+# every kernel module imports this module before it defines a kernel.
+configure_cache()

@@ -42,9 +42,10 @@ def text(value: str, name: str) -> str:
     return value
 
 
-def setting(default, env: str | None, parse=None):
-    """A context field with its default, its environment variable and how to parse it."""
-    return field(default=default, metadata={"env": env, "parse": parse})
+def setting(default, env: str | None, parse=None, doc: str = ""):
+    """A context field with its default, its environment variable, how to parse it and what it means for a user
+    (``doc``: one sentence, listed in docs/settings.md by ``aeron_numba/settings_doc.py``)."""
+    return field(default=default, metadata={"env": env, "parse": parse, "doc": doc})
 
 
 def from_env(cls, environ: dict[str, str] | None = None, **overrides):

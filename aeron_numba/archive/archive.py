@@ -11,8 +11,6 @@ not share one GIL).
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 from aeron_numba.agent import AgentRunner, idle_strategy_from_name
@@ -89,35 +87,8 @@ class Archive:
             self.aeron.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """The archive's command line (``archive/command_line.py``), kept here for callers of ``archive:main``."""
+    from aeron_numba.archive.command_line import main as command_line_main
 
-    parser = argparse.ArgumentParser(description="aeron-numba archive")
-    parser.add_argument("--archive-dir", help="archive dir (default: AERON_ARCHIVE_DIR, else aeron-archive)")
-    parser.add_argument("--dir", help="aeron dir of the media driver (default: AERON_DIR)")
-    parser.add_argument("--embedded-driver", action="store_true",
-                        help="start a media driver (a child process) on the aeron dir first")
-    args = parser.parse_args(argv)
-    overrides = {k: v for k, v in (("archive_dir", args.archive_dir), ("aeron_dir", args.dir)) if v}
-    driver = None
-    try:
-        ctx = ArchiveContext.from_env(**overrides)
-        if args.embedded_driver:
-            from aeron_numba.driver import DriverContext, MediaDriverProcess
-
-            driver = MediaDriverProcess.launch(DriverContext.from_env(**({"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {})))
-            ctx.aeron_dir = driver.aeron_dir
-        archive = Archive(ctx)
-    except (AeronError, ValueError, OSError) as exc:
-        print(f"aeron-numba-archive: {exc}", file=sys.stderr)
-        if driver is not None:
-            driver.close()
-        return 1
-    print(f"aeron-numba archive {ARCHIVE_VERSION} in {archive.ctx.archive_dir}, archiveId {archive.ctx.archive_id}, "
-          f"pid {os.getpid()}" + (f"; recovered {archive.recovered}" if archive.recovered else ""), flush=True)
-    try:
-        archive.run()
-    finally:
-        if driver is not None:
-            driver.close()
-    return 0
+    return command_line_main(argv, prog)

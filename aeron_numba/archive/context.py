@@ -53,54 +53,86 @@ def derive_archive_client_response_channel(control_channel: str) -> str:
 
 @dataclass
 class ArchiveContext:
-    archive_dir: str = setting(A.DEFAULT_ARCHIVE_DIR, "AERON_ARCHIVE_DIR", text)
-    aeron_dir: str | None = setting(None, "AERON_DIR", text)
-    archive_id: int = setting(A.NULL_VALUE, "AERON_ARCHIVE_ID", integer)
-    control_channel: str = setting("", "AERON_ARCHIVE_CONTROL_CHANNEL", text)
-    control_stream_id: int = setting(A.DEFAULT_CONTROL_STREAM_ID, "AERON_ARCHIVE_CONTROL_STREAM_ID", integer)
-    local_control_channel: str = setting(A.DEFAULT_LOCAL_CONTROL_CHANNEL, "AERON_ARCHIVE_LOCAL_CONTROL_CHANNEL", text)
+    archive_dir: str = setting(A.DEFAULT_ARCHIVE_DIR, "AERON_ARCHIVE_DIR", text,
+        doc="Directory of the catalog, mark file and segment files.")
+    aeron_dir: str | None = setting(None, "AERON_DIR", text,
+        doc="Aeron dir of the media driver the archive connects to; unset: the driver's default.")
+    archive_id: int = setting(A.NULL_VALUE, "AERON_ARCHIVE_ID", integer,
+        doc="Id of this archive; unset (-1): the archive's Aeron client id.")
+    control_channel: str = setting("", "AERON_ARCHIVE_CONTROL_CHANNEL", text,
+        doc="Channel of the remote control requests (e.g. aeron:udp?endpoint=host:8010); empty: local (IPC) "
+            "control only.")
+    control_stream_id: int = setting(A.DEFAULT_CONTROL_STREAM_ID, "AERON_ARCHIVE_CONTROL_STREAM_ID", integer,
+        doc="Stream id of the remote control requests.")
+    local_control_channel: str = setting(A.DEFAULT_LOCAL_CONTROL_CHANNEL, "AERON_ARCHIVE_LOCAL_CONTROL_CHANNEL", text,
+        doc="Channel of control requests from clients on the same machine.")
     local_control_stream_id: int = setting(A.DEFAULT_LOCAL_CONTROL_STREAM_ID, "AERON_ARCHIVE_LOCAL_CONTROL_STREAM_ID",
-                                           integer)
-    segment_file_length: int = setting(A.DEFAULT_SEGMENT_FILE_LENGTH, "AERON_ARCHIVE_SEGMENT_FILE_LENGTH", size)
-    file_io_max_length: int = setting(A.DEFAULT_FILE_IO_MAX_LENGTH, "AERON_ARCHIVE_FILE_IO_MAX_LENGTH", size)
-    catalog_capacity: int = setting(A.DEFAULT_CATALOG_CAPACITY, "AERON_ARCHIVE_CATALOG_CAPACITY", size)
+                                           integer,
+        doc="Stream id of the local control requests.")
+    segment_file_length: int = setting(A.DEFAULT_SEGMENT_FILE_LENGTH, "AERON_ARCHIVE_SEGMENT_FILE_LENGTH", size,
+        doc="Length of each segment file of a recording (a power of two, a multiple of the term length).")
+    file_io_max_length: int = setting(A.DEFAULT_FILE_IO_MAX_LENGTH, "AERON_ARCHIVE_FILE_IO_MAX_LENGTH", size,
+        doc="Largest single write or read of a segment file (4096 to the segment file length).")
+    catalog_capacity: int = setting(A.DEFAULT_CATALOG_CAPACITY, "AERON_ARCHIVE_CATALOG_CAPACITY", size,
+        doc="Length of archive.catalog when it is created.")
     max_concurrent_recordings: int = setting(A.DEFAULT_MAX_CONCURRENT_RECORDINGS,
-                                             "AERON_ARCHIVE_MAX_CONCURRENT_RECORDINGS", integer)
+                                             "AERON_ARCHIVE_MAX_CONCURRENT_RECORDINGS", integer,
+        doc="Most recordings running at once; more are refused.")
     max_concurrent_replays: int = setting(A.DEFAULT_MAX_CONCURRENT_REPLAYS, "AERON_ARCHIVE_MAX_CONCURRENT_REPLAYS",
-                                          integer)
-    connect_timeout_ns: int = setting(A.DEFAULT_CONNECT_TIMEOUT_NS, "AERON_ARCHIVE_CONNECT_TIMEOUT", duration)
+                                          integer,
+        doc="Most replays running at once; more are refused.")
+    connect_timeout_ns: int = setting(A.DEFAULT_CONNECT_TIMEOUT_NS, "AERON_ARCHIVE_CONNECT_TIMEOUT", duration,
+        doc="How long a control session waits for its response publication to connect.")
     session_liveness_check_interval_ns: int = setting(A.DEFAULT_SESSION_LIVENESS_CHECK_INTERVAL_NS,
-                                                      "AERON_ARCHIVE_SESSION_LIVENESS_CHECK_INTERVAL", duration)
-    record_checksum: str = setting("", "AERON_ARCHIVE_RECORD_CHECKSUM", text)
-    replay_checksum: str = setting("", "AERON_ARCHIVE_REPLAY_CHECKSUM", text)
-    error_buffer_length: int = setting(A.DEFAULT_ERROR_BUFFER_LENGTH, "AERON_ARCHIVE_ERROR_BUFFER_LENGTH", size)
+                                                      "AERON_ARCHIVE_SESSION_LIVENESS_CHECK_INTERVAL", duration,
+        doc="Interval of checks that control sessions' clients are still alive.")
+    record_checksum: str = setting("", "AERON_ARCHIVE_RECORD_CHECKSUM", text,
+        doc="Checksum written into recorded frames (CRC-32, CRC-32C or Aeron's class names); empty: none.")
+    replay_checksum: str = setting("", "AERON_ARCHIVE_REPLAY_CHECKSUM", text,
+        doc="Checksum verified on replayed frames; empty: none.")
+    error_buffer_length: int = setting(A.DEFAULT_ERROR_BUFFER_LENGTH, "AERON_ARCHIVE_ERROR_BUFFER_LENGTH", size,
+        doc="Length of the distinct error log in the archive's mark file.")
     #: A recording is refused (STORAGE_SPACE) when the archive dir's file system has less free space than this;
     #: 0 means one segment file length (Aeron's default).
-    low_storage_space_threshold: int = setting(0, "AERON_ARCHIVE_LOW_STORAGE_SPACE_THRESHOLD", size)
-    idle_strategy: str = setting("backoff", "AERON_ARCHIVE_IDLE_STRATEGY", text)
+    low_storage_space_threshold: int = setting(0, "AERON_ARCHIVE_LOW_STORAGE_SPACE_THRESHOLD", size,
+        doc="A recording is refused when the archive dir's file system has less free space; 0: one segment file "
+            "length.")
+    idle_strategy: str = setting("backoff", "AERON_ARCHIVE_IDLE_STRATEGY", text,
+        doc="How the archive waits when it has no work: backoff, sleeping, yield, spin, noop (or an Agrona "
+            "class name).")
     #: A conductor duty cycle longer than this counts in ``archive-conductor work cycle time exceeded count``.
     conductor_cycle_threshold_ns: int = setting(A.DEFAULT_CYCLE_THRESHOLD_NS, "AERON_ARCHIVE_CONDUCTOR_CYCLE_THRESHOLD",
-                                                duration)
+                                                duration,
+        doc="A conductor duty cycle longer than this is counted as exceeded.")
     #: ``"package.module:factory"`` of the control sessions' Authenticator / AuthorisationService
     #: (``authentication.py``); empty: authenticate everyone, allow everything (Aeron's defaults).
-    authenticator_supplier: str = setting("", "AERON_AUTHENTICATOR_SUPPLIER", text)
-    authorisation_service_supplier: str = setting("", "AERON_ARCHIVE_AUTHORISATION_SERVICE_SUPPLIER", text)
+    authenticator_supplier: str = setting("", "AERON_AUTHENTICATOR_SUPPLIER", text,
+        doc="package.module:factory of the control sessions' Authenticator; empty: everyone is authenticated.")
+    authorisation_service_supplier: str = setting("", "AERON_ARCHIVE_AUTHORISATION_SERVICE_SUPPLIER", text,
+        doc="package.module:factory of the AuthorisationService; empty: everything is allowed.")
     #: RecordingStarted / RecordingProgress / RecordingStopped published on an exclusive publication of this
     #: channel and stream (Aeron's recording events). Off by default; the channel has no default in the
     #: archive (Aeron 1.48's Archive.Context leaves it unset: it must be given when enabled).
-    recording_events_enabled: bool = setting(False, "AERON_ARCHIVE_RECORDING_EVENTS_ENABLED", boolean)
-    recording_events_channel: str = setting("", "AERON_ARCHIVE_RECORDING_EVENTS_CHANNEL", text)
+    recording_events_enabled: bool = setting(False, "AERON_ARCHIVE_RECORDING_EVENTS_ENABLED", boolean,
+        doc="Publish RecordingStarted / Progress / Stopped events.")
+    recording_events_channel: str = setting("", "AERON_ARCHIVE_RECORDING_EVENTS_CHANNEL", text,
+        doc="Channel of the recording events (required when they are enabled).")
     recording_events_stream_id: int = setting(A.DEFAULT_RECORDING_EVENTS_STREAM_ID,
-                                              "AERON_ARCHIVE_RECORDING_EVENTS_STREAM_ID", integer)
+                                              "AERON_ARCHIVE_RECORDING_EVENTS_STREAM_ID", integer,
+        doc="Stream id of the recording events.")
     #: The channel replays from a source archive come in on (Aeron's replicationChannel, which has no default: a
     #: replication request that names none is refused when this is not set either).
-    replication_channel: str = setting("", "AERON_ARCHIVE_REPLICATION_CHANNEL", text)
+    replication_channel: str = setting("", "AERON_ARCHIVE_REPLICATION_CHANNEL", text,
+        doc="Channel replays from a source archive arrive on when replicating; empty: a request must name one.")
     #: The response channel of this archive's control sessions on a source archive (replication); empty: derived
     #: from control_channel as Aeron derives it (its host, port 0).
-    archive_client_control_response_channel: str = setting("", "AERON_ARCHIVE_CONTROL_RESPONSE_CHANNEL", text)
+    archive_client_control_response_channel: str = setting("", "AERON_ARCHIVE_CONTROL_RESPONSE_CHANNEL", text,
+        doc="Response channel of this archive's control sessions on a source archive; empty: derived from the "
+            "control channel.")
     #: How long a replication waits for each answer of the source archive (the archive client's message timeout).
     archive_client_message_timeout_ns: int = setting(A.DEFAULT_MESSAGE_TIMEOUT_NS, "AERON_ARCHIVE_MESSAGE_TIMEOUT",
-                                                     duration)
+                                                     duration,
+        doc="How long a replication waits for each answer of the source archive.")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "ArchiveContext":

@@ -1,5 +1,5 @@
 import sys
 
-from aeron_numba.driver.media_driver import main
+from aeron_numba.driver.command_line import main
 
 sys.exit(main())

@@ -17,80 +17,142 @@ from aeron_numba.settings import boolean, duration, from_env, integer, setting, 
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
+THREADING_MODE_SHARED = "SHARED"  # the one mode we run: conductor, sender and receiver on one thread
+AERON_THREADING_MODES = ("DEDICATED", "SHARED_NETWORK", "SHARED", "INVOKER")
 
 
 @dataclass
 class DriverContext:
     """``MediaDriver.Context``: every setting the IPC driver uses, with Aeron's defaults."""
 
-    aeron_dir: str | None = setting(None, "AERON_DIR", text)
-    dir_delete_on_start: bool = setting(False, "AERON_DIR_DELETE_ON_START", boolean)
-    dir_delete_on_shutdown: bool = setting(False, "AERON_DIR_DELETE_ON_SHUTDOWN", boolean)
+    aeron_dir: str | None = setting(None, "AERON_DIR", text,
+        doc="Directory of the driver's files (cnc.dat, log buffers, loss-report.dat); unset: "
+            "/dev/shm/aeron-(user name) on Linux, else the temp dir.")
+    dir_delete_on_start: bool = setting(False, "AERON_DIR_DELETE_ON_START", boolean,
+        doc="Delete the aeron dir at start even if a driver's heartbeat there is still fresh.")
+    dir_delete_on_shutdown: bool = setting(False, "AERON_DIR_DELETE_ON_SHUTDOWN", boolean,
+        doc="Delete the aeron dir when the driver stops.")
     # §15.2: an untethered subscriber this far behind for this long is dropped, then rests before rejoining.
-    untethered_window_limit_timeout_ns: int = setting(5 * NS_PER_S, "AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", duration)
-    untethered_resting_timeout_ns: int = setting(10 * NS_PER_S, "AERON_UNTETHERED_RESTING_TIMEOUT", duration)
+    untethered_window_limit_timeout_ns: int = setting(5 * NS_PER_S, "AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", duration,
+        doc="How long an untethered subscriber may stay a window behind before it is dropped.")
+    untethered_resting_timeout_ns: int = setting(10 * NS_PER_S, "AERON_UNTETHERED_RESTING_TIMEOUT", duration,
+        doc="How long a dropped untethered subscriber rests before it may rejoin.")
     # On: a network publication with spies but no receivers counts as connected (its spies set the pace); a
     # channel's ssc= overrides it (Aeron's aeron.spies.simulate.connection, off by default as there).
-    spies_simulate_connection: bool = setting(False, "AERON_SPIES_SIMULATE_CONNECTION", boolean)
+    spies_simulate_connection: bool = setting(False, "AERON_SPIES_SIMULATE_CONNECTION", boolean,
+        doc="A network publication with spies but no receivers counts as connected (a channel's ssc= overrides "
+            "it).")
     # Check usable space before creating a log buffer (tmpfs and sparse files would otherwise fail later).
-    perform_storage_checks: bool = setting(True, "AERON_PERFORM_STORAGE_CHECKS", boolean)
+    perform_storage_checks: bool = setting(True, "AERON_PERFORM_STORAGE_CHECKS", boolean,
+        doc="Check for usable space before creating a log buffer, and refuse it when there is none.")
     # Touch every page of a new log buffer when creating it, so the first pass of a stream through its log takes
     # no page allocation faults (Aeron's aeron.pre.touch.mapped.memory; off by default, as there).
-    pre_touch_mapped_memory: bool = setting(False, "AERON_PRE_TOUCH_MAPPED_MEMORY", boolean)
-    client_liveness_timeout_ns: int = setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", duration)
-    publication_unblock_timeout_ns: int = setting(15 * NS_PER_S, "AERON_PUBLICATION_UNBLOCK_TIMEOUT", duration)
-    publication_linger_timeout_ns: int = setting(5 * NS_PER_S, "AERON_PUBLICATION_LINGER_TIMEOUT", duration)
-    timer_interval_ns: int = setting(1 * NS_PER_S, "AERON_TIMER_INTERVAL", duration)
-    driver_timeout_ms: int = setting(10_000, "AERON_DRIVER_TIMEOUT", integer)
+    pre_touch_mapped_memory: bool = setting(False, "AERON_PRE_TOUCH_MAPPED_MEMORY", boolean,
+        doc="Touch every page of a new log buffer so its first pass takes no page faults.")
+    client_liveness_timeout_ns: int = setting(10 * NS_PER_S, "AERON_CLIENT_LIVENESS_TIMEOUT", duration,
+        doc="A client that sends no keepalive for this long is considered dead and its resources are released.")
+    publication_unblock_timeout_ns: int = setting(15 * NS_PER_S, "AERON_PUBLICATION_UNBLOCK_TIMEOUT", duration,
+        doc="A publication whose claimed space is not committed for this long is unblocked (padding written over "
+            "it).")
+    publication_linger_timeout_ns: int = setting(5 * NS_PER_S, "AERON_PUBLICATION_LINGER_TIMEOUT", duration,
+        doc="How long a closed publication's log lingers so subscribers can drain it.")
+    timer_interval_ns: int = setting(1 * NS_PER_S, "AERON_TIMER_INTERVAL", duration,
+        doc="Interval of the conductor's timer checks (liveness, lingering resources, heartbeat).")
+    driver_timeout_ms: int = setting(10_000, "AERON_DRIVER_TIMEOUT", integer,
+        doc="Milliseconds without a driver heartbeat after which the driver counts as dead (clients; a new "
+            "driver's start).")
     counter_free_to_reuse_timeout_ns: int = setting(
-        DEFAULT_FREE_TO_REUSE_TIMEOUT_MS * NS_PER_MS, "AERON_COUNTERS_FREE_TO_REUSE_TIMEOUT", duration
-    )
-    ipc_term_buffer_length: int = setting(64 * 1024 * 1024, "AERON_IPC_TERM_BUFFER_LENGTH", size)
-    ipc_mtu_length: int = setting(frame.DEFAULT_MTU_LENGTH, "AERON_IPC_MTU_LENGTH", size)
-    ipc_publication_term_window_length: int = setting(0, "AERON_IPC_PUBLICATION_TERM_WINDOW_LENGTH", size)
+        DEFAULT_FREE_TO_REUSE_TIMEOUT_MS * NS_PER_MS, "AERON_COUNTERS_FREE_TO_REUSE_TIMEOUT", duration,
+        doc="How long a freed counter slot waits before it is reused.")
+    ipc_term_buffer_length: int = setting(64 * 1024 * 1024, "AERON_IPC_TERM_BUFFER_LENGTH", size,
+        doc="Term length of aeron:ipc publications (a power of two, 64 KiB to 1 GiB).")
+    ipc_mtu_length: int = setting(frame.DEFAULT_MTU_LENGTH, "AERON_IPC_MTU_LENGTH", size,
+        doc="Largest frame of aeron:ipc publications; longer messages are fragmented.")
+    ipc_publication_term_window_length: int = setting(0, "AERON_IPC_PUBLICATION_TERM_WINDOW_LENGTH", size,
+        doc="How far an aeron:ipc publisher may run ahead of its slowest subscriber; 0: half a term.")
     # UDP (spec/transport.md §14, §16).
-    term_buffer_length: int = setting(16 * 1024 * 1024, "AERON_TERM_BUFFER_LENGTH", size)
-    mtu_length: int = setting(frame.DEFAULT_MTU_LENGTH, "AERON_MTU_LENGTH", size)
-    publication_term_window_length: int = setting(0, "AERON_PUBLICATION_TERM_WINDOW_LENGTH", size)
-    initial_window_length: int = setting(128 * 1024, "AERON_RCV_INITIAL_WINDOW_LENGTH", size)
-    socket_rcvbuf_length: int = setting(128 * 1024, "AERON_SOCKET_SO_RCVBUF", size)
-    socket_sndbuf_length: int = setting(0, "AERON_SOCKET_SO_SNDBUF", size)
-    image_liveness_timeout_ns: int = setting(10 * NS_PER_S, "AERON_IMAGE_LIVENESS_TIMEOUT", duration)
-    publication_connection_timeout_ns: int = setting(5 * NS_PER_S, "AERON_PUBLICATION_CONNECTION_TIMEOUT", duration)
-    publication_heartbeat_timeout_ns: int = setting(100 * NS_PER_MS, "AERON_PUBLICATION_HEARTBEAT_TIMEOUT", duration)
-    publication_setup_timeout_ns: int = setting(100 * NS_PER_MS, "AERON_PUBLICATION_SETUP_TIMEOUT", duration)
-    status_message_timeout_ns: int = setting(200 * NS_PER_MS, "AERON_RCV_STATUS_MESSAGE_TIMEOUT", duration)
-    nak_unicast_delay_ns: int = setting(100_000, "AERON_NAK_UNICAST_DELAY", duration)
-    nak_unicast_retry_delay_ratio: int = setting(100, "AERON_NAK_UNICAST_RETRY_DELAY_RATIO", integer)
+    term_buffer_length: int = setting(16 * 1024 * 1024, "AERON_TERM_BUFFER_LENGTH", size,
+        doc="Term length of aeron:udp publications (a power of two, 64 KiB to 1 GiB).")
+    mtu_length: int = setting(frame.DEFAULT_MTU_LENGTH, "AERON_MTU_LENGTH", size,
+        doc="Largest datagram of aeron:udp publications; longer messages are fragmented.")
+    publication_term_window_length: int = setting(0, "AERON_PUBLICATION_TERM_WINDOW_LENGTH", size,
+        doc="How far an aeron:udp publisher may run ahead of its slowest receiver; 0: half a term.")
+    initial_window_length: int = setting(128 * 1024, "AERON_RCV_INITIAL_WINDOW_LENGTH", size,
+        doc="Receiver window a subscription advertises in its status messages.")
+    socket_rcvbuf_length: int = setting(128 * 1024, "AERON_SOCKET_SO_RCVBUF", size,
+        doc="SO_RCVBUF of UDP sockets; 0: the operating system's default.")
+    socket_sndbuf_length: int = setting(0, "AERON_SOCKET_SO_SNDBUF", size,
+        doc="SO_SNDBUF of UDP sockets; 0: the operating system's default.")
+    image_liveness_timeout_ns: int = setting(10 * NS_PER_S, "AERON_IMAGE_LIVENESS_TIMEOUT", duration,
+        doc="An image that receives nothing (not even heartbeats) for this long is removed.")
+    publication_connection_timeout_ns: int = setting(5 * NS_PER_S, "AERON_PUBLICATION_CONNECTION_TIMEOUT", duration,
+        doc="A network publication with no status message for this long counts as not connected.")
+    publication_heartbeat_timeout_ns: int = setting(100 * NS_PER_MS, "AERON_PUBLICATION_HEARTBEAT_TIMEOUT", duration,
+        doc="Interval of heartbeats a network publication sends while it has no data to send.")
+    publication_setup_timeout_ns: int = setting(100 * NS_PER_MS, "AERON_PUBLICATION_SETUP_TIMEOUT", duration,
+        doc="Interval of SETUP frames a network publication sends until a receiver answers.")
+    status_message_timeout_ns: int = setting(200 * NS_PER_MS, "AERON_RCV_STATUS_MESSAGE_TIMEOUT", duration,
+        doc="Longest interval between a receiver's status messages.")
+    nak_unicast_delay_ns: int = setting(100_000, "AERON_NAK_UNICAST_DELAY", duration,
+        doc="Delay before a receiver sends a NAK for a gap on a unicast stream.")
+    nak_unicast_retry_delay_ratio: int = setting(100, "AERON_NAK_UNICAST_RETRY_DELAY_RATIO", integer,
+        doc="A repeated NAK for the same gap waits this many times the NAK delay.")
     # Group semantics (multicast): each NAK waits a random backoff below the max, shaped by the group size.
     nak_multicast_max_backoff_ns: int = setting(udp_frames.NAK_MULTICAST_MAX_BACKOFF_NS,
-                                                 "AERON_NAK_MULTICAST_MAX_BACKOFF", duration)
+                                                 "AERON_NAK_MULTICAST_MAX_BACKOFF", duration,
+        doc="Longest random backoff before a NAK on a multicast stream.")
     nak_multicast_group_size: int = setting(udp_frames.NAK_MULTICAST_GROUP_SIZE, "AERON_NAK_MULTICAST_GROUP_SIZE",
-                                             integer)
-    retransmit_unicast_delay_ns: int = setting(0, "AERON_RETRANSMIT_UNICAST_DELAY", duration)
-    retransmit_unicast_linger_ns: int = setting(10 * NS_PER_MS, "AERON_RETRANSMIT_UNICAST_LINGER", duration)
-    max_resend: int = setting(16, "AERON_MAX_RESEND", integer)
-    send_to_status_poll_ratio: int = setting(6, "AERON_SEND_TO_STATUS_POLL_RATIO", integer)
+                                             integer,
+        doc="Expected receivers of a multicast stream, shaping the NAK backoff.")
+    retransmit_unicast_delay_ns: int = setting(0, "AERON_RETRANSMIT_UNICAST_DELAY", duration,
+        doc="Delay before a sender retransmits after a NAK on a unicast stream.")
+    retransmit_unicast_linger_ns: int = setting(10 * NS_PER_MS, "AERON_RETRANSMIT_UNICAST_LINGER", duration,
+        doc="How long a retransmitted range is not resent for another NAK.")
+    max_resend: int = setting(16, "AERON_MAX_RESEND", integer,
+        doc="Most retransmissions a sender keeps in flight per publication.")
+    send_to_status_poll_ratio: int = setting(6, "AERON_SEND_TO_STATUS_POLL_RATIO", integer,
+        doc="Sends per poll of the control (status message, NAK) sockets.")
     # Our test hook, like Aeron's debug channel endpoints: map loss-control.dat so tests can drop datagrams.
-    loss_control_enabled: bool = setting(False, "AERON_DEBUG_LOSS_CONTROL", boolean)
-    file_page_size: int = setting(lb.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", size)
-    conductor_buffer_length: int = setting(cnc.DEFAULT_TO_DRIVER_BUFFER_LENGTH, "AERON_CONDUCTOR_BUFFER_LENGTH", size)
-    clients_buffer_length: int = setting(cnc.DEFAULT_TO_CLIENTS_BUFFER_LENGTH, "AERON_CLIENTS_BUFFER_LENGTH", size)
+    loss_control_enabled: bool = setting(False, "AERON_DEBUG_LOSS_CONTROL", boolean,
+        doc="aeron-numba test hook: map loss-control.dat so tests and chaos runs can drop UDP datagrams.")
+    file_page_size: int = setting(lb.DEFAULT_FILE_PAGE_SIZE, "AERON_FILE_PAGE_SIZE", size,
+        doc="Page size log buffer files are aligned to.")
+    conductor_buffer_length: int = setting(cnc.DEFAULT_TO_DRIVER_BUFFER_LENGTH, "AERON_CONDUCTOR_BUFFER_LENGTH", size,
+        doc="Length of the to-driver ring buffer in cnc.dat (commands from clients).")
+    clients_buffer_length: int = setting(cnc.DEFAULT_TO_CLIENTS_BUFFER_LENGTH, "AERON_CLIENTS_BUFFER_LENGTH", size,
+        doc="Length of the to-clients broadcast buffer in cnc.dat (responses and events).")
     counters_values_buffer_length: int = setting(
-        cnc.DEFAULT_COUNTERS_VALUES_BUFFER_LENGTH, "AERON_COUNTERS_BUFFER_LENGTH", size
-    )
-    error_buffer_length: int = setting(cnc.DEFAULT_ERROR_LOG_BUFFER_LENGTH, "AERON_ERROR_BUFFER_LENGTH", size)
-    loss_report_buffer_length: int = setting(1024 * 1024, "AERON_LOSS_REPORT_BUFFER_LENGTH", size)
-    publication_reserved_session_id_low: int = setting(-1, "AERON_PUBLICATION_RESERVED_SESSION_ID_LOW", integer)
-    publication_reserved_session_id_high: int = setting(1000, "AERON_PUBLICATION_RESERVED_SESSION_ID_HIGH", integer)
-    conductor_idle_strategy: str = setting("backoff", "AERON_CONDUCTOR_IDLE_STRATEGY", text)
-    conductor_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_CONDUCTOR_CYCLE_THRESHOLD", duration)
-    sender_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_SENDER_CYCLE_THRESHOLD", duration)
-    receiver_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_RECEIVER_CYCLE_THRESHOLD", duration)
+        cnc.DEFAULT_COUNTERS_VALUES_BUFFER_LENGTH, "AERON_COUNTERS_BUFFER_LENGTH", size,
+        doc="Length of the counters values buffer in cnc.dat.")
+    error_buffer_length: int = setting(cnc.DEFAULT_ERROR_LOG_BUFFER_LENGTH, "AERON_ERROR_BUFFER_LENGTH", size,
+        doc="Length of the distinct error log in cnc.dat.")
+    loss_report_buffer_length: int = setting(1024 * 1024, "AERON_LOSS_REPORT_BUFFER_LENGTH", size,
+        doc="Length of loss-report.dat.")
+    publication_reserved_session_id_low: int = setting(-1, "AERON_PUBLICATION_RESERVED_SESSION_ID_LOW", integer,
+        doc="Lowest session id of the range the driver never assigns itself.")
+    publication_reserved_session_id_high: int = setting(1000, "AERON_PUBLICATION_RESERVED_SESSION_ID_HIGH", integer,
+        doc="Highest session id of the range the driver never assigns itself.")
+    conductor_idle_strategy: str = setting("backoff", "AERON_CONDUCTOR_IDLE_STRATEGY", text,
+        doc="How the driver waits when it has no work: backoff, sleeping, yield, spin, noop (or an Agrona "
+            "class name).")
+    conductor_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_CONDUCTOR_CYCLE_THRESHOLD", duration,
+        doc="A conductor duty cycle longer than this is counted as exceeded.")
+    sender_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_SENDER_CYCLE_THRESHOLD", duration,
+        doc="A sender duty cycle longer than this is counted as exceeded.")
+    receiver_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_RECEIVER_CYCLE_THRESHOLD", duration,
+        doc="A receiver duty cycle longer than this is counted as exceeded.")
     # Shown in the "Resolution changes" counter's label (": driverName=<name>"), empty by default as in aeronmd.
-    resolver_name: str = setting("", "AERON_DRIVER_RESOLVER_NAME", text)
-    allow_terminate_driver: bool = setting(False, "AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW", boolean)
-    driver_name: str = setting("", "AERON_DRIVER_NAME", text)
+    resolver_name: str = setting("", "AERON_DRIVER_RESOLVER_NAME", text,
+        doc="Name shown in the Resolution changes counter's label.")
+    allow_terminate_driver: bool = setting(False, "AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW", boolean,
+        doc="Allow a client's TERMINATE_DRIVER command to stop the driver.")
+    # Aeron's default is DEDICATED (a thread per agent); threads cannot share the GIL's work, so this driver runs its
+    # agents on one thread (DESIGN.md "Processes and agents"), and asking for another mode is refused, not ignored.
+    threading_mode: str = setting(THREADING_MODE_SHARED, "AERON_THREADING_MODE", text,
+        doc="How the driver's agents share threads: only SHARED (conductor, sender and receiver on one thread) is "
+            "supported; Aeron's DEDICATED, SHARED_NETWORK and INVOKER are refused.")
+    driver_name: str = setting("", "AERON_DRIVER_NAME", text,
+        doc="Name of this driver.")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "DriverContext":
@@ -148,6 +210,16 @@ class DriverContext:
                 f"publication_reserved_session_id_low={self.publication_reserved_session_id_low} >"
                 f" publication_reserved_session_id_high={self.publication_reserved_session_id_high}"
             )
+        mode = self.threading_mode.strip().upper()
+        if mode not in AERON_THREADING_MODES:
+            raise ConfigurationError(f"threading_mode={self.threading_mode!r} (AERON_THREADING_MODE) is not one of "
+                                     f"{', '.join(AERON_THREADING_MODES)}")
+        if mode != THREADING_MODE_SHARED:
+            raise ConfigurationError(
+                f"threading_mode={self.threading_mode!r} (AERON_THREADING_MODE) is not supported: the aeron-numba "
+                f"media driver runs conductor, sender and receiver on one thread; unset AERON_THREADING_MODE or "
+                f"set it to {THREADING_MODE_SHARED}")
+        self.threading_mode = mode
         from aeron_numba.agent import idle_strategy_from_name
 
         idle_strategy_from_name(self.conductor_idle_strategy)  # raises ConfigurationError if unknown

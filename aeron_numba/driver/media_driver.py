@@ -26,14 +26,13 @@ from aeron_numba.layout import counters as cl
 from aeron_numba.layout.bits import semantic_version
 from aeron_numba.layout.mapped_file import MappedFile
 
-from aeron_numba.driver.context import DriverContext
+from aeron_numba.driver.context import THREADING_MODE_SHARED, DriverContext
 from aeron_numba.driver.driver_conductor import DriverConductor
 from aeron_numba.driver.warmup import warm_up_driver_kernels
 
 LOSS_REPORT_FILE = "loss-report.dat"
 DRIVER_VERSION = "0.1.0"
 DRIVER_SEMANTIC_VERSION = semantic_version(0, 1, 0)
-THREADING_MODE_SHARED = "SHARED"  # the one mode we run: conductor, sender and receiver on one thread
 
 
 class ActiveDriverError(AeronError):
@@ -243,18 +242,8 @@ class MediaDriverProcess:
         self.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """The driver's command line (``driver/command_line.py``), kept here for callers of ``media_driver:main``."""
+    from aeron_numba.driver.command_line import main as command_line_main
 
-    parser = argparse.ArgumentParser(description="aeron-numba media driver (IPC)")
-    parser.add_argument("--dir", help="aeron dir (default: AERON_DIR, else /dev/shm/aeron-<user>)")
-    args = parser.parse_args(argv)
-    overrides = {"aeron_dir": args.dir} if args.dir else {}
-    try:
-        driver = MediaDriver(DriverContext.from_env(**overrides))
-    except (AeronError, ValueError) as exc:
-        print(f"aeron-numba-driver: {exc}", file=sys.stderr)
-        return 1
-    print(f"aeron-numba media driver {DRIVER_VERSION} in {driver.ctx.aeron_dir}, pid {os.getpid()}", flush=True)
-    driver.run()
-    return 0
+    return command_line_main(argv, prog)

@@ -12,11 +12,14 @@ import sys
 import time
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aeron_numba.aeron_dir import AERON_DIR_ENV, resolve_aeron_dir
-from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
 from aeron_numba.errors import AeronError, LayoutError
 from aeron_numba.layout import cnc
+
+if TYPE_CHECKING:
+    from aeron_numba.kernels.cnc_file import CncFile
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -91,6 +94,8 @@ def open_cnc(aeron_dir: Path, timeout_ms: int = DEFAULT_CNC_TIMEOUT_MS) -> CncFi
 
     Raises ``ToolError`` saying what was missing at the deadline, or at once for an incompatible version.
     """
+    from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError  # here: a tool's --help must not load Numba
+
     path = aeron_dir / cnc.CNC_FILE
     deadline = time.monotonic() + timeout_ms / 1000.0
     while True:

@@ -21,10 +21,9 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import tzinfo
+from typing import TYPE_CHECKING
 
-from aeron_numba.kernels.cnc_file import CncFile
-from aeron_numba.kernels.counters import CounterInfo, CountersReader
-from aeron_numba.kernels.ring_buffer import consumer_heartbeat_time
+from aeron_numba import cli
 from aeron_numba.layout import ring_buffer
 from aeron_numba.layout.bits import semantic_version_string
 from aeron_numba.tools._common import (
@@ -41,6 +40,10 @@ from aeron_numba.tools._common import (
     positive_float,
     print_lines,
 )
+
+if TYPE_CHECKING:  # the kernels are imported where they are used: --help must not load Numba
+    from aeron_numba.kernels.cnc_file import CncFile
+    from aeron_numba.kernels.counters import CounterInfo, CountersReader
 
 TOOL = "aeron-stat"
 SEPARATOR = "=" * 70
@@ -76,6 +79,8 @@ def header_line(cnc_version: int, pid: int, heartbeat_age_ms: int, now_ms: int, 
 
 def driver_heartbeat_ms(cnc_file: CncFile) -> int:
     """Epoch ms of the driver conductor's last heartbeat: the to-driver ring buffer's consumer heartbeat (§6)."""
+    from aeron_numba.kernels.ring_buffer import consumer_heartbeat_time
+
     buffer = cnc_file.to_driver_buffer
     return int(consumer_heartbeat_time(buffer, ring_buffer.check_capacity(buffer.size)))
 
@@ -100,8 +105,9 @@ def stat_lines(
     return [header, SEPARATOR, *counter_lines(reader, counter_filter), TRAILER]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=TOOL, description="Print the counters of an Aeron media driver.")
+def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog or TOOL, description="Print the counters of an Aeron media driver.")
+    cli.add_version_argument(parser)
     add_dir_argument(parser)
     add_timeout_argument(parser)
     parser.add_argument("--once", action="store_true", help="print once and exit (default: refresh until Ctrl-C)")
@@ -123,6 +129,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _watch(cnc_file: CncFile, args: argparse.Namespace) -> None:
+    from aeron_numba.kernels.counters import CountersReader
+
     reader = CountersReader(cnc_file.counters_metadata_buffer, cnc_file.counters_values_buffer)
     counter_filter = CounterFilter(
         frozenset(args.type_ids) if args.type_ids else None, args.label_pattern
@@ -138,8 +146,8 @@ def _watch(cnc_file: CncFile, args: argparse.Namespace) -> None:
         return
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = parse_args(argv, prog)
     try:
         cnc_file = open_cnc(aeron_dir_of(args), args.timeout)
     except ToolError as exc:

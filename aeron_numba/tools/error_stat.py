@@ -18,12 +18,10 @@ import argparse
 import sys
 from datetime import tzinfo
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from aeron_numba import cli
 from aeron_numba.errors import LayoutError
-from aeron_numba.kernels.error_log import ErrorLogReader, ErrorObservation
-from aeron_numba.layout.mapped_file import MappedFile
 from aeron_numba.tools._common import (
     EXIT_OK,
     ToolError,
@@ -37,6 +35,11 @@ from aeron_numba.tools._common import (
     open_cnc,
     print_lines,
 )
+
+if TYPE_CHECKING:  # the kernels are imported where they are used: --help must not load Numba
+    import numpy as np
+
+    from aeron_numba.kernels.error_log import ErrorObservation
 
 TOOL = "aeron-error-stat"
 
@@ -62,11 +65,14 @@ def error_stat_lines(observations: list[ErrorObservation], tz: tzinfo | None = N
 
 def read_error_log(buffer: np.ndarray) -> tuple[list[str], bool]:
     """The report lines of an error log view, and whether a corrupt record cut the walk short."""
+    from aeron_numba.kernels.error_log import ErrorLogReader
+
     return error_stat_lines(ErrorLogReader.read(buffer)), ErrorLogReader.is_corrupt(buffer)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=TOOL, description="Print the distinct errors a media driver recorded.")
+def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog or TOOL, description="Print the distinct errors a media driver recorded.")
+    cli.add_version_argument(parser)
     add_dir_argument(parser)
     add_timeout_argument(parser)
     parser.add_argument("-f", "--file", help="read the distinct error log in this file instead of cnc.dat")
@@ -87,6 +93,8 @@ def _lines_from_file(path: Path, offset: int) -> tuple[list[str], bool]:
     if offset == size:
         return error_stat_lines([]), False
     try:
+        from aeron_numba.layout.mapped_file import MappedFile
+
         mapped = MappedFile.open(path)
     except (OSError, LayoutError) as exc:
         raise ToolError(f"cannot map {path}: {exc}") from None
@@ -109,8 +117,8 @@ def _lines_from_cnc(args: argparse.Namespace) -> tuple[list[str], bool]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = parse_args(argv, prog)
     try:
         lines, corrupt = _lines_from_file(Path(args.file), args.offset) if args.file else _lines_from_cnc(args)
     except ToolError as exc:

@@ -15,11 +15,11 @@ import argparse
 import sys
 from datetime import tzinfo
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from aeron_numba import cli
 from aeron_numba.errors import LayoutError
-from aeron_numba.kernels.loss_report import LossEntry, LossReportReader, LossReportScan
 from aeron_numba.layout.loss_report import LOSS_REPORT_FILE
-from aeron_numba.layout.mapped_file import MappedFile
 from aeron_numba.tools._common import (
     EXIT_OK,
     ToolError,
@@ -29,6 +29,9 @@ from aeron_numba.tools._common import (
     format_timestamp_ms,
     print_lines,
 )
+
+if TYPE_CHECKING:  # the kernels are imported where they are used: --help must not load Numba
+    from aeron_numba.kernels.loss_report import LossEntry, LossReportScan
 
 TOOL = "aeron-loss-stat"
 HEADER = (
@@ -58,6 +61,9 @@ def loss_stat_lines(entries: list[LossEntry], tz: tzinfo | None = None) -> list[
 
 def scan_loss_report(path: Path) -> LossReportScan:
     """Map ``loss-report.dat`` and read it; ``ToolError`` if it does not exist or cannot be mapped."""
+    from aeron_numba.kernels.loss_report import LossReportReader, LossReportScan
+    from aeron_numba.layout.mapped_file import MappedFile
+
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -72,14 +78,15 @@ def scan_loss_report(path: Path) -> LossReportScan:
         return LossReportReader.scan(mapped.buffer)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=TOOL, description="Print the loss a media driver observed, per stream.")
+def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog or TOOL, description="Print the loss a media driver observed, per stream.")
+    cli.add_version_argument(parser)
     add_dir_argument(parser)
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = parse_args(argv, prog)
     path = aeron_dir_of(args) / LOSS_REPORT_FILE
     try:
         scan = scan_loss_report(path)

@@ -1,0 +1,74 @@
+"""The archive's command line: ``python -m aeron_numba archive``, ``python -m aeron_numba.archive``,
+``aeron-numba-archive``.
+
+Parses the arguments and sets up logging before importing the archive itself, so ``--help`` (which lists every
+setting) and ``--version`` answer without importing Numba.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from aeron_numba import cli
+from aeron_numba.archive.context import ArchiveContext
+
+MODULE = "aeron_numba.archive"
+log = logging.getLogger("aeron_numba.archive")
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    from aeron_numba.settings_doc import help_epilog
+
+    prog = cli.prog_name(MODULE, prog)
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run an aeron-numba archive (record, list, replay, replicate streams) in this process until\n"
+                    "SIGINT/SIGTERM. Settings come from AERON_ARCHIVE_* environment variables.",
+        epilog=help_epilog(ArchiveContext, prog))
+    parser.add_argument("--archive-dir", help="archive dir (default: AERON_ARCHIVE_DIR, else aeron-archive)")
+    parser.add_argument("--dir", help="aeron dir of the media driver (default: AERON_DIR)")
+    parser.add_argument("--embedded-driver", action="store_true",
+                        help="start a media driver (a child process) on the aeron dir first")
+    cli.add_logging_arguments(parser)
+    cli.add_version_argument(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    level = cli.configure_logging(parser, args.verbose)
+    from aeron_numba.driver.command_line import warn_ignored_variables
+
+    warn_ignored_variables()
+    from aeron_numba.archive.archive import ARCHIVE_VERSION, Archive
+    from aeron_numba.errors import AeronError
+
+    overrides = {k: v for k, v in (("archive_dir", args.archive_dir), ("aeron_dir", args.dir)) if v}
+    driver = None
+    try:
+        ctx = ArchiveContext.from_env(**overrides)
+        if args.embedded_driver:
+            from aeron_numba.driver import DriverContext, MediaDriverProcess
+
+            if args.verbose:  # the driver logs at the archive's level
+                os.environ[cli.LOG_LEVEL_ENV] = logging.getLevelName(level)
+            driver = MediaDriverProcess.launch(DriverContext.from_env(**({"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {})))
+            ctx.aeron_dir = driver.aeron_dir
+        archive = Archive(ctx)
+    except (AeronError, ValueError, OSError) as exc:
+        print(f"aeron-numba-archive: {exc}", file=sys.stderr)
+        if driver is not None:
+            driver.close()
+        return 1
+    print(f"aeron-numba archive {ARCHIVE_VERSION} in {archive.ctx.archive_dir}, archiveId {archive.ctx.archive_id}, "
+          f"pid {os.getpid()}" + (f"; recovered {archive.recovered}" if archive.recovered else ""), flush=True)
+    try:
+        archive.run()
+    finally:
+        if driver is not None:
+            driver.close()
+    return 0

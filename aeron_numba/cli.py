@@ -1,0 +1,80 @@
+"""What every command line of the package shares: the program name a user typed, ``--version``, and logging
+(``--verbose`` / ``AERON_LOG_LEVEL``).
+
+Imports nothing but the standard library and ``aeron_numba``'s light package module: a ``--help`` or
+``--version`` answers before Numba or a kernel is imported (the tools' start-up time is mostly that import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Mapping
+
+import aeron_numba
+
+#: Python logging level of every component (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``); ``--verbose`` wins.
+LOG_LEVEL_ENV = "AERON_LOG_LEVEL"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: Where a user finds every setting (generated from the contexts by ``aeron_numba/settings_doc.py``).
+SETTINGS_REFERENCE = "docs/settings.md, or print them with: python -m aeron_numba settings"
+
+
+def prog_name(module: str, prog: str | None = None) -> str:
+    """The command as the user typed it: ``prog`` when a front door passes one, the console script's name, or
+    ``python -m <module>`` when Python ran a file (argparse would show ``__main__.py``)."""
+    if prog:
+        return prog
+    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if not invoked or invoked.endswith(".py") or invoked in ("-c", "-m"):
+        return f"python -m {module}"
+    return invoked
+
+
+def version_text(prog: str) -> str:
+    return f"{prog} (aeron-numba {aeron_numba.__version__}; Aeron 1.48 wire and file formats)"
+
+
+def add_version_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", action="version", version=version_text(parser.prog))
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help=f"log what happens (-v: INFO, -vv: DEBUG) to stderr; default: ${LOG_LEVEL_ENV}, "
+                             f"else WARNING")
+
+
+def log_level(verbosity: int, environ: Mapping[str, str] | None = None) -> int:
+    """The logging level for ``-v`` given ``verbosity`` times, else ``AERON_LOG_LEVEL``, else WARNING.
+
+    Raises ``ValueError`` naming the variable's value and the levels it may take."""
+    if verbosity >= 2:
+        return logging.DEBUG
+    if verbosity == 1:
+        return logging.INFO
+    environ = os.environ if environ is None else environ
+    name = environ.get(LOG_LEVEL_ENV, "").strip().upper()
+    if not name:
+        return logging.WARNING
+    if name not in LOG_LEVELS:
+        raise ValueError(f"{LOG_LEVEL_ENV}={environ[LOG_LEVEL_ENV]!r} must be one of {', '.join(LOG_LEVELS)}")
+    return getattr(logging, name)
+
+
+def configure_logging(parser: argparse.ArgumentParser, verbosity: int) -> int:
+    """Send the package's log records (loggers ``aeron_numba.*``) to stderr at the chosen level; a bad
+    ``AERON_LOG_LEVEL`` is a usage error. Returns the level, for child processes to inherit."""
+    try:
+        level = log_level(verbosity)
+    except ValueError as exc:
+        parser.error(str(exc))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("aeron_numba")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level)
+    logger.propagate = False
+    return level

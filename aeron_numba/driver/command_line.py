@@ -1,0 +1,62 @@
+"""The media driver's command line: ``python -m aeron_numba driver``, ``python -m aeron_numba.driver``,
+``aeron-numba-driver``.
+
+Parses the arguments and sets up logging before importing the driver itself, so ``--help`` (which lists every
+setting) and ``--version`` answer without importing Numba.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from aeron_numba import cli
+from aeron_numba.driver.context import DriverContext
+
+MODULE = "aeron_numba.driver"
+log = logging.getLogger("aeron_numba.driver")
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    from aeron_numba.settings_doc import help_epilog
+
+    prog = cli.prog_name(MODULE, prog)
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run an aeron-numba media driver (aeron:ipc and aeron:udp, Aeron's SHARED threading mode)\n"
+                    "in this process until SIGINT/SIGTERM. Settings come from AERON_* environment variables.",
+        epilog=help_epilog(DriverContext, prog))
+    parser.add_argument("--dir", help="aeron dir (default: AERON_DIR, else /dev/shm/aeron-<user>)")
+    cli.add_logging_arguments(parser)
+    cli.add_version_argument(parser)
+    return parser
+
+
+def warn_ignored_variables() -> None:
+    """Name every AERON_* variable no part of aeron-numba reads: a setting that has no effect is said so."""
+    from aeron_numba.settings_doc import ignored_variables
+
+    for name in ignored_variables():
+        log.warning("%s=%r is not a setting aeron-numba reads: it has no effect (see %s)", name, os.environ[name],
+                    cli.SETTINGS_REFERENCE)
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    cli.configure_logging(parser, args.verbose)
+    warn_ignored_variables()
+    from aeron_numba.driver.media_driver import DRIVER_VERSION, MediaDriver
+    from aeron_numba.errors import AeronError
+
+    overrides = {"aeron_dir": args.dir} if args.dir else {}
+    try:
+        driver = MediaDriver(DriverContext.from_env(**overrides))
+    except (AeronError, ValueError) as exc:
+        print(f"aeron-numba-driver: {exc}", file=sys.stderr)
+        return 1
+    print(f"aeron-numba media driver {DRIVER_VERSION} in {driver.ctx.aeron_dir}, pid {os.getpid()}", flush=True)
+    driver.run()
+    return 0
