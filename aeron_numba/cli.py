@@ -37,8 +37,19 @@ def version_text(prog: str) -> str:
     return f"{prog} (aeron-numba {aeron_numba.__version__}; Aeron 1.48 wire and file formats)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: one unwrapped line (argparse's own action wraps it to the terminal's width)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text(parser.prog))
+        parser.exit()
+
+
 def add_version_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", action="version", version=version_text(parser.prog))
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
 
 
 def add_logging_arguments(parser: argparse.ArgumentParser) -> None:

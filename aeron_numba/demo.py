@@ -136,8 +136,12 @@ def run(args) -> int:
         shutil.rmtree(aeron_dir, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="media driver + publisher + subscriber over aeron:ipc")
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    from aeron_numba import cli
+
+    parser = argparse.ArgumentParser(prog=cli.prog_name("aeron_numba.demo", prog),
+                                     description="media driver + publisher + subscriber over aeron:ipc")
+    cli.add_version_argument(parser)
     parser.add_argument("role", nargs="?", default="run", choices=["run", "publisher", "subscriber"])
     parser.add_argument("--dir", help="aeron dir (publisher/subscriber roles)")
     parser.add_argument("--messages", type=int, default=200_000)

@@ -15,7 +15,7 @@ from dataclasses import MISSING, fields
 from typing import Mapping
 
 from aeron_numba.archive.context import ArchiveContext
-from aeron_numba.cli import LOG_LEVEL_ENV
+from aeron_numba.cli import LOG_LEVEL_ENV, add_version_argument
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.settings import boolean, duration, size
 
@@ -142,8 +142,10 @@ def help_epilog(cls, prog: str) -> str:
             f"What each one means: docs/settings.md, or: python -m aeron_numba settings")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aeron_numba.settings_doc", description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog or "python -m aeron_numba.settings_doc",
+                                     description="Print (or write) the users' list of settings.")
+    add_version_argument(parser)
     parser.add_argument("--write", metavar="PATH", help=f"write the reference to PATH (e.g. {DOC_PATH})")
     args = parser.parse_args(argv)
     text = render()

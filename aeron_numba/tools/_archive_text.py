@@ -11,13 +11,14 @@
 from __future__ import annotations
 
 from datetime import tzinfo
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from aeron_numba.kernels.error_log import ErrorLogReader
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.archive_schema import ARCHIVE_SCHEMA, ENUMS
 from aeron_numba.tools._common import _as_datetime, format_timestamp_ms
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _STATE_NAMES = {value: name for name, value in ENUMS["RecordingState"].items()}
 
@@ -113,6 +114,8 @@ def pretty_hex_dump(data: bytes) -> str:
 
 def error_log_lines(buffer: np.ndarray, tz: tzinfo | None = None) -> list[str]:
     """A distinct error log as ``CommonContext.printErrorLog`` prints it (its "O distinct errors" spelling too)."""
+    from aeron_numba.kernels.error_log import ErrorLogReader  # here: archive-tool --help must not load Numba
+
     observations = ErrorLogReader.read(buffer)
     if not observations:
         return ["", "O distinct errors observed"]

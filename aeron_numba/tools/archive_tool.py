@@ -30,23 +30,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
-import numpy as np
-
-from aeron_numba.archive.catalog import Catalog, CatalogError
-from aeron_numba.archive.mark_file import ArchiveMarkFile
-from aeron_numba.archive.segment_files import segment_files
+from aeron_numba import cli
 from aeron_numba.errors import AeronError, ConfigurationError
-from aeron_numba.kernels.cnc_file import CncFile
-from aeron_numba.kernels.replay_rewrite import frame_checksum
 from aeron_numba.layout import archive as A
 from aeron_numba.layout import cnc
 from aeron_numba.layout import frame as F
 from aeron_numba.layout.bits import semantic_version_major
 from aeron_numba.layout.checksum import CHECKSUM_NONE, checksum_algorithm
-from aeron_numba.layout.mapped_file import MappedFile
 from aeron_numba.tools._archive_text import (descriptor_header_text, descriptor_text, error_log_lines,
                                              mark_header_text, mark_summary_line, pretty_hex_dump, state_name)
 from aeron_numba.tools._common import EXIT_FAILURE, EXIT_OK, epoch_ms
+
+# numpy, the archive's modules and the kernels are bound by ``_import_archive()`` when a command runs: ``--help``
+# and ``--version`` answer without loading Numba.
+np = ArchiveMarkFile = Catalog = CatalogError = CncFile = MappedFile = frame_checksum = None
+
+
+def _import_archive() -> None:
+    global np, ArchiveMarkFile, Catalog, CatalogError, CncFile, MappedFile, frame_checksum
+    import numpy as np
+    from aeron_numba.archive.catalog import Catalog, CatalogError
+    from aeron_numba.archive.mark_file import ArchiveMarkFile
+    from aeron_numba.kernels.cnc_file import CncFile
+    from aeron_numba.kernels.replay_rewrite import frame_checksum
+    from aeron_numba.layout.mapped_file import MappedFile
 
 TOOL = "archive-tool"
 #: ArchiveTool's System.exit(-1): bad arguments, or verify found faults.
@@ -91,10 +98,10 @@ class ToolFailure(AeronError):
     """The command was understood but cannot be done (ArchiveTool throws; its message is printed)."""
 
 
-def usage_lines(command: str | None = None) -> list[str]:
+def usage_lines(command: str | None = None, prog: str = TOOL) -> list[str]:
     if command in USAGE:
-        return [f"Usage: {TOOL} <archive-dir> {USAGE[command]}"]
-    return [f"Usage: {TOOL} <archive-dir> <command> (items in square brackets are optional)", "",
+        return [f"Usage: {prog} <archive-dir> {USAGE[command]}"]
+    return [f"Usage: {prog} <archive-dir> <command> (items in square brackets are optional)", "",
             *(f"  {line}" for line in USAGE.values())]
 
 
@@ -699,10 +706,18 @@ def run(console: Console, command: Command) -> int:
         return _CATALOG_COMMANDS[command.name](console, command, catalog)
 
 
-def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
+def main(argv: list[str] | None = None, stdin: TextIO | None = None, prog: str | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print("\n".join(usage_lines(prog=prog or TOOL)))
+        return EXIT_OK
+    if argv[:1] == ["--version"]:
+        print(cli.version_text(prog or TOOL))
+        return EXIT_OK
+    _import_archive()
     console = Console(sys.stdout, stdin if stdin is not None else sys.stdin)
     try:
-        command = parse_command(list(sys.argv[1:] if argv is None else argv))
+        command = parse_command(argv)
         code = run(console, command)
     except BrokenPipeError:  # the reader went away (``| head``): not an error of the archive
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -710,7 +725,7 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
     except UsageError as exc:
         sys.stdout.flush()
         print(f"ERR: {exc}", file=sys.stderr)
-        print("\n".join(usage_lines(exc.command)), file=sys.stderr)
+        print("\n".join(usage_lines(exc.command, prog or TOOL)), file=sys.stderr)
         return exc.exit_code
     except (ToolFailure, CatalogError, ConfigurationError, AeronError, OSError, ValueError) as exc:
         sys.stdout.flush()

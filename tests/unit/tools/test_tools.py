@@ -448,11 +448,12 @@ def test_console_scripts_are_declared():
     pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
     scripts = pyproject["project"]["scripts"]
     assert scripts == {
+        "aeron-numba": "aeron_numba.__main__:main",
         "aeron-stat": "aeron_numba.tools.aeron_stat:main",
         "aeron-error-stat": "aeron_numba.tools.error_stat:main",
         "aeron-loss-stat": "aeron_numba.tools.loss_stat:main",
-        "aeron-numba-driver": "aeron_numba.driver.media_driver:main",
-        "aeron-numba-archive": "aeron_numba.archive.archive:main",
+        "aeron-numba-driver": "aeron_numba.driver.command_line:main",
+        "aeron-numba-archive": "aeron_numba.archive.command_line:main",
         "archive-tool": "aeron_numba.tools.archive_tool:main",
     }
     for target in scripts.values():
