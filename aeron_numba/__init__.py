@@ -6,7 +6,11 @@ Numba's on-disk cache is pointed at a directory stamped with a hash of the kerne
 imports neither Numba nor a kernel: a tool's ``--help`` answers at once.
 """
 
+import logging as _logging
 import sys as _sys
+
+# A library stays silent unless the application configures logging (the command lines do: -v, AERON_LOG_LEVEL).
+_logging.getLogger("aeron_numba").addHandler(_logging.NullHandler())
 
 if "numba" in _sys.modules:  # numba already paid for: a user's own cached kernels share the stamped dir
     from aeron_numba import jit as _jit  # noqa: F401  (configures the cache on import)

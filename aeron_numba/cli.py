@@ -75,6 +75,16 @@ def log_level(verbosity: int, environ: Mapping[str, str] | None = None) -> int:
     return getattr(logging, name)
 
 
+def warn_ignored_variables(logger: logging.Logger) -> None:
+    """Name every AERON_* variable of this process that no part of aeron-numba reads: a setting a user expects
+    to act must not be silently ignored."""
+    from aeron_numba.settings_doc import ignored_variables
+
+    for name in ignored_variables():
+        logger.warning("%s=%r is not a setting aeron-numba reads: it has no effect (see %s)", name, os.environ[name],
+                       SETTINGS_REFERENCE)
+
+
 def configure_logging(parser: argparse.ArgumentParser, verbosity: int) -> int:
     """Send the package's log records (loggers ``aeron_numba.*``) to stderr at the chosen level; a bad
     ``AERON_LOG_LEVEL`` is a usage error. Returns the level, for child processes to inherit."""

@@ -11,6 +11,7 @@ not share one GIL).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from aeron_numba.agent import AgentRunner, idle_strategy_from_name
@@ -25,6 +26,7 @@ from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
 ARCHIVE_VERSION = "0.1.0"
+log = logging.getLogger("aeron_numba.archive")
 
 
 def recover_catalog(catalog: Catalog, archive_dir: str, now_ms: int) -> list[tuple[int, int]]:
@@ -73,6 +75,14 @@ class Archive:
                                   self.conductor.record_error,
                                   duty_cycle_tracker=self.conductor.counters.duty_cycle_tracker())
 
+        log.info("archive %d ready in %s (aeron dir %s, control channel %r stream %d, local control %s stream %d)",
+                 archive_id, self.ctx.archive_dir, self.aeron.context.aeron_dir, self.ctx.control_channel,
+                 self.ctx.control_stream_id, self.ctx.local_control_channel, self.ctx.local_control_stream_id)
+        for recording_id, stop_position in self.recovered:
+            log.info("recording %d recovered: stop position %d from its segment files", recording_id, stop_position)
+        for name, value in sorted(vars(self.ctx).items()):
+            log.debug("setting %s=%r", name, value)
+
     def run(self) -> None:
         close_on_signals(self.runner)
         try:
@@ -85,6 +95,7 @@ class Archive:
         self.mark_file.close()
         if self._owns_aeron:
             self.aeron.close()
+        log.info("archive in %s stopped", self.ctx.archive_dir)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import logging
 import secrets
 import shutil
 import threading
@@ -61,6 +62,8 @@ from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
+# What the archive does, for a user to follow (-v / AERON_LOG_LEVEL): sessions, recordings, replays, errors.
+log = logging.getLogger("aeron_numba.archive")
 LOCAL = A.SOURCE_LOCATIONS["LOCAL"]  # a start/extend request that does not say: the stream is published here
 REMOTE = A.SOURCE_LOCATIONS["REMOTE"]  # a replication records the replay arriving from another archive
 
@@ -226,6 +229,7 @@ class ArchiveConductor:
     def record_error(self, error: BaseException | str) -> None:
         self.counters.on_error()
         self.mark_file.error_log.record(error)
+        log.warning("error recorded in the error log: %s", error)
 
     # ------------------------------------------------------------------------------------------ requests
     def on_connect_request(self, request_image: tuple[int, int], correlation_id: int, response_stream_id: int,
@@ -255,6 +259,8 @@ class ArchiveConductor:
                                  on_error=self.record_error)
         session.request_image = request_image
         self.control_sessions[control_session_id] = session
+        log.info("control session %d connecting (response channel %s stream %d)", control_session_id,
+                 response_channel, response_stream_id)
         if major != A.ARCHIVE_PROTOCOL_VERSION >> 16:
             session.reject(f"client version {major}.x is not compatible with the archive's "
                            f"{A.ARCHIVE_PROTOCOL_VERSION >> 16}.x", "GENERIC")
@@ -437,11 +443,15 @@ class ArchiveConductor:
         self._recording_owner[recording_id] = owner
         if session is not None:
             session.signal(owner.correlation_id, recording_id, subscription_id, image.join_position, signal)
+        log.info("recording %d %s: %s stream %d session %d from position %d", recording_id,
+                 "started" if signal == "START" else "extended", owner.original_channel, owner.stream_id,
+                 image.session_id, image.join_position)
         return 1
 
     def _on_recording_stopped(self, recording_id: int, recording: RecordingSession) -> None:
         del self.recordings[recording_id]
         recording.close()
+        log.info("recording %d stopped at position %d", recording_id, recording.position)
         owner = self._recording_owner.pop(recording_id, None)
         session = self.control_sessions.get(owner.control_session_id) if owner is not None else None
         if recording.error is not None:
@@ -870,6 +880,8 @@ class ArchiveConductor:
             nano_clock=self.nano_clock, on_read=self.counters.on_read)
         self._replay_owner[replay_session_id] = (session.control_session_id, correlation_id)
         session.respond(correlation_id, OK, replay_session_id)
+        log.info("replay %d of recording %d started from position %d on %s stream %d", replay_session_id,
+                 recording_id, start, channel, replay_stream_id)
 
     def _recorded_position(self, recording_id: int) -> int:
         recording = self.recordings.get(recording_id)
@@ -892,6 +904,7 @@ class ArchiveConductor:
 
     def _end_replay(self, replay_session_id: int, replay: ReplaySession) -> None:
         del self.replays[replay_session_id]
+        log.info("replay %d ended (%s)", replay_session_id, replay.state.name)
         control_session_id, correlation_id = self._replay_owner.pop(replay_session_id, (None, -1))
         if replay.state is ReplayState.INACTIVE:
             self.record_error(f"replay session {replay_session_id}: {replay.error}")
@@ -1019,6 +1032,7 @@ class ArchiveConductor:
     # ------------------------------------------------------------------------------------------ closing
     def _close_control_session(self, control_session_id: int) -> None:
         session = self.control_sessions.pop(control_session_id)
+        log.info("control session %d closed", control_session_id)
         for token, (_, owner, _) in list(self._replay_tokens.items()):
             if owner == control_session_id:
                 del self._replay_tokens[token]

@@ -41,9 +41,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     level = cli.configure_logging(parser, args.verbose)
-    from aeron_numba.driver.command_line import warn_ignored_variables
-
-    warn_ignored_variables()
+    cli.warn_ignored_variables(log)
     from aeron_numba.archive.archive import ARCHIVE_VERSION, Archive
     from aeron_numba.errors import AeronError
 
@@ -56,7 +54,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
             if args.verbose:  # the driver logs at the archive's level
                 os.environ[cli.LOG_LEVEL_ENV] = logging.getLevelName(level)
-            driver = MediaDriverProcess.launch(DriverContext.from_env(**({"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {})))
+            driver_overrides = {"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {}
+            driver = MediaDriverProcess.launch(DriverContext.from_env(**driver_overrides))
             ctx.aeron_dir = driver.aeron_dir
         archive = Archive(ctx)
     except (AeronError, ValueError, OSError) as exc:

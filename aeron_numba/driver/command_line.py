@@ -34,20 +34,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def warn_ignored_variables() -> None:
-    """Name every AERON_* variable no part of aeron-numba reads: a setting that has no effect is said so."""
-    from aeron_numba.settings_doc import ignored_variables
-
-    for name in ignored_variables():
-        log.warning("%s=%r is not a setting aeron-numba reads: it has no effect (see %s)", name, os.environ[name],
-                    cli.SETTINGS_REFERENCE)
-
-
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     cli.configure_logging(parser, args.verbose)
-    warn_ignored_variables()
+    cli.warn_ignored_variables(log)
     from aeron_numba.driver.media_driver import DRIVER_VERSION, MediaDriver
     from aeron_numba.errors import AeronError
 

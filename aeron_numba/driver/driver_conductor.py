@@ -12,6 +12,7 @@ the adapter answers it with ON_ERROR and records it, so the conductor never touc
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -41,6 +42,9 @@ from aeron_numba.driver.publication_params import PublicationParams
 from aeron_numba.driver.system_counters import SystemCounters
 from aeron_numba.driver import uri_params as up
 from aeron_numba.driver.udp_channel import UdpChannel
+
+# What the driver does, for a user to follow (-v / AERON_LOG_LEVEL): commands and timeouts, never the data path.
+log = logging.getLogger("aeron_numba.driver")
 
 PUBLICATIONS_DIR = "publications"
 IPC_SOURCE_IDENTITY = "aeron:ipc"
@@ -184,6 +188,7 @@ class DriverConductor:
     def _record_error(self, error: BaseException | str) -> None:
         self.error_log.record(error)
         self.system_counters.increment(cl.ERRORS)
+        log.warning("error recorded in the error log: %s", error)
 
     # ------------------------------------------------------------------------------------------ clients
     def on_client_command(self, client_id: int) -> ClientSession:
@@ -244,6 +249,8 @@ class DriverConductor:
                 int(ck.get_counter_value(self.counters.values_buffer, session.heartbeat_counter_id)),
             )
             if now_ms > heartbeat_ms + timeout_ms:
+                log.info("client %d timed out (no keepalive for %d ms): releasing its resources", session.client_id,
+                         now_ms - heartbeat_ms)
                 self.system_counters.increment(cl.CLIENT_TIMEOUTS)
                 self.client_proxy.on_client_timeout(session.client_id)
                 self._release_client(session.client_id)
@@ -268,6 +275,7 @@ class DriverConductor:
         pass  # on_client_command already recorded the keepalive
 
     def on_client_close(self, client_id: int, correlation_id: int) -> None:
+        log.info("client %d closed", client_id)
         self._release_client(client_id)
 
     # ------------------------------------------------------------------------------------- publications
@@ -288,9 +296,12 @@ class DriverConductor:
 
     def on_add_publication(self, client_id: int, correlation_id: int, stream_id: int, channel: str) -> None:
         self._add_publication(client_id, correlation_id, stream_id, channel, exclusive=False)
+        log.info("publication %d added by client %d: %s stream %d", correlation_id, client_id, channel, stream_id)
 
     def on_add_exclusive_publication(self, client_id: int, correlation_id: int, stream_id: int, channel: str) -> None:
         self._add_publication(client_id, correlation_id, stream_id, channel, exclusive=True)
+        log.info("exclusive publication %d added by client %d: %s stream %d", correlation_id, client_id, channel,
+                 stream_id)
 
     def _add_publication(self, client_id: int, correlation_id: int, stream_id: int, channel: str,
                          exclusive: bool) -> None:
@@ -426,6 +437,7 @@ class DriverConductor:
             )
         self._unlink_publication(link)
         self.client_proxy.on_operation_succeeded(correlation_id)
+        log.info("publication %d removed by client %d", registration_id, client_id)
 
     def on_add_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
                            channel: str) -> None:
@@ -510,10 +522,11 @@ class DriverConductor:
             self.subscriptions.append(link)
             self.client_proxy.on_subscription_ready(correlation_id, endpoint.status_counter_id)
             self.network.link_existing_images(link)
-            return
-        self.subscriptions.append(link)
-        self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
-        self._link_local_images(link)
+        else:
+            self.subscriptions.append(link)
+            self.client_proxy.on_subscription_ready(correlation_id, NULL_CHANNEL_STATUS_ID)
+            self._link_local_images(link)
+        log.info("subscription %d added by client %d: %s stream %d", correlation_id, client_id, channel, stream_id)
 
     def _subscription_link(self, uri: cu.ChannelUri, registration_id: int, client_id: int, stream_id: int,
                            channel: str) -> SubscriptionLink:
@@ -551,6 +564,7 @@ class DriverConductor:
         for link in links:
             self._remove_subscription_link(link)
         self.client_proxy.on_operation_succeeded(correlation_id)
+        log.info("subscription %d removed by client %d", registration_id, client_id)
 
     def _remove_subscription_link(self, link: SubscriptionLink) -> None:
         self.subscriptions.remove(link)

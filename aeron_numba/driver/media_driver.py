@@ -7,6 +7,7 @@ one as a child process, waits until its cnc.dat is ready, and returns a handle t
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -31,6 +32,7 @@ from aeron_numba.driver.driver_conductor import DriverConductor
 from aeron_numba.driver.warmup import warm_up_driver_kernels
 
 LOSS_REPORT_FILE = "loss-report.dat"
+log = logging.getLogger("aeron_numba.driver")
 DRIVER_VERSION = "0.1.0"
 DRIVER_SEMANTIC_VERSION = semantic_version(0, 1, 0)
 
@@ -144,6 +146,11 @@ class MediaDriver:
             ]),
         )
 
+        log.info("media driver %s ready in %s (pid %d, threading mode %s, idle strategy %s)", DRIVER_VERSION,
+                 self.ctx.aeron_dir, os.getpid(), self.ctx.threading_mode, self.ctx.conductor_idle_strategy)
+        for name, value in sorted(vars(self.ctx).items()):
+            log.debug("setting %s=%r", name, value)
+
     def run(self) -> None:
         """Run until SIGINT/SIGTERM or TERMINATE_DRIVER, then release everything."""
         close_on_signals(self.runner)
@@ -157,6 +164,8 @@ class MediaDriver:
         self.loss_report.close()
         if self.ctx.dir_delete_on_shutdown:
             shutil.rmtree(self.ctx.aeron_dir, ignore_errors=True)
+        log.info("media driver in %s stopped%s", self.ctx.aeron_dir,
+                 " and its aeron dir deleted" if self.ctx.dir_delete_on_shutdown else "")
 
 
 class _TerminatingConductor:

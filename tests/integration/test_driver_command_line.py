@@ -1,0 +1,44 @@
+"""The driver's command line as a user runs it: ``python -m aeron_numba driver``, its log on stderr with ``-v``
+or ``AERON_LOG_LEVEL``, and settings it does not honour named instead of ignored."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from harness.aeron_dirs import await_cnc_ready
+from harness.awaiting import await_condition
+from harness.driver_settings import driver_env_for_tests
+
+
+def test_verbose_driver_logs_its_start_and_names_variables_it_does_not_read(process_manager, aeron_dir):
+    env = driver_env_for_tests(AERON_DIR=str(aeron_dir), AERON_SOCKET_MULTICAST_TTL="4")
+    driver = process_manager.spawn_module("driver", "aeron_numba", "driver", "-v", env=env)
+    cnc_file = await_cnc_ready(aeron_dir, 90, pid=driver.pid, processes=[driver])
+    cnc_file.close()
+    await_condition(lambda: "aeron_numba.driver: media driver 0.1.0 ready in" in driver.stderr(), 30, "ready logged",
+                    processes=[driver])
+    assert "WARNING aeron_numba.driver: AERON_SOCKET_MULTICAST_TTL='4' is not a setting aeron-numba reads: it has " \
+           "no effect" in driver.stderr()
+    driver.terminate(10)
+    assert driver.exit_code == 0
+    assert f"media driver in {aeron_dir} stopped" in driver.stderr()
+
+
+def test_a_bad_log_level_is_a_usage_error(aeron_dir):
+    env = {**os.environ, **driver_env_for_tests(AERON_DIR=str(aeron_dir)), "AERON_LOG_LEVEL": "LOUD"}
+    result = subprocess.run([sys.executable, "-m", "aeron_numba", "driver"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == ("python -m aeron_numba driver: error: AERON_LOG_LEVEL='LOUD' must be one "
+                                              "of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+
+
+def test_a_threading_mode_the_driver_does_not_run_is_refused_before_it_starts(aeron_dir):
+    env = {**os.environ, **driver_env_for_tests(AERON_DIR=str(aeron_dir)), "AERON_THREADING_MODE": "DEDICATED"}
+    result = subprocess.run([sys.executable, "-m", "aeron_numba", "driver"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "threading_mode='DEDICATED' (AERON_THREADING_MODE) is not supported" in result.stderr
+    assert not (aeron_dir / "cnc.dat").exists()
