@@ -26,6 +26,10 @@ __all__ = ["AeronArchive", "AeronArchiveContext", "ArchiveError", "RecordingEven
 
 @dataclass
 class AeronArchiveContext:
+    """Where an ``AeronArchive`` sends its requests and listens for answers, with Aeron's defaults (the local
+    control channel and streams) and the message timeout.
+    """
+
     control_request_channel: str = A.DEFAULT_LOCAL_CONTROL_CHANNEL
     control_request_stream_id: int = A.DEFAULT_LOCAL_CONTROL_STREAM_ID
     control_response_channel: str = A.DEFAULT_LOCAL_CONTROL_CHANNEL
@@ -36,6 +40,12 @@ class AeronArchiveContext:
 
 
 class AeronArchive:
+    """A client of an archive (Aeron's ``AeronArchive``): record streams, list recordings, replay them, replicate.
+
+    Made by ``AeronArchive.connect(aeron, context)``; each request waits for the archive's answer and raises
+    ``ArchiveError`` (with the archive's error code) when it refuses.
+    """
+
     def __init__(self, aeron, ctx: AeronArchiveContext, connection: ArchiveConnection):
         self.aeron = aeron
         self.context = ctx
@@ -48,6 +58,7 @@ class AeronArchive:
 
     @property
     def control_session_id(self) -> int:
+        """The id of this client's control session on the archive."""
         return self._poller.control_session_id
 
     # ------------------------------------------------------------------------------------------ connect
@@ -153,9 +164,13 @@ class AeronArchive:
                               source_location=location, channel=channel)
 
     def stop_recording(self, channel: str, stream_id: int) -> None:
+        """Stop the recording of ``channel`` and ``stream_id`` started by ``start_recording``; ``ArchiveError`` if there
+        is none."""
         self._call(self._proxy.stop_recording_request, stream_id=stream_id, channel=channel)
 
     def stop_recording_subscription(self, subscription_id: int) -> None:
+        """Stop the recording subscription of ``subscription_id`` (what ``start_recording`` returned); ``ArchiveError``
+        if there is none."""
         self._call(self._proxy.stop_recording_subscription_request, subscription_id=subscription_id)
 
     def stop_recording_by_identity(self, recording_id: int) -> bool:
@@ -167,6 +182,7 @@ class AeronArchive:
         return self._relevant(self._proxy.recording_position_request, recording_id=recording_id)
 
     def get_start_position(self, recording_id: int) -> int:
+        """The start position of a recording."""
         return self._relevant(self._proxy.start_position_request, recording_id=recording_id)
 
     def get_stop_position(self, recording_id: int) -> int:
@@ -174,6 +190,7 @@ class AeronArchive:
         return self._relevant(self._proxy.stop_position_request, recording_id=recording_id)
 
     def get_max_recorded_position(self, recording_id: int) -> int:
+        """The recorded position of an active recording, else its stop position."""
         return self._relevant(self._proxy.max_recorded_position_request, recording_id=recording_id)
 
     def truncate_recording(self, recording_id: int, position: int) -> int:
@@ -221,15 +238,19 @@ class AeronArchive:
                               session_id=session_id, stream_id=stream_id, channel=channel_fragment)
 
     def get_archive_id(self) -> int:
+        """The archive's id."""
         return self._relevant(self._proxy.archive_id_request)
 
     # ------------------------------------------------------------------------------------------ listing
     def list_recordings(self, from_recording_id: int, record_count: int, consumer: Callable | None = None) -> int:
+        """Deliver up to ``record_count`` recording descriptors from ``from_recording_id`` on to ``consumer``; returns
+        how many came."""
         return self._listing(self._proxy.list_recordings_request, consumer, record_count,
                              from_recording_id=from_recording_id, record_count=record_count)
 
     def list_recordings_for_uri(self, from_recording_id: int, record_count: int, channel_fragment: str,
                                 stream_id: int, consumer: Callable | None = None) -> int:
+        """As ``list_recordings``, only recordings of ``stream_id`` whose channel contains ``channel_fragment``."""
         return self._listing(self._proxy.list_recordings_for_uri_request, consumer, record_count,
                              from_recording_id=from_recording_id, record_count=record_count, stream_id=stream_id,
                              channel=channel_fragment)
@@ -241,6 +262,8 @@ class AeronArchive:
     def list_recording_subscriptions(self, pseudo_index: int, subscription_count: int, channel_fragment: str,
                                      stream_id: int, apply_stream_id: bool,
                                      consumer: Callable | None = None) -> int:
+        """Deliver up to ``subscription_count`` active recording subscriptions from ``pseudo_index`` on whose channel
+        contains ``channel_fragment`` (and of ``stream_id`` when ``apply_stream_id``); returns how many came."""
         return self._listing(self._proxy.list_recording_subscriptions_request, consumer, subscription_count,
                              pseudo_index=pseudo_index, subscription_count=subscription_count,
                              apply_stream_id=A.BOOLEAN_TRUE if apply_stream_id else 0, stream_id=stream_id,
@@ -272,9 +295,11 @@ class AeronArchive:
         return self.aeron.add_subscription(f"{replay_channel}{separator}session-id={session_id}", replay_stream_id)
 
     def stop_replay(self, replay_session_id: int) -> None:
+        """Stop the replay of ``replay_session_id`` (what ``start_replay`` returned)."""
         self._call(self._proxy.stop_replay_request, replay_session_id=replay_session_id)
 
     def stop_all_replays(self, recording_id: int = A.NULL_VALUE) -> None:
+        """Stop every replay of ``recording_id``, or every replay when it is the null value (-1)."""
         self._call(self._proxy.stop_all_replays_request, recording_id=recording_id)
 
     # ---------------------------------------------------------------------------------------- replication

@@ -23,6 +23,9 @@ _SIGNAL_NAMES = {code: name for name, code in A.RECORDING_SIGNALS.items()}
 
 @dataclass(frozen=True)
 class RecordingSignal:
+    """What happened to a recording a control session asked for (Aeron's RecordingSignalEvent): ``signal`` names
+    it, at ``position``; delivered by ``AeronArchive.poll_for_recording_signals``."""
+
     control_session_id: int
     correlation_id: int
     recording_id: int

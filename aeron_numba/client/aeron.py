@@ -158,10 +158,12 @@ class Aeron:
     # ------------------------------------------------------------------------------------------- facts
     @property
     def client_id(self) -> int:
+        """The id the driver knows this client by (its heartbeat counter's ``client-heartbeat: id=``)."""
         return self._conductor.client_id
 
     @property
     def conductor(self) -> ClientConductor:
+        """The client conductor (keepalives, driver responses, resources): for tools and tests."""
         return self._conductor
 
     def add_idle_watch(self, watch) -> None:
@@ -176,14 +178,17 @@ class Aeron:
 
     @property
     def counters_reader(self) -> CountersReader:
+        """A reader of the driver's counters (labels, values) in cnc.dat."""
         return self._conductor.counters_reader
 
     @property
     def is_closed(self) -> bool:
+        """True once ``close()`` ran, or the client was closed for a driver timeout."""
         return self._conductor.is_closed
 
     @property
     def cnc_file(self) -> CncFile:
+        """The mapped cnc.dat of the driver this client is connected to."""
         return self._conductor.cnc
 
     def next_correlation_id(self) -> int:
@@ -237,6 +242,8 @@ class Aeron:
         return self._conductor.async_add_publication(_check_channel(channel), _check_stream_id(stream_id))
 
     def async_add_exclusive_publication(self, channel: str, stream_id: int) -> int:
+        """Send the add of an exclusive publication; ``get_exclusive_publication(registration_id)`` gives it once
+        made."""
         return self._conductor.async_add_publication(_check_channel(channel), _check_stream_id(stream_id),
                                                      exclusive=True)
 
@@ -260,9 +267,14 @@ class Aeron:
         return self._conductor.get_resource(registration_id, Publication)
 
     def get_exclusive_publication(self, registration_id: int) -> ExclusivePublication | None:
+        """The exclusive publication of ``async_add_exclusive_publication``; None while the driver has not answered.
+        Raises the driver's ``RegistrationError`` when it refused, ``DriverTimeoutError`` when it did not answer in
+        time."""
         return self._conductor.get_resource(registration_id, ExclusivePublication)
 
     def get_subscription(self, registration_id: int) -> Subscription | None:
+        """The subscription of ``async_add_subscription``; None while the driver has not answered. Raises the driver's
+        ``RegistrationError`` when it refused, ``DriverTimeoutError`` when it did not answer in time."""
         return self._conductor.get_resource(registration_id, Subscription)
 
     def async_remove_publication(self, registration_id: int) -> None:
@@ -270,6 +282,7 @@ class Aeron:
         self._conductor.async_remove(registration_id, self._conductor.driver_proxy.remove_publication)
 
     def async_remove_subscription(self, registration_id: int) -> None:
+        """Close an asynchronously added subscription, made or still pending, without waiting on the driver."""
         self._conductor.async_remove(registration_id, self._conductor.driver_proxy.remove_subscription)
 
     def add_counter(self, type_id: int, key: bytes = b"", label: str = "") -> Counter:

@@ -50,6 +50,7 @@ class BufferClaim:
 
     @property
     def is_open(self) -> bool:
+        """True between ``try_claim`` and ``commit()`` / ``abort()``."""
         return self.buffer is not None
 
     @property
@@ -82,6 +83,7 @@ class BufferClaim:
 
     @property
     def reserved_value(self) -> int:
+        """The claimed frame's reserved value (8 bytes of the header the application may use)."""
         buffer = self._check_open()
         at = int(self.claim[CLAIM_FRAME_OFFSET]) + frame.RESERVED_VALUE_OFFSET
         return int(buffer[at : at + 8].view(np.int64)[0])
@@ -95,6 +97,7 @@ class BufferClaim:
 
     @property
     def flags(self) -> int:
+        """The claimed frame's header flags (BEGIN and END fragment bits)."""
         buffer = self._check_open()
         return int(buffer[int(self.claim[CLAIM_FRAME_OFFSET]) + frame.FLAGS_FIELD_OFFSET])
 

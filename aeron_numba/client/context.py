@@ -198,10 +198,12 @@ class Context:
 
     @property
     def driver_timeout_ns(self) -> int:
+        """``driver_timeout_ms`` in nanoseconds."""
         return self.driver_timeout_ms * 1_000_000
 
     @property
     def cnc_file_path(self) -> Path:
+        """``<aeron_dir>/cnc.dat``."""
         from aeron_numba.layout.cnc import CNC_FILE
 
         return Path(self.aeron_dir) / CNC_FILE

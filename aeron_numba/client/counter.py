@@ -48,10 +48,12 @@ class Counter:
 
     @property
     def is_closed(self) -> bool:
+        """True once ``close()`` ran, or the driver or the counter's owner removed the counter."""
         return self._is_closed
 
     @property
     def label(self) -> str:
+        """The counter's label, as the driver stores it in its metadata."""
         self._values()  # raises once closed
         return self._conductor.counters_reader.get_counter_label(self.id)
 
@@ -60,6 +62,7 @@ class Counter:
         return int(counters_kernels.get_counter_value(self._values(), self.id))
 
     def get_weak(self) -> int:
+        """Plain load of the value (no ordering): cheaper where staleness does not matter."""
         return int(counters_kernels.get_counter_value_weak(self._values(), self.id))
 
     def set(self, value: int) -> None:
@@ -71,9 +74,11 @@ class Counter:
         return int(counters_kernels.get_and_add_counter_value(self._values(), self.id, 1))
 
     def get_and_add(self, delta: int) -> int:
+        """Atomic add of ``delta``; returns the previous value."""
         return int(counters_kernels.get_and_add_counter_value(self._values(), self.id, int(delta)))
 
     def compare_and_set(self, expected: int, update: int) -> bool:
+        """Atomically set ``update`` if the value is ``expected``; True when it was set."""
         return bool(counters_kernels.compare_and_set_counter_value(self._values(), self.id, int(expected), int(update)))
 
     def close(self) -> None:

@@ -136,6 +136,8 @@ class FragmentAssembler(_AssemblerBase):
     """
 
     def on_fragment(self, buffer: np.ndarray, offset: int, length: int, header: Header) -> None:
+        """The fragment handler to poll with: passes whole messages to the delegate, reassembling fragmented ones per
+        session."""
         flags = header.flags
         if (flags & frame.UNFRAGMENTED) == frame.UNFRAGMENTED:
             self.delegate(buffer, offset, length, header)
@@ -169,6 +171,8 @@ class ControlledFragmentAssembler(_AssemblerBase):
     """
 
     def on_fragment(self, buffer: np.ndarray, offset: int, length: int, header: Header) -> int:
+        """The fragment handler to poll with: passes whole messages to the delegate, reassembling fragmented ones per
+        session; returns the delegate's action (CONTINUE while a message is incomplete)."""
         flags = header.flags
         if (flags & frame.UNFRAGMENTED) == frame.UNFRAGMENTED:
             return self.delegate(buffer, offset, length, header)

@@ -47,38 +47,47 @@ class Header:
 
     @property
     def frame_length(self) -> int:
+        """The frame's length in bytes, header included."""
         return _I32.unpack_from(self.buffer, self.offset + frame.FRAME_LENGTH_FIELD_OFFSET)[0]
 
     @property
     def version(self) -> int:
+        """The frame header's version."""
         return _I8.unpack_from(self.buffer, self.offset + frame.VERSION_FIELD_OFFSET)[0]
 
     @property
     def flags(self) -> int:
+        """The frame's flags (BEGIN, END fragment bits; both set for an unfragmented message)."""
         return _I8.unpack_from(self.buffer, self.offset + frame.FLAGS_FIELD_OFFSET)[0]
 
     @property
     def type(self) -> int:
+        """The frame type (HDR_TYPE_DATA, HDR_TYPE_PAD, ...)."""
         return _I16.unpack_from(self.buffer, self.offset + frame.TYPE_FIELD_OFFSET)[0] & 0xFFFF
 
     @property
     def term_offset(self) -> int:
+        """Where the frame starts in its term."""
         return _I32.unpack_from(self.buffer, self.offset + frame.TERM_OFFSET_FIELD_OFFSET)[0]
 
     @property
     def session_id(self) -> int:
+        """The session id of the publication that wrote the frame."""
         return _I32.unpack_from(self.buffer, self.offset + frame.SESSION_ID_FIELD_OFFSET)[0]
 
     @property
     def stream_id(self) -> int:
+        """The stream id of the frame."""
         return _I32.unpack_from(self.buffer, self.offset + frame.STREAM_ID_FIELD_OFFSET)[0]
 
     @property
     def term_id(self) -> int:
+        """The term id the frame was written in."""
         return _I32.unpack_from(self.buffer, self.offset + frame.TERM_ID_FIELD_OFFSET)[0]
 
     @property
     def reserved_value(self) -> int:
+        """The 8-byte reserved value of the frame (set by a publisher's reserved value supplier)."""
         return _I64.unpack_from(self.buffer, self.offset + frame.RESERVED_VALUE_OFFSET)[0]
 
     @property
@@ -88,6 +97,7 @@ class Header:
 
     @property
     def term_length(self) -> int:
+        """The length of the log's terms."""
         return 1 << self.position_bits_to_shift
 
     def copy(self) -> "Header":

@@ -367,6 +367,7 @@ class Image:
 
     @property
     def is_closed(self) -> bool:
+        """True once the image went away (its publication closed or timed out, or its subscription closed)."""
         return self._is_closed
 
     @property
@@ -392,6 +393,7 @@ class Image:
 
     @property
     def active_transport_count(self) -> int:
+        """How many transports deliver to this image (1 for IPC; 0 once closed)."""
         log = self.log_buffer
         if log is None:
             return 0

@@ -251,6 +251,7 @@ class Publication:
     # ------------------------------------------------------------------------------------------ properties
     @property
     def is_closed(self) -> bool:
+        """True once ``close()`` ran, or the driver or client closed the publication."""
         return self._is_closed
 
     @property
@@ -356,16 +357,19 @@ class ExclusivePublication(Publication):
 
     @property
     def position(self) -> int:
+        """The position the next message will be written at, or CLOSED once closed."""
         if self.log_buffer is None:
             return CLOSED
         return int(self.pub_state[PUB_STATE_TERM_BEGIN_POSITION] + self.pub_state[PUB_STATE_TERM_OFFSET])
 
     @property
     def term_id(self) -> int:
+        """The term id the publication is writing in."""
         return int(self.pub_state[PUB_STATE_TERM_ID])
 
     @property
     def term_offset(self) -> int:
+        """The offset within the current term the next message will be written at."""
         return int(self.pub_state[PUB_STATE_TERM_OFFSET])
 
     def offer_block(self, data, offset: int = 0, length: int | None = None) -> int:

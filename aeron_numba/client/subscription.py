@@ -114,19 +114,23 @@ class Subscription:
     # -------------------------------------------------------------------------------------------- images
     @property
     def images(self) -> list[Image]:
+        """The images (one per publisher session) the subscription has now."""
         return list(self._images)
 
     @property
     def image_count(self) -> int:
+        """How many images the subscription has now."""
         return len(self._images)
 
     def image_by_session_id(self, session_id: int) -> Image | None:
+        """The image of the publisher session ``session_id``, or None."""
         for image in self._images:
             if image.session_id == session_id:
                 return image
         return None
 
     def image_at_index(self, index: int) -> Image:
+        """The image at ``index`` of ``images``."""
         return self._images[index]
 
     @property
@@ -136,6 +140,7 @@ class Subscription:
 
     @property
     def is_closed(self) -> bool:
+        """True once ``close()`` ran, or the client closed."""
         return self._is_closed
 
     # ------------------------------------------------------------------------------ channel endpoint

@@ -227,6 +227,7 @@ class DriverContext:
 
     @property
     def cnc_path(self) -> Path:
+        """``<aeron_dir>/cnc.dat``."""
         return Path(self.aeron_dir) / cnc.CNC_FILE
 
     def environment(self) -> dict[str, str]:

@@ -160,6 +160,7 @@ class MediaDriver:
             self.close()
 
     def close(self) -> None:
+        """Unmap cnc.dat and loss-report.dat, and delete the aeron dir when ``dir_delete_on_shutdown`` is set."""
         self.cnc_file.close()
         self.loss_report.close()
         if self.ctx.dir_delete_on_shutdown:
@@ -202,6 +203,7 @@ class MediaDriverProcess:
 
     @property
     def aeron_dir(self) -> str:
+        """The aeron dir of the driver process."""
         return self.context.aeron_dir
 
     @classmethod

@@ -705,6 +705,7 @@ class CountersReader:
 
     @property
     def max_counter_id(self) -> int:
+        """The highest counter id both the metadata and the values sections have room for."""
         return self._max_counter_id
 
     def _check_id(self, counter_id: int) -> int:
@@ -717,34 +718,43 @@ class CountersReader:
         return int(counter_id)
 
     def get_counter_state(self, counter_id: int) -> int:
+        """RECORD_UNUSED, RECORD_ALLOCATED or RECORD_RECLAIMED of a counter id."""
         return int(get_counter_state(self.metadata_buffer, self._check_id(counter_id)))
 
     def get_counter_type_id(self, counter_id: int) -> int:
+        """The type id of a counter (e.g. 0 for system counters, 1 for publisher limits)."""
         return int(get_counter_type_id(self.metadata_buffer, self._check_id(counter_id)))
 
     def get_free_for_reuse_deadline_ms(self, counter_id: int) -> int:
+        """Epoch ms after which a freed counter id may be allocated again."""
         return int(get_free_for_reuse_deadline(self.metadata_buffer, self._check_id(counter_id)))
 
     def get_counter_label(self, counter_id: int) -> str:
+        """The counter's label."""
         dst = np.zeros(MAX_LABEL_LENGTH, dtype=np.uint8)
         length = get_counter_label(self.metadata_buffer, self._check_id(counter_id), dst)
         return dst[:length].tobytes().decode("ascii", errors="replace")
 
     def get_counter_key(self, counter_id: int) -> bytes:
+        """The counter's key bytes (what identifies it within its type)."""
         dst = np.zeros(MAX_KEY_LENGTH, dtype=np.uint8)
         length = get_counter_key(self.metadata_buffer, self._check_id(counter_id), dst)
         return dst[:length].tobytes()
 
     def get_counter_value(self, counter_id: int) -> int:
+        """Acquire-load of the counter's value."""
         return int(get_counter_value(self.values_buffer, self._check_id(counter_id)))
 
     def get_counter_registration_id(self, counter_id: int) -> int:
+        """The registration id of the resource the counter belongs to."""
         return int(get_counter_registration_id(self.values_buffer, self._check_id(counter_id)))
 
     def get_counter_owner_id(self, counter_id: int) -> int:
+        """The client id that owns the counter (freed when that client closes or times out)."""
         return int(get_counter_owner_id(self.values_buffer, self._check_id(counter_id)))
 
     def get_counter_reference_id(self, counter_id: int) -> int:
+        """The id of what the counter refers to (e.g. a recording id), or the null value."""
         return int(get_counter_reference_id(self.values_buffer, self._check_id(counter_id)))
 
     def find_by_type_id_and_registration_id(self, type_id: int, registration_id: int) -> int:
@@ -789,6 +799,7 @@ class CountersReader:
     __iter__ = for_each
 
     def counters(self) -> list[CounterInfo]:
+        """Every allocated counter with its id, type, label and value, in id order."""
         return list(self.for_each())
 
 
