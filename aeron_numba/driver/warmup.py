@@ -10,6 +10,7 @@ entry), then throws it all away.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -45,6 +46,9 @@ class _Clock:
 
 def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="aeron-numba-warmup-", dir=scratch_parent))
+    # The scratch conductor's commands and deliberate errors are not the driver's: kept out of its log.
+    logger = logging.getLogger("aeron_numba.driver")
+    was_disabled, logger.disabled = logger.disabled, True
     try:
         ctx = DriverContext(
             aeron_dir=str(root / "aeron"), ipc_term_buffer_length=64 * 1024, timer_interval_ns=10 * _MS,
@@ -71,6 +75,7 @@ def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
         conductor.on_close()
         cnc_file.close()
     finally:
+        logger.disabled = was_disabled
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -73,3 +73,18 @@ def test_quiet_below_info(shm_dir, caplog):
     finally:
         h.close()
     assert _messages(caplog) == []
+
+
+def test_the_warm_up_scratch_conductor_is_not_in_the_log(shm_dir, caplog):
+    # Warm-up drives a scratch conductor through commands and errors on purpose: none of it is the driver's doing.
+    from aeron_numba.driver.context import DriverContext
+    from aeron_numba.driver.media_driver import MediaDriver
+
+    caplog.set_level(logging.DEBUG, logger="aeron_numba.driver")
+    driver = MediaDriver(DriverContext(aeron_dir=str(shm_dir / "aeron"), counters_values_buffer_length=64 * 1024,
+                                       error_buffer_length=64 * 1024), warm_up=True)
+    driver.close()
+    messages = [m for m in _messages(caplog) if not m.startswith("setting ")]
+    assert [m.split(" (pid ")[0] for m in messages] == [f"media driver 0.1.0 ready in {shm_dir / 'aeron'}",
+                                                        f"media driver in {shm_dir / 'aeron'} stopped"]
+    assert not logging.getLogger("aeron_numba.driver").disabled
