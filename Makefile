@@ -1,5 +1,5 @@
 # Two entry points on a fresh machine (Python >= 3.11 with venv):
-#   make run   - create .venv, install, run the main job (the cross-process log buffer demo)
+#   make run   - create .venv, install the package alone, run the main job (driver + publisher + subscriber)
 #   make test  - create .venv, install with test extras, run the test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,14 +8,21 @@ PYTEST_ARGS ?= -n 2
 
 .PHONY: run test test-nojit clean
 
+# The package alone (numpy, numba): what a user of it installs; the extras only for the tests and benchmarks.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$*]'
 	touch $@
 
-run: $(VENV)/.installed-test
-	$(PY) -m aeron_numba.demo
+run: $(VENV)/.installed
+	$(PY) -m aeron_numba demo
 
 test: $(VENV)/.installed-test
 	$(VENV)/bin/lint-imports --no-logo
