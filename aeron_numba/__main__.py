@@ -14,9 +14,9 @@ from aeron_numba import cli
 
 #: command -> (module whose ``main(argv, prog=...)`` runs it, its console script, what it does)
 COMMANDS = {
-    "driver": ("aeron_numba.driver.command_line", "aeron-numba-driver",
+    "driver": ("aeron_numba.commands.driver", "aeron-numba-driver",
                "run a media driver (aeron:ipc, aeron:udp) in this process"),
-    "archive": ("aeron_numba.archive.command_line", "aeron-numba-archive",
+    "archive": ("aeron_numba.commands.archive", "aeron-numba-archive",
                 "run an archive (record, list, replay, replicate), optionally with its own driver"),
     "stat": ("aeron_numba.tools.aeron_stat", "aeron-stat", "print a running driver's counters (AeronStat)"),
     "error-stat": ("aeron_numba.tools.error_stat", "aeron-error-stat",

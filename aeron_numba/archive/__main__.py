@@ -1,5 +1,5 @@
 import sys
 
-from aeron_numba.archive.command_line import main
+from aeron_numba.commands.archive import main
 
 sys.exit(main())

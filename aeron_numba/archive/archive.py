@@ -22,7 +22,6 @@ from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.archive.mark_file import ArchiveMarkFile
 from aeron_numba.archive.segment_files import recover_stop_position
 from aeron_numba.archive.warmup import warm_up_archive_kernels
-from aeron_numba.errors import AeronError
 from aeron_numba.layout import archive as A
 
 ARCHIVE_VERSION = "0.1.0"
@@ -96,10 +95,3 @@ class Archive:
         if self._owns_aeron:
             self.aeron.close()
         log.info("archive in %s stopped", self.ctx.archive_dir)
-
-
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """The archive's command line (``archive/command_line.py``), kept here for callers of ``archive:main``."""
-    from aeron_numba.archive.command_line import main as command_line_main
-
-    return command_line_main(argv, prog)

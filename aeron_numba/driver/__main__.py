@@ -1,5 +1,5 @@
 import sys
 
-from aeron_numba.driver.command_line import main
+from aeron_numba.commands.driver import main
 
 sys.exit(main())

@@ -251,10 +251,3 @@ class MediaDriverProcess:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """The driver's command line (``driver/command_line.py``), kept here for callers of ``media_driver:main``."""
-    from aeron_numba.driver.command_line import main as command_line_main
-
-    return command_line_main(argv, prog)

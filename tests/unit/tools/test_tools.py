@@ -452,8 +452,8 @@ def test_console_scripts_are_declared():
         "aeron-stat": "aeron_numba.tools.aeron_stat:main",
         "aeron-error-stat": "aeron_numba.tools.error_stat:main",
         "aeron-loss-stat": "aeron_numba.tools.loss_stat:main",
-        "aeron-numba-driver": "aeron_numba.driver.command_line:main",
-        "aeron-numba-archive": "aeron_numba.archive.command_line:main",
+        "aeron-numba-driver": "aeron_numba.commands.driver:main",
+        "aeron-numba-archive": "aeron_numba.commands.archive:main",
         "archive-tool": "aeron_numba.tools.archive_tool:main",
     }
     for target in scripts.values():
