@@ -17,8 +17,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 STREAM_ID = 1001
 CHANNEL = "aeron:ipc?term-length=1m"
 
@@ -28,6 +26,8 @@ def _message_length(seq: int, max_length: int) -> int:
 
 
 def publisher(aeron_dir: str, messages: int, max_length: int) -> int:
+    import numpy as np  # here, as the client: --help answers without them
+
     from aeron_numba.client import Aeron, Context
     from aeron_numba.layout import publication_status as P
 
@@ -56,6 +56,8 @@ def publisher(aeron_dir: str, messages: int, max_length: int) -> int:
 
 
 def subscriber(aeron_dir: str, messages: int, max_length: int) -> int:
+    import numpy as np
+
     from aeron_numba.client import Aeron, Context
 
     state = {"next": 0, "errors": 0, "bytes": 0}
