@@ -1,4 +1,4 @@
-"""aeron-numba: Aeron (media driver, client, Archive, Cluster) in Python with Numba kernels.
+"""aeron-numba: Aeron (media driver, client, Archive) in Python with Numba kernels.
 
 Numba's on-disk cache is pointed at a directory stamped with a hash of the kernel sources when
 ``aeron_numba.jit`` is first imported, which every kernel module does before defining a kernel (see

@@ -71,7 +71,8 @@ def read_error_log(buffer: np.ndarray) -> tuple[list[str], bool]:
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog or TOOL, description="Print the distinct errors a media driver recorded.")
+    parser = argparse.ArgumentParser(prog=prog or TOOL,
+                                     description="Print the distinct errors a media driver recorded.")
     cli.add_version_argument(parser)
     add_dir_argument(parser)
     add_timeout_argument(parser)

@@ -79,7 +79,8 @@ def scan_loss_report(path: Path) -> LossReportScan:
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog or TOOL, description="Print the loss a media driver observed, per stream.")
+    parser = argparse.ArgumentParser(prog=prog or TOOL,
+                                     description="Print the loss a media driver observed, per stream.")
     cli.add_version_argument(parser)
     add_dir_argument(parser)
     return parser.parse_args(argv)
