@@ -45,14 +45,15 @@ class Harness:
     def __init__(self, aeron_dir, **context_overrides):
         self.nano = CachedNanoClock(1_000 * MS)
         self.epoch = CachedEpochClock(1_700_000_000_000)
-        ctx = DriverContext(
+        settings = dict(
             aeron_dir=str(aeron_dir), ipc_term_buffer_length=TERM_LENGTH,
             client_liveness_timeout_ns=LIVENESS_MS * MS, publication_unblock_timeout_ns=UNBLOCK_MS * MS,
             timer_interval_ns=TIMER_MS * MS, conductor_buffer_length=64 * 1024 + 768,
             clients_buffer_length=64 * 1024 + 128, counters_values_buffer_length=64 * 1024,
             error_buffer_length=64 * 1024, loss_report_buffer_length=4096, publication_linger_timeout_ns=0,
-            counter_free_to_reuse_timeout_ns=0, **context_overrides,
+            counter_free_to_reuse_timeout_ns=0,
         )
+        ctx = DriverContext(**(settings | context_overrides))
         self.driver = MediaDriver(ctx, nano_clock=self.nano.nano_time, epoch_clock=self.epoch.time, warm_up=False)
         self.conductor = self.driver.conductor
         self.cnc = self.driver.cnc_file
