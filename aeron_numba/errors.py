@@ -35,6 +35,11 @@ class UnknownHostError(InvalidChannelError):
     """A channel names a host that does not resolve (the driver answers UNKNOWN_HOST, as Aeron's C driver)."""
 
 
+class InsufficientStorageError(AeronError):
+    """A file system has less usable room than the files a process must create there (Aeron's storage check:
+    "insufficient usable storage ..."). Free some space or choose a larger file system."""
+
+
 # ------------------------------------------------------------------------------------------------ client
 
 

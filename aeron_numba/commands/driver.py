@@ -13,6 +13,7 @@ import os
 import sys
 
 from aeron_numba import cli
+from aeron_numba.cli_errors import fail, user_error_line
 from aeron_numba.driver.context import DriverContext
 
 MODULE = "aeron_numba.driver"
@@ -46,8 +47,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         driver = MediaDriver(DriverContext.from_env(**overrides))
     except (AeronError, ValueError) as exc:
-        print(f"aeron-numba-driver: {exc}", file=sys.stderr)
-        return 1
+        return fail(parser.prog, str(exc))
+    except OSError as exc:  # the user's dir: missing parent, a file in the way, read-only, no room
+        return fail(parser.prog, user_error_line(exc, "aeron dir"))
     print(f"aeron-numba media driver {DRIVER_VERSION} in {driver.ctx.aeron_dir}, pid {os.getpid()}", flush=True)
     driver.run()
     return 0

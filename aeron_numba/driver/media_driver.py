@@ -20,16 +20,17 @@ from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeA
 from aeron_numba.agent import idle_strategy_from_name
 from aeron_numba.agent.duty_cycle_tracker import SharedDutyCycleTracker
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
-from aeron_numba.errors import AeronError, LayoutError
+from aeron_numba.errors import AeronError, InsufficientStorageError, LayoutError
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout import cnc
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout.bits import semantic_version
 from aeron_numba.layout.mapped_file import MappedFile
 
 from aeron_numba.driver.context import THREADING_MODE_SHARED, DriverContext
 from aeron_numba.driver.driver_conductor import DriverConductor
-from aeron_numba.driver.warmup import warm_up_driver_kernels
+from aeron_numba.driver.warmup import warm_up_driver_kernels, warm_up_storage_length
 
 LOSS_REPORT_FILE = "loss-report.dat"
 log = logging.getLogger("aeron_numba.driver")
@@ -60,13 +61,37 @@ def prepare_aeron_dir(ctx: DriverContext) -> None:
     aeron_dir = Path(ctx.aeron_dir)
     if aeron_dir.exists():
         age_ms = driver_heartbeat_age_ms(ctx.cnc_path)
-        if age_ms is not None and age_ms <= ctx.driver_timeout_ms and not ctx.dir_delete_on_start:
+        # A heartbeat from the future is garbage, not a driver: only a fresh one that is not ahead of the clock
+        # by more than the timeout counts.
+        live = age_ms is not None and -ctx.driver_timeout_ms <= age_ms <= ctx.driver_timeout_ms
+        if live and not ctx.dir_delete_on_start:
+            # As Aeron: the heartbeat of a driver that stopped cleanly stays fresh for the driver timeout.
+            wait_s = -(-(ctx.driver_timeout_ms - max(age_ms, 0)) // 1000)
             raise ActiveDriverError(
                 f"active driver detected in {aeron_dir}: heartbeat {age_ms} ms old <= driver_timeout_ms="
-                f"{ctx.driver_timeout_ms}; stop it or use another AERON_DIR"
+                f"{ctx.driver_timeout_ms}; stop it or use another AERON_DIR (--dir). If its driver has just "
+                f"stopped, wait {wait_s} s for the heartbeat to go stale, or start with "
+                f"AERON_DIR_DELETE_ON_START=true"
             )
         shutil.rmtree(aeron_dir)
     aeron_dir.mkdir(parents=True)
+
+
+def check_start_storage(ctx: DriverContext, warm_up: bool) -> None:
+    """Refuse to start where cnc.dat, loss-report.dat and the warm-up's scratch files cannot fit: on tmpfs
+    the files would be created sparse and the first touch past the room would fail (or raise SIGBUS)."""
+    if not ctx.perform_storage_checks:
+        return
+    sections = cnc.compute_sections(ctx.conductor_buffer_length, ctx.clients_buffer_length,
+                                    ctx.counters_values_buffer_length, ctx.error_buffer_length)
+    needed = sections.file_length + ctx.loss_report_buffer_length + (warm_up_storage_length() if warm_up else 0)
+    stats = os.statvfs(ctx.aeron_dir)
+    usable = stats.f_bavail * stats.f_frsize
+    if usable < needed:
+        raise InsufficientStorageError(
+            f"insufficient usable storage to start a driver in {ctx.aeron_dir}: needs {needed} bytes (cnc.dat, "
+            f"loss-report.dat, warm-up scratch) usable={usable}; free some space or use a larger file system "
+            f"(--dir / AERON_DIR)")
 
 
 def system_counter_label_suffixes(ctx: DriverContext) -> dict[int, str]:
@@ -101,6 +126,7 @@ class MediaDriver:
     def __init__(self, ctx: DriverContext, *, nano_clock=None, epoch_clock=None, warm_up: bool = True):
         self.ctx = ctx.conclude()
         prepare_aeron_dir(self.ctx)
+        check_start_storage(self.ctx, warm_up)
         if warm_up:  # compile/load every conductor kernel before clients can see cnc.dat (see driver/warmup.py)
             # Its scratch dir goes inside the aeron dir: a driver killed while warming up leaves nothing behind
             # that removing its aeron dir (the next driver's start, a test's teardown) does not remove.

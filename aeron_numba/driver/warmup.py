@@ -18,12 +18,16 @@ from pathlib import Path
 import numpy as np
 
 from aeron_numba.kernels.cnc_file import CncFile
+from aeron_numba.kernels.error_log import ErrorLogReader
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.kernels import loss_detector, term_appender, term_rebuilder, udp_frames
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.errors import AeronError
+from aeron_numba.layout import cnc
 from aeron_numba.layout import control_protocol as cp
+from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import publication_status
 from aeron_numba.layout.counters import COUNTER_LENGTH
 
@@ -44,19 +48,35 @@ class _Clock:
         return 1_700_000_000_000 + self.ns // _MS
 
 
+_SCRATCH_TERM_LENGTH = 64 * 1024
+_SCRATCH_LOGS = 3  # the IPC publication, the UDP publication and its image
+
+
+def _scratch_context(aeron_dir: str) -> DriverContext:
+    return DriverContext(
+        aeron_dir=aeron_dir, ipc_term_buffer_length=_SCRATCH_TERM_LENGTH, timer_interval_ns=10 * _MS,
+        client_liveness_timeout_ns=1_000 * _MS, publication_unblock_timeout_ns=2_000 * _MS,
+        conductor_buffer_length=64 * 1024 + 768, clients_buffer_length=64 * 1024 + 128,
+        counters_values_buffer_length=16 * 1024, error_buffer_length=16 * 1024, publication_linger_timeout_ns=0,
+        counter_free_to_reuse_timeout_ns=0,
+    ).conclude()
+
+
+def warm_up_storage_length() -> int:
+    """Bytes the warm-up's scratch files take at most: its cnc.dat and its log buffers."""
+    ctx = _scratch_context("scratch")
+    sections = cnc.compute_sections(ctx.conductor_buffer_length, ctx.clients_buffer_length,
+                                    ctx.counters_values_buffer_length, ctx.error_buffer_length)
+    return sections.file_length + _SCRATCH_LOGS * lb.compute_log_length(_SCRATCH_TERM_LENGTH, ctx.file_page_size)
+
+
 def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="aeron-numba-warmup-", dir=scratch_parent))
     # The scratch conductor's commands and deliberate errors are not the driver's: kept out of its log.
     logger = logging.getLogger("aeron_numba.driver")
     was_disabled, logger.disabled = logger.disabled, True
     try:
-        ctx = DriverContext(
-            aeron_dir=str(root / "aeron"), ipc_term_buffer_length=64 * 1024, timer_interval_ns=10 * _MS,
-            client_liveness_timeout_ns=1_000 * _MS, publication_unblock_timeout_ns=2_000 * _MS,
-            conductor_buffer_length=64 * 1024 + 768, clients_buffer_length=64 * 1024 + 128,
-            counters_values_buffer_length=16 * 1024, error_buffer_length=16 * 1024, publication_linger_timeout_ns=0,
-            counter_free_to_reuse_timeout_ns=0,
-        ).conclude()
+        ctx = _scratch_context(str(root / "aeron"))
         Path(ctx.aeron_dir).mkdir(parents=True)
         cnc_file = CncFile.create(
             ctx.cnc_path, to_driver_buffer_length=ctx.conductor_buffer_length,
@@ -79,6 +99,14 @@ def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _last_error(cnc_file: CncFile) -> str:
+    observations = ErrorLogReader.read(cnc_file.error_log_buffer)
+    if not observations:
+        return "no error recorded"
+    latest = max(observations, key=lambda o: o.last_observation_timestamp_ms)
+    return latest.encoded_exception.splitlines()[0]
+
+
 def _exercise(conductor: DriverConductor, ring: ManyToOneRingBuffer, cnc_file: CncFile, clock: _Clock) -> None:
     client_id = ring.next_correlation_id()
 
@@ -98,6 +126,9 @@ def _exercise(conductor: DriverConductor, ring: ManyToOneRingBuffer, cnc_file: C
     counter_id = send(cp.ADD_COUNTER, dc.CounterMessage, type_id=1001, key=b"", label="warm-up")
     ring.write(0x77, bytes(16))  # an unknown command: the error path
     tick()
+    if not conductor.publications:  # the conductor refused it and logged why (no room, most likely)
+        raise AeronError(f"driver warm-up could not add an IPC publication in {conductor.ctx.aeron_dir}: "
+                         f"{_last_error(cnc_file)}")
     publication = conductor.publications[0]
     state = np.zeros(publication_status.PUB_STATE_LENGTH, np.int64)
     state[publication_status.PUB_STATE_LIMIT_COUNTER_OFFSET] = publication.pub_lmt_counter_id * COUNTER_LENGTH

@@ -1,0 +1,96 @@
+"""Starting a driver where it cannot start: one line naming the path and what to do, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from aeron_numba.driver import media_driver
+from aeron_numba.driver.context import DriverContext
+from aeron_numba.driver.media_driver import ActiveDriverError, MediaDriver, prepare_aeron_dir
+from aeron_numba.errors import InsufficientStorageError
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+
+SMALL = dict(counters_values_buffer_length=64 * 1024, error_buffer_length=64 * 1024)
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("make_path, advice", [
+    (lambda tmp: "/proc/aeron-numba-no-such-dir", "a parent directory is missing"),
+    (lambda tmp: str(tmp / "a-file" / "aeron"), "a part of the path is a file"),
+])
+def test_a_dir_that_cannot_be_created_gets_one_line_naming_it(tmp_path, capsys, make_path, advice):
+    (tmp_path / "a-file").write_text("not a directory")
+    path = make_path(tmp_path)
+    assert media_driver.main(["--dir", path]) == 1
+    line = _one_line(capsys)
+    assert line.startswith(f"aeron-numba-driver: cannot create aeron dir {path}: ")
+    assert advice in line
+
+
+def _statvfs_with_room(room: int):
+    real = os.statvfs
+
+    def statvfs(path):
+        stats = real(path)
+        return os.statvfs_result((stats.f_bsize, 4096, stats.f_blocks, room // 4096, room // 4096,
+                                  *tuple(stats)[5:]))
+    return statvfs
+
+
+def test_a_driver_on_a_file_system_without_room_names_the_cause(shm_dir, monkeypatch, capsys):
+    """Seen on a 64 KiB tmpfs: an IndexError from the warm-up. The start is refused before any file is made."""
+    monkeypatch.setattr(os, "statvfs", _statvfs_with_room(64 * 1024))
+    aeron_dir = shm_dir / "aeron"
+    with pytest.raises(InsufficientStorageError, match=rf"in {aeron_dir}: needs \d+ bytes .* usable=65536"):
+        MediaDriver(DriverContext(aeron_dir=str(aeron_dir), **SMALL))
+    assert list(aeron_dir.iterdir()) == []
+
+    monkeypatch.setenv("AERON_DIR", str(aeron_dir))
+    assert media_driver.main([]) == 1
+    assert "insufficient usable storage to start a driver" in _one_line(capsys)
+
+
+def test_the_warm_up_says_why_its_publication_was_refused(shm_dir, monkeypatch):
+    """Room for the driver's own files but not for the warm-up's logs: the conductor's refusal is quoted."""
+    from aeron_numba.driver import warmup
+
+    monkeypatch.setattr(os, "statvfs", _statvfs_with_room(64 * 1024))
+    with pytest.raises(Exception, match="could not add an IPC publication.*insufficient usable storage") as info:
+        warmup.warm_up_driver_kernels(str(shm_dir))
+    assert not isinstance(info.value, IndexError)
+
+
+def test_a_restart_straight_after_a_clean_stop_says_how_to_go_on(shm_dir):
+    """As Aeron, the stopped driver's heartbeat keeps the dir for the driver timeout; the message says what to do."""
+    ctx = DriverContext(aeron_dir=str(shm_dir / "aeron"), driver_timeout_ms=10_000, **SMALL)
+    MediaDriver(ctx, warm_up=False).close()
+    with pytest.raises(ActiveDriverError) as info:
+        MediaDriver(DriverContext(aeron_dir=str(shm_dir / "aeron"), driver_timeout_ms=10_000, **SMALL),
+                    warm_up=False)
+    message = str(info.value)
+    assert "AERON_DIR_DELETE_ON_START=true" in message
+    wait_s = int(message.split("wait ")[1].split(" s")[0])
+    assert 1 <= wait_s <= 10
+    MediaDriver(DriverContext(aeron_dir=str(shm_dir / "aeron"), dir_delete_on_start=True, **SMALL),
+                warm_up=False).close()
+
+
+def test_a_heartbeat_from_the_future_is_not_a_live_driver(shm_dir):
+    """A garbage cnc.dat body can hold any heartbeat: one far ahead of the clock does not keep the dir."""
+    ctx = DriverContext(aeron_dir=str(shm_dir / "aeron"), **SMALL).conclude()
+    driver = MediaDriver(ctx, warm_up=False)
+    ManyToOneRingBuffer(driver.cnc_file.to_driver_buffer).set_consumer_heartbeat_time(
+        int(time.time() * 1000) + 10**9)
+    driver.close()
+    prepare_aeron_dir(ctx)  # replaced, not refused
+    assert not ctx.cnc_path.exists()
