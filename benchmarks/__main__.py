@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from aeron_numba.cli_errors import fail, user_error_line
 
 
 def _profile(args) -> str:
@@ -33,7 +36,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from benchmarks import gate as gate_module
+    from benchmarks.plan import build_plan
     from benchmarks.runner import run_suite
+
+    # What the user typed is checked before anything starts: a pattern matching nothing, an --out that cannot
+    # be a directory get one line, not a traceback.
+    try:
+        if args.command == "run" or not args.summary:
+            build_plan(_profile(args), args.only)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+    except ValueError as exc:
+        return fail(parser.prog, str(exc))
+    except OSError as exc:
+        return fail(parser.prog, user_error_line(exc, "--out directory"))
 
     if args.command == "run":
         summary = run_suite(_profile(args), args.out, args.only)

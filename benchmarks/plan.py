@@ -177,7 +177,10 @@ def build_plan(profile: str, only: list[str] | None = None) -> list[dict]:
     if only:
         cases = [c for c in cases if any(fnmatch.fnmatch(c["name"], pat) or pat in c["name"] for pat in only)]
         if not cases:
-            raise ValueError(f"no case matches {only}")
+            families = sorted({c["name"].split(".")[0] for c in _rtt_cases(p) + _fixed_rate_cases(p)
+                               + _throughput_cases(p) + _udp_cases(p)})
+            raise ValueError(f"no case of profile {profile} matches --only {' '.join(only)}: give a shell-style "
+                             f"pattern or a part of a case name (families {', '.join(families)}; e.g. 'rtt.*')")
     for case in cases:
         case["profile"] = profile
         case.setdefault("driver", "ipc")

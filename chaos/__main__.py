@@ -11,8 +11,11 @@ import random
 import signal
 import statistics
 import sys
+from pathlib import Path
 
 from tqdm import tqdm
+
+from aeron_numba.cli_errors import fail, user_error_line
 
 from chaos.scenario import run_scenario
 from chaos.scenarios import SCENARIOS
@@ -57,6 +60,10 @@ def main(argv=None) -> int:
         parser.error(f"unknown scenario {', '.join(unknown)}: `python -m chaos list` shows them")
     if args.iterations < 1:
         parser.error(f"--iterations={args.iterations} must be >= 1")
+    try:  # an --out that cannot be a directory gets one line before any process starts
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return fail(parser.prog, user_error_line(exc, "--out directory"))
     names = list(SCENARIOS) if args.all else list(dict.fromkeys(args.scenario))
     base_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     results = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 
 from aeron_numba import cli
+from aeron_numba.cli_errors import fail, user_error_line
 from aeron_numba.archive.context import ArchiveContext
 
 MODULE = "aeron_numba.archive"
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             ctx.aeron_dir = driver.aeron_dir
         archive = Archive(ctx)
     except (AeronError, ValueError, OSError) as exc:
-        print(f"aeron-numba-archive: {exc}", file=sys.stderr)
+        # An OSError here is the user's archive dir (a file in the way, read-only, no room): say what to do.
+        fail(parser.prog, user_error_line(exc, "archive path") if isinstance(exc, OSError) else str(exc))
         if driver is not None:
             driver.close()
         return 1

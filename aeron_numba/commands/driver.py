@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 
 from aeron_numba import cli
 from aeron_numba.cli_errors import fail, user_error_line

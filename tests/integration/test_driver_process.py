@@ -75,3 +75,20 @@ def test_media_driver_launch_from_python_and_close(aeron_dir, monkeypatch):
             assert received == [b"hello"]
         assert driver.close() == 0
     await_condition(lambda: not aeron_dir.exists(), 10, "aeron dir deleted on shutdown")
+
+
+def test_a_driver_that_cannot_write_its_files_says_so_in_one_line(aeron_dir):
+    """No room, provoked without root: a child whose file size limit (RLIMIT_FSIZE) is below cnc.dat's length.
+    (A 64 KiB tmpfs gives the same one line with "insufficient usable storage"; see tests/unit/driver.)"""
+    import os
+    import resource
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    env = {**os.environ, **TEST_DRIVER_ENV, "AERON_DIR": str(aeron_dir)}
+    result = subprocess.run([sys.executable, "-m", "aeron_numba.driver"], env=env, capture_output=True, text=True,
+                            timeout=120, preexec_fn=limit_file_size)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert str(aeron_dir) in result.stderr and "File too large" in result.stderr and "ulimit -f" in result.stderr

@@ -1,0 +1,29 @@
+"""``python -m benchmarks`` refuses what a user mistyped with one line and a non-zero exit, before running."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.__main__ import main
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("command", ["run", "gate"])
+def test_an_out_dir_under_a_file_is_one_line(tmp_path, capsys, command):
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "out"
+    assert main([command, "--tiny", "--out", str(out)]) == 1
+    line = _one_line(capsys)
+    assert f"cannot create --out directory {out}: Not a directory" in line and "choose another path" in line
+
+
+def test_an_only_pattern_that_matches_nothing_names_it_and_the_families(capsys):
+    assert main(["run", "--tiny", "--only", "nomatch"]) == 1
+    line = _one_line(capsys)
+    assert "no case of profile tiny matches --only nomatch" in line and "rtt" in line
