@@ -27,7 +27,7 @@ import time
 from aeron_numba.agent.agent_runner import AgentInvoker, AgentRunner
 from aeron_numba.agent.idle_strategy import SleepingIdleStrategy
 from aeron_numba.client.client_conductor import ClientConductor
-from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError, body_problem
 from aeron_numba.client.context import Context
 from aeron_numba.client.counter import Counter
 from aeron_numba.client.publication import ExclusivePublication, Publication
@@ -104,16 +104,23 @@ def connect_to_driver(context: Context) -> CncFile:
                     raise DriverTimeoutError(f"no driver heartbeat detected in {path} within driver_timeout_ms={timeout_ms}")
                 time.sleep(_HEARTBEAT_POLL_S)
             heartbeat_ms = to_driver.consumer_heartbeat_time()
+            now_ms = context.epoch_clock.time()
+            # A valid header over a garbage body is not a live driver (a new one may still replace the file).
+            corrupt = body_problem(to_driver, now_ms, timeout_ms)
         except BaseException:
             del to_driver
             cnc_file.close()
             raise
         del to_driver
-        age_ms = context.epoch_clock.time() - heartbeat_ms
-        if age_ms <= timeout_ms:
+        age_ms = now_ms - heartbeat_ms
+        if corrupt is None and age_ms <= timeout_ms:
             return cnc_file
         cnc_file.close()
         if past_deadline():
+            if corrupt is not None:
+                raise DriverTimeoutError(
+                    f"{path} is corrupt ({corrupt}): no live driver there; start a driver on aeron_dir="
+                    f"{context.aeron_dir} (AERON_DIR_DELETE_ON_START=true replaces the file)")
             raise DriverTimeoutError(
                 f"no driver heartbeat detected: {path} heartbeat age={age_ms}ms > driver_timeout_ms={timeout_ms}"
                 " (a driver that died left it behind?)"

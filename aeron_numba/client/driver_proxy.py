@@ -12,7 +12,7 @@ import time
 
 from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.codecs import driver_commands as dc
-from aeron_numba.errors import DriverTimeoutError
+from aeron_numba.errors import DriverTimeoutError, LayoutError
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 
@@ -56,7 +56,13 @@ class DriverProxy:
         return self.to_driver.consumer_heartbeat_time()
 
     def _write(self, msg_type_id: int, message: dc.Message) -> None:
-        data = message.encode()
+        try:
+            self._write_until_deadline(msg_type_id, message.encode())
+        except LayoutError as exc:  # garbage in cnc.dat's to-driver ring buffer: no driver will read this
+            raise LayoutError(f"cannot write {command_name(msg_type_id)}: the to-driver {exc}; cnc.dat is "
+                              "damaged, restart the driver (AERON_DIR_DELETE_ON_START=true)") from exc
+
+    def _write_until_deadline(self, msg_type_id: int, data) -> None:
         if self.to_driver.write(msg_type_id, data):
             return
         nano_time = self.nano_clock.nano_time

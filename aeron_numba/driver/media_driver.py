@@ -19,7 +19,7 @@ from pathlib import Path
 from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, close_on_signals
 from aeron_numba.agent import idle_strategy_from_name
 from aeron_numba.agent.duty_cycle_tracker import SharedDutyCycleTracker
-from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError
+from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError, body_problem
 from aeron_numba.errors import AeronError, InsufficientStorageError, LayoutError
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -56,14 +56,26 @@ def driver_heartbeat_age_ms(cnc_path: Path, now_ms: int | None = None) -> int | 
     return now_ms - int(heartbeat_ms)
 
 
+def _is_garbage(ctx: DriverContext) -> bool:
+    """A valid cnc.dat header over a body no driver writes (a heartbeat from the future, impossible ring
+    positions) is not a live driver: the dir is replaced, not refused."""
+    try:
+        cnc_file = CncFile.open(ctx.cnc_path)
+    except (FileNotFoundError, CncNotReadyError, LayoutError):
+        return False
+    try:
+        return body_problem(ManyToOneRingBuffer(cnc_file.to_driver_buffer), int(time.time() * 1000),
+                            ctx.driver_timeout_ms) is not None
+    finally:
+        cnc_file.close()
+
+
 def prepare_aeron_dir(ctx: DriverContext) -> None:
     """Refuse a dir with a live driver; otherwise (stale or asked to) delete it, then create it afresh."""
     aeron_dir = Path(ctx.aeron_dir)
     if aeron_dir.exists():
         age_ms = driver_heartbeat_age_ms(ctx.cnc_path)
-        # A heartbeat from the future is garbage, not a driver: only a fresh one that is not ahead of the clock
-        # by more than the timeout counts.
-        live = age_ms is not None and -ctx.driver_timeout_ms <= age_ms <= ctx.driver_timeout_ms
+        live = age_ms is not None and age_ms <= ctx.driver_timeout_ms and not _is_garbage(ctx)
         if live and not ctx.dir_delete_on_start:
             # As Aeron: the heartbeat of a driver that stopped cleanly stays fresh for the driver timeout.
             wait_s = -(-(ctx.driver_timeout_ms - max(age_ms, 0)) // 1000)

@@ -15,6 +15,7 @@ import numpy as np
 
 from aeron_numba.errors import LayoutError
 from aeron_numba.kernels.atomics_for_python import get_int32_acquire, put_int32_release
+from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import cnc
 from aeron_numba.layout.mapped_file import MappedFile
 
@@ -158,6 +159,21 @@ class CncFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def body_problem(to_driver: ManyToOneRingBuffer, now_ms: int, future_tolerance_ms: int) -> str | None:
+    """Why a ready ``cnc.dat`` holds values no driver writes (a valid header over a garbage body), or None.
+
+    A driver's heartbeat is epoch ms, never negative and not ahead of this clock by more than the tolerance
+    (clocks of one machine agree); its ring buffer's head and tail are positions producers could store.
+    """
+    heartbeat_ms = to_driver.consumer_heartbeat_time()
+    if heartbeat_ms < 0:
+        return f"driver heartbeat={heartbeat_ms} is negative"
+    if heartbeat_ms - now_ms > future_tolerance_ms:
+        return f"driver heartbeat={heartbeat_ms} is {heartbeat_ms - now_ms} ms in the future"
+    problem = to_driver.trailer_problem()
+    return None if problem is None else f"to-driver ring buffer {problem}"
 
 
 class CncNotReadyError(LayoutError):

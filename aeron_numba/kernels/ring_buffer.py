@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import types
 
-from aeron_numba.errors import AeronError, ConfigurationError
+from aeron_numba.errors import AeronError, ConfigurationError, LayoutError
 from aeron_numba.jit import kernel
 from aeron_numba.kernels.atomics import (
     compare_and_set_int64,
@@ -591,6 +591,9 @@ def _status_error(status: int, msg_type_id: int, length: int, max_length: int) -
         return ConfigurationError(f"length={length} > max_msg_length={max_length}")
     if status == INVALID_LENGTH:
         return ConfigurationError(f"length={length} must be >= 0 and the source range inside the source buffer")
+    if status == CORRUPT_RECORD:
+        return LayoutError("ring buffer is corrupt: its tail or a record holds values no producer could have "
+                           "written (CORRUPT_RECORD)")
     return AeronError(f"ring buffer status {status}")
 
 
@@ -726,6 +729,26 @@ class ManyToOneRingBuffer:
         if self.unblock():
             return HeadRepair(position, unblocked=True)
         return self.skip_unreadable_record()
+
+    def trailer_problem(self) -> str | None:
+        """Why the head and tail are positions no producer or consumer stores (garbage in the file), or None.
+
+        Head is read before tail, so live values never show head > tail; a consumer moving head between the
+        two reads could make tail - head look larger than the capacity, so a problem must be seen twice.
+        """
+        problem = None
+        for _ in range(2):
+            head = int(self._trailer_words[_HEAD_WORD])
+            tail = int(self._trailer_words[_TAIL_WORD])
+            if head < 0 or tail < 0 or (head | tail) & (RECORD_ALIGNMENT - 1):
+                problem = f"head={head} tail={tail} must be non-negative multiples of {RECORD_ALIGNMENT}"
+            elif head > tail:
+                problem = f"head={head} > tail={tail}"
+            elif tail - head > self.capacity:
+                problem = f"tail={tail} - head={head} > capacity={self.capacity}"
+            else:
+                return None
+        return problem
 
     def next_correlation_id(self) -> int:
         return next_correlation_id(self.buffer, self.capacity)

@@ -50,6 +50,8 @@ SEPARATOR = "=" * 70
 TRAILER = "--"
 DEFAULT_DELAY_S = 1.0
 _CLEAR_SCREEN = "\x1b[2J\x1b[H"
+#: A heartbeat further ahead of this clock is garbage, not a driver (Aeron's default driver timeout).
+_FUTURE_TOLERANCE_MS = 10_000
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         cnc_file = open_cnc(aeron_dir_of(args), args.timeout)
     except ToolError as exc:
         return fail(TOOL, str(exc))
+    from aeron_numba.kernels.cnc_file import body_problem
+    from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+
+    problem = body_problem(ManyToOneRingBuffer(cnc_file.to_driver_buffer), epoch_ms(), _FUTURE_TOLERANCE_MS)
+    if problem is not None:  # a valid header over garbage: its counters would be garbage too
+        path = cnc_file.path
+        close_quietly(cnc_file)
+        return fail(TOOL, f"{path} is corrupt ({problem}): no driver wrote it; a driver started with "
+                          "AERON_DIR_DELETE_ON_START=true replaces it")
     try:
         _watch(cnc_file, args)
     except BaseException:

@@ -6,6 +6,7 @@ with injected clocks in tests/unit/client/test_client_conductor_agent.py."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -23,6 +24,7 @@ from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from harness.awaiting import await_condition
+from tests.unit.cnc_support import write_garbage_cnc
 from tests.unit.client_support import SMALL_CNC, FakeDriver, connect, epoch_ms, mapping_count
 
 
@@ -105,6 +107,19 @@ def test_connect_rejects_a_stale_cnc_left_by_a_dead_driver(shm_dir):
         with pytest.raises(DriverTimeoutError, match=r"heartbeat age=\d+ms > driver_timeout_ms=400"):
             Aeron.connect(Context(aeron_dir=aeron_dir, driver_timeout_ms=400, keepalive_interval_ns=100_000_000))
         assert time.monotonic() - started >= 0.4
+
+
+@pytest.mark.parametrize("heartbeat", ["in the future", "negative", "fresh"])
+def test_connect_calls_a_cnc_with_a_garbage_body_corrupt(shm_dir, heartbeat):
+    """A valid header over garbage is not a live driver: seen as ``ring buffer status -7`` on the first command."""
+    aeron_dir = shm_dir / "aeron"
+    aeron_dir.mkdir()
+    heartbeat_ms = {"in the future": epoch_ms() + 10**9, "negative": -12345, "fresh": epoch_ms()}[heartbeat]
+    write_garbage_cnc(aeron_dir / "cnc.dat", heartbeat_ms)
+    expected = {"in the future": " ms in the future", "negative": f"heartbeat={heartbeat_ms} is negative",
+                "fresh": "to-driver ring buffer head="}[heartbeat]
+    with pytest.raises(DriverTimeoutError, match=rf"cnc.dat is corrupt \(.*{re.escape(expected)}.*AERON_DIR_DELETE_ON_START"):
+        Aeron.connect(Context(aeron_dir=aeron_dir, driver_timeout_ms=300, keepalive_interval_ns=100_000_000))
 
 
 def test_keepalive_interval_must_be_below_the_drivers_client_liveness_timeout(shm_dir):

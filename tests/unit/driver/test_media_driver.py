@@ -94,3 +94,13 @@ def test_a_heartbeat_from_the_future_is_not_a_live_driver(shm_dir):
     driver.close()
     prepare_aeron_dir(ctx)  # replaced, not refused
     assert not ctx.cnc_path.exists()
+
+
+def test_a_fresh_heartbeat_over_garbage_ring_positions_is_not_a_live_driver(shm_dir):
+    from tests.unit.cnc_support import write_garbage_cnc
+
+    ctx = DriverContext(aeron_dir=str(shm_dir / "aeron"), **SMALL).conclude()
+    (shm_dir / "aeron").mkdir()
+    write_garbage_cnc(ctx.cnc_path, int(time.time() * 1000))
+    prepare_aeron_dir(ctx)  # replaced, not refused as an active driver
+    assert not ctx.cnc_path.exists()

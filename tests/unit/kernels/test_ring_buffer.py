@@ -557,3 +557,22 @@ def test_reader_rejects_a_record_beyond_the_tail_and_an_unaligned_head():
     set_trailer_i64(buf, cap, L.HEAD_POSITION_OFFSET, 20)
     assert RB.read_descriptors(buf, cap, np.zeros((4, 3), np.int64), 4) == (L.CORRUPT_RECORD, 0)
     assert RB.consume(buf, cap, 8) == L.CORRUPT_RECORD
+
+
+def test_trailer_problem_passes_live_positions_and_names_impossible_ones():
+    """What a client checks before trusting cnc.dat: positions a producer or consumer stores, or garbage."""
+    rb = RB.ManyToOneRingBuffer(np.zeros(64 + L.TRAILER_LENGTH, np.uint8))
+    for _ in range(20):  # wraps: positions past the capacity are live too
+        assert rb.write(1, b"x" * 5)
+        assert rb.trailer_problem() is None
+        assert len(rb.read_messages()) == 1
+    words = rb.buffer[64:].view(np.int64)
+    tail, head = L.TAIL_POSITION_OFFSET // 8, L.HEAD_POSITION_OFFSET // 8
+    for head_value, tail_value, problem in [(0, 12, "must be non-negative multiples of 8"),
+                                            (-8, 0, "must be non-negative multiples of 8"),
+                                            (64, 8, "head=64 > tail=8"), (0, 72, "tail=72 - head=0 > capacity=64")]:
+        words[head], words[tail] = head_value, tail_value
+        assert problem in rb.trailer_problem()
+    words[head], words[tail] = 0, 12
+    with pytest.raises(LayoutError, match=r"ring buffer is corrupt: .*\(CORRUPT_RECORD\)"):
+        rb.write(1, b"x")  # was AeronError("ring buffer status -7")

@@ -311,6 +311,24 @@ def test_short_not_ready_and_wrong_version_cnc(shm_dir, capsys):
     cnc_file.close()
 
 
+@pytest.mark.parametrize("heartbeat, problem", [
+    (10**9, "ms in the future"), (-5, "heartbeat=-5 is negative"), (0, "to-driver ring buffer head="),
+])
+def test_aeron_stat_calls_a_cnc_with_a_garbage_body_corrupt(shm_dir, capsys, heartbeat, problem):
+    """Not a table of garbage counters under a negative heartbeat age: the file is named corrupt."""
+    from tests.unit.cnc_support import write_garbage_cnc
+
+    write_garbage_cnc(shm_dir / cnc.CNC_FILE, _epoch_ms() + heartbeat if heartbeat >= 0 else heartbeat)
+    code, err = _run_stat_main(shm_dir, capsys)
+    assert code == 1 and err.startswith(f"aeron-stat: {shm_dir / cnc.CNC_FILE} is corrupt (") and problem in err
+    assert capsys.readouterr().out == ""
+
+
+def _epoch_ms() -> int:
+    import time
+    return int(time.time() * 1000)
+
+
 def test_open_cnc_waits_for_a_starting_driver(shm_dir):
     cnc_file = CncFile.create(shm_dir / cnc.CNC_FILE, to_driver_buffer_length=1024 + 768,
                               to_clients_buffer_length=1024 + 128, counters_values_buffer_length=8192,
