@@ -18,6 +18,8 @@ from aeron_numba.archive.async_connect import ArchiveConnection, AsyncConnect
 from aeron_numba.archive.authentication import CredentialsSupplier, NullCredentialsSupplier
 from aeron_numba.archive.control_response_poller import RecordingSignal
 from aeron_numba.archive.recording_events_adapter import RecordingEventsAdapter
+from aeron_numba.codecs.sbe import MalformedMessageError
+from aeron_numba.errors import ConfigurationError
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
@@ -37,6 +39,23 @@ class AeronArchiveContext:
     message_timeout_ns: int = A.DEFAULT_MESSAGE_TIMEOUT_NS
     #: Credentials sent with the connect (AuthConnectRequest) and the answers to the archive's challenges.
     credentials_supplier: CredentialsSupplier = field(default_factory=NullCredentialsSupplier)
+
+
+def _source_location(source_location) -> int:
+    """Aeron's SourceLocation by its name, ``"LOCAL"`` or ``"REMOTE"``."""
+    names = A.SOURCE_LOCATIONS
+    if isinstance(source_location, str) and source_location in names:
+        return names[source_location]
+    raise ConfigurationError(f"source_location={source_location!r} must be one of {', '.join(map(repr, names))}")
+
+
+def _encoded(send_method, fields: dict) -> bool:
+    """``send_method(**fields)``, with an argument the request cannot carry (not an int, outside its field's
+    type, not a str) refused as a ConfigurationError naming it, as the rest of the API does."""
+    try:
+        return send_method(**fields)
+    except MalformedMessageError as exc:
+        raise ConfigurationError(f"{send_method.__name__}: {exc}") from None
 
 
 class AeronArchive:
@@ -87,7 +106,7 @@ class AeronArchive:
     def _send(self, send_method, **fields) -> None:
         """Call an ``ArchiveProxy`` send method until the publication takes the request (or the message timeout)."""
         deadline = time.monotonic_ns() + self.context.message_timeout_ns
-        while not send_method(**fields):
+        while not _encoded(send_method, fields):
             result = self._proxy.last_result
             if result not in (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED) or time.monotonic_ns() > deadline:
                 raise ArchiveError(f"cannot send {send_method.__name__} to the archive (offer result {result})")
@@ -144,7 +163,7 @@ class AeronArchive:
     def start_recording(self, channel: str, stream_id: int, source_location: str = "LOCAL",
                         auto_stop: bool = False) -> int:
         """Record ``channel``/``stream_id``; returns the recording subscription's registration id."""
-        location = A.SOURCE_LOCATIONS[source_location]
+        location = _source_location(source_location)
         if auto_stop:
             return self._relevant(self._proxy.start_recording_request2, stream_id=stream_id,
                                   source_location=location, auto_stop=A.BOOLEAN_TRUE, channel=channel)
@@ -155,7 +174,7 @@ class AeronArchive:
                          auto_stop: bool = False) -> int:
         """Continue a stopped recording with the image that comes on ``channel``/``stream_id`` (it must join at the
         recording's stop position with its initial term id, term length and MTU); returns the subscription id."""
-        location = A.SOURCE_LOCATIONS[source_location]
+        location = _source_location(source_location)
         if auto_stop:
             return self._relevant(self._proxy.extend_recording_request2, recording_id=recording_id,
                                   stream_id=stream_id, source_location=location, auto_stop=A.BOOLEAN_TRUE,

@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 from aeron_numba.client.fragment_assembler import ABORT, ACTIONS, BREAK, COMMIT
+from aeron_numba.client.arguments import as_int
 from aeron_numba.client.header import Header
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.jit import compiled_entry
@@ -62,11 +63,12 @@ INITIAL_COPY_LENGTH = 64 * 1024
 
 _HEADER_LENGTH = frame.HEADER_LENGTH
 _FRAME_ALIGNMENT = frame.FRAME_ALIGNMENT
+_NO_LIMIT_YET = object()
 _NO_FRAME = memoryview(np.zeros(1, dtype=np.int32))  # a closed image's peek
 
 
 def _check_fragment_limit(fragment_limit: int) -> int:
-    fragment_limit = int(fragment_limit)
+    fragment_limit = as_int("fragment_limit", fragment_limit)
     if fragment_limit < 1:
         raise ConfigurationError(f"fragment_limit={fragment_limit} must be >= 1")
     return min(fragment_limit, MAX_FRAGMENTS_PER_POLL)
@@ -148,7 +150,7 @@ class Image:
         self._descriptors = np.zeros((1, FRAGMENT_COLUMNS), dtype=np.int64)
         self._rows = memoryview(self._descriptors).cast("B").cast("q")  # the descriptors, flat
         self._out = self._descriptors
-        self._out_limit = None  # the fragment_limit self._out was made for
+        self._out_limit = _NO_LIMIT_YET  # the fragment_limit self._out was made for (no value a caller passes)
         # poll's peek: the log as int32s and, in result[RESULT_NEXT_FRAME], the slot of the next frame's length.
         # Zero there means nothing to read yet, found without a kernel call (the loop every idle subscriber spins
         # in). The slot lives in the result array so that the kernel that consumes a lone fragment moves it
@@ -335,9 +337,9 @@ class Image:
         position_buffer = self.position_buffer
         if log is None or position_buffer is None:
             return 0
+        block_length_limit = as_int("block_length_limit", block_length_limit)
         if block_length_limit < _FRAME_ALIGNMENT:
             raise ConfigurationError(f"block_length_limit={block_length_limit} must be >= {_FRAME_ALIGNMENT}")
-        block_length_limit = int(block_length_limit)
         length = block_poll_and_copy(log, position_buffer, block_length_limit, self._scratch, self._metadata,
                                      self._result)
         if length == COPY_TOO_SMALL:

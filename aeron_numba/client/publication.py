@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
+from aeron_numba.client.arguments import INT64_MAX, INT64_MIN, as_int
 from aeron_numba.client.buffer_claim import BufferClaim
 from aeron_numba.client.message_bytes import as_uint8
 from aeron_numba.errors import ConfigurationError, MessageTooLongError
@@ -213,11 +214,11 @@ class Publication:
         if length is None and offset == 0:
             length = len(src)
         else:
-            offset = int(offset)
-            length = len(src) - offset if length is None else int(length)
+            offset = as_int("offset", offset)
+            length = len(src) - offset if length is None else as_int("length", length)
             if offset < 0 or length < 0 or offset + length > len(src):
                 raise ConfigurationError(f"offset={offset} length={length} outside the message of length={len(src)}")
-        # reserved_value goes to the kernel as is: its int64 argument converts it as int() would.
+        reserved_value = as_int("reserved_value", reserved_value, INT64_MIN, INT64_MAX)  # the frame's int64 field
         result = self._offer_entry(*head, src, offset, length, reserved_value)
         if result == ERROR:  # the kernel refuses a message over the max message length
             raise MessageTooLongError(f"length={length} > max_message_length={self.max_message_length}")
@@ -234,7 +235,7 @@ class Publication:
         limit_buffer = self.limit_buffer
         if log is None or limit_buffer is None:
             return CLOSED
-        length = int(length)
+        length = as_int("length", length)
         if length < 0:
             raise ConfigurationError(f"length={length} must be >= 0")
         if length > self.max_payload_length:

@@ -20,6 +20,7 @@ after its end are not its own and are left alone, as SBE decoders do.
 
 from __future__ import annotations
 
+import numbers
 import struct
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -44,6 +45,20 @@ class SbeMessageBase:
     """Base of the generated message and group-entry classes."""
 
     SPEC: ClassVar[Any]
+
+
+def _field_problem(value, layout: "_Layout") -> str | None:
+    """Which fixed field a block cannot pack, naming its value and its type's range (struct's own message
+    names neither)."""
+    for f in layout.fields:
+        v = getattr(value, f.name)
+        bits = 8 * f.size
+        lo, hi = (0, (1 << bits) - 1) if f.primitive.startswith("u") else (-(1 << bits - 1), (1 << bits - 1) - 1)
+        if not isinstance(v, numbers.Integral):
+            return f"{f.name}={v!r} must be an int"
+        if not lo <= v <= hi:
+            return f"{f.name}={v} outside {f.primitive} [{lo}, {hi}]"
+    return None
 
 
 def _block_struct(fields: tuple[L.SbeField, ...], block_length: int) -> struct.Struct:
@@ -171,7 +186,14 @@ class SbeCodec:
     @staticmethod
     def _block_length(value, layout: _Layout) -> int:
         # ASCII strings are one byte a character; a non-ASCII one is refused by encode_into, naming it
-        return layout.block_length + sum(L.VAR_LENGTH_PREFIX + len(getattr(value, v.name)) for v in layout.var_fields)
+        length = layout.block_length
+        for v in layout.var_fields:
+            data = getattr(value, v.name)
+            if not isinstance(data, str if v.kind == L.VAR_ASCII else (bytes, bytearray, memoryview)):
+                raise MalformedMessageError(f"{type(value).__name__}.{v.name}={data!r} must be "
+                                            f"{'a str' if v.kind == L.VAR_ASCII else 'bytes'}")
+            length += L.VAR_LENGTH_PREFIX + len(data)
+        return length
 
     def encode_into(self, buffer, offset: int, message: SbeMessageBase) -> int:
         """Write the message with its header at ``buffer[offset:]`` (a bytearray, memoryview or uint8 numpy
@@ -215,7 +237,7 @@ class SbeCodec:
         try:
             layout.block.pack_into(view, at, *(getattr(value, f.name) for f in layout.fields))
         except struct.error as exc:
-            raise MalformedMessageError(f"{where}: {exc} (fields {[f.name for f in layout.fields]})") from None
+            raise MalformedMessageError(f"{where}.{_field_problem(value, layout) or exc}") from None
         at += layout.block_length
         for v in layout.var_fields:
             data = getattr(value, v.name)
