@@ -719,6 +719,7 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None, prog: str |
     try:
         command = parse_command(argv)
         code = run(console, command)
+        sys.stdout.flush()  # here, so that a reader gone before the last buffered lines is caught below
     except BrokenPipeError:  # the reader went away (``| head``): not an error of the archive
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
@@ -731,7 +732,6 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None, prog: str |
         sys.stdout.flush()
         print(f"ERR: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    sys.stdout.flush()
     return code
 
 

@@ -4,9 +4,11 @@ catalog and the recording writer, and over the archives real Aeron 1.48 wrote (t
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import stat
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -307,3 +309,21 @@ def test_bad_arguments_get_a_usage_line_naming_the_problem(archive, capsys, argv
     assert got == code and out == ""
     first, *rest = err.split("\n")
     assert first.startswith(problem) and any(usage in line for line in rest) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["describe"], ["dump"]])
+def test_a_reader_gone_before_the_last_buffered_lines_ends_quietly(monkeypatch, argv):
+    """``archive-tool DIR dump | head -2``: head exits, and the flush of what is still buffered meets a closed
+    pipe (at once here: the read end is closed before the tool writes). It ends with status 0, no traceback."""
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)
+    stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_fd, "w"), buffer_size=1 << 20))
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        assert main([str(REFERENCE / "archive-java/archive"), *argv], stdin=io.StringIO("")) == 0
+    finally:
+        monkeypatch.undo()
+        try:
+            stdout.close()  # its fd now points at /dev/null: closing flushes nothing into a broken pipe
+        except BrokenPipeError:
+            pass
