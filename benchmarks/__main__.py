@@ -55,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         summary = run_suite(_profile(args), args.out, args.only)
         return 0 if all(c.get("ok") for c in summary["cases"].values()) else 1
     if args.summary:
-        summary = gate_module.load_summary(args.summary)
+        try:
+            summary = gate_module.load_summary(args.summary)
+        except OSError as exc:
+            return fail(parser.prog, f"cannot read --summary {args.summary}: {exc.strerror}")
+        except ValueError as exc:  # json's errors are ValueErrors
+            return fail(parser.prog, f"--summary {args.summary} is not a run's summary.json: {exc}")
     else:
         summary = run_suite(_profile(args), args.out, args.only)
     baseline_path = args.baseline or gate_module.DEFAULT_BASELINE

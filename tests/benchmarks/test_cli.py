@@ -27,3 +27,11 @@ def test_an_only_pattern_that_matches_nothing_names_it_and_the_families(capsys):
     assert main(["run", "--tiny", "--only", "nomatch"]) == 1
     line = _one_line(capsys)
     assert "no case of profile tiny matches --only nomatch" in line and "rtt" in line
+
+
+def test_a_summary_that_is_missing_or_not_json_is_one_line(tmp_path, capsys):
+    assert main(["gate", "--summary", str(tmp_path / "none.json")]) == 1
+    assert f"cannot read --summary {tmp_path / 'none.json'}: No such file or directory" in _one_line(capsys)
+    (tmp_path / "bad.json").write_text("not json")
+    assert main(["gate", "--summary", str(tmp_path / "bad.json")]) == 1
+    assert "is not a run's summary.json" in _one_line(capsys)
