@@ -7,6 +7,7 @@ one as a child process, waits until its cnc.dat is ready, and returns a handle t
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -73,6 +74,8 @@ def _is_garbage(ctx: DriverContext) -> bool:
 def prepare_aeron_dir(ctx: DriverContext) -> None:
     """Refuse a dir with a live driver; otherwise (stale or asked to) delete it, then create it afresh."""
     aeron_dir = Path(ctx.aeron_dir)
+    if aeron_dir.exists() and not aeron_dir.is_dir():  # a file the user named: never removed, named back
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(aeron_dir))
     if aeron_dir.exists():
         age_ms = driver_heartbeat_age_ms(ctx.cnc_path)
         live = age_ms is not None and age_ms <= ctx.driver_timeout_ms and not _is_garbage(ctx)

@@ -27,6 +27,7 @@ def _one_line(capsys) -> str:
 @pytest.mark.parametrize("make_path, advice", [
     (lambda tmp: "/proc/aeron-numba-no-such-dir", "a parent directory is missing"),
     (lambda tmp: str(tmp / "a-file" / "aeron"), "a part of the path is a file"),
+    (lambda tmp: str(tmp / "a-file"), "a part of the path is a file"),  # the file itself, left alone
 ])
 def test_a_dir_that_cannot_be_created_gets_one_line_naming_it(tmp_path, capsys, make_path, advice):
     (tmp_path / "a-file").write_text("not a directory")
@@ -35,6 +36,7 @@ def test_a_dir_that_cannot_be_created_gets_one_line_naming_it(tmp_path, capsys, 
     line = _one_line(capsys)
     assert line.startswith(f"aeron-numba-driver: cannot create aeron dir {path}: ")
     assert advice in line
+    assert (tmp_path / "a-file").read_text() == "not a directory"
 
 
 def _statvfs_with_room(room: int):
