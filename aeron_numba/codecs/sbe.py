@@ -189,9 +189,8 @@ class SbeCodec:
         length = layout.block_length
         for v in layout.var_fields:
             data = getattr(value, v.name)
-            if not isinstance(data, str if v.kind == L.VAR_ASCII else (bytes, bytearray, memoryview)):
-                raise MalformedMessageError(f"{type(value).__name__}.{v.name}={data!r} must be "
-                                            f"{'a str' if v.kind == L.VAR_ASCII else 'bytes'}")
+            if v.kind == L.VAR_ASCII and not isinstance(data, str):
+                raise MalformedMessageError(f"{type(value).__name__}.{v.name}={data!r} must be a str")
             length += L.VAR_LENGTH_PREFIX + len(data)
         return length
 
