@@ -11,12 +11,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from aeron_numba.client.arguments import INT64_MAX, INT64_MIN, as_int
 from aeron_numba.errors import ClientClosedError
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.layout import counters as counters_layout
 
 if TYPE_CHECKING:
     from aeron_numba.client.client_conductor import ClientConductor
+
+
+def _int64(name: str, value) -> int:
+    # A plain int in range passes with one type test and a comparison (archive counters are set every cycle).
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return as_int(name, value, INT64_MIN, INT64_MAX)  # a counter is an int64
 
 
 class Counter:
@@ -67,7 +75,7 @@ class Counter:
 
     def set(self, value: int) -> None:
         """Release-store of the value."""
-        counters_kernels.set_counter_value(self._values(), self.id, int(value))
+        counters_kernels.set_counter_value(self._values(), self.id, _int64("value", value))
 
     def increment(self) -> int:
         """Atomic increment; returns the previous value."""
@@ -75,11 +83,12 @@ class Counter:
 
     def get_and_add(self, delta: int) -> int:
         """Atomic add of ``delta``; returns the previous value."""
-        return int(counters_kernels.get_and_add_counter_value(self._values(), self.id, int(delta)))
+        return int(counters_kernels.get_and_add_counter_value(self._values(), self.id, _int64("delta", delta)))
 
     def compare_and_set(self, expected: int, update: int) -> bool:
         """Atomically set ``update`` if the value is ``expected``; True when it was set."""
-        return bool(counters_kernels.compare_and_set_counter_value(self._values(), self.id, int(expected), int(update)))
+        return bool(counters_kernels.compare_and_set_counter_value(self._values(), self.id, _int64("expected", expected),
+                                                                  _int64("update", update)))
 
     def close(self) -> None:
         """Send REMOVE_COUNTER; idempotent."""

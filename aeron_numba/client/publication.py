@@ -385,8 +385,8 @@ class ExclusivePublication(Publication):
         if log is None or limit_buffer is None:
             return CLOSED
         src = as_uint8(data)
-        offset = int(offset)
-        length = src.shape[0] - offset if length is None else int(length)
+        offset = as_int("offset", offset, INT64_MIN, INT64_MAX)
+        length = src.shape[0] - offset if length is None else as_int("length", length, INT64_MIN, INT64_MAX)
         result = term_appender.exclusive_offer_block(log, self.pub_state, limit_buffer, src, offset, length)
         if result == ERROR:
             raise ConfigurationError(self._block_error_text(src, offset, length))
@@ -397,7 +397,8 @@ class ExclusivePublication(Publication):
         log, limit_buffer = self.log_buffer, self.limit_buffer
         if log is None or limit_buffer is None:
             return CLOSED
-        result = term_appender.exclusive_append_padding(log, self.pub_state, limit_buffer, int(length))
+        length = as_int("length", length, INT64_MIN, INT64_MAX)
+        result = term_appender.exclusive_append_padding(log, self.pub_state, limit_buffer, length)
         if result == ERROR:
             raise MessageTooLongError(f"padding length={length} must be in [0, {self.max_message_length}]")
         return result

@@ -40,3 +40,21 @@ def test_the_public_api_names_a_bad_argument(client, call, message):
     with pytest.raises(ConfigurationError, match="^" + message.replace("[", r"\[").replace("(", r"\(")):
         call(subscription, publication)
     assert publication.position == 0 and subscription.poll(print, 10) == 0  # nothing was sent
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda pub, counter: pub.append_padding("x"), "length='x' must be an int"),
+    (lambda pub, counter: pub.offer_block(np.zeros(64, np.uint8), "x"), "offset='x' must be an int"),
+    (lambda pub, counter: pub.offer_block(np.zeros(64, np.uint8), 0, 2**64), "length=18446744073709551616 outside"),
+    (lambda pub, counter: counter.set("x"), "value='x' must be an int"),
+    (lambda pub, counter: counter.set(2**64), "value=18446744073709551616 outside"),  # was numba's TypingError
+    (lambda pub, counter: counter.get_and_add(1.5), "delta=1.5 must be an int"),
+    (lambda pub, counter: counter.compare_and_set(0, "1"), "update='1' must be an int"),
+])
+def test_exclusive_publication_and_counter_name_a_bad_argument(client, call, message):
+    aeron, _ = client
+    publication = aeron.add_exclusive_publication("aeron:ipc", 22)
+    counter = aeron.add_counter(1001, b"", "arguments")
+    with pytest.raises(ConfigurationError, match="^" + message.replace("[", r"\[").replace("(", r"\(")):
+        call(publication, counter)
+    assert publication.position == 0 and counter.get() == 0
