@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from aeron_numba.driver import media_driver
+from aeron_numba.commands import driver as driver_command
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver.media_driver import ActiveDriverError, MediaDriver, prepare_aeron_dir
 from aeron_numba.errors import AeronError, InsufficientStorageError
@@ -32,7 +32,7 @@ def _one_line(capsys) -> str:
 def test_a_dir_that_cannot_be_created_gets_one_line_naming_it(tmp_path, capsys, make_path, advice):
     (tmp_path / "a-file").write_text("not a directory")
     path = make_path(tmp_path)
-    assert media_driver.main(["--dir", path]) == 1
+    assert driver_command.main(["--dir", path], prog="aeron-numba-driver") == 1
     line = _one_line(capsys)
     assert line.startswith(f"aeron-numba-driver: cannot create aeron dir {path}: ")
     assert advice in line
@@ -58,7 +58,7 @@ def test_a_driver_on_a_file_system_without_room_names_the_cause(shm_dir, monkeyp
     assert list(aeron_dir.iterdir()) == []
 
     monkeypatch.setenv("AERON_DIR", str(aeron_dir))
-    assert media_driver.main([]) == 1
+    assert driver_command.main([], prog="aeron-numba-driver") == 1
     assert "insufficient usable storage to start a driver" in _one_line(capsys)
 
 
