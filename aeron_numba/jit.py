@@ -18,6 +18,8 @@ import numba
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _STAMPED_DIRS = ("layout", "kernels")
+# Outside those directories, modules whose code is inlined into callers' cached functions: the handles' methods.
+_STAMPED_FILES = ("client/handles.py",)
 _CACHE_ENV = "NUMBA_CACHE_DIR"
 _DEFAULT_CACHE_ROOT = Path.home() / ".cache" / "aeron-numba"
 _STAMP_PATTERN = re.compile(r"[0-9a-f]{16}")
@@ -34,14 +36,17 @@ KERNEL_FLAGS = dict(cache=True, nogil=True, boundscheck=False, _nrt=False)
 
 
 def source_stamp() -> str:
-    """Hash of every ``.py`` file under ``layout/`` and ``kernels/`` (the code baked into cached kernels) and of
-    this file (the flags they were compiled with)."""
+    """Hash of every ``.py`` file under ``layout/`` and ``kernels/`` and of ``client/handles.py`` (the code baked
+    into cached kernels and into callers of the handles) and of this file (the flags they were compiled with)."""
     digest = hashlib.sha256(numba.__version__.encode())
     digest.update(Path(__file__).read_bytes())
     for name in _STAMPED_DIRS:
         for path in sorted((_PACKAGE_DIR / name).rglob("*.py")):
             digest.update(str(path.relative_to(_PACKAGE_DIR)).encode())
             digest.update(path.read_bytes())
+    for name in _STAMPED_FILES:
+        digest.update(name.encode())
+        digest.update((_PACKAGE_DIR / name).read_bytes())
     return digest.hexdigest()[:16]
 
 

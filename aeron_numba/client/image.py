@@ -19,9 +19,8 @@ followed by "still allocated" is a copy of data that was intact; handlers then r
 long they are stopped. (Aeron's own client reads the log in place and gives no such guarantee to a client the
 driver has declared dead.)
 
-Compiled callers use ``log_buffer``, ``position_buffer`` and ``position_offset`` with
-``term_reader.image_poll(log_buffer, position_buffer, position_offset, limit, handler, ctx)``: they read the log
-in place, as Aeron does.
+Compiled callers take a handle, ``image.compiled()``, and call ``handle.poll(handler, ctx, limit)``
+(``client/handles.py``): they read the log in place, as Aeron does.
 """
 
 from __future__ import annotations
@@ -32,8 +31,9 @@ import numpy as np
 
 from aeron_numba.client.fragment_assembler import ABORT, ACTIONS, BREAK, COMMIT
 from aeron_numba.client.arguments import as_int
+from aeron_numba.client.handles import ImageHandle, mark_image_closed, new_image_handle, new_image_state
 from aeron_numba.client.header import Header
-from aeron_numba.errors import ConfigurationError
+from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.jit import compiled_entry
 from aeron_numba.kernels.atomics_for_python import get_int32_acquire, get_int64_acquire
 from aeron_numba.kernels.copying_poll import (
@@ -158,6 +158,7 @@ class Image:
         self._log_ints = memoryview(self.log_buffer).cast("i")
         self._result[RESULT_NEXT_FRAME] = self._frame_slot(self.join_position)
         self._is_closed = False
+        self._handle_state = new_image_state()  # the closed word compiled handles check on every poll
         self._final_position = self.join_position
         self._is_eos = False
         self._poll_args = None  # poll_and_copy's arguments for poll (None once closed)
@@ -358,6 +359,16 @@ class Image:
             self._store_position(position_buffer, end)  # as Aeron: a block handed over is consumed
         return length
 
+    def compiled(self) -> ImageHandle:
+        """A handle for ``@njit`` code: ``handle.poll(handler, ctx, fragment_limit)`` (``client/handles.py``).
+        After the image closes its polls return 0 without reading the log; it keeps the log mapped until
+        dropped. Raises ``AeronError`` if the image is already closed."""
+        log, position_buffer = self.log_buffer, self.position_buffer
+        if log is None or position_buffer is None:
+            raise AeronError(f"{self!r} is closed: no compiled handle")
+        return new_image_handle(log, position_buffer, self.position_offset, self._handle_state, self.session_id,
+                                self.stream_id)
+
     # ---------------------------------------------------------------------------------------- properties
     @property
     def position(self) -> int:
@@ -415,6 +426,7 @@ class Image:
         self._final_position = self.position
         self._is_eos = self._final_position >= self.end_of_stream_position
         self._is_closed = True
+        mark_image_closed(self._handle_state)
         self.log_buffer = None
         self.position_buffer = None
         self._poll_args = None

@@ -26,8 +26,9 @@ import numpy as np
 
 from aeron_numba.client.arguments import INT64_MAX, INT64_MIN, as_int
 from aeron_numba.client.buffer_claim import BufferClaim
+from aeron_numba.client.handles import PublicationHandle, new_publication_handle
 from aeron_numba.client.message_bytes import as_uint8
-from aeron_numba.errors import ConfigurationError, MessageTooLongError
+from aeron_numba.errors import AeronError, ConfigurationError, MessageTooLongError
 from aeron_numba.jit import compiled_entry
 from aeron_numba.kernels import term_appender
 from aeron_numba.kernels.atomics_for_python import get_int32_acquire, get_int64_acquire
@@ -248,6 +249,18 @@ class Publication:
             claim._wrap(log, result)
             return claim
         return result
+
+    def compiled(self) -> PublicationHandle:
+        """A handle for ``@njit`` code: ``handle.offer(buf, offset, length)``, ``handle.try_claim(length)``
+        (``client/handles.py``). After ``close`` its offers return CLOSED; it keeps the log mapped until dropped.
+        Raises ``AeronError`` if the publication is already closed."""
+        head = self._offer_head
+        if head is None:
+            raise AeronError(f"{self!r} is closed: no compiled handle")
+        log, state, limit_buffer = head
+        return new_publication_handle(log, state, limit_buffer, isinstance(self, ExclusivePublication),
+                                      self.session_id, self.stream_id, self.max_payload_length,
+                                      self.max_message_length)
 
     # ------------------------------------------------------------------------------------------ properties
     @property
