@@ -1,8 +1,8 @@
 """Registering a case's publications and subscriptions with the driver and waiting until they are connected.
 
 Both loops of a benchmark (compiled or Python) start from what the public client API gives: a
-``Publication``/``ExclusivePublication`` and a ``Subscription``'s ``Image``. Compiled loops take their arrays
-(``log_buffer``, ``pub_state``, ``limit_buffer``; ``log_buffer``, ``position_buffer``, ``position_offset``).
+``Publication``/``ExclusivePublication`` and a ``Subscription``'s ``Image``. Compiled loops take their compiled
+handles (``publication.compiled()``, ``image.compiled()``).
 """
 
 from __future__ import annotations

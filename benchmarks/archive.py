@@ -100,13 +100,13 @@ def stream_ipc(aeron, size: int, messages: int, tsc_hz: float) -> float:
         counters = np.zeros(loops.PUB_COUNTERS, dtype=np.int64)
         ctx = np.zeros(loops.ECHO_CTX_WORDS, dtype=np.int64)
         sent = []
+        pub = publication.compiled()
         publisher = threading.Thread(target=lambda: sent.append(loops.stream_publish(
-            True, publication.log_buffer, publication.pub_state, publication.limit_buffer, message, size, 0, messages,
-            counters, int(120 * tsc_hz), 0)))
+            pub, message, size, 0, messages, counters, int(120 * tsc_hz), 0)))
         t0 = time.perf_counter()
         publisher.start()
-        got = loops.stream_subscribe(image.log_buffer, image.position_buffer, image.position_offset, 256,
-                                     loops.on_stream_fragment, ctx, messages, int(120 * tsc_hz), 0)
+        got = loops.stream_subscribe(image.compiled(), 256, loops.on_stream_fragment, ctx, messages, int(120 * tsc_hz),
+                                     0)
         elapsed = time.perf_counter() - t0
         publisher.join()
         if sent != [messages] or got != messages or ctx[loops.CTX_ERRORS]:
@@ -143,8 +143,8 @@ def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
             os.sync()  # no dirty pages of earlier runs to write back during the figure (the floor starts so too)
             counters = np.zeros(loops.PUB_COUNTERS, dtype=np.int64)
             t0 = time.perf_counter()
-            sent = loops.stream_publish(True, publication.log_buffer, publication.pub_state, publication.limit_buffer,
-                                        message, size, 0, messages, counters, int(120 * tsc_hz), 0)
+            sent = loops.stream_publish(publication.compiled(), message, size, 0, messages, counters, int(120 * tsc_hz),
+                                        0)
             end = publication.position
             if sent != messages:
                 raise RuntimeError(f"published {sent} of {messages}")
@@ -163,8 +163,8 @@ def measure(size: int, messages: int, root: Path, tsc_hz: float) -> dict:
             subscription = archive.replay(recording_id, 0, end, "aeron:ipc", REPLAY_STREAM)
             await_condition(lambda: subscription.image_count > 0, 30, "the replay image", poll_interval_s=0.0001)
             image = subscription.images[0]
-            got = loops.stream_subscribe(image.log_buffer, image.position_buffer, image.position_offset, 256,
-                                         loops.on_stream_fragment, ctx, messages, int(120 * tsc_hz), 0)
+            got = loops.stream_subscribe(image.compiled(), 256, loops.on_stream_fragment, ctx, messages,
+                                         int(120 * tsc_hz), 0)
             replay_s = time.perf_counter() - t0
             if got != messages or ctx[loops.CTX_ERRORS]:
                 raise RuntimeError(f"replayed {got} of {messages}, {int(ctx[loops.CTX_ERRORS])} out of order")

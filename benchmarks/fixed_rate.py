@@ -48,9 +48,8 @@ def send_compiled(case: dict, env) -> dict:
     ctx[loops.CTX_FR_BASE] = 0
     ctx[loops.CTX_FR_COUNT] = count
     received = loops.aeron_fixed_rate_ping(
-        case["exclusive"], publication.log_buffer, publication.pub_state, publication.limit_buffer,
-        image.log_buffer, image.position_buffer, image.position_offset, src, size, 0, env.tsc_hz / case["rate"],
-        loops.on_fixed_rate_echo, ctx, env.timeout_ticks(),
+        publication.compiled(), image.compiled(), src, size, 0, env.tsc_hz / case["rate"], loops.on_fixed_rate_echo,
+        ctx, env.timeout_ticks(),
     )
     if received != count:
         raise RuntimeError(f"{received} of {count} echoes, then {status_text(ctx[loops.CTX_STATUS])}")

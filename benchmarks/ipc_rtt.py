@@ -46,6 +46,7 @@ def _check_ctx(ctx: np.ndarray, what: str) -> None:
 # ------------------------------------------------------------------------------------------- compiled
 def ping_compiled(case: dict, env) -> dict:
     publication, _, image = open_pair(env, case, 0, 1)
+    pub, img = publication.compiled(), image.compiled()
     env.sync(1)
     size = case["size"]
     src = np.zeros(max(size, 8), np.uint8)
@@ -54,9 +55,7 @@ def ping_compiled(case: dict, env) -> dict:
     def batch(base: int, count: int) -> np.ndarray:
         lat = np.zeros(count, np.int64)
         done = loops.aeron_rtt_ping(
-            case["exclusive"], publication.log_buffer, publication.pub_state, publication.limit_buffer,
-            image.log_buffer, image.position_buffer, image.position_offset, src, size, base, count, lat,
-            loops.on_echo, ctx, env.timeout_ticks(), yield_mask(case),
+            pub, img, src, size, base, count, lat, loops.on_echo, ctx, env.timeout_ticks(), yield_mask(case),
         )
         if done != count:
             raise RuntimeError(f"{done} of {count} round trips, then {status_text(ctx[loops.CTX_STATUS])}")
@@ -77,8 +76,7 @@ def echo_compiled(case: dict, env, total: int | None = None) -> dict:
     total = _total(case) if total is None else total
     ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
     done = loops.aeron_echo(
-        image.log_buffer, image.position_buffer, image.position_offset, loops.on_ping, ctx, case["exclusive"],
-        publication.log_buffer, publication.pub_state, publication.limit_buffer, total, env.timeout_ticks(), yield_mask(case),
+        image.compiled(), loops.on_ping, ctx, publication.compiled(), total, env.timeout_ticks(), yield_mask(case),
     )
     if done != total:
         raise RuntimeError(f"echoed {done} of {total}, then {status_text(ctx[loops.CTX_STATUS])}")

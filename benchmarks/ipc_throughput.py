@@ -50,8 +50,7 @@ def produce_compiled(case: dict, env) -> dict:
     end = total(case)
     counters = np.zeros(loops.PUB_COUNTERS, np.int64)
     sent = loops.stream_publish(
-        case["exclusive"], publication.log_buffer, publication.pub_state, publication.limit_buffer, msg, case["size"],
-        0, end, counters, env.timeout_ticks(), yield_mask(case),
+        publication.compiled(), msg, case["size"], 0, end, counters, env.timeout_ticks(), yield_mask(case),
     )
     if sent != end:
         raise RuntimeError(f"sent {sent} of {end} before the deadline")
@@ -65,10 +64,10 @@ def consume_compiled(case: dict, env) -> dict:
     env.sync(1)
     ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
     marks = []
+    handle = image.compiled()
     for target in targets(case):
         got = loops.stream_subscribe(
-            image.log_buffer, image.position_buffer, image.position_offset, FRAGMENT_LIMIT, loops.on_stream_fragment,
-            ctx, target, env.timeout_ticks(), yield_mask(case),
+            handle, FRAGMENT_LIMIT, loops.on_stream_fragment, ctx, target, env.timeout_ticks(), yield_mask(case),
         )
         marks.append((int(got), time.perf_counter_ns()))
         if got < target:

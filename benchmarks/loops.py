@@ -5,10 +5,10 @@ cache (which checks only the defining file, NOTES-numba.md pitfall 1) can never 
 ``rdtsc``. Every loop has an explicit signature: it compiles once (when this module is first imported, in
 the parent, before the worker processes start) and the workers load it from the cache.
 
-The Aeron loops work on the arrays the Python client exposes, as ``examples/compiled_pub_sub.py`` does:
-a publication's ``log_buffer`` / ``pub_state`` / ``limit_buffer`` and an image's ``log_buffer`` /
-``position_buffer`` / ``position_offset``, with ``term_appender.*_offer`` and ``term_reader.image_poll`` and a
-compiled ``FragmentHandler``. Time is measured with the TSC (``rdtsc``, about 7 ns, NOTES-numba.md);
+The Aeron loops work on the compiled handles the Python client gives, as ``examples/compiled_pub_sub.py`` does:
+``publication.compiled()`` (``offer``) and ``image.compiled()`` (``poll`` with a compiled ``FragmentHandler``),
+``client/handles.py``. Like the handles' methods, they are compiled without reference counting (the kernel
+flags): the handles' module docstring says why that matters. Time is measured with the TSC (``rdtsc``, about 7 ns, NOTES-numba.md);
 ``tsc_hz`` from ``calibrate_tsc`` converts ticks to nanoseconds.
 
 Waits are plain busy spins, with no ``pause`` spin-wait hint: on this KVM guest a ``pause`` in the loop
@@ -31,8 +31,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from aeron_numba.client.handles import image_handle_type, publication_handle_type
 from aeron_numba.jit import kernel
-from aeron_numba.kernels import atomics, term_appender, term_reader
+from aeron_numba.kernels import atomics
 from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.kernels.handlers import FRAGMENT_HANDLER_SIG, FragmentHandler
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
@@ -64,7 +65,8 @@ u8 = types.uint8[::1]
 i64 = types.int64
 i64a = types.int64[::1]
 f64 = types.float64
-boolean = types.boolean
+pub_t = publication_handle_type
+img_t = image_handle_type
 
 
 # ------------------------------------------------------------------------------------------------ clock
@@ -201,19 +203,11 @@ def memcpy_loop(dst, src, iterations):
 
 # ----------------------------------------------------------------------------------------- offer helpers
 @kernel(inline="always")
-def _offer(exclusive, log, pub_state, limit_buffer, src, src_offset, length):
-    if exclusive:
-        return term_appender.exclusive_offer(log, pub_state, limit_buffer, src, src_offset, length, 0)
-    return term_appender.concurrent_offer(log, pub_state, limit_buffer, src, src_offset, length, 0)
-
-
-@kernel(inline="always")
-def _offer_until_done(exclusive, log, pub_state, limit_buffer, src, src_offset, length, timeout_ticks, counters,
-                      back_pressured_slot, yield_mask):
+def _offer_until_done(publication, src, src_offset, length, timeout_ticks, counters, back_pressured_slot, yield_mask):
     """Offer until accepted: retry on ADMIN_ACTION, BACK_PRESSURED and NOT_CONNECTED (the subscriber is
     known to be there), stop on anything else or after ``timeout_ticks``. An offer that found the log
     back-pressured counts in ``counters[back_pressured_slot]``. Returns the offer result."""
-    result = _offer(exclusive, log, pub_state, limit_buffer, src, src_offset, length)
+    result = publication.offer(src, src_offset, length)
     if result > 0:
         return result
     if result == BACK_PRESSURED:
@@ -227,7 +221,7 @@ def _offer_until_done(exclusive, log, pub_state, limit_buffer, src, src_offset, 
             return TIMED_OUT
         spins += 1
         _idle(spins, yield_mask)
-        result = _offer(exclusive, log, pub_state, limit_buffer, src, src_offset, length)
+        result = publication.offer(src, src_offset, length)
         if result > 0:
             return result
 
@@ -277,9 +271,8 @@ def on_fixed_rate_echo(ctx, buffer, offset, length):
 
 
 # ------------------------------------------------------------------------------------------ aeron loops
-@kernel(i64(boolean, u8, i64a, u8, u8, u8, i64, u8, i64, i64, i64, i64a, FragmentHandler, i64a, i64, i64))
-def aeron_rtt_ping(exclusive, log, pub_state, limit_buffer, image_log, position_buffer, position_offset, src, length,
-                   base, n, lat, handler, ctx, timeout_ticks, yield_mask):
+@kernel(i64(pub_t, img_t, u8, i64, i64, i64, i64a, FragmentHandler, i64a, i64, i64))
+def aeron_rtt_ping(publication, image, src, length, base, n, lat, handler, ctx, timeout_ticks, yield_mask):
     """``n`` round trips: offer ``src[:length]`` carrying sequence ``base+i``, poll the echo image until the
     echo arrives; ``lat[i]`` = ticks from before the offer to after the echo was handled.
 
@@ -291,14 +284,13 @@ def aeron_rtt_ping(exclusive, log, pub_state, limit_buffer, image_log, position_
         atomics.put_int64(src, 0, seq)
         want = ctx[CTX_RECEIVED] + 1
         t0 = rdtsc()
-        result = _offer_until_done(exclusive, log, pub_state, limit_buffer, src, 0, length, timeout_ticks, ctx,
-                                   CTX_BACK_PRESSURED, yield_mask)
+        result = _offer_until_done(publication, src, 0, length, timeout_ticks, ctx, CTX_BACK_PRESSURED, yield_mask)
         if result < 0:
             ctx[CTX_STATUS] = result
             return i
         spins = 0
         while ctx[CTX_RECEIVED] < want:
-            term_reader.image_poll(image_log, position_buffer, position_offset, 1, handler, ctx)
+            image.poll(handler, ctx, 1)
             spins += 1
             _idle(spins, yield_mask)
             if (spins & 0xFFF) == 0 and rdtsc() - t0 > timeout_ticks:
@@ -310,9 +302,8 @@ def aeron_rtt_ping(exclusive, log, pub_state, limit_buffer, image_log, position_
     return n
 
 
-@kernel(i64(u8, u8, i64, FragmentHandler, i64a, boolean, u8, i64a, u8, i64, i64, i64))
-def aeron_echo(image_log, position_buffer, position_offset, handler, ctx, exclusive, log, pub_state, limit_buffer, n,
-               timeout_ticks, yield_mask):
+@kernel(i64(img_t, FragmentHandler, i64a, pub_t, i64, i64, i64))
+def aeron_echo(image, handler, ctx, publication, n, timeout_ticks, yield_mask):
     """Pong: poll one message at a time (``handler`` copies it to ctx's scratch) and offer it back, ``n``
     times. Returns the messages echoed (``ctx[CTX_STATUS]`` says why when fewer)."""
     scratch = ctx.view(np.uint8)
@@ -320,23 +311,22 @@ def aeron_echo(image_log, position_buffer, position_offset, handler, ctx, exclus
     for i in range(n):
         t0 = rdtsc()
         spins = 0
-        while term_reader.image_poll(image_log, position_buffer, position_offset, 1, handler, ctx) == 0:
+        while image.poll(handler, ctx, 1) == 0:
             spins += 1
             _idle(spins, yield_mask)
             if (spins & 0xFFF) == 0 and rdtsc() - t0 > timeout_ticks:
                 ctx[CTX_STATUS] = TIMED_OUT
                 return i
-        result = _offer_until_done(exclusive, log, pub_state, limit_buffer, scratch, start, ctx[CTX_PENDING_LENGTH],
-                                   timeout_ticks, ctx, CTX_BACK_PRESSURED, yield_mask)
+        result = _offer_until_done(publication, scratch, start, ctx[CTX_PENDING_LENGTH], timeout_ticks, ctx,
+                                   CTX_BACK_PRESSURED, yield_mask)
         if result < 0:
             ctx[CTX_STATUS] = result
             return i
     return n
 
 
-@kernel(i64(boolean, u8, i64a, u8, u8, u8, i64, u8, i64, i64, f64, FragmentHandler, i64a, i64))
-def aeron_fixed_rate_ping(exclusive, log, pub_state, limit_buffer, image_log, position_buffer, position_offset, src,
-                          length, base, period_ticks, handler, ctx, timeout_ticks):
+@kernel(i64(pub_t, img_t, u8, i64, i64, f64, FragmentHandler, i64a, i64))
+def aeron_fixed_rate_ping(publication, image, src, length, base, period_ticks, handler, ctx, timeout_ticks):
     """Open loop: send ``ctx[CTX_FR_COUNT]`` messages, message ``k`` scheduled at ``start + k*period_ticks``,
     while polling the echoes (``on_fixed_rate_echo`` records each latency from its scheduled time, so a
     stall delays every later message's figure, as in Aeron's load rigs). A late sender catches up by sending
@@ -353,51 +343,48 @@ def aeron_fixed_rate_ping(exclusive, log, pub_state, limit_buffer, image_log, po
             if now >= due:
                 atomics.put_int64(src, 0, base + sent)
                 ctx[sched_at + sent] = due
-                result = _offer_until_done(exclusive, log, pub_state, limit_buffer, src, 0, length, timeout_ticks, ctx,
-                                           CTX_BACK_PRESSURED, 0)
+                result = _offer_until_done(publication, src, 0, length, timeout_ticks, ctx, CTX_BACK_PRESSURED, 0)
                 if result < 0:
                     ctx[CTX_STATUS] = result
                     return ctx[CTX_RECEIVED]
                 if sent == count - 1:
                     ctx[CTX_HEADER_WORDS - 1] = rdtsc() - due
                 sent += 1
-        term_reader.image_poll(image_log, position_buffer, position_offset, 16, handler, ctx)
+        image.poll(handler, ctx, 16)
         if now - start > timeout_ticks:
             ctx[CTX_STATUS] = TIMED_OUT
             return ctx[CTX_RECEIVED]
     return ctx[CTX_RECEIVED]
 
 
-@kernel(i64(boolean, u8, i64a, u8, u8, i64, i64, i64, i64a, i64, i64))
-def stream_publish(exclusive, log, pub_state, limit_buffer, src, length, first_seq, end_seq, counters, timeout_ticks,
-                   yield_mask):
+@kernel(i64(pub_t, u8, i64, i64, i64, i64a, i64, i64))
+def stream_publish(publication, src, length, first_seq, end_seq, counters, timeout_ticks, yield_mask):
     """Throughput producer: offer ``first_seq .. end_seq-1`` (sequence in the first 8 bytes) as fast as the
     log allows, spinning on back pressure. ``counters[PUB_BACK_PRESSURED]`` / ``[PUB_ADMIN_ACTIONS]`` count
     the offers that had to be retried. Returns the next sequence to send (``end_seq`` when done)."""
     seq = first_seq
     while seq < end_seq:
         atomics.put_int64(src, 0, seq)
-        result = _offer(exclusive, log, pub_state, limit_buffer, src, 0, length)
+        result = publication.offer(src, 0, length)
         if result < 0:
             if result == ADMIN_ACTION:
                 counters[PUB_ADMIN_ACTIONS] += 1
-            result = _offer_until_done(exclusive, log, pub_state, limit_buffer, src, 0, length, timeout_ticks, counters,
-                                       PUB_BACK_PRESSURED, yield_mask)
+            result = _offer_until_done(publication, src, 0, length, timeout_ticks, counters, PUB_BACK_PRESSURED,
+                                       yield_mask)
             if result < 0:
                 return seq
         seq += 1
     return seq
 
 
-@kernel(i64(u8, u8, i64, i64, FragmentHandler, i64a, i64, i64, i64))
-def stream_subscribe(image_log, position_buffer, position_offset, fragment_limit, handler, ctx, target, timeout_ticks,
-                     yield_mask):
+@kernel(i64(img_t, i64, FragmentHandler, i64a, i64, i64, i64))
+def stream_subscribe(image, fragment_limit, handler, ctx, target, timeout_ticks, yield_mask):
     """Throughput consumer: poll until ``ctx[CTX_RECEIVED] >= target``; returns the fragments received so far
     (less than ``target`` only after ``timeout_ticks`` without a fragment)."""
     idle_spins = 0
     idle_since = 0
     while ctx[CTX_RECEIVED] < target:
-        if term_reader.image_poll(image_log, position_buffer, position_offset, fragment_limit, handler, ctx) > 0:
+        if image.poll(handler, ctx, fragment_limit) > 0:
             idle_spins = 0
             continue
         idle_spins += 1

@@ -1,10 +1,12 @@
 """Compiled publish and subscribe loops on top of the Python client (IPC).
 
 The Python client registers a publication and a subscription with the media driver; from then on both
-loops stay in compiled code: the publisher calls ``term_appender.concurrent_offer`` on the publication's
-``log_buffer`` / ``pub_state`` / ``limit_buffer``, the subscriber calls ``term_reader.image_poll`` on the
-image's ``log_buffer`` / ``position_buffer`` / ``position_offset`` with a compiled ``FragmentHandler``. Every
-compiled function has an explicit signature, so it is compiled once and then loaded from Numba's cache.
+loops stay in compiled code, through the handles the client gives them: ``publication.compiled()`` (the
+publisher calls ``pub.offer(buf, offset, length)``) and ``image.compiled()`` (the subscriber calls
+``image.poll(handler, ctx, fragment_limit)`` with a compiled ``FragmentHandler``). Every compiled function has
+an explicit signature, so it is compiled once and then loaded from Numba's cache. The loops are compiled without
+Numba's reference counting (``_nrt=False``, the project's kernel flags): with it, every array a loop hands on is
+counted with atomic instructions, several times slower per message (``aeron_numba/client/handles.py``).
 
 Run it against a media driver on the same aeron dir:
 
@@ -27,7 +29,7 @@ import numpy as np
 from numba import types
 
 from aeron_numba.client import Aeron, Context
-from aeron_numba.kernels import term_appender, term_reader
+from aeron_numba.client.handles import image_handle_type, publication_handle_type
 from aeron_numba.kernels.handlers import FRAGMENT_HANDLER_SIG, FragmentHandler
 from aeron_numba.layout.publication_status import ADMIN_ACTION
 
@@ -43,14 +45,14 @@ CTX_LENGTH = 4
 
 
 @numba.njit(
-    types.int64(types.uint8[::1], types.int64[::1], types.uint8[::1], types.uint8[::1], types.int64, types.int64, types.int64),
-    cache=True, nogil=True,
+    types.int64(publication_handle_type, types.uint8[::1], types.int64, types.int64, types.int64),
+    cache=True, nogil=True, _nrt=False,
 )
-def publish(log, pub_state, limit_buffer, scratch, length, next_seq, end_seq):
+def publish(publication, scratch, length, next_seq, end_seq):
     """Offer messages ``next_seq .. end_seq - 1`` until back pressure; returns the next sequence to send."""
     while next_seq < end_seq:
         scratch[0:8].view(np.int64)[0] = next_seq
-        result = term_appender.concurrent_offer(log, pub_state, limit_buffer, scratch, 0, length, 0)
+        result = publication.offer(scratch, 0, length)
         if result > 0:
             next_seq += 1
         elif result != ADMIN_ACTION:
@@ -58,7 +60,7 @@ def publish(log, pub_state, limit_buffer, scratch, length, next_seq, end_seq):
     return next_seq
 
 
-@numba.njit(FRAGMENT_HANDLER_SIG, cache=True)
+@numba.njit(FRAGMENT_HANDLER_SIG, cache=True, _nrt=False)
 def on_fragment(ctx, buffer, offset, length):
     """Check the sequence number at the start of each message."""
     seq = buffer[offset : offset + 8].view(np.int64)[0]
@@ -70,14 +72,14 @@ def on_fragment(ctx, buffer, offset, length):
 
 
 @numba.njit(
-    types.int64(types.uint8[::1], types.uint8[::1], types.int64, types.int64, FragmentHandler, types.int64[::1]),
-    cache=True, nogil=True,
+    types.int64(image_handle_type, types.int64, FragmentHandler, types.int64[::1]),
+    cache=True, nogil=True, _nrt=False,
 )
-def subscribe(log, position_buffer, position_offset, fragment_limit, handler, ctx):
-    """Poll the image until a poll finds nothing; returns the fragments read."""
+def subscribe(image, fragment_limit, handler, ctx):
+    """Poll the image until a poll finds nothing (or it is closed); returns the fragments read."""
     total = 0
     while True:
-        fragments = term_reader.image_poll(log, position_buffer, position_offset, fragment_limit, handler, ctx)
+        fragments = image.poll(handler, ctx, fragment_limit)
         if fragments == 0:
             return total
         total += fragments
@@ -97,13 +99,16 @@ def run(aeron_dir: str, messages: int, length: int = 64, role: str = "both", tim
         publication = aeron.add_publication(CHANNEL, STREAM_ID) if role in ("both", "pub") else None
         if publication is not None and length > publication.max_payload_length:
             raise SystemExit(f"--length={length} > max_payload_length={publication.max_payload_length}")
+        pub = publication.compiled() if publication is not None else None
         image = None
         if subscription is not None:
+            # A compiled caller learns of images from the Python side: here the first one; a subscription whose
+            # images come and go would take a new handle from ``subscription.images`` between compiled batches.
             while subscription.image_count == 0:
                 if time.monotonic() > deadline:
                     raise TimeoutError("no publisher appeared")
                 time.sleep(0.001)
-            image = subscription.images[0]
+            image = subscription.images[0].compiled()
 
         scratch = np.zeros(max(length, 8), np.uint8)
         ctx = np.zeros(CTX_LENGTH, np.int64)
@@ -112,13 +117,13 @@ def run(aeron_dir: str, messages: int, length: int = 64, role: str = "both", tim
         started = time.perf_counter()
         while True:
             work = 0
-            if publication is not None and next_seq < messages:
-                sent = publish(publication.log_buffer, publication.pub_state, publication.limit_buffer, scratch, length, next_seq, messages)
+            if pub is not None and next_seq < messages:
+                sent = publish(pub, scratch, length, next_seq, messages)
                 work += sent - next_seq
                 next_seq = sent
             if image is not None:
-                work += subscribe(image.log_buffer, image.position_buffer, image.position_offset, 256, on_fragment, ctx)
-            done_publishing = publication is None or next_seq >= messages
+                work += subscribe(image, 256, on_fragment, ctx)
+            done_publishing = pub is None or next_seq >= messages
             done_receiving = image is None or ctx[CTX_MESSAGES] >= messages
             if done_publishing and done_receiving:
                 break
@@ -128,7 +133,7 @@ def run(aeron_dir: str, messages: int, length: int = 64, role: str = "both", tim
             if not work:
                 _idle(idle_count)
         elapsed = time.perf_counter() - started
-        del image  # drop our references to the mapped views before the client unmaps
+        del pub, image  # the handles keep the logs mapped: drop them before the client unmaps
     received = int(ctx[CTX_MESSAGES])
     return dict(
         sent=next_seq, received=received, out_of_order=int(ctx[CTX_OUT_OF_ORDER]), bytes=int(ctx[CTX_BYTES]),

@@ -108,7 +108,8 @@ class Image:
     join_position : int
         Subscriber position when the image was created.
     log_buffer, position_buffer, position_offset : np.ndarray, np.ndarray, int
-        For compiled callers (``term_reader.image_poll``); None/None once closed.
+        What ``compiled()`` hands to ``@njit`` callers (``term_reader.image_poll``'s arguments); None/None once
+        closed.
     """
 
     def __init__(

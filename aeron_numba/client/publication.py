@@ -2,8 +2,9 @@
 
 ``Publication`` (concurrent: many threads and processes share the log and its session id) and
 ``ExclusivePublication`` (one writer, its own session) are thin wrappers over the term appender kernels.
-Each offer is one kernel call. Compiled callers take the three arrays the kernels need and stay in
-compiled code:
+Each offer is one kernel call. Compiled callers take a handle, ``publication.compiled()``, and call its
+``offer`` / ``try_claim`` in ``@njit`` code (``client/handles.py``). The handle holds the three arrays the
+kernels need:
 
 * ``log_buffer`` - ``np.uint8`` view of the whole log file;
 * ``pub_state`` - ``int64[PUB_STATE_LENGTH]``: closed flag, byte offset of the ``pub-lmt`` counter value
@@ -13,8 +14,8 @@ compiled code:
 ``term_appender.concurrent_offer(pub.log_buffer, pub.pub_state, pub.limit_buffer, src, off, len, rv)``
 (``exclusive_offer`` for an exclusive publication) is exactly what ``offer`` does.
 
-After ``close()`` (or when the client closes) ``pub_state`` is marked closed, so kernels return CLOSED,
-and the Python attributes drop their views so the log can be unmapped once no one holds them.
+After ``close()`` (or when the client closes) ``pub_state`` is marked closed, so kernels (and handles) return
+CLOSED, and the Python attributes drop their views so the log can be unmapped once no one (no handle) holds them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """examples/compiled_pub_sub.py runs, as documented, against a (scripted) driver: compiled offer and poll
-loops over the arrays a Publication and an Image expose.
+loops through the handles a Publication and an Image give (``compiled()``).
 
 It runs as a script in a child process, as a user would run it: Numba's cache records the module name of
 each cached function, so importing the example under another name in this process would leave cache
