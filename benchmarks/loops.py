@@ -7,9 +7,9 @@ the parent, before the worker processes start) and the workers load it from the 
 
 The Aeron loops work on the compiled handles the Python client gives, as ``examples/compiled_pub_sub.py`` does:
 ``publication.compiled()`` (``offer``) and ``image.compiled()`` (``poll`` with a compiled ``FragmentHandler``),
-``client/handles.py``. Like the handles' methods, they are compiled without reference counting (the kernel
-flags): the handles' module docstring says why that matters. Time is measured with the TSC (``rdtsc``, about 7 ns, NOTES-numba.md);
-``tsc_hz`` from ``calibrate_tsc`` converts ticks to nanoseconds.
+``client/handles.py``. Like the kernels, they are compiled without reference counting (the kernel flags): the
+handles' module docstring says why that matters. Time is measured with the TSC (``rdtsc``, about 7 ns,
+NOTES-numba.md); ``tsc_hz`` from ``calibrate_tsc`` converts ticks to nanoseconds.
 
 Waits are plain busy spins, with no ``pause`` spin-wait hint: on this KVM guest a ``pause`` in the loop
 (pause-loop exiting) took the cache-line floor from about 80 to 400 ns per round trip.

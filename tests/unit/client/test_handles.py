@@ -4,6 +4,8 @@ status codes come back, and a closed publication or image is refused without tou
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ import pytest
 from aeron_numba.client import ADMIN_ACTION, BACK_PRESSURED, CLOSED, NOT_CONNECTED
 from aeron_numba.client.handles import image_handle_type, new_buffer_claim, publication_handle_type
 from aeron_numba.errors import AeronError
+from aeron_numba.jit import kernel
+from aeron_numba.kernels import atomics
 from aeron_numba.kernels.handlers import FRAGMENT_HANDLER_SIG, FragmentHandler
 from aeron_numba.layout.publication_status import ERROR
 from harness.awaiting import await_condition
@@ -42,7 +46,9 @@ def collected(ctx: np.ndarray) -> list[bytes]:
     return messages
 
 
-@numba.njit(numba.int64(publication_handle_type, numba.uint8[::1], numba.int64, numba.int64), cache=True)
+# Some callers are compiled as jit.kernel compiles (no reference counting, how hot loops should be), the others
+# with Numba's defaults: the handles work under both.
+@kernel(numba.int64(publication_handle_type, numba.uint8[::1], numba.int64, numba.int64))
 def offer_retrying(publication, buffer, offset, length):
     """``offer`` until it is not ADMIN_ACTION (a term rotation)."""
     while True:
@@ -87,7 +93,7 @@ def claim_abort(publication, claim, length):
     return result
 
 
-@numba.njit(numba.int64(image_handle_type, FragmentHandler, numba.int64[::1], numba.int64), cache=True)
+@kernel(numba.int64(image_handle_type, FragmentHandler, numba.int64[::1], numba.int64))
 def poll(image, handler, ctx, fragment_limit):
     return image.poll(handler, ctx, fragment_limit)
 
@@ -219,4 +225,34 @@ def test_handles_outlive_the_client_and_keep_their_mappings(driver):
     message = np.zeros(8, np.uint8)
     assert offer_retrying(pub, message, 0, 8) == CLOSED
     assert poll(img, collect, np.zeros(8, np.int64), 10) == 0
+    assert errors == []
+
+
+@kernel(numba.int64(publication_handle_type, numba.uint8[::1], numba.int64[::1]))
+def offer_until_closed(publication, buffer, progress):
+    """Offer until CLOSED (the publication is never connected: NOT_CONNECTED until then); ``progress[0]`` counts
+    the offers, ``progress[1]`` is set to 1 on exit. Returns the last result."""
+    result = 0
+    while True:
+        result = publication.offer(buffer, 0, buffer.shape[0])
+        progress[0] += 1
+        if result == CLOSED or progress[0] > 2_000_000_000:
+            break
+    atomics.put_int64_release(progress.view(np.uint8), 8, 1)
+    return result
+
+
+def test_a_handle_offering_on_another_thread_sees_the_close_and_stops_with_closed(driver):
+    aeron, errors = connect(driver, resource_linger_duration_ns=0)
+    publication = aeron.add_publication("aeron:ipc", 29)
+    pub = publication.compiled()
+    progress = np.zeros(2, np.int64)
+    results = []
+    writer = threading.Thread(target=lambda: results.append(offer_until_closed(pub, np.zeros(64, np.uint8), progress)),
+                              daemon=True)
+    writer.start()  # offer_until_closed releases the GIL (nogil): it runs beside the close below
+    await_condition(lambda: progress[0] > 1000, 5, "the compiled writer offering")
+    aeron.close()  # closes the publication and unmaps what nobody holds; the writer still holds its log
+    writer.join(10)
+    assert not writer.is_alive() and results == [CLOSED] and progress[1] == 1
     assert errors == []
