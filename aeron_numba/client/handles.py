@@ -57,17 +57,17 @@ CLAIM_STATE_LENGTH = 4
 #: Byte length of an image handle's closed word (an int64 the Python side sets to 1 on close).
 IMAGE_STATE_LENGTH = 8
 
-# Methods are compiled on their own with the kernels' flags (see the module docstring); cache=True lets a
-# caller's cached code find them.
+# The methods other than offer and poll: compiled on their own with the kernels' flags (the module docstring
+# says why), nogil aside (they run inside their caller).
 _METHOD_OPTIONS = dict(jit_options={k: v for k, v in KERNEL_FLAGS.items() if k != "nogil"})
 
 
-class BufferClaim(NamedTuple):
+class BufferClaimHandle(NamedTuple):
     """A claim ``@njit`` code writes into: ``buffer[claim.offset:claim.offset + claim.length]``, then
     ``claim.commit()`` or ``claim.abort()``; ``claim.is_open`` until then. (Its ``state`` also keeps what the
     last ``try_claim`` returned, at ``CLAIM_POSITION``.)"""
 
-    buffer: np.ndarray  # the log while the claim is open (uint8)
+    buffer: np.ndarray  # the publication's log (uint8)
     state: np.ndarray  # int64[CLAIM_STATE_LENGTH]
 
 
@@ -82,7 +82,7 @@ class PublicationHandle(NamedTuple):
     stream_id: int
     max_payload_length: int
     max_message_length: int
-    claim: BufferClaim  # the claim try_claim(length) fills
+    claim: BufferClaimHandle  # the claim try_claim(length) fills
 
 
 class ImageHandle(NamedTuple):
@@ -96,13 +96,13 @@ class ImageHandle(NamedTuple):
     stream_id: int
 
 
-def new_buffer_claim(publication: PublicationHandle) -> BufferClaim:
+def new_buffer_claim(publication: PublicationHandle) -> BufferClaimHandle:
     """A claim of ``publication`` (a handle) to pass to its ``try_claim(length, claim)``: one per writing thread."""
     return _new_claim(publication.log)
 
 
-def _new_claim(log: np.ndarray) -> BufferClaim:
-    return BufferClaim(log, np.zeros(CLAIM_STATE_LENGTH, dtype=np.int64))
+def _new_claim(log: np.ndarray) -> BufferClaimHandle:
+    return BufferClaimHandle(log, np.zeros(CLAIM_STATE_LENGTH, dtype=np.int64))
 
 
 def new_publication_handle(log: np.ndarray, pub_state: np.ndarray, limit_buffer: np.ndarray, is_exclusive: bool,
@@ -172,18 +172,18 @@ def _publication_try_claim(handle, length, claim=None):
     """``try_claim(length[, claim])``: claim an unfragmented frame of ``length`` payload bytes in ``claim`` (by
     default the handle's own, ``handle.claim``). Returns the new position (the claim is open: write
     ``claim.buffer[claim.offset:claim.offset + length]``, then ``claim.commit()`` or ``claim.abort()``) or a
-    status; ERROR for ``length`` outside ``[0, max_payload_length]`` or a claim that is still open."""
+    status; ERROR for ``length`` outside ``[0, max_payload_length]``, a claim still open or another publication's."""
     if not _is(handle, PublicationHandle):
         return None
     own = _is_omitted(claim)
-    if not own and not _is(claim, BufferClaim):
+    if not own and not _is(claim, BufferClaimHandle):
         return None
 
     def impl(handle, length, claim=None):
         target = handle.claim if own else claim
         state = target.state
-        if state[CLAIM_IS_OPEN] != 0:
-            return ERROR
+        if state[CLAIM_IS_OPEN] != 0 or target.buffer.ctypes.data != handle.log.ctypes.data:
+            return ERROR  # still open, or another publication's claim (its commit would write to that log)
         if handle.is_exclusive:
             result = term_appender.exclusive_try_claim(handle.log, handle.pub_state, handle.limit_buffer, length,
                                                        state)
@@ -249,7 +249,7 @@ def _position(handle):
 @overload_method(types.NamedTuple, "commit", **_METHOD_OPTIONS)
 def _claim_commit(claim):
     """Publish the claimed frame; False (nothing done) if the claim is not open."""
-    if not _is(claim, BufferClaim):
+    if not _is(claim, BufferClaimHandle):
         return None
 
     def impl(claim):
@@ -266,7 +266,7 @@ def _claim_commit(claim):
 @overload_method(types.NamedTuple, "abort", **_METHOD_OPTIONS)
 def _claim_abort(claim):
     """Turn the claimed frame into padding readers skip; False (nothing done) if the claim is not open."""
-    if not _is(claim, BufferClaim):
+    if not _is(claim, BufferClaimHandle):
         return None
 
     def impl(claim):
@@ -283,7 +283,7 @@ def _claim_abort(claim):
 @overload_attribute(types.NamedTuple, "offset")
 def _claim_offset(claim):
     """Offset of the claimed payload in ``claim.buffer``."""
-    if not _is(claim, BufferClaim):
+    if not _is(claim, BufferClaimHandle):
         return None
 
     def get(claim):
@@ -295,7 +295,7 @@ def _claim_offset(claim):
 @overload_attribute(types.NamedTuple, "length")
 def _claim_length(claim):
     """Payload length claimed."""
-    if not _is(claim, BufferClaim):
+    if not _is(claim, BufferClaimHandle):
         return None
 
     def get(claim):
@@ -307,7 +307,7 @@ def _claim_length(claim):
 @overload_attribute(types.NamedTuple, "is_open")
 def _claim_is_open(claim):
     """True from a successful ``try_claim`` to its ``commit`` or ``abort``."""
-    if not _is(claim, BufferClaim):
+    if not _is(claim, BufferClaimHandle):
         return None
 
     def get(claim):

@@ -135,6 +135,8 @@ def test_offer_and_try_claim_through_handles_deliver_the_exact_bytes(client, exc
     for message in messages[6:9]:
         assert claim_write_commit(pub, np.frombuffer(message, np.uint8).copy()) > 0
     assert claim_abort(pub, new_buffer_claim(pub), 40) > 0  # an aborted claim is padding: never delivered
+    other = aeron.add_publication("aeron:ipc", 99).compiled()
+    assert claim_abort(pub, new_buffer_claim(other), 40) == ERROR  # a claim of another publication's log
     for message in messages[9:]:
         assert offer_whole(pub, np.frombuffer(message, np.uint8).copy()) > 0
     ctx = np.zeros(4096, np.int64)
