@@ -74,4 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from aeron_numba.child_processes import exit_on_signals
+
+    with exit_on_signals():  # SIGINT/SIGTERM unwind through the runs' clean-up: processes stopped, dirs removed
+        sys.exit(main())

@@ -4,7 +4,9 @@ Each child runs in its own session (``start_new_session=True``), so it leads a p
 reaches everything it started (a driver's helpers, a shell's children). Its stdout and stderr go to
 ``<run_dir>/<name>.out`` and ``.err``, read back with ``output()``/``tail()`` and printed by the pytest
 plugin when a test fails. ``ProcessManager.close()`` SIGKILLs every group still alive and reaps the
-children, whatever state (running, paused) they are in.
+children, whatever state (running, paused) they are in; if the manager's process dies first (even by
+SIGKILL) the kernel SIGKILLs each child (``with_parent_death_signal``), and each child's own children go the
+same way when it does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from aeron_numba.child_processes import with_parent_death_signal
 from harness.awaiting import await_condition
 
 _REAP_TIMEOUT_S = 10.0
@@ -40,6 +43,32 @@ def pid_alive(pid: int) -> bool:
     """True if ``pid`` exists and is not a zombie (a killed grandchild may linger as one until reaped)."""
     state = process_state(pid)
     return state is not None and state not in ("Z", "X")
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent's pid from ``/proc/<pid>/stat``, or None if ``pid`` is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(stat[stat.rindex(b")") + 2 :].split()[1])
+
+
+def descendant_pids(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, their children...), read from ``/proc`` now.
+
+    Take it before stopping ``pid``: once a parent is gone its children belong to another process.
+    """
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (ppid := parent_pid(int(entry))) is not None:
+            parents[int(entry)] = ppid
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, ppid in parents.items() if ppid in frontier} - found
+        found |= frontier
+    return {p for p in found if pid_alive(p)}
 
 
 def _read_text(path: Path) -> str:
@@ -223,7 +252,8 @@ class ProcessManager:
         stderr_path = self.run_dir / f"{name}.err"
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             popen = subprocess.Popen(
-                [str(a) for a in argv],
+                # If this process dies without close() (SIGKILL, a crash), the kernel kills the child.
+                with_parent_death_signal(argv, signal.SIGKILL),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,

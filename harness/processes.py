@@ -7,9 +7,13 @@ real Aeron client process would, and no lock or mapping is inherited by accident
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from aeron_numba.child_processes import die_with_parent
 
 _CONTEXT = mp.get_context("spawn")
 
@@ -18,10 +22,20 @@ class WorkerFailed(RuntimeError):
     """A worker exited with a non-zero code or did not finish before its deadline."""
 
 
+def _run_with_parent(parent_pid: int, target: Callable[..., Any], *args) -> Any:
+    # daemon=True stops workers when the parent exits normally; the kernel covers it being killed.
+    die_with_parent(parent_pid, signal.SIGKILL)
+    return target(*args)
+
+
 @contextmanager
 def spawned(target: Callable[..., Any], args_list: Iterable[Sequence[Any]]) -> Iterator[list]:
-    """Start one process per argument tuple; on exit kill any that are still alive and reap them all."""
-    procs = [_CONTEXT.Process(target=target, args=tuple(args), daemon=True) for args in args_list]
+    """Start one process per argument tuple; on exit kill any that are still alive and reap them all.
+
+    A worker is SIGKILLed by the kernel if this process dies first (``die_with_parent``).
+    """
+    procs = [_CONTEXT.Process(target=_run_with_parent, args=(os.getpid(), target, *args), daemon=True)
+             for args in args_list]
     try:
         for proc in procs:
             proc.start()

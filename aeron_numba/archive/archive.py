@@ -6,7 +6,8 @@ the catalog and recover every recording that was active when an archive died (it
 from the frames in its last segment file, §3.2), connect the Aeron client, then run the conductor with its
 idle strategy until SIGINT/SIGTERM. With ``--embedded-driver`` a media driver runs in a child process first
 (like Aeron's ArchivingMediaDriver, but the driver keeps a process of its own: two Python duty cycles must
-not share one GIL).
+not share one GIL); it is started only once every setting has been checked, stopped however the archive
+stops, and signalled by the kernel if the archive is killed (``MediaDriverProcess``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import logging
 import os
 
 from aeron_numba import cli
+from aeron_numba.child_processes import exit_on_signals
 from aeron_numba.cli_errors import fail, user_error_line
 from aeron_numba.archive.context import ArchiveContext
 
@@ -47,28 +48,38 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
     overrides = {k: v for k, v in (("archive_dir", args.archive_dir), ("aeron_dir", args.dir)) if v}
     driver = None
-    try:
-        ctx = ArchiveContext.from_env(**overrides)
-        if args.embedded_driver:
-            from aeron_numba.driver import DriverContext, MediaDriverProcess
+    # SIGINT/SIGTERM while starting up unwind through the clean-up below, which a second one cannot cut short.
+    with exit_on_signals():
+        try:
+            try:
+                # Every setting is checked before anything starts: a bad one must not leave a driver behind.
+                ctx = ArchiveContext.from_env(**overrides).conclude()
+                if args.embedded_driver:
+                    if args.verbose:  # the driver logs at the archive's level
+                        os.environ[cli.LOG_LEVEL_ENV] = logging.getLevelName(level)
+                    driver = _launch_embedded_driver(ctx)
+                    ctx.aeron_dir = driver.aeron_dir
+                archive = Archive(ctx)
+            except (AeronError, ValueError, OSError) as exc:
+                # An OSError here is the user's archive dir (a file in the way, read-only, no room): say what to do.
+                return fail(parser.prog, user_error_line(exc, "archive path") if isinstance(exc, OSError) else str(exc))
+            print(f"aeron-numba archive {ARCHIVE_VERSION} in {archive.ctx.archive_dir}, archiveId "
+                  f"{archive.ctx.archive_id}, pid {os.getpid()}"
+                  + (f"; recovered {archive.recovered}" if archive.recovered else ""), flush=True)
+            archive.run()  # from here the runner's own handlers turn SIGINT/SIGTERM into a clean stop
+            return 0
+        finally:
+            if driver is not None:
+                driver.close()
 
-            if args.verbose:  # the driver logs at the archive's level
-                os.environ[cli.LOG_LEVEL_ENV] = logging.getLevelName(level)
-            driver_overrides = {"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {}
-            driver = MediaDriverProcess.launch(DriverContext.from_env(**driver_overrides))
-            ctx.aeron_dir = driver.aeron_dir
-        archive = Archive(ctx)
-    except (AeronError, ValueError, OSError) as exc:
-        # An OSError here is the user's archive dir (a file in the way, read-only, no room): say what to do.
-        fail(parser.prog, user_error_line(exc, "archive path") if isinstance(exc, OSError) else str(exc))
-        if driver is not None:
-            driver.close()
-        return 1
-    print(f"aeron-numba archive {ARCHIVE_VERSION} in {archive.ctx.archive_dir}, archiveId {archive.ctx.archive_id}, "
-          f"pid {os.getpid()}" + (f"; recovered {archive.recovered}" if archive.recovered else ""), flush=True)
-    try:
-        archive.run()
-    finally:
-        if driver is not None:
-            driver.close()
-    return 0
+
+def _launch_embedded_driver(ctx: ArchiveContext):
+    """The ``--embedded-driver`` child: settings checked first, and its dir removed when it stops unless
+    ``AERON_DIR_DELETE_ON_SHUTDOWN`` says otherwise (it lives and dies with this archive)."""
+    from aeron_numba.driver import DriverContext, MediaDriverProcess
+
+    overrides = {"aeron_dir": ctx.aeron_dir} if ctx.aeron_dir else {}
+    driver_ctx = DriverContext.from_env(**overrides)
+    if "AERON_DIR_DELETE_ON_SHUTDOWN" not in os.environ:
+        driver_ctx.dir_delete_on_shutdown = True
+    return MediaDriverProcess.launch(driver_ctx.conclude())

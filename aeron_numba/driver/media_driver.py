@@ -20,6 +20,7 @@ from pathlib import Path
 from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, close_on_signals
 from aeron_numba.agent import idle_strategy_from_name
 from aeron_numba.agent.duty_cycle_tracker import SharedDutyCycleTracker
+from aeron_numba.child_processes import with_parent_death_signal
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError, body_problem
 from aeron_numba.errors import AeronError, InsufficientStorageError, LayoutError
 from aeron_numba.kernels.loss_report import LossReport
@@ -241,6 +242,8 @@ class MediaDriverProcess:
     def __init__(self, process: subprocess.Popen, ctx: DriverContext):
         self.process = process
         self.context = ctx
+        self.ready = False  # its cnc.dat showed its pid: the dir is its own
+        self.made_dir = False  # the dir did not exist before the launch: a driver stopped while starting made it
 
     @property
     def aeron_dir(self) -> str:
@@ -250,15 +253,30 @@ class MediaDriverProcess:
     @classmethod
     def launch(cls, context: DriverContext | None = None, *, timeout_s: float = 30.0,
                stdout=None, stderr=None) -> "MediaDriverProcess":
-        """Start ``python -m aeron_numba.driver`` with this context and wait until its cnc.dat is ready."""
+        """Start ``python -m aeron_numba.driver`` with this context and wait until its cnc.dat is ready.
+
+        The driver gets SIGTERM when this process dies, even by SIGKILL (``with_parent_death_signal``), and is
+        stopped if anything (a signal included) interrupts the wait, so it never outlives its launcher.
+        """
         ctx = (context or DriverContext.from_env()).conclude()
         env = dict(os.environ)
         env.update(ctx.environment())
+        made_dir = not os.path.exists(ctx.aeron_dir)
         process = subprocess.Popen(
-            [sys.executable, "-m", "aeron_numba.driver"], env=env, stdout=stdout, stderr=stderr,
-            start_new_session=True,
+            with_parent_death_signal([sys.executable, "-m", "aeron_numba.driver"], signal.SIGTERM),
+            env=env, stdout=stdout, stderr=stderr, start_new_session=True,
         )
         driver = cls(process, ctx)
+        driver.made_dir = made_dir
+        try:
+            driver._await_ready(timeout_s)
+        except BaseException:
+            driver.close()
+            raise
+        return driver
+
+    def _await_ready(self, timeout_s: float) -> None:
+        ctx, process = self.context, self.process
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -266,18 +284,22 @@ class MediaDriverProcess:
                 # A stale cnc.dat from an earlier driver may still be there: wait for our pid.
                 with CncFile.open(ctx.cnc_path) as cnc_file:
                     if cnc_file.pid == process.pid:
-                        return driver
+                        self.ready = True
+                        return
             except (FileNotFoundError, CncNotReadyError, LayoutError):
                 pass
             if process.poll() is not None:
                 raise AeronError(f"media driver exited with code {process.returncode} before it was ready")
             if time.monotonic() > deadline:
-                driver.close()
                 raise AeronError(f"media driver not ready within {timeout_s}s in {ctx.aeron_dir}")
             time.sleep(0.01)
 
     def close(self, timeout_s: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``; returns the exit code."""
+        """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``; returns the exit code.
+
+        With ``dir_delete_on_shutdown`` the dir is removed here too, for a driver that could not do it itself
+        (killed, or stopped while warming up): only a dir it owned or made, never one a live driver kept.
+        """
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -285,6 +307,8 @@ class MediaDriverProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.context.dir_delete_on_shutdown and (self.ready or self.made_dir):
+            shutil.rmtree(self.context.aeron_dir, ignore_errors=True)
         return self.process.returncode
 
     def __enter__(self) -> "MediaDriverProcess":
