@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from aeron_numba.cli_errors import fail, user_error_line
+from aeron_numba.cli import fail, user_error_line
 
 
 def _profile(args) -> str:

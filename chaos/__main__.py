@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from aeron_numba.cli_errors import fail, user_error_line
+from aeron_numba.cli import fail, user_error_line
 
 from chaos.scenario import run_scenario
 from chaos.scenarios import SCENARIOS

@@ -13,7 +13,7 @@ import os
 
 from aeron_numba import cli
 from aeron_numba.child_processes import exit_on_signals
-from aeron_numba.cli_errors import fail, user_error_line
+from aeron_numba.cli import fail, user_error_line
 from aeron_numba.archive.context import ArchiveContext
 
 MODULE = "aeron_numba.archive"

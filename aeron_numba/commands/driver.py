@@ -12,7 +12,7 @@ import logging
 import os
 
 from aeron_numba import cli
-from aeron_numba.cli_errors import fail, user_error_line
+from aeron_numba.cli import fail, user_error_line
 from aeron_numba.driver.context import DriverContext
 
 MODULE = "aeron_numba.driver"

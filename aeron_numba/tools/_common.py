@@ -167,6 +167,3 @@ def print_lines(lines: list[str], prefix: str = "") -> bool:
         return False
 
 
-def fail(tool: str, message: str) -> int:
-    print(f"{tool}: {message}", file=sys.stderr)
-    return EXIT_FAILURE

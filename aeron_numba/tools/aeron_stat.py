@@ -24,6 +24,7 @@ from datetime import tzinfo
 from typing import TYPE_CHECKING
 
 from aeron_numba import cli
+from aeron_numba.cli import fail
 from aeron_numba.layout import ring_buffer
 from aeron_numba.layout.bits import semantic_version_string
 from aeron_numba.tools._common import (
@@ -34,7 +35,6 @@ from aeron_numba.tools._common import (
     aeron_dir_of,
     close_quietly,
     epoch_ms,
-    fail,
     format_time_of_day,
     open_cnc,
     positive_float,

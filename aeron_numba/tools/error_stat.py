@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aeron_numba import cli
+from aeron_numba.cli import fail
 from aeron_numba.errors import LayoutError
 from aeron_numba.tools._common import (
     EXIT_OK,
@@ -29,7 +30,6 @@ from aeron_numba.tools._common import (
     add_timeout_argument,
     aeron_dir_of,
     close_quietly,
-    fail,
     format_timestamp_ms,
     non_negative_int,
     open_cnc,

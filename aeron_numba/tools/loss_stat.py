@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aeron_numba import cli
+from aeron_numba.cli import fail
 from aeron_numba.errors import LayoutError
 from aeron_numba.layout.loss_report import LOSS_REPORT_FILE
 from aeron_numba.tools._common import (
@@ -25,7 +26,6 @@ from aeron_numba.tools._common import (
     ToolError,
     add_dir_argument,
     aeron_dir_of,
-    fail,
     format_timestamp_ms,
     print_lines,
 )

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from aeron_numba.cli_errors import fail, user_error_line
+from aeron_numba.cli import fail, user_error_line
 
 
 @pytest.mark.parametrize("code, advice", [
