@@ -2,6 +2,7 @@
 extras) and runs the main job through the front door; ``make test`` installs the test extras and runs the suite;
 CI (.ci/run) runs the README's test command."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -16,8 +17,10 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 def _dry_run(target: str) -> list[str]:
     """The commands ``make <target>`` would run on a fresh clone (no venv yet: every step shown)."""
-    result = subprocess.run(["make", "-n", "-B", target, "VENV=/nonexistent-venv"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60)
+    # Run from `make test` this is a sub-make: without its parent's variables it prints no "Entering directory".
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-B", target, "VENV=/nonexistent-venv"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
