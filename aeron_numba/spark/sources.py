@@ -1,0 +1,6 @@
+"""Every data source the package registers (``aeron_numba.spark.register``), by format name."""
+
+from __future__ import annotations
+
+#: The ``pyspark.sql.datasource.DataSource`` subclasses, each answering ``name()`` with its format.
+DATA_SOURCES: tuple = ()
