@@ -33,6 +33,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload_attribute, overload_method
 
+from aeron_numba.errors import AeronError
 from aeron_numba.jit import KERNEL_FLAGS
 from aeron_numba.kernels import atomics, term_appender, term_reader
 from aeron_numba.kernels.atomics_for_python import put_int64_release
@@ -105,9 +106,17 @@ def _new_claim(log: np.ndarray) -> BufferClaimHandle:
     return BufferClaimHandle(log, np.zeros(CLAIM_STATE_LENGTH, dtype=np.int64))
 
 
+def _require_jit() -> None:
+    """The methods exist only as Numba overloads: with the JIT off a handle would have fields and no methods."""
+    if numba.config.DISABLE_JIT:
+        raise AeronError("compiled handles need Numba's JIT, and NUMBA_DISABLE_JIT=1 is set: call offer / try_claim "
+                         "/ poll on the Publication and Subscription from Python instead")
+
+
 def new_publication_handle(log: np.ndarray, pub_state: np.ndarray, limit_buffer: np.ndarray, is_exclusive: bool,
                            session_id: int, stream_id: int, max_payload_length: int,
                            max_message_length: int) -> PublicationHandle:
+    _require_jit()
     return PublicationHandle(log, pub_state, limit_buffer, bool(is_exclusive), int(session_id), int(stream_id),
                              int(max_payload_length), int(max_message_length), _new_claim(log))
 
@@ -119,6 +128,7 @@ def new_image_state() -> np.ndarray:
 
 def new_image_handle(log: np.ndarray, position_buffer: np.ndarray, position_offset: int, state: np.ndarray,
                      session_id: int, stream_id: int) -> ImageHandle:
+    _require_jit()
     return ImageHandle(log, position_buffer, int(position_offset), state, int(session_id), int(stream_id))
 
 
@@ -129,8 +139,9 @@ def mark_image_closed(state: np.ndarray) -> None:
 
 _U8 = np.zeros(1, dtype=np.uint8)
 buffer_claim_type = numba.typeof(_new_claim(_U8))
-publication_handle_type = numba.typeof(new_publication_handle(_U8, np.zeros(1, np.int64), _U8, False, 0, 0, 0, 0))
-image_handle_type = numba.typeof(new_image_handle(_U8, _U8, 0, _U8, 0, 0))
+publication_handle_type = numba.typeof(PublicationHandle(_U8, np.zeros(1, np.int64), _U8, False, 0, 0, 0, 0,
+                                                        _new_claim(_U8)))
+image_handle_type = numba.typeof(ImageHandle(_U8, _U8, 0, _U8, 0, 0))
 
 
 def _is(typ, cls) -> bool:

@@ -12,11 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.unit.client_support import FakeDriver
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "compiled_pub_sub.py"
 
 
+@pytest.mark.requires_jit  # compiled handles exist only with Numba's JIT on
 def test_compiled_pub_sub_example(shm_dir):
     with FakeDriver(shm_dir / "aeron") as driver:
         completed = subprocess.run(

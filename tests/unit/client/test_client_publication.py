@@ -571,3 +571,19 @@ def test_an_idle_watch_on_a_publication_sees_it_connect(client, driver):
     aeron.add_subscription("aeron:ipc", 13)
     await_condition(lambda: publication.is_connected, 5, "a subscriber connects")
     assert watch.changed()
+
+
+def test_compiled_handles_are_refused_with_the_jit_off(client, monkeypatch):
+    """Under NUMBA_DISABLE_JIT a handle would have its fields but none of its methods (they are Numba overloads):
+    ``compiled()`` says so instead of handing out a handle that fails with an AttributeError inside user code."""
+    import numba
+
+    from aeron_numba.client.handles import new_image_handle, new_image_state
+
+    aeron, _ = client
+    publication = aeron.add_publication("aeron:ipc", 10)
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", True)
+    with pytest.raises(AeronError, match="compiled handles need Numba's JIT, and NUMBA_DISABLE_JIT=1 is set"):
+        publication.compiled()
+    with pytest.raises(AeronError, match="NUMBA_DISABLE_JIT=1"):
+        new_image_handle(np.zeros(64, np.uint8), np.zeros(8, np.int64), 0, new_image_state(), 1, 10)

@@ -20,6 +20,9 @@ from aeron_numba.layout.publication_status import ERROR
 from harness.awaiting import await_condition
 from tests.unit.client_support import connect
 
+# The methods are Numba overloads; without the JIT compiled() refuses (test_client_publication).
+pytestmark = pytest.mark.requires_jit
+
 # ctx slots of the collecting handler: fragments, bytes copied so far; the bytes follow from COLLECT_DATA.
 COLLECT_FRAGMENTS = 0
 COLLECT_BYTES = 1
