@@ -1,0 +1,293 @@
+"""``spark.read.format("aeron-archive").load(archive_dir)``: an archive's recordings as rows, one per fragment.
+
+Columns: recording_id, stream_id, session_id (the recording's, from the catalog: with record checksums the frame's
+own session id field holds the checksum), position, term_id, term_offset, frame_length, flags, frame_type,
+reserved_value, payload (binary), channel (the original channel), stripped_channel, source_identity. Padding frames
+never appear.
+
+Planning (driver side) reads only ``archive.catalog`` and file names: one partition per segment file, split at term
+boundaries into ranges of at most ``maxBytesPerPartition`` (frames never cross a term), so a worker that sees the
+archive directory opens exactly one segment. Filters on recording_id, stream_id, session_id and position prune
+recordings and segments here, before any segment is opened; Spark still evaluates them on the rows.
+
+Options (strings, as Spark passes them):
+
+- ``messages`` (false): one row per whole message, its fragments joined (BEGIN .. END flags).
+- ``startingPositions`` / ``endingPositions``: JSON ``{"<recording_id>": position}``; rows whose position is at
+  least the start and before the end. Unnamed recordings read from their start / to their stop position.
+- ``verifyChecksums`` (false): ``true`` or ``crc32`` / ``crc32c``: check each DATA frame's record checksum (stored
+  in its session id field, as ArchiveTool ``verify -checksum``); a mismatch fails the read naming the file.
+- ``failOnDataLoss`` (true): a segment file missing between a recording's start and stop fails the read naming the
+  recording and position; false skips that range with a warning.
+- ``maxBytesPerPartition`` (128 MiB): the most segment bytes one partition scans.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from aeron_numba.archive.catalog import Catalog
+from aeron_numba.errors import AeronError
+from aeron_numba.kernels.segment_columns import (
+    COUNT_FRAMES,
+    COUNT_PAYLOAD_BYTES,
+    SCAN_BAD_FRAME,
+    SCAN_CHECKSUM_MISMATCH,
+    count_fragments,
+    fill_fragments,
+)
+from aeron_numba.layout import archive as A
+from aeron_numba.layout.checksum import CHECKSUM_CRC32, CHECKSUM_CRC32C, CHECKSUM_NONE
+
+log = logging.getLogger(__name__)
+
+SCHEMA = pa.schema([
+    ("recording_id", pa.int64()), ("stream_id", pa.int32()), ("session_id", pa.int32()),
+    ("position", pa.int64()), ("term_id", pa.int32()), ("term_offset", pa.int32()),
+    ("frame_length", pa.int32()), ("flags", pa.int16()), ("frame_type", pa.int32()),
+    ("reserved_value", pa.int64()), ("payload", pa.binary()),
+    ("channel", pa.string()), ("stripped_channel", pa.string()), ("source_identity", pa.string()),
+])
+_SPARK_TYPES = {pa.int64(): "long", pa.int32(): "int", pa.int16(): "short", pa.binary(): "binary",
+                pa.string(): "string"}
+SPARK_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in SCHEMA)
+
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
+_CHECKSUMS = {"false": CHECKSUM_NONE, "true": CHECKSUM_CRC32, "crc32": CHECKSUM_CRC32, "crc32c": CHECKSUM_CRC32C}
+_MAX_POSITION = (1 << 63) - 1
+
+
+class ArchiveSourceError(AeronError):
+    """The archive cannot be read as asked (bad option, data lost, a corrupt or mismatching frame)."""
+
+
+def _flag(options, name: str, default: bool) -> bool:
+    text = str(options.get(name, str(default))).strip().lower()
+    if text not in ("true", "false"):
+        raise ArchiveSourceError(f"option {name}={options.get(name)!r}: expected true or false")
+    return text == "true"
+
+
+def _positions(options, name: str) -> dict[int, int]:
+    text = options.get(name)
+    if text is None:
+        return {}
+    try:
+        return {int(k): int(v) for k, v in json.loads(text).items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ArchiveSourceError(f"option {name}={text!r}: expected JSON {{\"<recording_id>\": position}} "
+                                 f"({exc})") from None
+
+
+@dataclass(frozen=True)
+class SegmentRange(InputPartition):
+    """One partition: ``[from_offset, to_offset)`` of one segment file, rows in ``[low, high)`` positions."""
+    path: str
+    recording_id: int
+    stream_id: int
+    session_id: int
+    channel: str
+    stripped_channel: str
+    source_identity: str
+    base_position: int
+    from_offset: int
+    to_offset: int
+    low_position: int
+    high_position: int
+
+
+class _Bounds:
+    """What the pushed filters allow: sets of ids and a position range (inclusive low, exclusive high)."""
+
+    def __init__(self):
+        self.ids: dict[str, set | None] = {"recording_id": None, "stream_id": None, "session_id": None}
+        self.low = 0
+        self.high = _MAX_POSITION
+
+    def take(self, f) -> None:
+        column = f.attribute[0] if len(f.attribute) == 1 else None
+        if column in self.ids and isinstance(f, (EqualTo, In)):
+            values = {f.value} if isinstance(f, EqualTo) else set(f.value)
+            current = self.ids[column]
+            self.ids[column] = values if current is None else current & values
+        elif column == "position" and isinstance(f.value, int) and not isinstance(f.value, bool):
+            if isinstance(f, EqualTo):
+                self.low, self.high = max(self.low, f.value), min(self.high, f.value + 1)
+            elif isinstance(f, GreaterThan):
+                self.low = max(self.low, f.value + 1)
+            elif isinstance(f, GreaterThanOrEqual):
+                self.low = max(self.low, f.value)
+            elif isinstance(f, LessThan):
+                self.high = min(self.high, f.value)
+            elif isinstance(f, LessThanOrEqual):
+                self.high = min(self.high, f.value + 1)
+
+    def admits(self, descriptor) -> bool:
+        return all(allowed is None or getattr(descriptor, column) in allowed for column, allowed in self.ids.items())
+
+
+class ArchiveReader(DataSourceReader):
+
+    def __init__(self, path: str, options):
+        self.archive_dir = Path(path)
+        self.messages = _flag(options, "messages", False)
+        self.fail_on_data_loss = _flag(options, "failOnDataLoss", True)
+        checksum = str(options.get("verifyChecksums", "false")).strip().lower()
+        if checksum not in _CHECKSUMS:
+            raise ArchiveSourceError(f"option verifyChecksums={checksum!r}: expected one of {sorted(_CHECKSUMS)}")
+        self.checksum_algorithm = _CHECKSUMS[checksum]
+        self.starting = _positions(options, "startingPositions")
+        self.ending = _positions(options, "endingPositions")
+        text = options.get("maxBytesPerPartition", str(DEFAULT_MAX_BYTES_PER_PARTITION))
+        if not str(text).isdigit() or int(text) <= 0:
+            raise ArchiveSourceError(f"option maxBytesPerPartition={text!r}: expected a positive byte count")
+        self.max_bytes_per_partition = int(text)
+        self.bounds = _Bounds()
+
+    def pushFilters(self, filters):
+        for f in filters:
+            self.bounds.take(f)
+            yield f  # the bounds only prune; Spark still checks each row
+
+    def partitions(self):
+        if not (self.archive_dir / A.CATALOG_FILE).exists():
+            raise ArchiveSourceError(f"{self.archive_dir}: not an archive (no {A.CATALOG_FILE})")
+        catalog = Catalog.open(self.archive_dir, create=False, read_only=True)
+        try:
+            descriptors = [d for d in catalog.descriptors() if self.bounds.admits(d)]
+        finally:
+            catalog.close()
+        names = {p.name for p in self.archive_dir.iterdir()}
+        ranges = []
+        for d in descriptors:
+            ranges.extend(self._recording_ranges(d, names))
+        return ranges
+
+    def _recording_ranges(self, d, names: set[str]) -> list[SegmentRange]:
+        term_length, segment_length = d.term_buffer_length, d.segment_file_length
+        low = max(d.start_position, self.bounds.low, self.starting.get(d.recording_id, 0))
+        high = min(self.bounds.high, self.ending.get(d.recording_id, _MAX_POSITION))
+        if d.stop_position != A.NULL_POSITION:
+            high = min(high, d.stop_position)
+        else:  # active: to the end of its highest segment file, the scan stops where the frames do
+            bases = [b for n in names if (p := A.parse_segment_file_name(n)) and p[0] == d.recording_id
+                     for b in [p[1]]]
+            high = min(high, max(bases) + segment_length if bases else d.start_position)
+        ranges = []
+        if low >= high:
+            return ranges
+        base = A.segment_file_base_position(d.start_position, low, term_length, segment_length)
+        while base < high:
+            name = A.segment_file_name(d.recording_id, base)
+            begin, end = max(base, d.start_position), min(base + segment_length, high)
+            if name not in names:
+                if self.fail_on_data_loss:
+                    raise ArchiveSourceError(
+                        f"recording {d.recording_id}: data lost at position {max(begin, low)}: segment file {name} "
+                        f"is missing from {self.archive_dir} (option failOnDataLoss=false skips it)")
+                log.warning("recording %d: segment file %s is missing, skipping positions %d to %d",
+                            d.recording_id, name, max(begin, low), end)
+            else:
+                ranges.extend(self._split(d, str(self.archive_dir / name), base, begin - base, end - base,
+                                          low, high))
+            base += segment_length
+        return ranges
+
+    def _split(self, d, path, base, from_offset, to_offset, low, high) -> list[SegmentRange]:
+        """Term-aligned pieces of at most ``max_bytes_per_partition`` (at least one term each)."""
+        term_length = d.term_buffer_length
+        step = max(term_length, self.max_bytes_per_partition - self.max_bytes_per_partition % term_length)
+        pieces = []
+        at = from_offset
+        while at < to_offset:
+            stop = min(to_offset, at - at % term_length + step)
+            pieces.append(SegmentRange(path, d.recording_id, d.stream_id, d.session_id, d.original_channel,
+                                       d.stripped_channel, d.source_identity, base, at, stop, low, high))
+            at = stop
+        return pieces
+
+    def read(self, partition: SegmentRange):
+        batch = scan_segment_range(partition, self.messages, self.checksum_algorithm)
+        if batch.num_rows:
+            yield batch
+
+
+def scan_segment_range(part: SegmentRange, messages: bool, checksum_algorithm: int) -> pa.RecordBatch:
+    """The rows of one partition as a RecordBatch: two kernel passes over the mapped segment file."""
+    try:
+        segment = np.memmap(part.path, dtype=np.uint8, mode="r")
+    except (FileNotFoundError, ValueError) as exc:
+        raise ArchiveSourceError(f"recording {part.recording_id}: cannot open segment file {part.path}: {exc}") \
+            from None
+    end = min(part.to_offset, segment.size)
+    out = np.zeros(3, np.int64)
+    status = count_fragments(segment, part.from_offset, end, part.base_position, part.low_position,
+                             part.high_position, checksum_algorithm, out)
+    if status == SCAN_CHECKSUM_MISMATCH:
+        raise ArchiveSourceError(f"recording {part.recording_id}, file {part.path}: checksum failed at position "
+                                 f"{part.base_position + int(out[0])}: recorded={int(out[2])} "
+                                 f"(expected={int(out[1])})")
+    if status == SCAN_BAD_FRAME:
+        raise ArchiveSourceError(f"recording {part.recording_id}, file {part.path}: bad frame at position "
+                                 f"{part.base_position + int(out[0])} (offset {int(out[0])}): frame_length="
+                                 f"{int(out[1])}, type={int(out[2])}, file length {segment.size}")
+    frames, payload_bytes = int(out[COUNT_FRAMES]), int(out[COUNT_PAYLOAD_BYTES])
+    columns = {
+        "position": np.empty(frames, np.int64), "term_id": np.empty(frames, np.int32),
+        "term_offset": np.empty(frames, np.int32), "frame_length": np.empty(frames, np.int32),
+        "flags": np.empty(frames, np.int16), "frame_type": np.empty(frames, np.int32),
+        "reserved_value": np.empty(frames, np.int64),
+    }
+    offsets = np.empty(frames + 1, np.int32)
+    payload = np.empty(payload_bytes, np.uint8)
+    rows = int(fill_fragments(segment, part.from_offset, end, part.base_position, part.low_position,
+                              part.high_position, messages, columns["position"], columns["term_id"],
+                              columns["term_offset"], columns["frame_length"], columns["flags"],
+                              columns["frame_type"], columns["reserved_value"], offsets, payload))
+    del segment
+    arrays = {name: pa.array(values[:rows]) for name, values in columns.items()}
+    arrays["recording_id"] = pa.array(np.full(rows, part.recording_id, np.int64))
+    arrays["stream_id"] = pa.array(np.full(rows, part.stream_id, np.int32))
+    arrays["session_id"] = pa.array(np.full(rows, part.session_id, np.int32))
+    arrays["payload"] = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets[:rows + 1]),
+                                                                  pa.py_buffer(payload)])
+    for name, value in (("channel", part.channel), ("stripped_channel", part.stripped_channel),
+                        ("source_identity", part.source_identity)):
+        arrays[name] = pa.repeat(pa.scalar(value, pa.string()), rows)
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in SCHEMA], schema=SCHEMA)
+
+
+class AeronArchiveDataSource(DataSource):
+    """``format("aeron-archive")``: see the module docstring for columns and options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "aeron-archive"
+
+    def schema(self) -> str:
+        return SPARK_SCHEMA
+
+    def reader(self, schema) -> ArchiveReader:
+        path = self.options.get("path")
+        if not path:
+            raise ArchiveSourceError("aeron-archive needs the archive directory: spark.read.format("
+                                     "\"aeron-archive\").load(archive_dir)")
+        return ArchiveReader(os.fspath(path), self.options)
