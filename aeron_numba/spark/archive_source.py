@@ -8,7 +8,10 @@ never appear.
 Planning (driver side) reads only ``archive.catalog`` and file names: one partition per segment file, split at term
 boundaries into ranges of at most ``maxBytesPerPartition`` (frames never cross a term), so a worker that sees the
 archive directory opens exactly one segment. Filters on recording_id, stream_id, session_id and position prune
-recordings and segments here, before any segment is opened; Spark still evaluates them on the rows.
+recordings and segments here, before any segment is opened; Spark still evaluates them on the rows. Spark passes
+filters to a Python source only with ``spark.sql.python.filterPushdown.enabled=true`` (off by default). With it on,
+Spark 4.3 keeps the read plan of a pushdown on the relation, and a later query without filters on the *same*
+DataFrame may reuse it (reading only the pruned segments): load the archive again for each query.
 
 Options (strings, as Spark passes them):
 
@@ -123,7 +126,9 @@ class _Bounds:
         self.high = _MAX_POSITION
 
     def take(self, f) -> None:
-        column = f.attribute[0] if len(f.attribute) == 1 else None
+        column = f.attribute[0] if len(getattr(f, "attribute", ())) == 1 else None
+        if not hasattr(f, "value"):
+            return
         if column in self.ids and isinstance(f, (EqualTo, In)):
             values = {f.value} if isinstance(f, EqualTo) else set(f.value)
             current = self.ids[column]
