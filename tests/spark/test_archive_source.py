@@ -154,6 +154,12 @@ def test_pushed_filters_prune_segments_and_keep_the_rows(spark):
         .rdd.getNumPartitions() == 1
 
 
+def test_a_segment_larger_than_max_bytes_per_partition_splits_at_term_boundaries(spark):
+    split = load(spark, GOLDEN / "archive", maxBytesPerPartition=65536)
+    assert split.rdd.getNumPartitions() == 6  # 0-0.rec and 2-0.rec hold two terms each
+    assert rows(split) == rows(load(spark, GOLDEN / "archive"))
+
+
 def test_starting_and_ending_positions_bound_a_recording(spark):
     df = load(spark, GOLDEN / "archive", startingPositions='{"0": 64}', endingPositions='{"0": 448}')
     assert [r.position for r in df.where("recording_id = 0").orderBy("position").collect()] == [64, 160, 288]
