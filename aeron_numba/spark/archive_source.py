@@ -115,6 +115,7 @@ class SegmentRange(InputPartition):
     to_offset: int
     low_position: int
     high_position: int
+    stopped: bool  # the recording has a stop position: every byte up to it must hold frames
 
 
 class _Bounds:
@@ -225,18 +226,23 @@ class ArchiveReader(DataSourceReader):
         while at < to_offset:
             stop = min(to_offset, at - at % term_length + step)
             pieces.append(SegmentRange(path, d.recording_id, d.stream_id, d.session_id, d.original_channel,
-                                       d.stripped_channel, d.source_identity, base, at, stop, low, high))
+                                       d.stripped_channel, d.source_identity, base, at, stop, low, high,
+                                       d.stop_position != A.NULL_POSITION))
             at = stop
         return pieces
 
     def read(self, partition: SegmentRange):
-        batch = scan_segment_range(partition, self.messages, self.checksum_algorithm)
+        if not isinstance(partition, SegmentRange):
+            return  # nothing planned: Spark then reads one empty InputPartition(None)
+        batch = scan_segment_range(partition, self.messages, self.checksum_algorithm, self.fail_on_data_loss)
         if batch.num_rows:
             yield batch
 
 
-def scan_segment_range(part: SegmentRange, messages: bool, checksum_algorithm: int) -> pa.RecordBatch:
-    """The rows of one partition as a RecordBatch: two kernel passes over the mapped segment file."""
+def scan_segment_range(part: SegmentRange, messages: bool, checksum_algorithm: int,
+                       fail_on_data_loss: bool = True) -> pa.RecordBatch:
+    """The rows of one partition as a RecordBatch: two kernel passes over the mapped segment file. In a stopped
+    recording, frames that end before the range does (a short file, a zeroed stretch) are data lost."""
     try:
         segment = np.memmap(part.path, dtype=np.uint8, mode="r")
     except (FileNotFoundError, ValueError) as exc:
@@ -246,6 +252,10 @@ def scan_segment_range(part: SegmentRange, messages: bool, checksum_algorithm: i
     out = np.zeros(3, np.int64)
     status = count_fragments(segment, part.from_offset, end, part.base_position, part.low_position,
                              part.high_position, checksum_algorithm, out)
+    if status == SCAN_BAD_FRAME and segment.size < part.to_offset and int(out[0]) + int(out[1]) > segment.size:
+        end = int(out[0])  # a file cut short inside a frame: what lies before it is whole, the rest is lost
+        status = count_fragments(segment, part.from_offset, end, part.base_position, part.low_position,
+                                 part.high_position, checksum_algorithm, out)
     if status == SCAN_CHECKSUM_MISMATCH:
         raise ArchiveSourceError(f"recording {part.recording_id}, file {part.path}: checksum failed at position "
                                  f"{part.base_position + int(out[0])}: recorded={int(out[2])} "
@@ -254,6 +264,14 @@ def scan_segment_range(part: SegmentRange, messages: bool, checksum_algorithm: i
         raise ArchiveSourceError(f"recording {part.recording_id}, file {part.path}: bad frame at position "
                                  f"{part.base_position + int(out[0])} (offset {int(out[0])}): frame_length="
                                  f"{int(out[1])}, type={int(out[2])}, file length {segment.size}")
+    expected_end = min(part.to_offset, max(part.from_offset, part.high_position - part.base_position))
+    if part.stopped and status < expected_end:
+        lost = (f"recording {part.recording_id}: data lost at position {part.base_position + status}: no frame "
+                f"in {part.path} from offset {status} (file length {segment.size}), the recording holds frames up "
+                f"to position {part.base_position + expected_end}")
+        if fail_on_data_loss:
+            raise ArchiveSourceError(lost + " (option failOnDataLoss=false skips it)")
+        log.warning("%s: skipped", lost)
     frames, payload_bytes = int(out[COUNT_FRAMES]), int(out[COUNT_PAYLOAD_BYTES])
     columns = {
         "position": np.empty(frames, np.int64), "term_id": np.empty(frames, np.int32),

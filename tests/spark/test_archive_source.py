@@ -152,6 +152,7 @@ def test_pushed_filters_prune_segments_and_keep_the_rows(spark):
     assert load(spark, GOLDEN / "archive").where(F.col("stream_id").isin(1002, 1003)).rdd.getNumPartitions() == 2
     assert load(spark, GOLDEN / "archive").where("session_id = 988464274 and position < 70000") \
         .rdd.getNumPartitions() == 1
+    assert load(spark, GOLDEN / "archive").where("recording_id = 99").count() == 0  # no segment at all
 
 
 def test_a_segment_larger_than_max_bytes_per_partition_splits_at_term_boundaries(spark):
@@ -174,3 +175,16 @@ def test_a_missing_segment_fails_naming_the_recording_and_position_or_is_skipped
     assert load(spark, archive, failOnDataLoss=False).where("recording_id = 0").agg(F.max("position")).first()[0] \
         < 131072
     assert rows(load(spark, archive, failOnDataLoss=False)) == rows(load(spark, GOLDEN / "archive").where("recording_id != 0 or position < 131072"))
+
+
+def test_a_segment_cut_short_is_data_lost_at_its_first_missing_frame(spark, tmp_path):
+    archive = Path(shutil.copytree(GOLDEN / "archive", tmp_path / "archive"))
+    with open(archive / "2-0.rec", "r+b") as f:
+        f.truncate(70000)  # recording 2 stops at 106368; a frame straddles offset 70000
+    whole = rows(load(spark, GOLDEN / "archive").where("recording_id = 2"))
+    cut = max(r[3] for r in whole if r[3] + ((r[6] + 31) & ~31) <= 70000)
+    first_lost = min(r[3] for r in whole if r[3] + ((r[6] + 31) & ~31) > 70000)
+    with pytest.raises(Exception, match=rf"recording 2: data lost at position {first_lost}: no frame in .*2-0.rec"):
+        load(spark, archive).where("recording_id = 2").count()
+    kept = rows(load(spark, archive, failOnDataLoss=False).where("recording_id = 2"))
+    assert kept == [r for r in whole if r[3] < first_lost] and kept[-1][3] == cut
