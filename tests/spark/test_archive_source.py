@@ -4,6 +4,7 @@ opened, ``messages=true`` joins fragments, and a missing segment fails or is ski
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -138,6 +139,20 @@ def test_the_java_recorded_archive_reads_back_every_message_exactly(spark):
     fragments = load(spark, GOLDEN / "archive").where("recording_id = 0").select("flags").collect()
     assert len(fragments) == 349  # README: 349 data frames, 79 of them fragments
     assert sum(r.flags != 0xC0 for r in fragments) == 79
+
+
+def test_the_java_recorded_archive_agrees_with_archive_tools_dump(spark):
+    dump = (GOLDEN / "archivetool-dump-3-frames-per-recording.txt").read_text()
+    theirs, recording_id = [], None
+    for line in dump.splitlines():
+        if match := re.fullmatch(r"Recording (\d+)", line):
+            recording_id = int(match[1])
+        elif match := re.fullmatch(r"Frame at position \[(\d+)\] data at offset \[\d+\] with length = (\d+)", line):
+            theirs.append((recording_id, int(match[1]), int(match[2])))
+    assert len(theirs) == 9
+    ours = sorted((r.recording_id, r.position, r.frame_length - 32) for r in
+                  load(spark, GOLDEN / "archive").select("recording_id", "position", "frame_length").collect())
+    assert [row for k in (0, 1, 2) for row in [o for o in ours if o[0] == k][:3]] == theirs
 
 
 def test_pushed_filters_prune_segments_and_keep_the_rows(spark):
