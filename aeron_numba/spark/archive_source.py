@@ -1,9 +1,9 @@
 """``spark.read.format("aeron-archive").load(archive_dir)``: an archive's recordings as rows, one per fragment.
 
-Columns: recording_id, stream_id, session_id (the recording's, from the catalog: with record checksums the frame's
-own session id field holds the checksum), position, term_id, term_offset, frame_length, flags, frame_type,
-reserved_value, payload (binary), channel (the original channel), stripped_channel, source_identity. Padding frames
-never appear.
+Rows come from the catalog's VALID recordings (what ListRecordings answers). Columns: recording_id, stream_id,
+session_id (the recording's, from the catalog: with record checksums the frame's own session id field holds the
+checksum), position, term_id, term_offset, frame_length, flags, frame_type, reserved_value, payload (binary),
+channel (the original channel), stripped_channel, source_identity. Padding frames never appear.
 
 Planning (driver side) reads only ``archive.catalog`` and file names: one partition per segment file, split at term
 boundaries into ranges of at most ``maxBytesPerPartition`` (frames never cross a term), so a worker that sees the
@@ -15,7 +15,9 @@ DataFrame may reuse it (reading only the pruned segments): load the archive agai
 
 Options (strings, as Spark passes them):
 
-- ``messages`` (false): one row per whole message, its fragments joined (BEGIN .. END flags).
+- ``messages`` (false): one row per whole message, its fragments joined (BEGIN .. END flags): the header fields of
+  its first frame, flags BEGIN|END, frame_length = header + whole message; a message whose BEGIN is not in the
+  recording (or the position range) is dropped, as Aeron's FragmentAssembler drops it.
 - ``startingPositions`` / ``endingPositions``: JSON ``{"<recording_id>": position}``; rows whose position is at
   least the start and before the end. Unnamed recordings read from their start / to their stop position.
 - ``verifyChecksums`` (false): ``true`` or ``crc32`` / ``crc32c``: check each DATA frame's record checksum (stored

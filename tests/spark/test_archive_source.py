@@ -203,3 +203,18 @@ def test_a_segment_cut_short_is_data_lost_at_its_first_missing_frame(spark, tmp_
         load(spark, archive).where("recording_id = 2").count()
     kept = rows(load(spark, archive, failOnDataLoss=False).where("recording_id = 2"))
     assert kept == [r for r in whole if r[3] < first_lost] and kept[-1][3] == cut
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"messages": "yes"}, r"option messages='yes': expected true or false"),
+    ({"startingPositions": "[1]"}, r"option startingPositions='\[1\]': expected JSON"),
+    ({"verifyChecksums": "md5"}, r"option verifyChecksums='md5': expected one of"),
+])
+def test_a_bad_option_is_named_with_its_value(spark, options, message):
+    with pytest.raises(Exception, match=message):
+        load(spark, GOLDEN / "archive", **options).count()
+
+
+def test_a_folder_without_a_catalog_is_not_an_archive(spark, tmp_path):
+    with pytest.raises(Exception, match=rf"{tmp_path}: not an archive \(no archive.catalog\)"):
+        load(spark, tmp_path).count()
