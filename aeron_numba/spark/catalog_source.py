@@ -1,8 +1,8 @@
 """``spark.read.format("aeron-catalog").load(archive_dir)``: an archive's ``archive.catalog`` as a DataFrame.
 
 One row per catalog entry, whatever its state (as ArchiveTool's ``describe-all``): the ``RecordingDescriptor``
-fields in schema order, then the entry header's (``length``, ``state`` by name, ``checksum``), then
-``checksum_valid``. Catalogs do not record the checksum algorithm, so ``checksum_valid`` is null unless the read
+fields in schema order, then the entry header's (``length``, ``state`` by name, ``checksum``; not ``reserved``,
+which Aeron always leaves 0), then ``checksum_valid``. Catalogs do not record the checksum algorithm, so ``checksum_valid`` is null unless the read
 names one (``.option("checksum", "CRC-32C")`` or Aeron's class name, as ArchiveTool's ``verify -checksum``).
 
 A catalog is small (one partition), but the rows still travel as one Arrow record batch built from per-column
@@ -29,8 +29,6 @@ _INT_TYPES = {"int32": (np.int32, pa.int32(), "int"), "int64": (np.int64, pa.int
 #: (name, numpy dtype, Arrow type, Spark type) of the descriptor's fixed fields, in schema order.
 _FIXED = tuple((f.name, *_INT_TYPES[f.primitive]) for f in _DESCRIPTOR.fields)
 _STRINGS = tuple(v.name for v in _DESCRIPTOR.var_fields)
-#: The entry header's fields and the derived validity, after the descriptor's.
-_HEADER = (("length", np.int32, pa.int32(), "int"), ("checksum", np.int32, pa.int32(), "int"))
 
 SCHEMA = ", ".join([f"{name} {spark_type}" for name, _, _, spark_type in _FIXED]
                    + [f"{name} string" for name in _STRINGS]
@@ -56,7 +54,7 @@ def catalog_batch(archive_dir, checksum: int = CHECKSUM_NONE) -> pa.RecordBatch:
     with inputs.open_catalog(archive_dir, checksum) as catalog:
         ids = catalog.recording_ids()
         fixed = {name: np.empty(len(ids), dtype) for name, dtype, _, _ in _FIXED}
-        header = {name: np.empty(len(ids), dtype) for name, dtype, _, _ in _HEADER}
+        lengths, checksums = np.empty(len(ids), np.int32), np.empty(len(ids), np.int32)
         strings: dict[str, list[str]] = {name: [] for name in _STRINGS}
         states: list[str] = []
         valid = np.empty(len(ids), np.bool_)
@@ -67,13 +65,13 @@ def catalog_batch(archive_dir, checksum: int = CHECKSUM_NONE) -> pa.RecordBatch:
             for name in _STRINGS:
                 strings[name].append(getattr(descriptor, name))
             length, state, stored = catalog.entry_header(recording_id)
-            header["length"][row], header["checksum"][row] = length, stored
+            lengths[row], checksums[row] = length, stored
             states.append(_STATE_NAMES.get(state, "NULL_VAL"))
             valid[row] = catalog.checksum_matches(recording_id)
     no_checksum = np.full(len(ids), checksum == CHECKSUM_NONE)
     columns = ([pa.array(fixed[name]) for name, _, _, _ in _FIXED]
                + [pa.array(strings[name], pa.string()) for name in _STRINGS]
-               + [pa.array(header["length"]), pa.array(states, pa.string()), pa.array(header["checksum"]),
+               + [pa.array(lengths), pa.array(states, pa.string()), pa.array(checksums),
                   pa.array(valid, mask=no_checksum)])
     return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA)
 

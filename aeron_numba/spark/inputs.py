@@ -42,7 +42,7 @@ def open_catalog(path: str | os.PathLike | None, checksum_algorithm: int = CHECK
     folder = archive_dir(path)
     try:
         catalog = Catalog.open(folder, create=False, read_only=True, checksum_algorithm=checksum_algorithm)
-    except (LayoutError, CatalogError) as exc:
+    except (LayoutError, CatalogError, OSError) as exc:  # OSError: unreadable (permissions, I/O)
         message = str(exc)
         if str(folder) not in message:  # every message must name the file
             message = f"{folder / A.CATALOG_FILE}: {message}"
