@@ -16,8 +16,8 @@ Option ``rows`` (default ``cases``):
   numba_version, numpy_version, pinning, load_avg_start, load_avg_end, floor_compiled_p50_ns and
   floor_python_p50_ns (the placement floors: which vCPUs the workers shared), meta (the whole ``meta`` as
   JSON). Case: case_name (``rtt.aeron-python.32B``), label, family (``rtt``/``fixed``/``tp``/...), impl, size
-  (bigint, bytes), exclusive (boolean), ok (boolean), error (string, why a case failed), kind, count (bigint,
-  measured messages or windows). Figures (double, null when the case has no such figure): p50_ns, p90_ns,
+  (bigint, bytes), exclusive (boolean), ok (boolean), error (string, why a case failed), kind, measured_count
+  (bigint, the summary's ``count``: round trips or throughput windows measured). Figures (double, null when the case has no such figure): p50_ns, p90_ns,
   p99_ns, p999_ns, max_ns, min_ns, mean_ns (latency cases), msgs_per_s, mb_per_s (throughput cases), and
   figures (map<string,double>: every figure, its key suffixed ``_ns`` for latencies). Samples: samples
   (array<double>, pyperf's values of every run in order, warmups left out), samples_unit (``second``: each
@@ -52,7 +52,7 @@ CASES_SCHEMA = (
     _RUN_COLUMNS + ", cpu_count int, tsc_ghz double, python_version string, numba_version string, "
     "numpy_version string, pinning string, load_avg_start double, load_avg_end double, floor_compiled_p50_ns double, "
     "floor_python_p50_ns double, meta string, case_name string, label string, family string, impl string, "
-    "size bigint, exclusive boolean, ok boolean, error string, kind string, count bigint, "
+    "size bigint, exclusive boolean, ok boolean, error string, kind string, measured_count bigint, "
     + ", ".join(f"{c} double" for c in (*LATENCY_COLUMNS.values(), *RATE_COLUMNS))
     + ", figures map<string,double>, samples array<double>, samples_unit string, loops bigint")
 RATIOS_SCHEMA = (_RUN_COLUMNS + ", ratio string, value double, better string, target double, met boolean, "
@@ -203,7 +203,7 @@ def read_run(run_dir: str, rows: str):
             out.append({**run, **machine, "case_name": name, "label": case.str("label"),
                         "family": case.str("family"), "impl": case.str("impl"), "size": case.int("size"),
                         "exclusive": case.bool("exclusive"), "ok": case.bool("ok"), "error": case.str("error"),
-                        "kind": case.str("kind"), "count": case.int("count"),
+                        "kind": case.str("kind"), "measured_count": case.int("count"),
                         **{column: latency.float(key) for key, column in LATENCY_COLUMNS.items()},
                         **{column: rates.float(column) for column in RATE_COLUMNS},
                         "figures": figures, "samples": values, "samples_unit": "second" if values else None,
