@@ -56,7 +56,7 @@ def read_json_lines(path: str | Path, required: tuple[str, ...] = ()):
     and line: the merged timeline is written whole at the end of a run, so a bad line is damage, not a torn
     write to skip."""
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")  # bytes: a line that is not UTF-8 is reported with its number like any bad line
     except FileNotFoundError:
         raise RunFileError(f"{path}: missing") from None
     with f:
@@ -65,7 +65,7 @@ def read_json_lines(path: str | Path, required: tuple[str, ...] = ()):
                 continue
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError as e:
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise RunFileError(f"{path}:{number}: not a JSON line: {e}") from None
             if not isinstance(value, dict):
                 raise RunFileError(f"{path}:{number}: expected a JSON object, found {type(value).__name__}")
