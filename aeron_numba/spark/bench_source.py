@@ -6,7 +6,7 @@ description in ``meta``, each case's figures, the ratios and the absolute target
 (pyperf's suite: each case's raw samples; absent when no case succeeded). The HdrHistograms the runner
 builds are not written to the folder (only drawn as PNG), so the raw samples stand in for them.
 
-Every option value's rows carry the run's identity: run_id (the folder's name), date (string, the runner's
+Rows of every kind carry the run's identity: run_id (the folder's name), date (string, the runner's
 local time ``YYYY-mm-dd HH:MM:SS``), profile (``tiny``/``quick``/``full``), commit (``meta.commit``; null while
 the runner does not record it) and cpu_model.
 
@@ -143,6 +143,15 @@ class _Fields:
             self._fail(key, "true or false")
         return value
 
+    def pair(self, key) -> tuple:
+        """A ``[case, figure]`` reference of a ratio."""
+        value = self.obj.get(key)
+        if value is None:
+            return None, None
+        if not isinstance(value, list) or len(value) != 2:
+            self._fail(key, "a [case, figure] pair")
+        return tuple(None if v is None else str(v) for v in value)
+
     def dict(self, key) -> _Fields:
         return _Fields(self.path, f"{self.where}.{key}", self.obj.get(key) or {})
 
@@ -163,6 +172,8 @@ def _pyperf_samples(path: str) -> dict:
         for run in benchmark.get("runs") or []:
             run_meta = {**bench_meta, **(run.get("metadata") or {})}
             loops = run_meta.get("loops", loops)
+            if loops is not None and (isinstance(loops, bool) or not isinstance(loops, int)):
+                raise RunFileError(f"{path}: benchmark {name!r}: loops={loops!r} is not an integer")
             try:
                 values += [float(v) for v in run.get("values") or []]
             except (TypeError, ValueError):
@@ -211,7 +222,7 @@ def read_run(run_dir: str, rows: str):
     elif rows == "ratios":
         for name, raw in (summary.get("ratios") or {}).items():
             ratio = _Fields(path, f"ratios[{name!r}]", raw)
-            numerator, denominator = raw.get("numerator") or [None, None], raw.get("denominator") or [None, None]
+            numerator, denominator = ratio.pair("numerator"), ratio.pair("denominator")
             out.append({**run, "ratio": name, "value": ratio.float("value"), "better": ratio.str("better"),
                         "target": ratio.float("target"), "met": ratio.bool("met"), "gate": ratio.float("gate"),
                         "numerator_case": numerator[0], "numerator_figure": numerator[1],

@@ -112,7 +112,9 @@ def _run_identity(run_dir: str, start_event: dict | None) -> tuple:
     if source is None:
         raise RunFileError(f"{os.path.join(run_dir, TIMELINE_FILE)}: no run_start event and no {RESULT_FILE} "
                            "beside it: the run's scenario and seed are unknown")
-    return source.get("scenario"), _int_or_none(source.get("seed")), _int_or_none(source.get("iteration"))
+    scenario = source.get("scenario")
+    return (None if scenario is None else str(scenario), _int_or_none(source.get("seed")),
+            _int_or_none(source.get("iteration")))
 
 
 def read_events(run_dir: str):
@@ -167,6 +169,8 @@ def read_result(run_dir: str):
     for key in ("scenario", "seed", "passed"):
         if key not in result:
             raise RunFileError(f"{path}: missing field {key!r}")
+    if not isinstance(result["passed"], bool):
+        raise RunFileError(f"{path}: passed={result['passed']!r} is not true or false")
     try:
         failures = [str(f) for f in result.get("failures") or []]
         recovery_s = [float(s) for s in result.get("recovery_s") or []]
@@ -178,7 +182,7 @@ def read_result(run_dir: str):
         "scenario": (str(result["scenario"]), pa.string()),
         "seed": (_int_or_none(result["seed"]), pa.int64()),
         "iteration": (_int_or_none(result.get("iteration")), pa.int32()),
-        "passed": (bool(result["passed"]), pa.bool_()),
+        "passed": (result["passed"], pa.bool_()),
         "failures": (failures, pa.list_(pa.string())),
         "recovery_s": (recovery_s, pa.list_(pa.float64())),
         "messages_checked": (_int_or_none(result.get("messages_checked")), pa.int64()),
