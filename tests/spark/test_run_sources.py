@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark.errors import PySparkException  # what Spark raises with the Python error's text in its message
 
 pytestmark = pytest.mark.spark
 
@@ -20,18 +21,20 @@ REPO = Path(__file__).resolve().parents[2]
 TYPED_FIELDS = ("incarnation", "session", "pub", "seq", "position", "length")
 
 
-def _run_tool(*argv: str) -> None:
+def _run_tool(*argv: str, ok_codes=(0,)) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", *argv], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
-    assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode in ok_codes, f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="module")
 def chaos_runs(tmp_path_factory) -> Path:
     """Two run folders of a quick chaos scenario (two iterations: two partitions)."""
     out = tmp_path_factory.mktemp("chaos-runs")
-    _run_tool("chaos", "run", "huge-messages", "--quick", "--seed", "7", "--iterations", "2", "--out", str(out))
+    # Exit code 1 is a failed verdict (possible on a loaded machine): its run folder is as readable as a pass.
+    _run_tool("chaos", "run", "huge-messages", "--quick", "--seed", "7", "--iterations", "2", "--out", str(out),
+              ok_codes=(0, 1))
     return out
 
 
@@ -85,13 +88,13 @@ def test_chaos_results_are_one_row_per_run(spark, chaos_runs):
                          str(run_dir)))
     got = [(*row[:9], json.loads(row.metrics), row.path) for row in df.collect()]
     assert sorted(got) == sorted(expected)
-    assert all(row[4] is True for row in got) and len(got) == 2
+    assert len(got) == 2
 
 
 def test_chaos_bad_input_names_the_folder_file_and_line(spark, chaos_runs, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PySparkException) as info:
         spark.read.format("aeron-chaos").load(str(empty)).collect()
     assert f"{empty}: no chaos run folders found" in str(info.value)
 
@@ -101,11 +104,11 @@ def test_chaos_bad_input_names_the_folder_file_and_line(spark, chaos_runs, tmp_p
     lines = timeline.read_text().splitlines()
     lines[2] = lines[2][: len(lines[2]) // 2]  # a cut line: not JSON
     timeline.write_text("\n".join(lines) + "\n")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PySparkException) as info:
         spark.read.format("aeron-chaos").load(str(broken)).collect()
     assert f"{timeline}:3: not a JSON line" in str(info.value)
 
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PySparkException) as info:
         spark.read.format("aeron-chaos").option("rows", "verdicts").load(str(chaos_runs)).collect()
     assert "rows='verdicts' is not one of events, results" in str(info.value)
 
@@ -160,7 +163,7 @@ def test_bench_ratios_and_targets_rows(spark, bench_runs):
 
 
 def test_bench_bad_input_names_the_file(spark, bench_runs, tmp_path):
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PySparkException) as info:
         spark.read.format("aeron-bench").load(str(tmp_path)).collect()
     assert f"{tmp_path}: no benchmark run folders found" in str(info.value)
 
@@ -168,6 +171,6 @@ def test_bench_bad_input_names_the_file(spark, bench_runs, tmp_path):
     shutil.copytree(_run_dirs(bench_runs, "summary.json")[0], broken)
     summary = broken / "summary.json"
     summary.write_text(summary.read_text()[:100])  # a run cut short while writing
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PySparkException) as info:
         spark.read.format("aeron-bench").load(str(broken)).collect()
     assert f"{summary}: not valid JSON" in str(info.value)
