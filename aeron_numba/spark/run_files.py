@@ -11,8 +11,10 @@ import json
 import os
 from pathlib import Path
 
+from aeron_numba.errors import AeronError
 
-class RunFileError(ValueError):
+
+class RunFileError(AeronError, ValueError):
     """A run folder or one of its files cannot be read: the message names the file (and line) and why."""
 
 
