@@ -49,7 +49,6 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from aeron_numba.archive.catalog import Catalog
 from aeron_numba.errors import AeronError
 from aeron_numba.kernels.segment_columns import (
     COUNT_FRAMES,
@@ -61,6 +60,7 @@ from aeron_numba.kernels.segment_columns import (
 )
 from aeron_numba.layout import archive as A
 from aeron_numba.layout.checksum import CHECKSUM_CRC32, CHECKSUM_CRC32C, CHECKSUM_NONE
+from aeron_numba.spark import inputs
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +176,7 @@ class ArchiveReader(DataSourceReader):
             yield f  # the bounds only prune; Spark still checks each row
 
     def partitions(self):
-        if not (self.archive_dir / A.CATALOG_FILE).exists():
-            raise ArchiveSourceError(f"{self.archive_dir}: not an archive (no {A.CATALOG_FILE})")
-        catalog = Catalog.open(self.archive_dir, create=False, read_only=True)
+        catalog = inputs.open_catalog(self.archive_dir)  # a clear error for a missing dir or a corrupt catalog
         try:
             descriptors = [d for d in catalog.descriptors() if self.bounds.admits(d)]
         finally:
@@ -311,8 +309,4 @@ class AeronArchiveDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema) -> ArchiveReader:
-        path = self.options.get("path")
-        if not path:
-            raise ArchiveSourceError("aeron-archive needs the archive directory: spark.read.format("
-                                     "\"aeron-archive\").load(archive_dir)")
-        return ArchiveReader(os.fspath(path), self.options)
+        return ArchiveReader(os.fspath(inputs.archive_dir(self.options.get("path"))), self.options)

@@ -217,5 +217,5 @@ def test_a_bad_option_is_named_with_its_value(spark, options, message):
 
 
 def test_a_folder_without_a_catalog_is_not_an_archive(spark, tmp_path):
-    with pytest.raises(Exception, match=rf"{tmp_path}: not an archive \(no archive.catalog\)"):
+    with pytest.raises(Exception, match=rf"{tmp_path} is not an Aeron archive: it has no archive.catalog"):
         load(spark, tmp_path).count()
