@@ -311,6 +311,8 @@ def test_agent_runner_in_a_child_closes_on_sigterm(manager):
                 print("started", flush=True)
             def do_work(self):
                 self.ticks += 1
+                if self.ticks == 1:
+                    print("ticking", flush=True)
                 return 0
             def on_close(self):
                 print("closed after", "some" if self.ticks else "no", "ticks", flush=True)
@@ -321,9 +323,9 @@ def test_agent_runner_in_a_child_closes_on_sigterm(manager):
         """
     )
     proc = manager.spawn_python("agent", code)
-    proc.await_output("started", TIMEOUT_S)
+    proc.await_output("ticking", TIMEOUT_S)  # a duty cycle has run (a SIGTERM right after on_start can beat it)
     assert proc.terminate(TIMEOUT_S) == 0
-    assert proc.stdout() == "started\nclosed after some ticks\n"
+    assert proc.stdout() == "started\nticking\nclosed after some ticks\n"
 
 
 # --------------------------------------------------------------------------------------- aeron dirs
