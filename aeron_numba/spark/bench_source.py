@@ -36,7 +36,7 @@ import re
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from aeron_numba.spark.run_files import RunFileError, find_run_dirs, read_json
+from aeron_numba.spark.run_files import RunFileError, find_run_dirs, read_json, rows_option
 
 SUMMARY_FILE = "summary.json"
 PYPERF_FILE = "results.pyperf.json"
@@ -62,19 +62,6 @@ TARGETS_SCHEMA = _RUN_COLUMNS + ", target_name string, value double, target doub
 SCHEMAS = {"cases": CASES_SCHEMA, "ratios": RATIOS_SCHEMA, "targets": TARGETS_SCHEMA}
 
 
-def _rows_option(options) -> str:
-    rows = str(options.get("rows", "cases")).lower()
-    if rows not in ROWS_OPTIONS:
-        raise ValueError(f"aeron-bench: rows={rows!r} is not one of {', '.join(ROWS_OPTIONS)}")
-    return rows
-
-
-class BenchRunPartition(InputPartition):
-    """One benchmark run folder."""
-
-    def __init__(self, run_dir: str):
-        super().__init__(run_dir)
-        self.run_dir = run_dir
 
 
 class BenchDataSource(DataSource):
@@ -85,10 +72,10 @@ class BenchDataSource(DataSource):
         return "aeron-bench"
 
     def schema(self) -> str:
-        return SCHEMAS[_rows_option(self.options)]
+        return SCHEMAS[rows_option(self.options, "aeron-bench", ROWS_OPTIONS)]
 
     def reader(self, schema) -> DataSourceReader:
-        return BenchReader(self.options.get("path"), _rows_option(self.options))
+        return BenchReader(self.options.get("path"), rows_option(self.options, "aeron-bench", ROWS_OPTIONS))
 
 
 class BenchReader(DataSourceReader):
@@ -97,11 +84,11 @@ class BenchReader(DataSourceReader):
         self.rows = rows
 
     def partitions(self):
-        return [BenchRunPartition(d) for d in find_run_dirs(self.bench_dir, (SUMMARY_FILE,), "benchmark run folders")]
+        return [InputPartition(d) for d in find_run_dirs(self.bench_dir, (SUMMARY_FILE,), "benchmark run folders")]
 
-    def read(self, partition: BenchRunPartition):
+    def read(self, partition: InputPartition):
         # A handful of small JSON files per run, not a per-fragment hot path: Arrow arrays from Python lists.
-        yield read_run(partition.run_dir, self.rows)
+        yield read_run(partition.value, self.rows)
 
 
 class _Fields:

@@ -36,7 +36,7 @@ import os
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from aeron_numba.spark.run_files import RunFileError, find_run_dirs, read_json, read_json_lines
+from aeron_numba.spark.run_files import RunFileError, find_run_dirs, read_json, read_json_lines, rows_option
 
 TIMELINE_FILE = "timeline.jsonl"
 RESULT_FILE = "result.json"
@@ -55,23 +55,10 @@ RESULTS_SCHEMA = ("run_id string, scenario string, seed bigint, iteration int, p
                   "metrics string, path string")
 
 
-def _rows_option(options) -> str:
-    rows = str(options.get("rows", "events")).lower()
-    if rows not in ROWS_OPTIONS:
-        raise ValueError(f"aeron-chaos: rows={rows!r} is not one of {', '.join(ROWS_OPTIONS)}")
-    return rows
-
 
 def _int_or_none(value):
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-
-class ChaosRunPartition(InputPartition):
-    """One run folder."""
-
-    def __init__(self, run_dir: str):
-        super().__init__(run_dir)
-        self.run_dir = run_dir
 
 
 class ChaosDataSource(DataSource):
@@ -82,10 +69,10 @@ class ChaosDataSource(DataSource):
         return "aeron-chaos"
 
     def schema(self) -> str:
-        return EVENTS_SCHEMA if _rows_option(self.options) == "events" else RESULTS_SCHEMA
+        return EVENTS_SCHEMA if rows_option(self.options, "aeron-chaos", ROWS_OPTIONS) == "events" else RESULTS_SCHEMA
 
     def reader(self, schema) -> DataSourceReader:
-        return ChaosReader(self.options.get("path"), _rows_option(self.options))
+        return ChaosReader(self.options.get("path"), rows_option(self.options, "aeron-chaos", ROWS_OPTIONS))
 
 
 class ChaosReader(DataSourceReader):
@@ -95,14 +82,14 @@ class ChaosReader(DataSourceReader):
 
     def partitions(self):
         run_dirs = find_run_dirs(self.runs_dir, (TIMELINE_FILE, RESULT_FILE), "chaos run folders")
-        return [ChaosRunPartition(run_dir) for run_dir in run_dirs]
+        return [InputPartition(run_dir) for run_dir in run_dirs]
 
-    def read(self, partition: ChaosRunPartition):
+    def read(self, partition: InputPartition):
         # These are small JSON files, not a per-fragment hot path: Arrow arrays from Python lists are enough.
         if self.rows == "events":
-            yield from read_events(partition.run_dir)
+            yield from read_events(partition.value)
         else:
-            yield read_result(partition.run_dir)
+            yield read_result(partition.value)
 
 
 def _run_identity(run_dir: str, start_event: dict | None) -> tuple:

@@ -75,3 +75,12 @@ def read_json_lines(path: str | Path, required: tuple[str, ...] = ()):
             if missing:
                 raise RunFileError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
             yield number, value
+
+
+def rows_option(options, source: str, allowed: tuple[str, ...]) -> str:
+    """The ``rows`` option of a run-folder source (the first of ``allowed`` by default), or a ValueError naming
+    the source, the value and what it may be."""
+    rows = str(options.get("rows", allowed[0])).lower()
+    if rows not in allowed:
+        raise ValueError(f"{source}: rows={rows!r} is not one of {', '.join(allowed)}")
+    return rows
