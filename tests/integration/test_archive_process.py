@@ -56,6 +56,9 @@ def stack(process_manager, aeron_dir, tmp_path):
 
 
 def publish(publication, count, rng, wait=lambda: None):
+    """Offers ``count`` random-size messages once a subscriber (the archive's recording) has joined; NOT_CONNECTED
+    before that is the driver still linking the archive's subscription, not a failure."""
+    await_condition(lambda: publication.is_connected, 30, f"{publication.channel} connected")
     sent = []
     for _ in range(count):
         payload = rng.randbytes(rng.choice([rng.randint(1, 100), rng.randint(100, 4000)]))
