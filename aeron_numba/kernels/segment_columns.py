@@ -17,13 +17,13 @@ from aeron_numba.kernels import atomics
 from aeron_numba.kernels.bits import align
 from aeron_numba.kernels.memory import copy_bytes
 from aeron_numba.kernels.replay_rewrite import frame_checksum
+from aeron_numba.kernels.segment_scanner import frame_header_sane
 from aeron_numba.layout.frame import (
     BEGIN_FRAG_FLAG,
     END_FRAG_FLAG,
     FLAGS_FIELD_OFFSET,
     FRAME_ALIGNMENT,
     HDR_TYPE_DATA,
-    HDR_TYPE_PAD,
     HEADER_LENGTH,
     RESERVED_VALUE_OFFSET,
     SESSION_ID_FIELD_OFFSET,
@@ -44,18 +44,18 @@ COUNT_PAYLOAD_BYTES = 1  # their payload bytes
 
 @kernel
 def _check_frame(segment, offset, end, algorithm, out):
-    """0 when the frame at ``offset`` is sane (and its record checksum right, with ``algorithm``), else a
+    """0 when the frame at ``offset`` is sane (its term offset field is not checked) and, with a checksum
+    ``algorithm``, a DATA frame's record checksum (in its session id field) matches its payload; else a
     ``SCAN_*`` code with ``out`` filled."""
     frame_length = np.int64(atomics.get_int32(segment, offset))
-    aligned = align(frame_length, FRAME_ALIGNMENT)
     frame_type = np.int64(atomics.get_int16(segment, offset + TYPE_FIELD_OFFSET) & 0xFFFF)
-    if frame_length < HEADER_LENGTH or offset + aligned > end or \
-            (frame_type != HDR_TYPE_DATA and frame_type != HDR_TYPE_PAD):
+    if not frame_header_sane(segment, offset, end, -1):
         out[0] = offset
         out[1] = frame_length
         out[2] = frame_type
         return SCAN_BAD_FRAME
     if algorithm != 0 and frame_type == HDR_TYPE_DATA:
+        aligned = align(frame_length, FRAME_ALIGNMENT)
         computed = frame_checksum(algorithm, segment, offset + HEADER_LENGTH, aligned - HEADER_LENGTH)
         stored = np.int64(atomics.get_int32(segment, offset + SESSION_ID_FIELD_OFFSET))
         if computed != stored:

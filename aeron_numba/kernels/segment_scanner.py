@@ -21,72 +21,36 @@ from aeron_numba.layout.frame import (
     HDR_TYPE_DATA,
     HDR_TYPE_PAD,
     HEADER_LENGTH,
-    SESSION_ID_FIELD_OFFSET,
     TERM_OFFSET_FIELD_OFFSET,
     TYPE_FIELD_OFFSET,
 )
-from aeron_numba.kernels.replay_rewrite import frame_checksum
+
+
+@kernel
+def frame_header_sane(segment, offset, end, expected_term_offset):
+    """True when the frame at ``offset`` has a length of at least a header, its aligned end inside ``end``, type
+    DATA or PAD and (unless ``expected_term_offset`` is negative) that value in its term offset field: the one
+    header check of the archive's recovery walk and the Spark scan."""
+    frame_length = np.int64(atomics.get_int32(segment, offset))
+    if frame_length < HEADER_LENGTH or offset + align(frame_length, FRAME_ALIGNMENT) > end:
+        return False
+    frame_type = atomics.get_int16(segment, offset + TYPE_FIELD_OFFSET) & 0xFFFF
+    if frame_type != HDR_TYPE_DATA and frame_type != HDR_TYPE_PAD:
+        return False
+    return expected_term_offset < 0 or \
+        np.int64(atomics.get_int32(segment, offset + TERM_OFFSET_FIELD_OFFSET)) == expected_term_offset
 
 
 @kernel
 def recorded_frames_end(segment, offset, segment_base_position, term_length):
-    """Offset in ``segment`` just after the last whole frame from ``offset`` on.
-
-    A frame counts when its length is at least a header, its aligned end lies inside the segment, its type is
-    DATA or PAD and its term offset field is where it lies in its term (a zero or garbage header ends the walk).
-    """
+    """Offset in ``segment`` just after the last whole frame from ``offset`` on: the walk stops at the first frame
+    that is not ``frame_header_sane`` where it lies in its term (a zero or garbage header)."""
     end = segment.shape[0]
     mask = term_length - 1
     while offset + HEADER_LENGTH <= end:
-        frame_length = np.int64(atomics.get_int32(segment, offset))
-        if frame_length < HEADER_LENGTH:
+        if not frame_header_sane(segment, offset, end, (segment_base_position + offset) & mask):
             break
-        aligned = align(frame_length, FRAME_ALIGNMENT)
-        if offset + aligned > end:
-            break
-        frame_type = atomics.get_int16(segment, offset + TYPE_FIELD_OFFSET) & 0xFFFF
-        if frame_type != HDR_TYPE_DATA and frame_type != HDR_TYPE_PAD:
-            break
-        if np.int64(atomics.get_int32(segment, offset + TERM_OFFSET_FIELD_OFFSET)) != \
-                ((segment_base_position + offset) & mask):
-            break
-        offset += aligned
-    return offset
-
-
-# verify_frames results (negative); details in ``out``: [0] offset of the frame, [1] its length, [2] checksums.
-VERIFY_BAD_HEADER = -1  # length below a header, past the segment, unknown type, or a wrong term offset field
-VERIFY_CHECKSUM_MISMATCH = -2
-
-
-@kernel
-def verify_frames(segment, offset, end, segment_base_position, term_length, algorithm, out):
-    """Check every frame in ``segment[offset:end)``: a sane header at its position and, with ``algorithm``, the
-    record checksum in a DATA frame's session id field. A zero frame length ends the walk early (nothing was
-    written there). Returns the offset the walk reached, or a negative ``VERIFY_*`` with ``out`` filled."""
-    mask = term_length - 1
-    while offset + HEADER_LENGTH <= end:
-        frame_length = np.int64(atomics.get_int32(segment, offset))
-        if frame_length == 0:
-            break
-        aligned = align(frame_length, FRAME_ALIGNMENT)
-        frame_type = atomics.get_int16(segment, offset + TYPE_FIELD_OFFSET) & 0xFFFF
-        term_offset = np.int64(atomics.get_int32(segment, offset + TERM_OFFSET_FIELD_OFFSET))
-        if frame_length < HEADER_LENGTH or offset + aligned > end or \
-                (frame_type != HDR_TYPE_DATA and frame_type != HDR_TYPE_PAD) or \
-                term_offset != ((segment_base_position + offset) & mask):
-            out[0] = offset
-            out[1] = frame_length
-            return VERIFY_BAD_HEADER
-        if algorithm != 0 and frame_type == HDR_TYPE_DATA:
-            computed = frame_checksum(algorithm, segment, offset + HEADER_LENGTH, aligned - HEADER_LENGTH)
-            stored = np.int64(atomics.get_int32(segment, offset + SESSION_ID_FIELD_OFFSET))
-            if computed != stored:
-                out[0] = offset
-                out[1] = computed
-                out[2] = stored
-                return VERIFY_CHECKSUM_MISMATCH
-        offset += aligned
+        offset += align(np.int64(atomics.get_int32(segment, offset)), FRAME_ALIGNMENT)
     return offset
 
 
