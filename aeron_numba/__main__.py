@@ -24,6 +24,8 @@ COMMANDS = {
     "loss-stat": ("aeron_numba.tools.loss_stat", "aeron-loss-stat", "print the loss a driver observed (LossStat)"),
     "archive-tool": ("aeron_numba.tools.archive_tool", "archive-tool",
                      "inspect and repair an archive dir offline (ArchiveTool)"),
+    "cluster-tool": ("aeron_numba.tools.cluster_tool", "cluster-tool",
+                     "read a cluster node's dir offline: recording.log, recovery plan, mark files (ClusterTool)"),
     "spark": ("aeron_numba.spark.__main__", None,
               "run a Spark job over recordings, chaos runs or benchmark runs (PySpark, Java 17+)"),
     "demo": ("aeron_numba.demo", None, "driver + publisher + subscriber processes over aeron:ipc"),

@@ -112,7 +112,12 @@ class ArchiveMarkFile:
             head = f.read(A.MARK_PID_OFFSET + 8)
         if len(head) < A.MARK_PID_OFFSET + 8:
             return True
-        pid = struct.unpack_from("<q", head, A.MARK_PID_OFFSET)[0]
+        return ArchiveMarkFile.pid_alive(struct.unpack_from("<q", head, A.MARK_PID_OFFSET)[0])
+
+    @staticmethod
+    def pid_alive(pid: int) -> bool:
+        """Whether ``pid`` is a live (not zombie) process on this host; True when it cannot be told (no pid, or
+        another user's process). The cluster's mark files use the same rule."""
         if pid <= 0:
             return True
         try:

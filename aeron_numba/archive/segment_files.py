@@ -327,6 +327,23 @@ class RecordingWriter:
             self._fd = None
 
 
+def recorded_stop_position(archive_dir: str | os.PathLike, recording_id: int, start_position: int, term_length: int,
+                           segment_length: int) -> tuple[int, Path | None, int]:
+    """Where the whole frames of a recording end, read from its highest segment file without changing it: the
+    position, that file (None when there is none: nothing was written, the start position) and the offset in it
+    where the frames end."""
+    segments = segment_files(archive_dir, recording_id)
+    if not segments:
+        return start_position, None, 0
+    base, path = segments[-1]
+    first_offset = max(0, start_position - base)
+    if path.stat().st_size < segment_length:
+        raise SegmentFileError(f"{path}: length {path.stat().st_size} < segment length {segment_length}")
+    with MappedFile.open(path, read_only=True) as mapped:
+        end = int(recorded_frames_end(mapped.buffer[:segment_length], first_offset, base, term_length))
+    return base + end, path, end
+
+
 def recover_stop_position(archive_dir: str | os.PathLike, recording_id: int, start_position: int, term_length: int,
                           segment_length: int) -> int:
     """Where the whole frames of an interrupted recording end: walk its highest segment file (§3.2 fix-up).
@@ -335,19 +352,11 @@ def recover_stop_position(archive_dir: str | os.PathLike, recording_id: int, sta
     the recording is extended can never run into stale ones. No segment file yet means nothing was written:
     the start position.
     """
-    segments = segment_files(archive_dir, recording_id)
-    if not segments:
-        return start_position
-    base, path = segments[-1]
-    first_offset = max(0, start_position - base)
-    if path.stat().st_size < segment_length:
-        raise SegmentFileError(f"{path}: length {path.stat().st_size} < segment length {segment_length}")
-    with MappedFile.open(path) as mapped:
-        end = int(recorded_frames_end(mapped.buffer[:segment_length], first_offset, base, term_length))
-    if end < segment_length:
+    stop, path, end = recorded_stop_position(archive_dir, recording_id, start_position, term_length, segment_length)
+    if path is not None and end < segment_length:
         os.truncate(path, end)  # drops the tail; the file grows back to its length as sparse zeros
         os.truncate(path, segment_length)
-    return base + end
+    return stop
 
 
 class RecordingReader:

@@ -24,6 +24,7 @@ ENTRY_POINTS = [
     (["-m", "aeron_numba.tools.error_stat"], "aeron-error-stat"),
     (["-m", "aeron_numba.tools.loss_stat"], "aeron-loss-stat"),
     (["-m", "aeron_numba.tools.archive_tool"], "archive-tool"),
+    (["-m", "aeron_numba.tools.cluster_tool"], "cluster-tool"),
 ]
 # Runs the entry point with ``--help`` in this interpreter, then reports whether Numba was imported.
 _PROBE = """

@@ -1,0 +1,376 @@
+"""cluster-tool: read (and repair) a cluster node's directory offline, with Aeron ``ClusterTool``'s command line
+and output.
+
+```
+cluster-tool <cluster-dir> <command> [args]
+  describe                      the mark files' headers (consensus module, then each service)
+  pid                           the consensus module's process id
+  recovery-plan <serviceCount>  what a restart would load and replay [--archive-dir DIR]
+  recording-log                 recording.log as RecordingLog.toString() prints it
+  sort-recording-log            rewrite recording.log in its in-memory order
+  seed-recording-log-from-snapshot   a new recording.log holding only the latest valid snapshot set
+  errors                        the mark files' error logs and the media driver's
+  invalidate-latest-snapshot    mark the latest snapshot set invalid, so a restart loads the one before
+```
+
+Output is ClusterTool's byte for byte where it is deterministic (the ``Type:`` lines start with the clock now).
+Differences, all because this tool reads files where ClusterTool asks running processes:
+
+* ``recovery-plan`` reads the log recording's extent from the archive's ``archive.catalog`` (``--archive-dir``,
+  default the ``archive`` or ``aeron-archive`` dir beside the cluster dir), not from a running archive; a
+  recording the catalog still shows as active (a crashed archive) gets its stop position from its segment files,
+  as the archive itself would on its next start.
+* ``describe`` and ``errors`` look for service mark files in the cluster dir when the ``servicesClusterDir`` the
+  consensus module recorded no longer exists (a copied or moved cluster dir); ClusterTool silently lists none.
+* ``errors`` says so in one line when the media driver's ``cnc.dat`` is gone (ClusterTool throws).
+* ``sort-recording-log``, ``seed-recording-log-from-snapshot`` and ``invalidate-latest-snapshot`` refuse to run
+  while a live consensus module holds the dir (its mark file touched within 10 s by a running pid).
+
+Not here: the commands that talk to a running node (list-members, is-leader, snapshot, suspend, resume, shutdown,
+abort, backup-query) and describe-latest-cm-snapshot, which replays the snapshot recording through a running
+archive. Exit status: 0 done, 1 the command failed or found nothing to do that it must report (one ``cluster-tool:``
+line on stderr), 2 a usage error (one line).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable
+
+from aeron_numba import cli
+from aeron_numba.layout import cluster as C
+from aeron_numba.layout import cnc
+from aeron_numba.tools._common import EXIT_FAILURE, EXIT_OK, epoch_ms
+
+TOOL = "cluster-tool"
+EXIT_USAGE = 2
+
+COMMANDS: dict[str, str] = {
+    "describe": "prints out all descriptors in the mark file.",
+    "pid": "prints PID of cluster component.",
+    "recovery-plan": "[service count] prints recovery plan of cluster component.",
+    "recording-log": "prints recording log of cluster component.",
+    "sort-recording-log": "reorders entries in the recording log to match the order in memory.",
+    "seed-recording-log-from-snapshot": "creates a new recording log based on the latest valid snapshot.",
+    "errors": "prints Aeron and cluster component error logs.",
+    "invalidate-latest-snapshot": "marks the latest snapshot as a invalid so the previous is loaded.",
+}
+#: ClusterTool's commands that need a running node (or its archive): named in the error a user gets for them.
+NEEDS_RUNNING_NODE = ("list-members", "backup-query", "is-leader", "snapshot", "suspend", "resume", "shutdown",
+                      "abort", "describe-latest-cm-snapshot")
+ARCHIVE_DIR_NAMES = ("archive", "aeron-archive")
+
+
+class UsageError(Exception):
+    """A bad command line: one line, exit 2."""
+
+
+class ToolFailure(Exception):
+    """The command could not be done: one line, exit 1."""
+
+
+def usage_lines(prog: str = TOOL) -> list[str]:
+    width = max(map(len, COMMANDS)) + 1
+    return ([f"Usage: {prog} <cluster-dir> <command> [options]"]
+            + [f"{' ' * (width - len(name))} {name}: {about}" for name, about in COMMANDS.items()]
+            + ["", "recovery-plan also takes --archive-dir DIR (default: the archive dir beside the cluster dir).",
+               f"Needing a running node, not available here: {', '.join(NEEDS_RUNNING_NODE)}."])
+
+
+# ------------------------------------------------------------------------------------------ mark files
+def _type_line(mark, now_ms: int) -> str:
+    from aeron_numba.tools._archive_text import mark_summary_line
+
+    return f"Type: {mark.component_type} {mark_summary_line(now_ms, mark.start_timestamp, mark.activity_timestamp)}"
+
+
+def _mark_path(cluster_dir: Path) -> Path:
+    from aeron_numba.cluster.mark_file import resolve_mark_file_dir
+
+    return resolve_mark_file_dir(cluster_dir) / C.MARK_FILE
+
+
+def _services_dir(cluster_dir: Path, mark) -> Path:
+    recorded = mark.strings().get("servicesClusterDir", "")
+    if recorded and Path(recorded).is_dir():
+        return Path(recorded)
+    return cluster_dir
+
+
+def _open_mark(path: Path):
+    from aeron_numba.cluster.mark_file import ClusterMarkFile
+
+    return ClusterMarkFile.open(path, read_only=True)
+
+
+def _service_marks(services_dir: Path, out: list[str]):
+    """Open each service mark file, announcing it as Agrona's MarkFile does."""
+    from aeron_numba.cluster.mark_file import service_mark_files
+
+    for path in service_mark_files(services_dir):
+        out.append(f"INFO: Mark file exists: {path}")
+        yield _open_mark(path)
+
+
+def describe(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    path = _mark_path(cluster_dir)
+    if not path.exists():
+        out.append(f"{C.MARK_FILE} does not exist.")
+        return EXIT_FAILURE
+    now = epoch_ms()
+    with _open_mark(path) as mark:
+        out += [_type_line(mark, now), mark.describe()]
+        services_dir = _services_dir(cluster_dir, mark)
+    for service in _service_marks(services_dir, out):
+        with service:
+            out += [_type_line(service, now), service.describe()]
+    return EXIT_OK
+
+
+def pid(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    path = _mark_path(cluster_dir)
+    if not path.exists():
+        raise ToolFailure(f"{path} does not exist: no consensus module has run in {cluster_dir}")
+    with _open_mark(path) as mark:
+        out.append(str(mark.pid))
+    return EXIT_OK
+
+
+def _error_log_lines(mark) -> list[str]:
+    from aeron_numba.tools._archive_text import error_log_lines
+
+    return ["Cluster component error log:", *error_log_lines(mark.error_log_buffer)]
+
+
+def _driver_error_lines(aeron_dir: str) -> list[str]:
+    from aeron_numba.kernels.cnc_file import CncFile
+    from aeron_numba.tools._archive_text import error_log_lines
+
+    lines = [f"Aeron driver error log (directory: {aeron_dir}):"]
+    path = Path(aeron_dir) / cnc.CNC_FILE
+    if not path.exists():
+        return lines + ["", f"{path} does not exist: the media driver is gone and left no error log"]
+    with CncFile.open(path) as cnc_file:
+        return lines + error_log_lines(cnc_file.error_log_buffer)
+
+
+def errors(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    path = _mark_path(cluster_dir)
+    services_dir = cluster_dir
+    now = epoch_ms()
+    if path.exists():
+        with _open_mark(path) as mark:
+            out += [_type_line(mark, now), *_error_log_lines(mark), ""]
+            out += _driver_error_lines(mark.strings()["aeronDirectory"])
+            services_dir = _services_dir(cluster_dir, mark)
+    else:
+        out.append(f"{C.MARK_FILE} does not exist.")
+    for service in _service_marks(services_dir, out):
+        with service:
+            out += [_type_line(service, now), *_error_log_lines(service)]
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------- recording.log
+def _recording_log(cluster_dir: Path, *, read_only: bool):
+    from aeron_numba.cluster.recording_log import RecordingLog
+
+    return RecordingLog(cluster_dir, read_only=read_only)
+
+
+def _refuse_if_live(cluster_dir: Path) -> None:
+    """A tool must not rewrite recording.log under a running consensus module."""
+    path = _mark_path(cluster_dir)
+    if not path.exists():
+        return
+    with _open_mark(path) as mark:
+        now = epoch_ms()
+        if mark.is_active(now):
+            raise ToolFailure(f"a consensus module (pid {mark.pid}) is active in {cluster_dir}: {path} was touched "
+                              f"{now - mark.activity_timestamp} ms ago (< {C.MARK_LIVENESS_TIMEOUT_MS} ms); "
+                              f"stop the node first")
+
+
+def recording_log(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    with _recording_log(cluster_dir, read_only=True) as log:
+        out.append(str(log))
+    return EXIT_OK
+
+
+def sort_recording_log(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    from aeron_numba.cluster.recording_log import is_sorted_on_disk, rewrite_recording_log
+
+    _refuse_if_live(cluster_dir)
+    with _recording_log(cluster_dir, read_only=True) as log:
+        entries = list(log.entries)
+    if not is_sorted_on_disk(entries):  # already in order: nothing to write (ClusterTool prints nothing either)
+        rewrite_recording_log(cluster_dir, entries)
+    return EXIT_OK
+
+
+def seed_recording_log_from_snapshot(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    from aeron_numba.cluster.recording_log import is_valid_snapshot, rewrite_recording_log
+
+    _refuse_if_live(cluster_dir)
+    with _recording_log(cluster_dir, read_only=True) as log:
+        entries = list(log.entries)
+    cm_index = next((i for i in range(len(entries) - 1, -1, -1)
+                     if is_valid_snapshot(entries[i])
+                     and entries[i].service_id == C.CONSENSUS_MODULE_SERVICE_ID), None)
+    path = cluster_dir / C.RECORDING_LOG_FILE
+    shutil.copy2(path, path.with_name(C.RECORDING_LOG_FILE + C.RECORDING_LOG_BACKUP_SUFFIX))
+    seeded = []
+    if cm_index is not None:
+        service_id = C.CONSENSUS_MODULE_SERVICE_ID
+        for i in range(cm_index, -1, -1):  # the consensus module's entry, then service 0, 1, ... before it
+            entry = entries[i]
+            if not (is_valid_snapshot(entry) and entry.service_id == service_id):
+                break
+            seeded.append(entry.__class__(entry.recording_id, entry.leadership_term_id, 0, 0, entry.timestamp,
+                                          entry.service_id, entry.type, entry.is_valid))
+            service_id += 1
+        seeded.reverse()
+    rewrite_recording_log(cluster_dir, seeded)
+    return EXIT_OK
+
+
+def invalidate_latest_snapshot(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    _refuse_if_live(cluster_dir)
+    with _recording_log(cluster_dir, read_only=False) as log:
+        result = log.invalidate_latest_snapshot()
+    out.append(f" invalidate latest snapshot: {'true' if result else 'false'}")
+    return EXIT_OK if result else EXIT_FAILURE
+
+
+def _archive_dir(cluster_dir: Path, given: str | None) -> Path:
+    if given is not None:
+        if not Path(given).is_dir():
+            raise UsageError(f"--archive-dir {given}: no such directory")
+        return Path(given)
+    for name in ARCHIVE_DIR_NAMES:
+        candidate = cluster_dir.resolve().parent / name
+        if (candidate / "archive.catalog").exists():
+            return candidate
+    raise ToolFailure(f"no archive.catalog in {' or '.join(str(cluster_dir.resolve().parent / n) for n in ARCHIVE_DIR_NAMES)}"
+                      f": name the node's archive dir with --archive-dir")
+
+
+def _parse_recovery_plan_args(args: list[str]) -> tuple[int, str | None]:
+    archive_dir, rest = None, []
+    i = 0
+    while i < len(args):
+        if args[i] == "--archive-dir":
+            if i + 1 >= len(args):
+                raise UsageError("--archive-dir needs a directory")
+            archive_dir, i = args[i + 1], i + 2
+        elif args[i].startswith("--archive-dir="):
+            archive_dir, i = args[i].split("=", 1)[1], i + 1
+        else:
+            rest.append(args[i])
+            i += 1
+    if len(rest) != 1:
+        raise UsageError("recovery-plan needs the service count: recovery-plan <serviceCount> [--archive-dir DIR]")
+    try:
+        service_count = int(rest[0])
+    except ValueError:
+        raise UsageError(f"recovery-plan: service count {rest[0]!r} is not an integer") from None
+    if service_count < 0:
+        raise UsageError(f"recovery-plan: service count {service_count} < 0")
+    return service_count, archive_dir
+
+
+def recovery_plan(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    from aeron_numba.archive.catalog import Catalog
+    from aeron_numba.archive.segment_files import recorded_stop_position
+    from aeron_numba.cluster.recording_log import RecordingExtent
+    from aeron_numba.layout import archive as A
+
+    service_count, given = _parse_recovery_plan_args(args)
+    archive_dir = _archive_dir(cluster_dir, given)
+    with _recording_log(cluster_dir, read_only=True) as log, \
+            Catalog.open(archive_dir, create=False, read_only=True) as catalog:
+
+        def extent_of(recording_id: int) -> RecordingExtent | None:
+            if not catalog.has_recording(recording_id) or catalog.state(recording_id) != A.RECORDING_STATE_VALID:
+                return None
+            d = catalog.descriptor(recording_id)
+            stop = d.stop_position
+            if stop == A.NULL_POSITION:  # a crashed archive's recording: where its whole frames end
+                stop, _, _ = recorded_stop_position(archive_dir, recording_id, d.start_position,
+                                                    d.term_buffer_length, d.segment_file_length)
+            return RecordingExtent(d.start_position, stop, d.initial_term_id, d.term_buffer_length, d.mtu_length,
+                                   d.session_id)
+
+        out.append(str(log.create_recovery_plan(service_count, extent_of)))
+    return EXIT_OK
+
+
+HANDLERS: dict[str, Callable[[Path, list[str], list[str]], int]] = {
+    "describe": describe,
+    "pid": pid,
+    "recovery-plan": recovery_plan,
+    "recording-log": recording_log,
+    "sort-recording-log": sort_recording_log,
+    "seed-recording-log-from-snapshot": seed_recording_log_from_snapshot,
+    "errors": errors,
+    "invalidate-latest-snapshot": invalidate_latest_snapshot,
+}
+
+
+def parse_command(argv: list[str]) -> tuple[Path, str, list[str]]:
+    if len(argv) < 2:
+        raise UsageError("expected <cluster-dir> <command> [args] (--help lists the commands)")
+    cluster_dir, command, args = Path(argv[0]), argv[1], argv[2:]
+    if command not in HANDLERS:
+        if command in NEEDS_RUNNING_NODE:
+            raise UsageError(f"command '{command}' needs a running cluster node; this tool reads files only "
+                             f"(commands: {', '.join(HANDLERS)})")
+        raise UsageError(f"unknown command '{command}' (commands: {', '.join(HANDLERS)})")
+    if not cluster_dir.is_dir():
+        raise UsageError(f"cluster directory not found: {cluster_dir.absolute()}")
+    if command != "recovery-plan" and args:
+        raise UsageError(f"{command} takes no arguments, got {' '.join(args)!r}")
+    return cluster_dir, command, args
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or TOOL
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print("\n".join(usage_lines(prog)))
+        return EXIT_OK
+    if argv[:1] == ["--version"]:
+        print(cli.version_text(prog))
+        return EXIT_OK
+    from aeron_numba.cluster.cluster_error import ClusterError
+    from aeron_numba.errors import AeronError
+
+    out: list[str] = []
+    try:
+        cluster_dir, command, args = parse_command(argv)
+        code = HANDLERS[command](cluster_dir, args, out)
+    except UsageError as exc:
+        return cli.fail(prog, str(exc), EXIT_USAGE)
+    except (ToolFailure, ClusterError, AeronError, ValueError) as exc:
+        _print(out)
+        return cli.fail(prog, str(exc), EXIT_FAILURE)
+    except OSError as exc:
+        _print(out)
+        where = f" {os.fsdecode(exc.filename)}" if exc.filename else ""
+        return cli.fail(prog, f"{exc.strerror or exc}{':' if where else ''}{where}", EXIT_FAILURE)
+    _print(out)
+    return code
+
+
+def _print(lines: list[str]) -> None:
+    from aeron_numba.tools._common import print_lines
+
+    if lines:
+        print_lines(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
