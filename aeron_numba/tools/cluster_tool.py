@@ -246,16 +246,17 @@ def invalidate_latest_snapshot(cluster_dir: Path, args: list[str], out: list[str
 
 
 def _archive_dir(cluster_dir: Path, given: str | None) -> Path:
+    """``--archive-dir``, else the node's archive dir beside its cluster dir (``archive`` or ``aeron-archive``)."""
     if given is not None:
         if not Path(given).is_dir():
             raise UsageError(f"--archive-dir {given}: no such directory")
         return Path(given)
-    for name in ARCHIVE_DIR_NAMES:
-        candidate = cluster_dir.resolve().parent / name
+    candidates = [cluster_dir.resolve().parent / name for name in ARCHIVE_DIR_NAMES]
+    for candidate in candidates:
         if (candidate / "archive.catalog").exists():
             return candidate
-    raise ToolFailure(f"no archive.catalog in {' or '.join(str(cluster_dir.resolve().parent / n) for n in ARCHIVE_DIR_NAMES)}"
-                      f": name the node's archive dir with --archive-dir")
+    raise ToolFailure(f"no archive.catalog in {' or '.join(map(str, candidates))}: name the node's archive dir with "
+                      f"--archive-dir")
 
 
 def _parse_recovery_plan_args(args: list[str]) -> tuple[int, str | None]:
