@@ -1,3 +1,3 @@
-"""Aeron Cluster (issue 19): consensus module, elections, the replicated log, service containers and the cluster
-client. Nothing is implemented here yet; the package exists so that the layer contracts in pyproject.toml (the
-archive never imports the cluster) are checked from the start."""
+"""Aeron Cluster (issue 19). Built so far: the cluster directory's files, byte-compatible with Aeron 1.48's --
+``recording_log`` (with ``recovery_plan`` and ``term_index``), ``node_state_file`` and ``mark_file``. The consensus
+module, elections, service containers and the cluster client come later."""

@@ -19,14 +19,15 @@ import os
 import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from aeron_numba.cluster.cluster_error import ClusterError, ClusterFileError
+from aeron_numba.cluster.recovery_plan import NULL_POSITION, ExtentLookup, RecoveryPlan, plan_recovery
+from aeron_numba.cluster.term_index import TermIndex
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, align
 from aeron_numba.layout.sbe import VAR_LENGTH_PREFIX
 
-NULL_POSITION = -1
 _FIELDS = struct.Struct(C.ENTRY_FIELDS_FORMAT)
 
 
@@ -76,80 +77,6 @@ class Entry:
                 f"entryIndex={self.entry_index}{endpoint}}}")
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    recording_id: int
-    leadership_term_id: int
-    term_base_log_position: int
-    log_position: int
-    timestamp: int
-    service_id: int
-
-    def __str__(self) -> str:
-        return (f"Snapshot{{recordingId={self.recording_id}, leadershipTermId={self.leadership_term_id}, "
-                f"termBaseLogPosition={self.term_base_log_position}, logPosition={self.log_position}, "
-                f"timestamp={self.timestamp}, serviceId={self.service_id}}}")
-
-
-@dataclass(frozen=True)
-class Log:
-    """The log recording to replay from: the last valid term and its archive extent."""
-
-    recording_id: int
-    leadership_term_id: int
-    term_base_log_position: int
-    log_position: int
-    start_position: int
-    stop_position: int
-    initial_term_id: int
-    term_buffer_length: int
-    mtu_length: int
-    session_id: int
-
-    def __str__(self) -> str:
-        return (f"Log{{recordingId={self.recording_id}, leadershipTermId={self.leadership_term_id}, "
-                f"termBaseLogPosition={self.term_base_log_position}, logPosition={self.log_position}, "
-                f"startPosition={self.start_position}, stopPosition={self.stop_position}, "
-                f"initialTermId={self.initial_term_id}, termBufferLength={self.term_buffer_length}, "
-                f"mtuLength={self.mtu_length}, sessionId={self.session_id}}}")
-
-
-@dataclass(frozen=True)
-class RecoveryPlan:
-    """What a starting node loads (the snapshots, consensus module first) and replays (the log after them)."""
-
-    last_leadership_term_id: int
-    last_term_base_log_position: int
-    appended_log_position: int
-    committed_log_position: int
-    snapshots: tuple[Snapshot, ...]
-    log: Log | None
-
-    def __str__(self) -> str:
-        snapshots = ", ".join(map(str, self.snapshots))
-        return (f"RecoveryPlan{{lastLeadershipTermId={self.last_leadership_term_id}, "
-                f"lastTermBaseLogPosition={self.last_term_base_log_position}, "
-                f"appendedLogPosition={self.appended_log_position}, "
-                f"committedLogPosition={self.committed_log_position}, snapshots=[{snapshots}], "
-                f"log={'null' if self.log is None else self.log}}}")
-
-
-@dataclass(frozen=True)
-class RecordingExtent:
-    """What the recovery plan needs of a log recording (Aeron's ``RecordingExtent``, from the archive)."""
-
-    start_position: int
-    stop_position: int
-    initial_term_id: int
-    term_buffer_length: int
-    mtu_length: int
-    session_id: int
-
-
-#: Looks a recording up in the archive: its extent, or None when the archive does not know it.
-ExtentLookup = Callable[[int], "RecordingExtent | None"]
-
-
 def _compare(e1: Entry, e2: Entry) -> int:
     """§2.3's order; Aeron's comparator, so a sort here and in Aeron give the same list."""
     for a, b in ((e1.leadership_term_id, e2.leadership_term_id),
@@ -182,121 +109,6 @@ def is_valid_snapshot(entry: Entry) -> bool:
 
 def is_valid_any_snapshot(entry: Entry) -> bool:
     return entry.is_valid and entry.type in (C.ENTRY_TYPE_SNAPSHOT, C.ENTRY_TYPE_STANDBY_SNAPSHOT)
-
-
-class TermIndex:
-    """Valid term id -> index in the sorted entries, kept as Agrona's ``Long2LongHashMap`` keeps it.
-
-    Only ``str()`` depends on that: ClusterTool prints the map in its slot order (``cacheIndex={1=3, 0=0}``), so
-    the slots are laid out as Agrona lays them (open addressing, even hash, load factor 0.65, 8 slots first).
-    """
-
-    _LOAD_FACTOR = 0.65
-    _MIN_CAPACITY = 8
-    _MISSING = NULL_VALUE
-
-    def __init__(self) -> None:
-        self._size = 0
-        self._resize(self._MIN_CAPACITY)
-
-    def _resize(self, capacity: int) -> None:
-        old = getattr(self, "_slots", [])
-        self._capacity = capacity
-        self._threshold = int(capacity * self._LOAD_FACTOR)
-        self._slots: list[list[int] | None] = [None] * capacity
-        for pair in old:
-            if pair is not None:
-                slot = self._home(pair[0])
-                while self._slots[slot] is not None:
-                    slot = (slot + 1) % capacity
-                self._slots[slot] = pair
-
-    @staticmethod
-    def _mix(key: int) -> int:
-        # Agrona's Hashing.hash(long) then evenHash: a 64-bit mix folded to 32 bits, doubled into even slots.
-        mask64 = (1 << 64) - 1
-        x = key & mask64
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask64
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask64
-        x ^= x >> 31
-        return (x ^ (x >> 32)) & 0xFFFF_FFFF
-
-    def _home(self, key: int) -> int:
-        h = self._mix(key)
-        even = (h << 1) - (h << 8)
-        return (even & (2 * self._capacity - 1)) >> 1  # Agrona's key index / 2: the pair's slot
-
-    def _find(self, key: int) -> int:
-        slot = self._home(key)
-        while self._slots[slot] is not None:
-            if self._slots[slot][0] == key:
-                return slot
-            slot = (slot + 1) % self._capacity
-        return -1 - slot  # the empty slot where it would go
-
-    def get(self, key: int) -> int:
-        slot = self._find(key)
-        return self._slots[slot][1] if slot >= 0 else self._MISSING
-
-    def __contains__(self, key: int) -> bool:
-        return self._find(key) >= 0
-
-    def put(self, key: int, value: int) -> None:
-        slot = self._find(key)
-        if slot >= 0:
-            self._slots[slot][1] = value
-            return
-        self._slots[-1 - slot] = [key, value]
-        self._size += 1
-        if self._size > self._threshold:
-            self._resize(self._capacity * 2)
-
-    def remove(self, key: int) -> None:
-        slot = self._find(key)
-        if slot < 0:
-            return
-        self._slots[slot] = None
-        self._size -= 1
-        # Close the gap: move later members of the probe chain back (Agrona's compactChain).
-        deleted, probe = slot, slot
-        while True:
-            probe = (probe + 1) % self._capacity
-            pair = self._slots[probe]
-            if pair is None:
-                return
-            home = self._home(pair[0])
-            if ((probe < home and (home <= deleted or deleted <= probe))
-                    or (home <= deleted <= probe)):
-                self._slots[deleted], self._slots[probe] = pair, None
-                deleted = probe
-
-    def clear_and_compact(self) -> None:
-        self._slots = []
-        self._size = 0
-        self._resize(self._MIN_CAPACITY)
-
-    def items(self) -> list[tuple[int, int]]:
-        """(term id, index) in Agrona's iteration order: slots walked downwards, starting below the first
-        empty slot when the last slot is taken (so a chain that wraps is not split)."""
-        n = self._capacity
-        stop = n
-        if self._slots[n - 1] is not None:
-            stop = next((i for i in range(n) if self._slots[i] is None), n)
-        out = []
-        for i in range(stop + n - 1, stop - 1, -1):
-            pair = self._slots[i % n]
-            if pair is not None:
-                out.append((pair[0], pair[1]))
-        return out
-
-    def shift_after(self, leadership_term_id: int) -> None:
-        """Every index of a term after ``leadership_term_id`` moves one place (an entry was inserted before)."""
-        for pair in self._slots:
-            if pair is not None and pair[0] > leadership_term_id:
-                pair[1] += 1
-
-    def __str__(self) -> str:
-        return "{" + ", ".join(f"{k}={v}" for k, v in self.items()) + "}"
 
 
 def parse_entries(data: bytes, path: str | os.PathLike) -> tuple[list[Entry], int]:
@@ -431,18 +243,7 @@ class RecordingLog:
     def create_recovery_plan(self, service_count: int, extent_of: ExtentLookup,
                              replicated_recording_id: int = NULL_VALUE) -> RecoveryPlan:
         """The latest valid snapshot set and the log after it, with the log's extent from ``extent_of``."""
-        snapshots: list[Snapshot] = []
-        log = _plan_log(self.entries, snapshots, service_count, extent_of, replicated_recording_id)
-        last_term, last_base, appended, committed = NULL_VALUE, 0, 0, 0
-        if snapshots:
-            first = snapshots[0]
-            last_term, last_base = first.leadership_term_id, first.term_base_log_position
-            appended = committed = first.log_position
-        if log is not None:
-            last_term, last_base = log.leadership_term_id, log.term_base_log_position
-            appended = log.stop_position
-            committed = log.log_position if log.log_position != NULL_POSITION else committed
-        return RecoveryPlan(last_term, last_base, appended, committed, tuple(snapshots), log)
+        return plan_recovery(self.entries, service_count, extent_of, replicated_recording_id)
 
     # -------------------------------------------------------------------------------------------- writing
     def append_term(self, recording_id: int, leadership_term_id: int, term_base_log_position: int,
@@ -622,7 +423,8 @@ class RecordingLog:
                     and old.term_base_log_position == term_base_log_position and old.log_position == log_position
                     and old.service_id == service_id):
                 entry = Entry(recording_id, leadership_term_id, term_base_log_position, log_position, timestamp,
-                              service_id, entry_type, True, old.entry_index, old.archive_endpoint, old.position)
+                              service_id, entry_type, True, old.entry_index, endpoint or old.archive_endpoint,
+                              old.position)
                 self._write(old.position, entry.encode())
                 self.entries[index] = entry
                 self._invalid_snapshots[k] = self._invalid_snapshots[-1]  # unordered remove, as Aeron's
@@ -634,61 +436,6 @@ class RecordingLog:
 def _validate_recording_id(recording_id: int) -> None:
     if recording_id == NULL_VALUE:
         raise ClusterError(f"invalid recordingId={recording_id}")
-
-
-def _plan_log(entries: list[Entry], snapshots: list[Snapshot], service_count: int, extent_of: ExtentLookup,
-              replicated_recording_id: int) -> Log | None:
-    if not entries:
-        if replicated_recording_id == NULL_VALUE:
-            return None
-        extent = _extent(extent_of, replicated_recording_id)
-        return Log(replicated_recording_id, NULL_VALUE, 0, 0, extent.start_position, extent.stop_position,
-                   extent.initial_term_id, extent.term_buffer_length, extent.mtu_length, extent.session_id)
-    log_index = snapshot_index = -1
-    for i in range(len(entries) - 1, -1, -1):
-        entry = entries[i]
-        if snapshot_index == -1 and is_valid_snapshot(entry) and entry.service_id == C.CONSENSUS_MODULE_SERVICE_ID:
-            snapshot_index = i
-        elif log_index == -1 and is_valid_term(entry) and entry.recording_id != NULL_VALUE:
-            log_index = i
-        elif snapshot_index != -1 and log_index != -1:
-            break
-    if snapshot_index != -1:
-        _add_snapshots(snapshots, entries, service_count, snapshot_index)
-    if log_index == -1:
-        return None
-    entry = entries[log_index]
-    extent = _extent(extent_of, entry.recording_id)
-    start = extent.start_position if snapshot_index == -1 else snapshots[0].log_position
-    return Log(entry.recording_id, entry.leadership_term_id, entry.term_base_log_position, entry.log_position, start,
-               extent.stop_position, extent.initial_term_id, extent.term_buffer_length, extent.mtu_length,
-               extent.session_id)
-
-
-def _extent(extent_of: ExtentLookup, recording_id: int) -> RecordingExtent:
-    extent = extent_of(recording_id)
-    if extent is None:
-        raise ClusterError(f"unknown recording id: {recording_id}")
-    return extent
-
-
-def _snapshot(entry: Entry) -> Snapshot:
-    return Snapshot(entry.recording_id, entry.leadership_term_id, entry.term_base_log_position, entry.log_position,
-                    entry.timestamp, entry.service_id)
-
-
-def _add_snapshots(snapshots: list[Snapshot], entries: list[Entry], service_count: int, cm_index: int) -> None:
-    """The consensus module's snapshot first, then service k's at place k + 1 (found just before it)."""
-    cm = entries[cm_index]
-    snapshots.append(_snapshot(cm))
-    for i in range(1, service_count + 1):
-        if cm_index - i < 0:
-            raise ClusterError(f"snapshot missing for service at index {i} in "
-                               f"[{', '.join(map(str, entries))}]")
-        entry = entries[cm_index - i]
-        if (entry.type == C.ENTRY_TYPE_SNAPSHOT and entry.leadership_term_id == cm.leadership_term_id
-                and entry.log_position == cm.log_position):
-            snapshots.insert(entry.service_id + 1, _snapshot(entry))
 
 
 def rewrite_recording_log(cluster_dir: str | os.PathLike, entries: Iterable[Entry]) -> None:

@@ -286,7 +286,7 @@ def _parse_recovery_plan_args(args: list[str]) -> tuple[int, str | None]:
 def recovery_plan(cluster_dir: Path, args: list[str], out: list[str]) -> int:
     from aeron_numba.archive.catalog import Catalog
     from aeron_numba.archive.segment_files import recorded_stop_position
-    from aeron_numba.cluster.recording_log import RecordingExtent
+    from aeron_numba.cluster.recovery_plan import RecordingExtent
     from aeron_numba.layout import archive as A
 
     service_count, given = _parse_recovery_plan_args(args)

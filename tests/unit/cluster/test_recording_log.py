@@ -14,15 +14,9 @@ from hypothesis import strategies as st
 
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.cluster.cluster_error import ClusterError, ClusterFileError
-from aeron_numba.cluster.recording_log import (
-    Entry,
-    RecordingExtent,
-    RecordingLog,
-    TermIndex,
-    is_sorted_on_disk,
-    parse_entries,
-    rewrite_recording_log,
-)
+from aeron_numba.cluster.recording_log import (Entry, RecordingLog, is_sorted_on_disk, parse_entries,
+                                               rewrite_recording_log)
+from aeron_numba.cluster.recovery_plan import RecordingExtent
 from aeron_numba.layout import cluster as C
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "aeron-1.48" / "cluster-3node"
@@ -268,19 +262,3 @@ def test_any_entries_written_read_back_equal_and_sorted(tmp_path_factory, spec):
         valid_terms = {e.leadership_term_id: i for i, e in enumerate(log.entries)
                        if e.type == C.ENTRY_TYPE_TERM and e.is_valid}
         assert dict(log.term_index.items()) == valid_terms
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(-3, 40), st.integers(0, 1000)), max_size=60))
-def test_term_index_behaves_as_a_map_through_puts_removes_and_growth(operations):
-    index, model = TermIndex(), {}
-    for is_put, key, value in operations:
-        if is_put:
-            index.put(key, value)
-            model[key] = value
-        else:
-            index.remove(key)
-            model.pop(key, None)
-        assert dict(index.items()) == model and len(index.items()) == len(model)
-    for key in range(-3, 41):
-        assert index.get(key) == model.get(key, -1) and (key in index) == (key in model)
