@@ -367,8 +367,9 @@ class RecordingReader:
     """
 
     def __init__(self, archive_dir: str | os.PathLike, recording_id: int, start_position: int, term_length: int,
-                 segment_length: int):
+                 segment_length: int, *, read_only: bool = False):
         self.archive_dir = Path(archive_dir)
+        self.read_only = read_only  # a tool reading a dir it must not change (or cannot: a read-only copy)
         self.recording_id = recording_id
         self.start_position = start_position
         self.term_length = term_length
@@ -386,7 +387,7 @@ class RecordingReader:
             path = self.archive_dir / A.segment_file_name(self.recording_id, base)
             if not path.exists():
                 return None, base  # not written yet
-            self._mapped = MappedFile.open(path, min_length=self.segment_length)
+            self._mapped = MappedFile.open(path, min_length=self.segment_length, read_only=self.read_only)
             self._mapped_base = base
         return self._mapped.buffer, base
 

@@ -11,6 +11,7 @@ cluster-tool <cluster-dir> <command> [args]
   seed-recording-log-from-snapshot   a new recording.log holding only the latest valid snapshot set
   errors                        the mark files' error logs and the media driver's
   invalidate-latest-snapshot    mark the latest snapshot set invalid, so a restart loads the one before
+  describe-latest-cm-snapshot   the latest consensus module snapshot's contents [--archive-dir DIR]
 ```
 
 Output is ClusterTool's byte for byte where it is deterministic (the ``Type:`` lines start with the clock now).
@@ -20,6 +21,8 @@ Differences, all because this tool reads files where ClusterTool asks running pr
   default the ``archive`` or ``aeron-archive`` dir beside the cluster dir), not from a running archive; a
   recording the catalog still shows as active (a crashed archive) gets its stop position from its segment files,
   as the archive itself would on its next start.
+* ``describe-latest-cm-snapshot`` reads the snapshot recording from the archive's segment files instead of
+  replaying it through a running archive (same output; a dir without them is a one-line error).
 * ``describe`` and ``errors`` look for service mark files in the cluster dir when the ``servicesClusterDir`` the
   consensus module recorded no longer exists (a copied or moved cluster dir); ClusterTool silently lists none.
 * ``errors`` says so in one line when the media driver's ``cnc.dat`` is gone (ClusterTool throws).
@@ -27,15 +30,15 @@ Differences, all because this tool reads files where ClusterTool asks running pr
   while a live consensus module holds the dir (its mark file touched within 10 s by a running pid).
 
 Not here: the commands that talk to a running node (list-members, is-leader, snapshot, suspend, resume, shutdown,
-abort, backup-query) and describe-latest-cm-snapshot, which replays the snapshot recording through a running
-archive. Exit status: 0 done, 1 the command failed or found nothing to do that it must report (one ``cluster-tool:``
-line on stderr), 2 a usage error (one line).
+abort, backup-query). Exit status: 0 done; 1 the command failed, or found nothing to act on (no snapshot to
+invalidate or describe), with one ``cluster-tool:`` line on stderr when it failed; 2 a usage error (one line).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import struct
 import sys
 from pathlib import Path
 from typing import Callable
@@ -57,10 +60,11 @@ COMMANDS: dict[str, str] = {
     "seed-recording-log-from-snapshot": "creates a new recording log based on the latest valid snapshot.",
     "errors": "prints Aeron and cluster component error logs.",
     "invalidate-latest-snapshot": "marks the latest snapshot as a invalid so the previous is loaded.",
+    "describe-latest-cm-snapshot": "prints the contents of the latest valid consensus module snapshot.",
 }
 #: ClusterTool's commands that need a running node (or its archive): named in the error a user gets for them.
 NEEDS_RUNNING_NODE = ("list-members", "backup-query", "is-leader", "snapshot", "suspend", "resume", "shutdown",
-                      "abort", "describe-latest-cm-snapshot")
+                      "abort")
 ARCHIVE_DIR_NAMES = ("archive", "aeron-archive")
 
 
@@ -76,7 +80,8 @@ def usage_lines(prog: str = TOOL) -> list[str]:
     width = max(map(len, COMMANDS)) + 1
     return ([f"Usage: {prog} <cluster-dir> <command> [options]"]
             + [f"{' ' * (width - len(name))} {name}: {about}" for name, about in COMMANDS.items()]
-            + ["", "recovery-plan also takes --archive-dir DIR (default: the archive dir beside the cluster dir).",
+            + ["", "recovery-plan and describe-latest-cm-snapshot take --archive-dir DIR (default: the archive dir "
+                   "beside the cluster dir).",
                f"Needing a running node, not available here: {', '.join(NEEDS_RUNNING_NODE)}."])
 
 
@@ -259,9 +264,9 @@ def _archive_dir(cluster_dir: Path, given: str | None) -> Path:
                       f"--archive-dir")
 
 
-def _parse_recovery_plan_args(args: list[str]) -> tuple[int, str | None]:
-    archive_dir, rest = None, []
-    i = 0
+def _split_archive_dir_option(args: list[str]) -> tuple[str | None, list[str]]:
+    """``--archive-dir DIR`` (or ``--archive-dir=DIR``) taken out of ``args``: (DIR or None, the other args)."""
+    archive_dir, rest, i = None, [], 0
     while i < len(args):
         if args[i] == "--archive-dir":
             if i + 1 >= len(args):
@@ -272,6 +277,18 @@ def _parse_recovery_plan_args(args: list[str]) -> tuple[int, str | None]:
         else:
             rest.append(args[i])
             i += 1
+    return archive_dir, rest
+
+
+def _parse_archive_dir_option(args: list[str], command: str) -> str | None:
+    archive_dir, rest = _split_archive_dir_option(args)
+    if rest:
+        raise UsageError(f"{command} takes only --archive-dir DIR, got {' '.join(rest)!r}")
+    return archive_dir
+
+
+def _parse_recovery_plan_args(args: list[str]) -> tuple[int, str | None]:
+    archive_dir, rest = _split_archive_dir_option(args)
     if len(rest) != 1:
         raise UsageError("recovery-plan needs the service count: recovery-plan <serviceCount> [--archive-dir DIR]")
     try:
@@ -309,6 +326,129 @@ def recovery_plan(cluster_dir: Path, args: list[str], out: list[str]) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------- describe-latest-cm-snapshot
+_TIME_UNITS = {0: "MILLISECONDS", 1: "MICROSECONDS", 2: "NANOSECONDS"}
+_INT32_NULL = -(1 << 31)
+_FRAME_HEADER = struct.Struct("<iBBH")  # frame length, version, flags, type (spec/transport.md §1)
+
+
+class ConsensusModuleSnapshotPrinter:
+    """A snapshot adapter's listener that prints each message as Aeron's ConsensusModuleSnapshotPrinter does."""
+
+    def __init__(self, out: list[str]):
+        self.out = out
+
+    def on_load_begin_snapshot(self, app_version: int, time_unit: int) -> None:
+        # Aeron maps an absent time unit (NULL_VAL) to milliseconds, as the consensus module does on load.
+        self.out.append(f"Snapshot: appVersion={app_version} timeUnit={_TIME_UNITS.get(time_unit, 'MILLISECONDS')}")
+
+    def on_load_end_snapshot(self) -> None:
+        pass
+
+    def on_load_consensus_module_state(self, next_session_id, next_service_session_id, log_service_session_id,
+                                       pending_message_capacity) -> None:
+        self.out.append(f"Consensus Module State: nextSessionId={next_session_id} "
+                        f"nextServiceSessionId={next_service_session_id} logServiceSessionId={log_service_session_id}"
+                        f" pendingMessageCapacity={pending_message_capacity}")
+
+    def on_load_pending_message(self, cluster_session_id, length) -> None:
+        self.out.append(f"Pending Message: length={length} clusterSessionId={cluster_session_id}")
+
+    def on_load_cluster_session(self, cluster_session_id, correlation_id, opened_log_position, time_of_last_activity,
+                                close_reason, response_stream_id, response_channel) -> None:
+        from aeron_numba.layout.cluster_schema import ENUMS
+
+        reason = "NULL_VAL" if close_reason == _INT32_NULL else next(
+            (name for name, code in ENUMS["CloseReason"].items() if code == close_reason), str(close_reason))
+        self.out.append(f"Cluster Session: clusterSessionId={cluster_session_id} correlationId={correlation_id} "
+                        f"openedLogPosition={opened_log_position} timeOfLastActivity={time_of_last_activity} "
+                        f"closeReason={reason} responseStreamId={response_stream_id} "
+                        f"responseChannel={response_channel}")
+
+    def on_load_timer(self, correlation_id, deadline) -> None:
+        self.out.append(f"Timer: correlationId={correlation_id} deadline={deadline}")
+
+    def on_load_pending_message_tracker(self, next_service_session_id, log_service_session_id,
+                                        pending_message_capacity, service_id) -> None:
+        self.out.append(f"Pending Message Tracker: nextServiceSessionId={next_service_session_id} "
+                        f"logServiceSessionId={log_service_session_id} "
+                        f"pendingMessageCapacity={pending_message_capacity} serviceId={service_id}")
+
+
+def _recorded_messages(reader, start_position: int, stop_position: int):
+    """``(buffer, offset, length, position after)`` of each whole message a recording holds, read from its segment
+    files: data frames in order, fragments joined, padding skipped."""
+    from aeron_numba.layout import frame as F
+
+    position, pending = start_position, None
+    while position < stop_position:
+        buffer, offset, length = reader.read(position, stop_position, 1 << 20)
+        if buffer is None or length == 0:
+            raise ToolFailure(f"recording {reader.recording_id} has no frames at position {position} in "
+                              f"{reader.archive_dir}: its segment file is missing or ends before the recording's "
+                              f"stop position {stop_position}")
+        end = offset + length
+        while offset < end:
+            frame_length, _, flags, frame_type = _FRAME_HEADER.unpack_from(buffer, offset)
+            aligned = (frame_length + F.FRAME_ALIGNMENT - 1) & ~(F.FRAME_ALIGNMENT - 1)
+            position += aligned
+            if frame_type == F.HDR_TYPE_DATA:
+                data = bytes(buffer[offset + F.HEADER_LENGTH:offset + frame_length])
+                if flags & F.UNFRAGMENTED == F.UNFRAGMENTED:
+                    yield data, 0, len(data), position
+                elif flags & F.BEGIN_FRAG_FLAG:
+                    pending = bytearray(data)
+                elif pending is not None:
+                    pending += data
+                    if flags & F.END_FRAG_FLAG:
+                        whole, pending = bytes(pending), None
+                        yield whole, 0, len(whole), position
+            offset += aligned
+
+
+def describe_latest_cm_snapshot(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    from aeron_numba.archive.catalog import Catalog
+    from aeron_numba.archive.segment_files import RecordingReader, recorded_stop_position
+    from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotAdapter
+    from aeron_numba.layout import archive as A
+
+    archive_dir = _archive_dir(cluster_dir, _parse_archive_dir_option(args, "describe-latest-cm-snapshot"))
+    with _recording_log(cluster_dir, read_only=True) as log:
+        entry = log.get_latest_snapshot(C.CONSENSUS_MODULE_SERVICE_ID)
+    if entry is None:
+        out.append("Snapshot not found")
+        return EXIT_FAILURE
+    path = _mark_path(cluster_dir)
+    if not path.exists():
+        raise ToolFailure(f"{path} does not exist: no consensus module has run in {cluster_dir}")
+    with _open_mark(path) as mark:
+        member_id = mark.member_id
+    rid = entry.recording_id
+    with Catalog.open(archive_dir, create=False, read_only=True) as catalog:
+        if not catalog.has_recording(rid):
+            raise ToolFailure(f"snapshot recording {rid} is not in {archive_dir / A.CATALOG_FILE}")
+        d = catalog.descriptor(rid)
+    stop = d.stop_position
+    if stop == A.NULL_POSITION:
+        stop, _, _ = recorded_stop_position(archive_dir, rid, d.start_position, d.term_buffer_length,
+                                            d.segment_file_length)
+    adapter = ConsensusModuleSnapshotAdapter(ConsensusModuleSnapshotPrinter(out))
+    reader = RecordingReader(archive_dir, rid, d.start_position, d.term_buffer_length, d.segment_file_length,
+                             read_only=True)
+    position = d.start_position
+    try:
+        for data, offset, length, position in _recorded_messages(reader, d.start_position, stop):
+            adapter.on_message(data, offset, length)
+            if adapter.is_done:
+                break
+    finally:
+        reader.close()
+    if not adapter.is_done:
+        raise ToolFailure(f"snapshot ended unexpectedly: recording {rid} stops at {stop} without an END marker")
+    out.append(f"Consensus Module Snapshot End: memberId={member_id} recordingId={rid} length={position}")
+    return EXIT_OK
+
+
 HANDLERS: dict[str, Callable[[Path, list[str], list[str]], int]] = {
     "describe": describe,
     "pid": pid,
@@ -318,6 +458,7 @@ HANDLERS: dict[str, Callable[[Path, list[str], list[str]], int]] = {
     "seed-recording-log-from-snapshot": seed_recording_log_from_snapshot,
     "errors": errors,
     "invalidate-latest-snapshot": invalidate_latest_snapshot,
+    "describe-latest-cm-snapshot": describe_latest_cm_snapshot,
 }
 
 
@@ -332,7 +473,7 @@ def parse_command(argv: list[str]) -> tuple[Path, str, list[str]]:
         raise UsageError(f"unknown command '{command}' (commands: {', '.join(HANDLERS)})")
     if not cluster_dir.is_dir():
         raise UsageError(f"cluster directory not found: {cluster_dir.absolute()}")
-    if command != "recovery-plan" and args:
+    if command not in ("recovery-plan", "describe-latest-cm-snapshot") and args:
         raise UsageError(f"{command} takes no arguments, got {' '.join(args)!r}")
     return cluster_dir, command, args
 

@@ -14,7 +14,8 @@ import pytest
 from aeron_numba.cluster.mark_file import ClusterMarkFile
 from aeron_numba.cluster.recording_log import RecordingLog
 from aeron_numba.layout import cluster as C
-from aeron_numba.tools.cluster_tool import EXIT_USAGE, main
+from aeron_numba.layout import frame as F
+from aeron_numba.tools.cluster_tool import EXIT_USAGE, _recorded_messages, main
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "aeron-1.48" / "cluster-3node"
 NODES = ("node-0", "node-1", "node-2")
@@ -163,13 +164,16 @@ def test_missing_files_are_one_line_errors(capsys, tmp_path):
 @pytest.mark.parametrize("argv,message", [
     (["{missing}", "recording-log"], "cluster directory not found: {missing}"),
     (["{dir}", "nope"], "unknown command 'nope' (commands: describe, pid, recovery-plan, recording-log, "
-                        "sort-recording-log, seed-recording-log-from-snapshot, errors, invalidate-latest-snapshot)"),
+                        "sort-recording-log, seed-recording-log-from-snapshot, errors, invalidate-latest-snapshot, "
+                        "describe-latest-cm-snapshot)"),
     (["{dir}", "snapshot"], "command 'snapshot' needs a running cluster node; this tool reads files only"),
     (["{dir}"], "expected <cluster-dir> <command> [args] (--help lists the commands)"),
     (["{dir}", "recovery-plan"], "recovery-plan needs the service count: recovery-plan <serviceCount> "
                                  "[--archive-dir DIR]"),
     (["{dir}", "recovery-plan", "two"], "recovery-plan: service count 'two' is not an integer"),
     (["{dir}", "pid", "extra"], "pid takes no arguments, got 'extra'"),
+    (["{dir}", "describe-latest-cm-snapshot", "1"],
+     "describe-latest-cm-snapshot takes only --archive-dir DIR, got '1'"),
 ])
 def test_bad_command_lines_are_one_line_and_exit_2(capsys, tmp_path, argv, message):
     values = {"missing": tmp_path / "missing", "dir": tmp_path}
@@ -191,3 +195,47 @@ def test_help_lists_the_commands(capsys):
     code, out, _ = run(capsys, "--help")
     assert code == 0 and out.startswith("Usage: cluster-tool <cluster-dir> <command> [options]\n")
     assert "   recording-log: prints recording log of cluster component.\n" in out
+
+
+def test_describe_latest_cm_snapshot_reads_the_snapshot_from_the_segment_files(capsys):
+    # Node 2 kept its snapshot recordings' segment files: what ClusterTool printed by replaying recording 4.
+    assert run(capsys, GOLDEN / "node-2" / "cluster", "describe-latest-cm-snapshot") == \
+        (0, golden("node-2", "describe-latest-cm-snapshot"), "")
+
+
+def test_describe_latest_cm_snapshot_without_segment_files_or_snapshots(capsys, node0):
+    code, out, err = run(capsys, node0, "describe-latest-cm-snapshot")  # node 0's copy holds no .rec files
+    assert (code, out) == (1, "")
+    assert err == (f"cluster-tool: recording 4 has no frames at position 0 in {node0.parent / 'archive'}: its "
+                   f"segment file is missing or ends before the recording's stop position 512\n")
+    for _ in range(2):
+        run(capsys, node0, "invalidate-latest-snapshot")
+    assert run(capsys, node0, "describe-latest-cm-snapshot") == (1, "Snapshot not found\n", "")
+
+
+class _Blocks:
+    """A RecordingReader stand-in serving one term of crafted frames."""
+
+    recording_id, archive_dir = 9, Path("/nowhere")
+
+    def __init__(self, term: bytes):
+        self.term = term
+
+    def read(self, position, limit_position, max_length):
+        import numpy as np
+
+        return np.frombuffer(self.term, dtype=np.uint8), position, min(limit_position, len(self.term)) - position
+
+
+def _frame(flags: int, payload: bytes, frame_type: int = F.HDR_TYPE_DATA) -> bytes:
+    header = struct.pack("<iBBHiiii", 32 + len(payload), 0, flags, frame_type, 0, 1, 2, 3) + bytes(8)
+    data = header + payload
+    return data + bytes(-len(data) % 32)
+
+
+def test_recorded_messages_joins_fragments_and_skips_padding():
+    term = (_frame(F.UNFRAGMENTED, b"one") + _frame(F.BEGIN_FRAG_FLAG, b"tw") + _frame(0, b"o-") +
+            _frame(F.END_FRAG_FLAG, b"parts") + _frame(F.UNFRAGMENTED, bytes(32), F.HDR_TYPE_PAD))
+    got = [(bytes(data[offset:offset + length]), end) for data, offset, length, end in
+           _recorded_messages(_Blocks(term), 0, len(term))]
+    assert got == [(b"one", 64), (b"two-parts", 256)]
