@@ -62,7 +62,7 @@ class Entry:
         data = _FIELDS.pack(self.recording_id, self.leadership_term_id, self.term_base_log_position,
                             self.log_position, self.timestamp, self.service_id,
                             entry_type - (1 << 32) if entry_type & C.ENTRY_TYPE_INVALID_FLAG else entry_type)
-        if self.archive_endpoint:
+        if self.type == C.ENTRY_TYPE_STANDBY_SNAPSHOT and self.archive_endpoint:
             endpoint = self.archive_endpoint.encode("ascii")
             data += struct.pack("<i", len(endpoint)) + endpoint
         return data.ljust(self.length, b"\0")

@@ -96,10 +96,6 @@ class RecordingExtent:
 ExtentLookup = Callable[[int], "RecordingExtent | None"]
 
 
-#: Looks a recording up in the archive: its extent, or None when the archive does not know it.
-ExtentLookup = Callable[[int], "RecordingExtent | None"]
-
-
 def _is_valid_snapshot(entry: Entry) -> bool:
     return entry.is_valid and entry.type == C.ENTRY_TYPE_SNAPSHOT
 

@@ -29,7 +29,7 @@ Mark files (§4, schema 110 version 2):
 from __future__ import annotations
 
 from aeron_numba.errors import LayoutError
-from aeron_numba.layout.bits import semantic_version
+from aeron_numba.layout.bits import align, semantic_version
 from aeron_numba.layout.sbe import MESSAGE_HEADER_LENGTH, VAR_LENGTH_PREFIX
 
 # ------------------------------------------------------------------------------------------------ files
@@ -83,7 +83,7 @@ def entry_length(entry_type: int, endpoint_length: int = 0) -> int:
     unaligned = ENTRY_ENDPOINT_OFFSET
     if entry_type == ENTRY_TYPE_STANDBY_SNAPSHOT:
         unaligned += VAR_LENGTH_PREFIX + endpoint_length
-    return (unaligned + ENTRY_RECORD_ALIGNMENT - 1) & ~(ENTRY_RECORD_ALIGNMENT - 1)
+    return align(unaligned, ENTRY_RECORD_ALIGNMENT)
 
 
 def check_endpoint_length(length: int) -> None:
@@ -114,7 +114,7 @@ NODE_STATE_FOOTER_TEMPLATE_ID = 304
 #: Where a fresh file puts the candidateTerm frame and the footer.
 CANDIDATE_TERM_FRAME_OFFSET = NODE_STATE_HEADER_BLOCK_LENGTH
 CANDIDATE_TERM_FRAME_LENGTH = NODE_STATE_MESSAGE_HEADER_LENGTH + CANDIDATE_TERM_BLOCK_LENGTH
-NODE_STATE_FOOTER_FRAME_OFFSET = CANDIDATE_TERM_FRAME_OFFSET + 40  # align(frame length 40, 8)
+NODE_STATE_FOOTER_FRAME_OFFSET = CANDIDATE_TERM_FRAME_OFFSET + align(CANDIDATE_TERM_FRAME_LENGTH, NODE_STATE_ALIGNMENT)
 
 # ---------------------------------------------------------------------------------------- mark files
 MARK_SCHEMA_ID = 110

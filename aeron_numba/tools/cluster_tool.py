@@ -217,6 +217,8 @@ def sort_recording_log(cluster_dir: Path, args: list[str], out: list[str]) -> in
 
 
 def seed_recording_log_from_snapshot(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    from dataclasses import replace
+
     from aeron_numba.cluster.recording_log import is_valid_snapshot, rewrite_recording_log
 
     _refuse_if_live(cluster_dir)
@@ -234,8 +236,7 @@ def seed_recording_log_from_snapshot(cluster_dir: Path, args: list[str], out: li
             entry = entries[i]
             if not (is_valid_snapshot(entry) and entry.service_id == service_id):
                 break
-            seeded.append(entry.__class__(entry.recording_id, entry.leadership_term_id, 0, 0, entry.timestamp,
-                                          entry.service_id, entry.type, entry.is_valid))
+            seeded.append(replace(entry, term_base_log_position=0, log_position=0))
             service_id += 1
         seeded.reverse()
     rewrite_recording_log(cluster_dir, seeded)
