@@ -262,3 +262,34 @@ def test_any_entries_written_read_back_equal_and_sorted(tmp_path_factory, spec):
         valid_terms = {e.leadership_term_id: i for i, e in enumerate(log.entries)
                        if e.type == C.ENTRY_TYPE_TERM and e.is_valid}
         assert dict(log.term_index.items()) == valid_terms
+
+
+_operations = st.lists(st.tuples(st.sampled_from(["term", "snapshot", "invalidate", "commit", "remove"]),
+                                 st.integers(0, 4), st.integers(0, 3)), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_operations)
+def test_after_any_operations_the_file_reloads_to_what_memory_holds(tmp_path_factory, operations):
+    """Appends in any order (terms, snapshot sets for any term), invalidations, commits and removals: the sorted
+    list, the term index and the invalid snapshots kept in memory are what a fresh read of the file gives."""
+    directory = tmp_path_factory.mktemp("log")
+    with RecordingLog(directory, create_new=True) as log:
+        for op, term, k in operations:
+            if op == "term" and term not in log.term_index:
+                log.append_term(0, term, term * 1000, term)
+            elif op == "snapshot":
+                for service_id in range(k - 1, -2, -1):  # services in descending id, then the consensus module
+                    log.append_snapshot(100 + len(log.entries), term, term * 1000, term * 1000 + 100 * k, 7,
+                                        service_id)
+            elif op == "invalidate" and all(e.leadership_term_id in log.term_index for e in log.entries
+                                            if e.is_valid and e.type == C.ENTRY_TYPE_SNAPSHOT):
+                log.invalidate_latest_snapshot()
+            elif op == "commit" and term in log.term_index:
+                log.commit_log_position(term, term * 1000 + 10 * k)
+            elif op == "remove" and log.entries:
+                victim = log.entries[k % len(log.entries)]
+                log.remove_entry(victim.leadership_term_id, victim.entry_index)
+        in_memory = (list(log.entries), dict(log.term_index.items()), sorted(log._invalid_snapshots))
+    with RecordingLog(directory) as reloaded:  # (the map's slot order may differ: it depends on insertion order)
+        assert (reloaded.entries, dict(reloaded.term_index.items()), sorted(reloaded._invalid_snapshots)) == in_memory
