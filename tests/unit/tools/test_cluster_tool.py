@@ -239,3 +239,34 @@ def test_recorded_messages_joins_fragments_and_skips_padding():
     got = [(bytes(data[offset:offset + length]), end) for data, offset, length, end in
            _recorded_messages(_Blocks(term), 0, len(term))]
     assert got == [(b"one", 64), (b"two-parts", 256)]
+
+
+def test_errors_of_our_own_mark_files_and_a_driver_with_an_error(capsys, tmp_path, utc):
+    from aeron_numba.kernels.cnc_file import CncFile
+    from aeron_numba.kernels.error_log import DistinctErrorLog
+
+    aeron_dir, cluster = tmp_path / "aeron", tmp_path / "cluster"
+    aeron_dir.mkdir()
+    cluster.mkdir()
+    with CncFile.create(aeron_dir / "cnc.dat", error_log_buffer_length=64 * 1024) as cnc_file:
+        DistinctErrorLog(cnc_file.error_log_buffer, epoch_clock=lambda: 1_700_000_000_000).record("driver trouble")
+    cm = ClusterMarkFile.create(cluster / C.MARK_FILE, component_type="CONSENSUS_MODULE", member_id=1,
+                                service_id=-1, aeron_directory=str(aeron_dir), services_cluster_dir=str(cluster),
+                                epoch_clock=lambda: 1_700_000_000_000)
+    DistinctErrorLog(cm.error_log_buffer, epoch_clock=lambda: 1_700_000_001_000).record("election trouble")
+    cm.close()
+    ClusterMarkFile.create(cluster / C.service_mark_file(0), component_type="CONTAINER", member_id=1, service_id=0,
+                           epoch_clock=lambda: 1_700_000_000_000).close()
+    code, out, err = run(capsys, cluster, "errors")
+    assert (code, err) == (0, "")
+    assert without_clock(out) == "\n".join([
+        "Type: CONSENSUS_MODULE HH:MM:SS (start: 2023-11-14 22:13:20, activity: 1969-12-31 23:59:59)",
+        "Cluster component error log:", "",
+        "1 observations from 2023-11-14 22:13:21.000+0000 to 2023-11-14 22:13:21.000+0000 for:",
+        "election trouble", "", "1 distinct errors observed.", "",
+        f"Aeron driver error log (directory: {aeron_dir}):", "",
+        "1 observations from 2023-11-14 22:13:20.000+0000 to 2023-11-14 22:13:20.000+0000 for:",
+        "driver trouble", "", "1 distinct errors observed.",
+        f"INFO: Mark file exists: {cluster / C.service_mark_file(0)}",
+        "Type: CONTAINER HH:MM:SS (start: 2023-11-14 22:13:20, activity: 1969-12-31 23:59:59)",
+        "Cluster component error log:", "", "O distinct errors observed", ""])
