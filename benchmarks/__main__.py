@@ -1,9 +1,13 @@
-"""``python -m benchmarks run [--quick|--tiny] [--out DIR] [--only PATTERN ...]`` and
-``python -m benchmarks gate [--quick] [--baseline FILE] [--summary FILE] [--update-baseline]``.
+"""``python -m benchmarks run [--quick|--tiny] [--out DIR] [--only PATTERN ...] [--history DIR | --no-history]``,
+``python -m benchmarks gate [--quick] [--baseline FILE] [--summary FILE] [--update-baseline]`` and
+``python -m benchmarks history [--history DIR] [--out DIR] [--master URL]``.
 
-``run`` measures everything (``--quick``: CI-sized counts) and prints the summary table; ``gate`` runs (or
-reads a run's ``summary.json``) and compares its ratios with the stored baseline, failing (exit 1) when
-one got worse past its threshold. ``python -m benchmarks.kernels`` is the single-process kernel ceiling.
+``run`` measures everything (``--quick``: CI-sized counts), prints the summary table and appends the run to
+the benchmark history (``aeron_numba/spark/history_table.py`` says where); ``gate`` runs (or reads a run's
+``summary.json``) and compares its ratios with the stored baseline, failing (exit 1) when one got worse past
+its threshold; ``history`` reads the history with Spark, draws the ratios' trends and flags a step to a worse
+level (exit 1; the job ``bench-history`` of ``python -m aeron_numba.spark``). ``python -m benchmarks.kernels``
+is the single-process kernel ceiling.
 """
 
 from __future__ import annotations
@@ -20,15 +24,29 @@ def _profile(args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["history"]:  # the Spark job parses its own arguments (and answers its own --help)
+        from aeron_numba.spark.jobs import bench_history
+
+        return bench_history.main(argv[1:], prog="python -m benchmarks history")
+    from aeron_numba.spark.history_table import DATA_DIR_ENV, default_history_dir
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the benchmarks and print the summary table")
+    run = sub.add_parser("run", help="run the benchmarks, print the summary table and append the run to the history")
     gate = sub.add_parser("gate", help="compare a run's ratios with the baseline")
+    sub.add_parser("history", add_help=False,
+                   help="read the benchmark history with Spark: trend plots and regressions ('history --help')")
     for p in (run, gate):
         p.add_argument("--quick", action="store_true", help="short counts (what CI runs)")
         p.add_argument("--tiny", action="store_true", help="smoke-test counts: checks that everything works")
         p.add_argument("--out", help="output directory (default /tmp/aeron-numba-bench/<profile>-<time>)")
         p.add_argument("--only", nargs="+", metavar="PATTERN", help="only cases whose name matches")
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--history", metavar="DIR",
+                           help=f"append the run to the benchmark history in DIR (default ${DATA_DIR_ENV}/"
+                                f"benchmark-history, {DATA_DIR_ENV} defaulting to ~/.local/share/aeron-numba)")
+        where.add_argument("--no-history", action="store_true", help="do not append the run to the history")
     gate.add_argument("--baseline", help="baseline file (default benchmarks/baseline.json)")
     gate.add_argument("--summary", help="compare this run's summary.json instead of running")
     gate.add_argument("--update-baseline", action="store_true", help="store this run's ratios as the baseline")
@@ -41,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # What the user typed is checked before anything starts: a pattern matching nothing, an --out that cannot
     # be a directory get one line, not a traceback.
+    runs = args.command == "run" or not args.summary
+    history_dir = None if args.no_history or not runs else Path(args.history or default_history_dir())
     try:
-        if args.command == "run" or not args.summary:
+        if runs:
             build_plan(_profile(args), args.only)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -50,10 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         return fail(parser.prog, str(exc))
     except OSError as exc:
         return fail(parser.prog, user_error_line(exc, "--out directory"))
+    try:
+        if history_dir is not None:
+            history_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return fail(parser.prog, user_error_line(exc, "--history directory"))
 
     if args.command == "run":
-        summary = run_suite(_profile(args), args.out, args.only)
-        return 0 if all(c.get("ok") for c in summary["cases"].values()) else 1
+        summary = run_suite(_profile(args), args.out, args.only, history_dir=history_dir)
+        return 0 if all(c.get("ok") for c in summary["cases"].values()) and "history_error" not in summary else 1
     if args.summary:
         try:
             summary = gate_module.load_summary(args.summary)
@@ -62,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:  # json's errors are ValueErrors
             return fail(parser.prog, f"--summary {args.summary} is not a run's summary.json: {exc}")
     else:
-        summary = run_suite(_profile(args), args.out, args.only)
+        summary = run_suite(_profile(args), args.out, args.only, history_dir=history_dir)
     baseline_path = args.baseline or gate_module.DEFAULT_BASELINE
     if args.update_baseline:
         gate_module.update_baseline(baseline_path, summary)

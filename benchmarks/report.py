@@ -4,7 +4,7 @@ Ratios are what the run is judged by: each compares two figures measured in the 
 the floor or a peer), so they hold on a noisy machine where absolute figures do not. ``RATIOS`` says which
 way is better, the target from the issue where there is one, and how much worse the gate lets it get.
 
-``spark.read.format("aeron-bench")`` reads a run folder's summary.json and pyperf JSON directly (schema in
+``spark.read.format("aeron-bench")`` reads a run folder's summary.json, histograms.json and pyperf JSON directly (schema in
 ``aeron_numba/spark/bench_source.py``): keep their keys stable, or change both.
 """
 
@@ -20,6 +20,9 @@ from benchmarks.plan import MESSAGE_SIZES, RTT_SIZE
 
 PYPERF_FILE = "results.pyperf.json"
 SUMMARY_FILE = "summary.json"
+#: Each latency case's whole distribution: ``{"format": ..., "unit": "ns", "histograms": {case: encoded}}``, the
+#: encoding HdrHistogram's own (V2, compressed, base64), which every HdrHistogram library decodes.
+HISTOGRAMS_FILE = "histograms.json"
 RTT_PLOT = "rtt_percentiles.png"
 FIXED_RATE_PLOT = "fixed_rate_percentiles.png"
 
@@ -273,6 +276,12 @@ def write_outputs(summary: dict, merged: list[dict], out_dir: Path) -> dict:
     with open(out_dir / SUMMARY_FILE, "w") as f:
         json.dump(summary, f, indent=1)
     written["summary"] = str(out_dir / SUMMARY_FILE)
+    histograms = {r["case"]["name"]: r["hdr"] for r in merged if r.get("ok") and r.get("hdr")}
+    with open(out_dir / HISTOGRAMS_FILE, "w") as f:
+        json.dump({"format": "HdrHistogram V2 compressed, base64", "unit": "ns",
+                   "lowest_ns": stats.HDR_LOWEST_NS, "highest_ns": stats.HDR_HIGHEST_NS,
+                   "significant_digits": stats.HDR_DIGITS, "histograms": histograms}, f, indent=1)
+    written["histograms"] = str(out_dir / HISTOGRAMS_FILE)
     meta = summary["meta"]
     subtitle = f"{meta.get('cpu_model', '')}, {meta.get('pinning', '')}"
     if plot_percentiles(merged, "rtt", out_dir / RTT_PLOT, f"IPC round trip, {RTT_SIZE}-byte messages\n{subtitle}"):

@@ -19,6 +19,7 @@ same process pair.
 
 from __future__ import annotations
 
+import datetime
 import json
 import multiprocessing as mp
 import os
@@ -200,17 +201,24 @@ def _merge(plan: list[dict], raw: dict[str, dict], cut_short: str | None) -> lis
 
 
 def run_suite(profile: str = "quick", out_dir: str | os.PathLike | None = None, only: list[str] | None = None,
-              echo=print) -> dict:
-    """Run the ``profile``'s benchmarks (optionally ``only`` some), write the outputs to ``out_dir`` and return
-    the summary (see ``report.build_summary``)."""
-    from benchmarks import loops, report
+              echo=print, history_dir: str | os.PathLike | None = None) -> dict:
+    """Run the ``profile``'s benchmarks (optionally ``only`` some), write the outputs to ``out_dir``, append the
+    run to the history under ``history_dir`` (none when None) and return the summary (see
+    ``report.build_summary``)."""
+    from aeron_numba.spark.history_table import new_run_id
+
+    from benchmarks import history, loops, report
 
     plan = build_plan(profile, only)
+    started_utc = datetime.datetime.now(datetime.timezone.utc)
     out_dir = Path(out_dir) if out_dir else Path("/tmp/aeron-numba-bench") / f"{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
     out_dir.mkdir(parents=True, exist_ok=True)
     tsc_hz = loops.calibrate_tsc()  # also compiles (or loads) every compiled loop before the workers start
     cpus = choose_cpus()
     meta = environment(tsc_hz, cpus, profile)
+    meta["commit"], meta["commit_dirty"] = history.git_commit()
+    meta["started_utc"] = started_utc.isoformat()
+    meta["run_id"] = new_run_id(started_utc)
     case_timeout_s = _case_timeout(profile)
     echo(f"aeron-numba benchmarks, profile {profile}: {len(plan)} cases; {meta['pinning']}; output in {out_dir}")
 
@@ -251,7 +259,14 @@ def run_suite(profile: str = "quick", out_dir: str | os.PathLike | None = None, 
     summary = report.build_summary(merged, meta)
     report.write_outputs(summary, merged, out_dir)
     echo(report.format_table(summary))
-    echo(f"pyperf JSON: {out_dir / report.PYPERF_FILE}; summary: {out_dir / report.SUMMARY_FILE}; plots: {out_dir}/*.png")
+    echo(f"pyperf JSON: {out_dir / report.PYPERF_FILE}; summary: {out_dir / report.SUMMARY_FILE}; histograms: "
+         f"{out_dir / report.HISTOGRAMS_FILE}; plots: {out_dir}/*.png")
+    if history_dir is not None:
+        try:
+            echo(f"history: appended {history.append(history_dir, summary, merged, out_dir)}")
+        except OSError as exc:  # the run's own outputs are written: say why the history is not, and carry on
+            summary["history_error"] = str(exc)
+            echo(f"history: NOT appended: {exc}")
     return summary
 
 

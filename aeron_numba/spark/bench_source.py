@@ -2,13 +2,14 @@
 
 ``spark.read.format("aeron-bench").load(bench_dir)`` reads every run folder at or under ``bench_dir`` (a folder
 holding ``summary.json``), one partition per run folder. A run folder holds ``summary.json`` (the machine
-description in ``meta``, each case's figures, the ratios and the absolute targets) and ``results.pyperf.json``
-(pyperf's suite: each case's raw samples; absent when no case succeeded). The HdrHistograms the runner
-builds are not written to the folder (only drawn as PNG), so the raw samples stand in for them.
+description in ``meta``, each case's figures, the ratios and the absolute targets), ``results.pyperf.json``
+(pyperf's suite: each case's raw samples; absent when no case succeeded) and ``histograms.json`` (each latency
+case's HdrHistogram, encoded; absent in folders written before the runner kept them).
 
 Rows of every kind carry the run's identity: run_id (the folder's name), date (string, the runner's
-local time ``YYYY-mm-dd HH:MM:SS``), profile (``tiny``/``quick``/``full``), commit (``meta.commit``; null while
-the runner does not record it) and cpu_model.
+local time ``YYYY-mm-dd HH:MM:SS``), profile (``tiny``/``quick``/``full``), commit (``meta.commit``, the git
+commit measured; null outside a git checkout), commit_dirty (boolean: tracked files differed from the commit)
+and cpu_model.
 
 Option ``rows`` (default ``cases``):
 
@@ -21,7 +22,8 @@ Option ``rows`` (default ``cases``):
   p99_ns, p999_ns, max_ns, min_ns, mean_ns (latency cases), msgs_per_s, mb_per_s (throughput cases), and
   figures (map<string,double>: every figure, its key suffixed ``_ns`` for latencies). Samples: samples
   (array<double>, pyperf's values of every run in order, warmups left out), samples_unit (``second``: each
-  sample is the mean time of one of ``loops`` iterations), loops (bigint).
+  sample is the mean time of one of ``loops`` iterations), loops (bigint), hdr_histogram (string: the case's whole
+  latency distribution in HdrHistogram's V2 compressed base64 encoding, values in ns; null for throughput).
 * ``ratios``: one row per ratio per run (same-run comparisons, what the gate judges): ratio, value, better
   (``lower``/``higher``), target, met (boolean), gate (the factor the gate allows), numerator_case,
   numerator_figure, denominator_case, denominator_figure, note.
@@ -40,9 +42,10 @@ from aeron_numba.spark.run_files import RunFileError, find_run_dirs, read_json, 
 
 SUMMARY_FILE = "summary.json"
 PYPERF_FILE = "results.pyperf.json"
+HISTOGRAMS_FILE = "histograms.json"
 ROWS_OPTIONS = ("cases", "ratios", "targets")
 
-_RUN_COLUMNS = "run_id string, date string, profile string, commit string, cpu_model string"
+_RUN_COLUMNS = "run_id string, date string, profile string, commit string, commit_dirty boolean, cpu_model string"
 #: The latency figures given their own column: summary key -> column.
 LATENCY_COLUMNS = {"p50": "p50_ns", "p90": "p90_ns", "p99": "p99_ns", "p99.9": "p999_ns", "max": "max_ns",
                    "min": "min_ns", "mean": "mean_ns"}
@@ -54,7 +57,7 @@ CASES_SCHEMA = (
     "floor_python_p50_ns double, meta string, case_name string, label string, family string, impl string, "
     "size bigint, exclusive boolean, ok boolean, error string, kind string, measured_count bigint, "
     + ", ".join(f"{c} double" for c in (*LATENCY_COLUMNS.values(), *RATE_COLUMNS))
-    + ", figures map<string,double>, samples array<double>, samples_unit string, loops bigint")
+    + ", figures map<string,double>, samples array<double>, samples_unit string, loops bigint, hdr_histogram string")
 RATIOS_SCHEMA = (_RUN_COLUMNS + ", ratio string, value double, better string, target double, met boolean, "
                  "gate double, numerator_case string, numerator_figure string, denominator_case string, "
                  "denominator_figure string, note string")
@@ -169,6 +172,16 @@ def _pyperf_samples(path: str) -> dict:
     return samples
 
 
+def _histograms(path: str) -> dict:
+    """case name -> encoded HdrHistogram from ``histograms.json`` (empty for a folder without one)."""
+    if not os.path.exists(path):
+        return {}
+    histograms = read_json(path).get("histograms") or {}
+    if not isinstance(histograms, dict) or not all(isinstance(v, str) for v in histograms.values()):
+        raise RunFileError(f"{path}: 'histograms' is not an object of encoded histograms (strings)")
+    return histograms
+
+
 def read_run(run_dir: str, rows: str):
     """One Arrow record batch of the ``rows`` schema for one run folder."""
     import pyarrow as pa
@@ -180,7 +193,8 @@ def read_run(run_dir: str, rows: str):
             raise RunFileError(f"{path}: no {key!r} object (not a benchmarks summary)")
     meta = _Fields(path, "meta", summary["meta"])
     run = {"run_id": os.path.basename(os.path.normpath(run_dir)), "date": meta.str("date"),
-           "profile": meta.str("profile"), "commit": meta.str("commit"), "cpu_model": meta.str("cpu_model")}
+           "profile": meta.str("profile"), "commit": meta.str("commit"), "commit_dirty": meta.bool("commit_dirty"),
+           "cpu_model": meta.str("cpu_model")}
     out = []
     if rows == "cases":
         placement = _Fields(path, "placement", summary.get("placement") or {})
@@ -192,6 +206,7 @@ def read_run(run_dir: str, rows: str):
                    "floor_python_p50_ns": placement.float("floor_python_p50_ns"),
                    "meta": json.dumps(summary["meta"], separators=(",", ":"))}
         samples = _pyperf_samples(os.path.join(run_dir, PYPERF_FILE))
+        histograms = _histograms(os.path.join(run_dir, HISTOGRAMS_FILE))
         for name, raw in summary["cases"].items():
             case = _Fields(path, f"cases[{name!r}]", raw)
             latency, rates = case.dict("figures_ns"), case.dict("figures")
@@ -205,7 +220,7 @@ def read_run(run_dir: str, rows: str):
                         **{column: latency.float(key) for key, column in LATENCY_COLUMNS.items()},
                         **{column: rates.float(column) for column in RATE_COLUMNS},
                         "figures": figures, "samples": values, "samples_unit": "second" if values else None,
-                        "loops": loops})
+                        "loops": loops, "hdr_histogram": histograms.get(name)})
     elif rows == "ratios":
         for name, raw in (summary.get("ratios") or {}).items():
             ratio = _Fields(path, f"ratios[{name!r}]", raw)

@@ -9,4 +9,6 @@ from __future__ import annotations
 
 #: job name -> (module with ``main(argv, prog)``, what it does)
 JOBS: dict[str, tuple[str, str]] = {
+    "bench-history": ("aeron_numba.spark.jobs.bench_history",
+                      "benchmark history: trend plots of the ratios, a step worse than 10 % flagged as a regression"),
 }
