@@ -23,7 +23,7 @@ def test_every_benchmark_runs_with_tiny_counts(tmp_path):
 
     out_dir = tmp_path / "bench"
     lines: list[str] = []
-    summary = run_suite("tiny", out_dir, echo=lines.append)
+    summary = run_suite("tiny", out_dir, echo=lines.append, history_dir=tmp_path / "history")
     tiny_run = (summary, out_dir, "\n".join(lines))
     check_every_planned_benchmark_ran_and_succeeded(tiny_run)
     check_messages_really_went_through(tiny_run)
@@ -33,6 +33,7 @@ def test_every_benchmark_runs_with_tiny_counts(tmp_path):
     check_percentile_plots_are_pngs(tiny_run)
     check_summary_table_ratios_and_metadata(tiny_run)
     check_gate_passes_against_its_own_baseline_and_fails_a_worse_run(tiny_run, tmp_path)
+    check_histograms_and_history_hold_every_case(tiny_run, tmp_path / "history")
 
 
 def check_every_planned_benchmark_ran_and_succeeded(tiny_run):
@@ -146,3 +147,24 @@ def check_gate_passes_against_its_own_baseline_and_fails_a_worse_run(tiny_run, t
     assert not outcome["passed"]
     text = gate.format_outcome(outcome)
     assert f"FAIL: {name} went from" in text and "3.00x worse" in text
+
+
+def check_histograms_and_history_hold_every_case(tiny_run, history_dir):
+    import pyarrow.parquet as pq
+
+    from benchmarks import stats
+
+    summary, out_dir, output = tiny_run
+    histograms = json.loads((out_dir / "histograms.json").read_text())["histograms"]
+    latency = {name for name, case in summary["cases"].items() if case.get("kind") == "latency"}
+    assert set(histograms) == latency
+    for name in latency:  # the file's histogram is the one the percentiles came from
+        decoded = stats.decode(histograms[name])
+        assert decoded.get_total_count() == summary["cases"][name]["count"], name
+        assert decoded.get_value_at_percentile(50.0) == summary["cases"][name]["figures_ns"]["p50"], name
+    (run_file,) = history_dir.iterdir()
+    assert f"history: appended {run_file}" in output
+    rows = pq.read_table(run_file).to_pylist()
+    assert sorted(r["name"] for r in rows if r["kind"] == "case") == sorted(summary["cases"])
+    assert sorted(r["name"] for r in rows if r["kind"] == "ratio") == sorted(summary["ratios"])
+    assert all(r["ok"] and r["value"] > 0 for r in rows)  # every case ran, so every ratio has a value

@@ -35,3 +35,17 @@ def test_a_summary_that_is_missing_or_not_json_is_one_line(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("not json")
     assert main(["gate", "--summary", str(tmp_path / "bad.json")]) == 1
     assert "is not a run's summary.json" in _one_line(capsys)
+
+
+def test_a_history_dir_under_a_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    history = tmp_path / "a-file" / "history"
+    assert main(["run", "--tiny", "--history", str(history)]) == 1
+    assert f"cannot create --history directory {history}: Not a directory" in _one_line(capsys)
+
+
+def test_history_and_no_history_exclude_each_other(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--tiny", "--history", str(tmp_path), "--no-history"])
+    assert info.value.code == 2  # argparse's usage error
+    assert "argument --no-history: not allowed with argument --history" in capsys.readouterr().err

@@ -128,6 +128,7 @@ def test_bench_cases_equal_the_summary_and_pyperf_samples(spark, bench_runs):
     (run_dir,) = _run_dirs(bench_runs, "summary.json")
     summary = json.loads((run_dir / "summary.json").read_text())
     samples = _pyperf_samples(run_dir / "results.pyperf.json")
+    histograms = json.loads((run_dir / "histograms.json").read_text())["histograms"]
     meta = summary["meta"]
     rows = {row.case_name: row for row in df.collect()}
     assert set(rows) == set(summary["cases"]) and len(rows) >= 3
@@ -136,6 +137,8 @@ def test_bench_cases_equal_the_summary_and_pyperf_samples(spark, bench_runs):
         assert (row.run_id, row.date, row.profile, row.cpu_model, row.cpu_count, row.tsc_ghz) == (
             run_dir.name, meta["date"], "tiny", meta["cpu_model"], meta["cpu_count"], meta["tsc_ghz"])
         assert json.loads(row.meta) == meta
+        assert (row.commit, row.commit_dirty) == (meta["commit"], meta["commit_dirty"]) and len(row.commit) == 40
+        assert row.hdr_histogram == histograms.get(name)
         assert row.floor_python_p50_ns == summary["placement"]["floor_python_p50_ns"]
         assert (row.family, row.impl, row.size, row.ok, row.measured_count) == (
             case["family"], case["impl"], case["size"], case["ok"], case["count"])
@@ -147,6 +150,7 @@ def test_bench_cases_equal_the_summary_and_pyperf_samples(spark, bench_runs):
         assert row.samples == samples[name] and len(row.samples) > 0
         assert row.samples_unit == "second"
     assert rows["tp.memcpy.1MiB"].family == "tp" and rows["tp.memcpy.1MiB"].p50_ns is None
+    assert rows["tp.memcpy.1MiB"].hdr_histogram is None and rows["rtt.floor-python.32B"].hdr_histogram
 
 
 def test_bench_ratios_and_targets_rows(spark, bench_runs):
