@@ -122,3 +122,15 @@ def history_files(history_dir: str | os.PathLike) -> list[Path]:
         raise HistoryError(f"the benchmark history at {folder} is empty: no {RUN_FILE_GLOB} file "
                            f"(`python -m benchmarks run` appends one per run)")
     return files
+
+
+def check_run_files(files: list[Path]) -> None:
+    """Read each run file's Parquet footer (milliseconds a file): a damaged file is named here, in one line,
+    rather than deep in a Spark task's stack trace."""
+    import pyarrow.parquet as pq
+
+    for path in files:
+        try:
+            pq.read_metadata(path)
+        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError subclasses for a damaged file
+            raise HistoryError(f"{path}: not a readable Parquet run file ({exc}); move it out of the history") from exc

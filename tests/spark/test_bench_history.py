@@ -168,3 +168,4 @@ def test_a_15_percent_slowdown_is_flagged_at_its_commit(spark, recorded, tmp_pat
     assert "\nREGRESSION in 2 series\n" in output
     (plot,) = (tmp_path / "out" / "plots").iterdir()
     assert plot.read_bytes().startswith(PNG_MAGIC)
+

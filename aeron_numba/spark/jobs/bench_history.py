@@ -14,7 +14,8 @@ run`` appends to (``aeron_numba/spark/history_table.py``: the table and where it
   (``<out>/verdicts.parquet``) and draws one PNG per ratio (``<out>/plots/``): the ratio over runs, its target,
   the fitted levels and the step.
 
-Exit status 0: no regression; 1: a regression; 2: bad arguments, a missing or empty history, no Spark.
+Exit status 0: no regression; 1: a regression; 2: bad arguments, a missing, empty or unreadable history, no
+Spark.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aeron_numba.spark
     out_dir = Path(args.out) if args.out else Path("/tmp/aeron-numba-bench") / f"history-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         files = history_table.history_files(history_dir)  # before Spark starts: a missing history is one line
+        history_table.check_run_files(files)
         conf = parse_conf(args.conf)
         (out_dir / PLOTS_FOLDER).mkdir(parents=True, exist_ok=True)
     except history_table.HistoryError as exc:
@@ -81,7 +83,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m aeron_numba.spark
     except SparkSetupError as exc:
         return cli.fail(prog, str(exc), 2)
 
-    series = per_run_series(spark, history_dir)
+    try:
+        series = per_run_series(spark, history_dir)
+    except Exception as exc:  # e.g. files of one column with two types: the line naming a file, not the JVM's trace
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        named = next((line for line in lines if str(history_dir) in line), lines[0])
+        return cli.fail(prog, f"cannot read the benchmark history at {history_dir}: {named}", 2)
     verdicts = [judge_series(s, args.threshold, args.alpha) for s in series]
     runs = len({p["run_id"] for s in series for p in s["points"]})
     print(format_table(verdicts, history_dir, len(files), runs, args.threshold, args.alpha))
@@ -245,7 +252,7 @@ def plot_ratios(series: list[dict], verdicts: list[dict], folder: Path) -> list[
         better = pairs[0][0]["better"]
         ax.set_title(ratio)
         ax.set_ylabel(f"ratio ({better} is better)")
-        ax.set_xlabel("run (UTC)")
+        ax.set_xlabel("run start")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         fig.autofmt_xdate()

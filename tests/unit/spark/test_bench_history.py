@@ -52,6 +52,15 @@ def test_a_missing_or_empty_history_is_one_line(tmp_path, capsys):
                      f"the benchmark history at {tmp_path / 'empty'} is empty: no run-*.parquet file")
 
 
+def test_a_damaged_run_file_is_one_line_naming_it(tmp_path, capsys):
+    history = tmp_path / "history"
+    good = history_table.append_run(history, "r1", [{"run_id": "r1", "kind": "case", "name": "x", "value": 1.0}])
+    damaged = history_table.run_file(history, "r2")
+    damaged.write_bytes(good.read_bytes()[:100])  # cut: no Parquet footer
+    _one_line_exit_2(["--history", str(history), "--out", str(tmp_path / "out")], capsys,
+                     f"bench-history: {damaged}: not a readable Parquet run file (")
+
+
 def test_bad_arguments_are_one_line(tmp_path, capsys):
     _one_line_exit_2(["--threshold", "-0.1"], capsys, "--threshold -0.1 must be > 0")
     _one_line_exit_2(["--alpha", "2"], capsys, "--alpha 2.0 must be between 0 and 1")
