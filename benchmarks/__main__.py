@@ -1,4 +1,6 @@
-"""``python -m benchmarks run [--quick|--tiny] [--out DIR] [--only PATTERN ...] [--history DIR | --no-history]``,
+"""The benchmarks: run them, gate a run against the baseline, judge the history of runs.
+
+``python -m benchmarks run [--quick|--tiny] [--out DIR] [--only PATTERN ...] [--history DIR | --no-history]``,
 ``python -m benchmarks gate [--quick] [--baseline FILE] [--summary FILE] [--update-baseline]`` and
 ``python -m benchmarks history [--history DIR] [--out DIR] [--master URL]``.
 

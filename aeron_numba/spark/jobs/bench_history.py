@@ -1,4 +1,4 @@
-"""``bench-history``: the benchmark history read with Spark, judged for regressions, its ratios drawn over time.
+"""The benchmark history read with Spark, judged for regressions, its ratios drawn over time (``bench-history``).
 
 ``python -m aeron_numba.spark bench-history [--history DIR] [--out DIR] [--threshold 0.10] [--alpha 0.05]
 [--master URL]`` (also ``python -m benchmarks history``) reads the history folder that ``python -m benchmarks
