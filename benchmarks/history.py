@@ -46,7 +46,8 @@ def run_rows(summary: dict, merged: list[dict], run_id: str, started_utc: dt.dat
     """The history rows of one run: one per case, one per ratio."""
     meta, placement = summary["meta"], summary.get("placement") or {}
     run = {
-        "run_id": run_id, "run_time": started_utc, "commit": meta.get("commit"), "commit_dirty": meta.get("commit_dirty"),
+        "run_id": run_id, "run_time": started_utc, "commit": meta.get("commit"),
+        "commit_dirty": meta.get("commit_dirty"),
         "machine": _machine(meta), "cpu_model": meta.get("cpu_model"), "cpu_count": meta.get("cpu_count"),
         "python_version": meta.get("python"), "numba_version": meta.get("numba"), "profile": meta.get("profile"),
         "pinning": meta.get("pinning"), "floor_compiled_p50_ns": placement.get("floor_compiled_p50_ns"),
@@ -82,7 +83,8 @@ def run_rows(summary: dict, merged: list[dict], run_id: str, started_utc: dt.dat
             "value": None if value is None else float(value), "ok": value is not None,
             "error": None if value is not None else "not measured (a case behind it failed or was not run)",
             "target": ratio.get("target"), "gate": ratio.get("gate"),
-            "numerator": ":".join(ratio.get("numerator") or []), "denominator": ":".join(ratio.get("denominator") or []),
+            "numerator": ":".join(ratio.get("numerator") or []),
+            "denominator": ":".join(ratio.get("denominator") or []),
         })
     return rows
 

@@ -4,8 +4,9 @@ Ratios are what the run is judged by: each compares two figures measured in the 
 the floor or a peer), so they hold on a noisy machine where absolute figures do not. ``RATIOS`` says which
 way is better, the target from the issue where there is one, and how much worse the gate lets it get.
 
-``spark.read.format("aeron-bench")`` reads a run folder's summary.json, histograms.json and pyperf JSON directly (schema in
-``aeron_numba/spark/bench_source.py``): keep their keys stable, or change both.
+``spark.read.format("aeron-bench")`` reads a run folder's summary.json, histograms.json and pyperf JSON directly
+(schema in ``aeron_numba/spark/bench_source.py``), and ``benchmarks/history.py`` turns a run into the history's
+rows: keep their keys stable, or change both.
 """
 
 from __future__ import annotations

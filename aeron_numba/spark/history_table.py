@@ -69,7 +69,8 @@ def arrow_schema():
     import pyarrow as pa
 
     types = {"string": pa.string(), "bool": pa.bool_(), "int32": pa.int32(), "int64": pa.int64(),
-             "float64": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"), "list<float64>": pa.list_(pa.float64())}
+             "float64": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"),
+             "list<float64>": pa.list_(pa.float64())}
     return pa.schema([(name, types[kind]) for name, kind in COLUMNS])
 
 

@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aeron_numba.spark
     if not 0 < args.alpha < 1:
         return cli.fail(prog, f"--alpha {args.alpha} must be between 0 and 1", 2)
     history_dir = Path(args.history) if args.history else history_table.default_history_dir()
-    out_dir = Path(args.out) if args.out else Path("/tmp/aeron-numba-bench") / f"history-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = (Path(args.out) if args.out
+               else Path("/tmp/aeron-numba-bench") / f"history-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         files = history_table.history_files(history_dir)  # before Spark starts: a missing history is one line
         history_table.check_run_files(files)
