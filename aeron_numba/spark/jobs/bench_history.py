@@ -131,7 +131,8 @@ def per_run_series(spark, history_dir: Path) -> list[dict]:
     floors = [(r.run_id, r.floor_compiled_p50_ns)
               for r in rows.select("run_id", "floor_compiled_p50_ns").distinct().collect()]
     placement = spark.createDataFrame(sorted(placements(floors).items()), "run_id string, run_placement string")
-    judged = (rows.filter(F.col("ok") & F.col("value").isNotNull() & F.col("better").isin(*step_detect.BETTER))
+    judged = (rows.filter(F.col("ok") & F.col("value").isNotNull() & ~F.isnan("value")
+                          & F.col("better").isin(*step_detect.BETTER))
               .join(F.broadcast(placement), "run_id", "left")
               .withColumn("placement", F.when(F.col("placement_sensitive"), F.col("run_placement"))
                           .otherwise(F.lit(NOT_PLACED))))

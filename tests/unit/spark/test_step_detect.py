@@ -51,6 +51,11 @@ def test_fit_is_the_minimum_over_every_segmentation(seed):
     assert _objective(y, segments, penalty) == pytest.approx(_brute_force(y, penalty)[0], abs=1e-9)
 
 
+def test_the_fit_does_not_depend_on_the_scale():
+    y = _series(5, [(20, 1.0), (20, 1.12), (20, 0.95)])
+    assert sd.fit_steps(y) == sd.fit_steps(y * 3e7) == sd.fit_steps(y * 1e-9) == [(0, 20), (20, 40), (40, 60)]
+
+
 def test_fit_finds_a_clean_step_and_keeps_a_flat_series_whole():
     assert sd.fit_steps([1.0] * 6 + [1.15] * 6) == [(0, 6), (6, 12)]
     assert sd.fit_steps([5.0] * 10) == [(0, 10)]
