@@ -139,3 +139,73 @@ def fill_fragments(segment, offset, end, base_position, low_position, high_posit
                     open_message = False
         offset += align(frame_length, FRAME_ALIGNMENT)
     return rows
+
+
+# walk_units' ``out`` slots
+WALK_BOUNDARY = 0  # the furthest unit boundary at or before the limit (the walk's start when none)
+WALK_FIRST_UNIT_END = 1  # the end of the first whole unit, limit or not (the walk's start when none is whole)
+WALK_BAD_OFFSET = 2  # on SCAN_BAD_FRAME: the frame's offset and its length word
+WALK_BAD_LENGTH = 3
+
+
+@kernel
+def walk_units(segment, offset, end, limit, base_position, term_length, initial_term_id, messages, out):
+    """Walk the whole frames of ``segment[offset:end)`` from ``offset`` (a unit boundary) to find where the
+    streaming source may end a micro-batch: a *unit* is a frame, or with ``messages`` a whole message (BEGIN ..
+    END; PAD frames and fragments outside a message are units of their own). Fills ``out`` (``WALK_*`` slots)
+    and returns the offset where the walk stopped (the end of the written frames, or the start of the frame that
+    would pass ``limit``), or ``SCAN_BAD_FRAME``.
+
+    A frame counts only when its length word is positive (acquire-loaded) and its header says it lies where it
+    lies: term offset and term id match its position (``base_position`` + offset). A header still being copied
+    into the file fails that check, so the walk never passes a frame that is not wholly written: for a recording
+    still being written the caller stops there; in a stopped one it is a bad frame. The walk goes past ``limit``
+    only to complete the first unit (a unit larger than the limit is still reported whole)."""
+    start = offset
+    boundary = offset
+    first_end = offset
+    in_message = False
+    while offset + HEADER_LENGTH <= end:
+        frame_length = np.int64(atomics.get_int32_acquire(segment, offset))
+        if frame_length <= 0:
+            break  # not written yet, or being written
+        aligned = align(frame_length, FRAME_ALIGNMENT)
+        frame_type = np.int64(atomics.get_int16(segment, offset + TYPE_FIELD_OFFSET) & 0xFFFF)
+        position = base_position + offset
+        term_offset = np.int64(atomics.get_int32(segment, offset + TERM_OFFSET_FIELD_OFFSET))
+        term_id = np.int64(atomics.get_int32(segment, offset + TERM_ID_FIELD_OFFSET))
+        expected_term_id = (initial_term_id + position // term_length + 0x80000000) % 0x100000000 - 0x80000000
+        if frame_length < HEADER_LENGTH or offset + aligned > end or \
+                (frame_type != HDR_TYPE_DATA and frame_type != HDR_TYPE_PAD) or \
+                term_offset != position % term_length or term_id != expected_term_id:
+            out[WALK_BOUNDARY] = boundary
+            out[WALK_FIRST_UNIT_END] = first_end
+            out[WALK_BAD_OFFSET] = offset
+            out[WALK_BAD_LENGTH] = frame_length
+            return SCAN_BAD_FRAME
+        next_offset = offset + aligned
+        if next_offset > limit and first_end > start:
+            break
+        at_boundary = True
+        if frame_type == HDR_TYPE_PAD:
+            in_message = False
+        elif messages:
+            frame_flags = segment[offset + FLAGS_FIELD_OFFSET]
+            if (frame_flags & BEGIN_FRAG_FLAG) != 0:
+                if in_message and offset > boundary and offset <= limit:
+                    boundary = offset  # the message cut off here is dropped by the reader: a boundary before it
+                    if first_end == start:
+                        first_end = offset
+                in_message = True
+            if (frame_flags & END_FRAG_FLAG) != 0:
+                in_message = False
+            at_boundary = not in_message
+        offset = next_offset
+        if at_boundary:
+            if offset <= limit:
+                boundary = offset
+            if first_end == start:
+                first_end = offset
+    out[WALK_BOUNDARY] = boundary
+    out[WALK_FIRST_UNIT_END] = first_end
+    return offset

@@ -1,4 +1,5 @@
 """``spark.read.format("aeron-archive").load(archive_dir)``: an archive's recordings as rows, one per fragment.
+(``spark.readStream`` follows recordings as they grow: ``archive_stream``.)
 
 Rows come from the catalog's VALID recordings (what ListRecordings answers). Columns: recording_id, stream_id,
 session_id (the recording's, from the catalog: with record checksums the frame's own session id field holds the
@@ -84,14 +85,14 @@ class ArchiveSourceError(AeronError):
     """The archive cannot be read as asked (bad option, data lost, a corrupt or mismatching frame)."""
 
 
-def _flag(options, name: str, default: bool) -> bool:
+def flag_option(options, name: str, default: bool) -> bool:
     text = str(options.get(name, str(default))).strip().lower()
     if text not in ("true", "false"):
         raise ArchiveSourceError(f"option {name}={options.get(name)!r}: expected true or false")
     return text == "true"
 
 
-def _positions(options, name: str) -> dict[int, int]:
+def positions_option(options, name: str) -> dict[int, int]:
     text = options.get(name)
     if text is None:
         return {}
@@ -100,6 +101,23 @@ def _positions(options, name: str) -> dict[int, int]:
     except (ValueError, TypeError, AttributeError) as exc:
         raise ArchiveSourceError(f"option {name}={text!r}: expected JSON {{\"<recording_id>\": position}} "
                                  f"({exc})") from None
+
+
+def checksum_option(options) -> int:
+    """The record checksum algorithm ``verifyChecksums`` names (none by default)."""
+    checksum = str(options.get("verifyChecksums", "false")).strip().lower()
+    if checksum not in _CHECKSUMS:
+        raise ArchiveSourceError(f"option verifyChecksums={checksum!r}: expected one of {sorted(_CHECKSUMS)}")
+    return _CHECKSUMS[checksum]
+
+
+def byte_count_option(options, name: str, default: int | None) -> int | None:
+    text = options.get(name)
+    if text is None:
+        return default
+    if not str(text).strip().isdigit() or int(text) <= 0:
+        raise ArchiveSourceError(f"option {name}={text!r}: expected a positive byte count")
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -156,18 +174,13 @@ class ArchiveReader(DataSourceReader):
 
     def __init__(self, path: str, options):
         self.archive_dir = Path(path)
-        self.messages = _flag(options, "messages", False)
-        self.fail_on_data_loss = _flag(options, "failOnDataLoss", True)
-        checksum = str(options.get("verifyChecksums", "false")).strip().lower()
-        if checksum not in _CHECKSUMS:
-            raise ArchiveSourceError(f"option verifyChecksums={checksum!r}: expected one of {sorted(_CHECKSUMS)}")
-        self.checksum_algorithm = _CHECKSUMS[checksum]
-        self.starting = _positions(options, "startingPositions")
-        self.ending = _positions(options, "endingPositions")
-        text = options.get("maxBytesPerPartition", str(DEFAULT_MAX_BYTES_PER_PARTITION))
-        if not str(text).isdigit() or int(text) <= 0:
-            raise ArchiveSourceError(f"option maxBytesPerPartition={text!r}: expected a positive byte count")
-        self.max_bytes_per_partition = int(text)
+        self.messages = flag_option(options, "messages", False)
+        self.fail_on_data_loss = flag_option(options, "failOnDataLoss", True)
+        self.checksum_algorithm = checksum_option(options)
+        self.starting = positions_option(options, "startingPositions")
+        self.ending = positions_option(options, "endingPositions")
+        self.max_bytes_per_partition = byte_count_option(options, "maxBytesPerPartition",
+                                                         DEFAULT_MAX_BYTES_PER_PARTITION)
         self.bounds = _Bounds()
 
     def pushFilters(self, filters):
@@ -188,7 +201,7 @@ class ArchiveReader(DataSourceReader):
         return ranges
 
     def _recording_ranges(self, d, names: set[str]) -> list[SegmentRange]:
-        term_length, segment_length = d.term_buffer_length, d.segment_file_length
+        segment_length = d.segment_file_length
         low = max(d.start_position, self.bounds.low, self.starting.get(d.recording_id, 0))
         high = min(self.bounds.high, self.ending.get(d.recording_id, _MAX_POSITION))
         if d.stop_position != A.NULL_POSITION:
@@ -197,39 +210,9 @@ class ArchiveReader(DataSourceReader):
             bases = [b for n in names if (p := A.parse_segment_file_name(n)) and p[0] == d.recording_id
                      for b in [p[1]]]
             high = min(high, max(bases) + segment_length if bases else d.start_position)
-        ranges = []
-        if low >= high:
-            return ranges
-        base = A.segment_file_base_position(d.start_position, low, term_length, segment_length)
-        while base < high:
-            name = A.segment_file_name(d.recording_id, base)
-            begin, end = max(base, d.start_position), min(base + segment_length, high)
-            if name not in names:
-                if self.fail_on_data_loss:
-                    raise ArchiveSourceError(
-                        f"recording {d.recording_id}: data lost at position {max(begin, low)}: segment file {name} "
-                        f"is missing from {self.archive_dir} (option failOnDataLoss=false skips it)")
-                log.warning("recording %d: segment file %s is missing, skipping positions %d to %d",
-                            d.recording_id, name, max(begin, low), end)
-            else:
-                ranges.extend(self._split(d, str(self.archive_dir / name), base, begin - base, end - base,
-                                          low, high))
-            base += segment_length
-        return ranges
-
-    def _split(self, d, path, base, from_offset, to_offset, low, high) -> list[SegmentRange]:
-        """Term-aligned pieces of at most ``max_bytes_per_partition`` (at least one term each)."""
-        term_length = d.term_buffer_length
-        step = max(term_length, self.max_bytes_per_partition - self.max_bytes_per_partition % term_length)
-        pieces = []
-        at = from_offset
-        while at < to_offset:
-            stop = min(to_offset, at - at % term_length + step)
-            pieces.append(SegmentRange(path, d.recording_id, d.stream_id, d.session_id, d.original_channel,
-                                       d.stripped_channel, d.source_identity, base, at, stop, low, high,
-                                       d.stop_position != A.NULL_POSITION))
-            at = stop
-        return pieces
+        return plan_segment_ranges(self.archive_dir, d, names, low, high, stopped=d.stop_position != A.NULL_POSITION,
+                                   max_bytes_per_partition=self.max_bytes_per_partition,
+                                   fail_on_data_loss=self.fail_on_data_loss)
 
     def read(self, partition: SegmentRange):
         if not isinstance(partition, SegmentRange):
@@ -237,6 +220,42 @@ class ArchiveReader(DataSourceReader):
         batch = scan_segment_range(partition, self.messages, self.checksum_algorithm, self.fail_on_data_loss)
         if batch.num_rows:
             yield batch
+
+
+def plan_segment_ranges(archive_dir: Path, d, names: set[str], low: int, high: int, *, stopped: bool,
+                        max_bytes_per_partition: int, fail_on_data_loss: bool) -> list[SegmentRange]:
+    """The partitions reading positions ``[low, high)`` of recording ``d`` (its descriptor): one per segment file
+    (``names``: the archive dir's file names), split at term boundaries into pieces of at most
+    ``max_bytes_per_partition`` (frames never cross a term). ``stopped``: every byte up to ``high`` must hold
+    frames (a shorter scan is data lost)."""
+    ranges = []
+    if low >= high:
+        return ranges
+    term_length, segment_length = d.term_buffer_length, d.segment_file_length
+    base = A.segment_file_base_position(d.start_position, low, term_length, segment_length)
+    while base < high:
+        name = A.segment_file_name(d.recording_id, base)
+        begin, end = max(base, d.start_position), min(base + segment_length, high)
+        if name not in names:
+            if fail_on_data_loss:
+                raise ArchiveSourceError(
+                    f"recording {d.recording_id}: data lost at position {max(begin, low)}: segment file {name} "
+                    f"is missing from {archive_dir} (option failOnDataLoss=false skips it)")
+            log.warning("recording %d: segment file %s is missing, skipping positions %d to %d",
+                        d.recording_id, name, max(begin, low), end)
+        else:
+            path = str(archive_dir / name)
+            # term-aligned pieces of at most max_bytes_per_partition (at least one term each)
+            step = max(term_length, max_bytes_per_partition - max_bytes_per_partition % term_length)
+            at, to_offset = begin - base, end - base
+            while at < to_offset:
+                stop = min(to_offset, at - at % term_length + step)
+                ranges.append(SegmentRange(path, d.recording_id, d.stream_id, d.session_id, d.original_channel,
+                                           d.stripped_channel, d.source_identity, base, at, stop, low, high,
+                                           stopped))
+                at = stop
+        base += segment_length
+    return ranges
 
 
 def scan_segment_range(part: SegmentRange, messages: bool, checksum_algorithm: int,
@@ -310,3 +329,9 @@ class AeronArchiveDataSource(DataSource):
 
     def reader(self, schema) -> ArchiveReader:
         return ArchiveReader(os.fspath(inputs.archive_dir(self.options.get("path"))), self.options)
+
+    def streamReader(self, schema):
+        """``spark.readStream.format("aeron-archive")``: see ``archive_stream``."""
+        from aeron_numba.spark.archive_stream import ArchiveStreamReader  # it builds on this module
+
+        return ArchiveStreamReader(os.fspath(inputs.archive_dir(self.options.get("path"))), self.options)
