@@ -184,24 +184,22 @@ def walk_units(segment, offset, end, limit, base_position, term_length, initial_
             out[WALK_BAD_LENGTH] = frame_length
             return SCAN_BAD_FRAME
         next_offset = offset + aligned
+        frame_flags = segment[offset + FLAGS_FIELD_OFFSET]
+        if in_message and (frame_type == HDR_TYPE_PAD or (frame_flags & BEGIN_FRAG_FLAG) != 0):
+            in_message = False  # the message cut off here is dropped by the reader: a boundary before this frame
+            if offset <= limit:
+                boundary = offset
+            if first_end == start:
+                first_end = offset
         if next_offset > limit and first_end > start:
             break
-        at_boundary = True
-        if frame_type == HDR_TYPE_PAD:
-            in_message = False
-        elif messages:
-            frame_flags = segment[offset + FLAGS_FIELD_OFFSET]
+        if messages and frame_type == HDR_TYPE_DATA:
             if (frame_flags & BEGIN_FRAG_FLAG) != 0:
-                if in_message and offset > boundary and offset <= limit:
-                    boundary = offset  # the message cut off here is dropped by the reader: a boundary before it
-                    if first_end == start:
-                        first_end = offset
                 in_message = True
             if (frame_flags & END_FRAG_FLAG) != 0:
                 in_message = False
-            at_boundary = not in_message
         offset = next_offset
-        if at_boundary:
+        if not in_message:
             if offset <= limit:
                 boundary = offset
             if first_end == start:

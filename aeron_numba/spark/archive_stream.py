@@ -245,7 +245,7 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         however long (``position`` when none is durable yet)."""
         if hard_end is not None and (position >= hard_end or budget is None):
             return hard_end, hard_end
-        limit = A.NULL_POSITION if budget is None else position + budget
+        limit = None if budget is None else position + budget
         term_length, segment_length = d.term_buffer_length, d.segment_file_length
         boundary = first_end = at = position
         out = np.zeros(4, np.int64)
@@ -253,15 +253,15 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             base = A.segment_file_base_position(d.start_position, at, term_length, segment_length)
             name = A.segment_file_name(d.recording_id, base)
             end_offset = segment_length if hard_end is None else min(segment_length, hard_end - base)
-            if name not in names:
+            segment = self._map(name) if name in names else None
+            if segment is None:
                 later = any((p := A.parse_segment_file_name(n)) and p[0] == d.recording_id and p[1] > base
                             for n in names)
                 if hard_end is None and not later:
-                    break  # the recorder has not rolled into this segment yet
+                    break  # the recorder has not rolled into this segment yet (or is creating it)
                 at = self._lost(d, at, base + end_offset, f"segment file {name} is missing")
                 boundary = first_end = at
                 continue
-            segment = np.memmap(self.archive_dir / name, dtype=np.uint8, mode="r")
             from_offset = at - base
             limit_offset = end_offset if budget is None else min(end_offset, limit - base)
             reached = int(walk_units(segment, from_offset, min(end_offset, segment.size), limit_offset, base,
@@ -293,6 +293,13 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break  # the written frames end here
             at = base + segment_length
         return boundary, first_end
+
+    def _map(self, name: str) -> np.ndarray | None:
+        """A segment file mapped read-only, or None when it is gone or still empty (just created)."""
+        try:
+            return np.memmap(self.archive_dir / name, dtype=np.uint8, mode="r")
+        except (FileNotFoundError, ValueError):  # ValueError: numpy cannot map an empty file
+            return None
 
     def _lost(self, d, position: int, resume: int, why: str) -> int:
         lost = f"recording {d.recording_id}: data lost at position {position}: {why}"

@@ -16,8 +16,12 @@ from aeron_numba.kernels.segment_columns import (
     COUNT_PAYLOAD_BYTES,
     SCAN_BAD_FRAME,
     SCAN_CHECKSUM_MISMATCH,
+    WALK_BAD_OFFSET,
+    WALK_BOUNDARY,
+    WALK_FIRST_UNIT_END,
     count_fragments,
     fill_fragments,
+    walk_units,
 )
 from aeron_numba.layout.checksum import CHECKSUM_CRC32
 
@@ -121,3 +125,48 @@ def test_a_bad_frame_header_is_reported_with_its_offset(length, frame_type):
     struct.pack_into("<iBBh", segment, 64, length, 0, BEGIN | END, frame_type)
     status, out = scan(segment)
     assert status == SCAN_BAD_FRAME and out[0] == 64 and out[1] == length and out[2] == frame_type
+
+
+TERM_LENGTH = 64 * 1024
+INITIAL_TERM_ID = 7 - BASE // TERM_LENGTH  # build() writes term id 7: the term of BASE
+
+
+def naive_boundaries(frames, messages):
+    """Offsets a micro-batch may end at: after every frame; with ``messages`` after a message's END or a PAD or
+    a fragment outside any message, and before a BEGIN or PAD that cuts off an unfinished message."""
+    boundaries, offset, in_message = {0}, 0, False
+    for frame_type, flags, payload in frames:
+        if in_message and (frame_type == PAD or flags & BEGIN):
+            boundaries.add(offset)
+            in_message = False
+        if messages and frame_type == DATA and flags & BEGIN:
+            in_message = True
+        if messages and frame_type == DATA and flags & END:
+            in_message = False
+        offset += (32 + len(payload) + 31) & ~31
+        if not in_message:
+            boundaries.add(offset)
+    return boundaries, offset
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(frame_strategy, max_size=40), st.integers(0, 16 * 1024), st.booleans())
+def test_walk_units_ends_at_the_last_boundary_within_the_limit_and_completes_the_first_unit(frames, limit,
+                                                                                           messages):
+    segment = build(frames)
+    boundaries, written = naive_boundaries(frames, messages)
+    out = np.zeros(4, np.int64)
+    reached = walk_units(segment, 0, segment.size, limit, BASE, TERM_LENGTH, INITIAL_TERM_ID, messages, out)
+    assert out[WALK_BOUNDARY] == max(b for b in boundaries if b <= limit)
+    assert out[WALK_FIRST_UNIT_END] == min([b for b in boundaries if b > 0] or [0])
+    if limit >= written:
+        assert reached == written
+
+
+def test_walk_units_stops_before_a_header_not_yet_whole():
+    segment = build([(DATA, BEGIN | END, b"a" * 40), (DATA, BEGIN | END, b"b" * 40)])
+    out = np.zeros(4, np.int64)
+    segment[96 + 4:96 + 32] = 0  # the second frame's length word has landed, the rest of its header not yet
+    assert walk_units(segment, 0, segment.size, segment.size, BASE, TERM_LENGTH, INITIAL_TERM_ID, False, out) \
+        == SCAN_BAD_FRAME
+    assert out[WALK_BAD_OFFSET] == 96 and out[WALK_BOUNDARY] == 96
