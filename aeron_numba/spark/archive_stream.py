@@ -30,7 +30,6 @@ Options (besides the batch source's ``messages``, ``verifyChecksums``, ``failOnD
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -236,7 +235,7 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if boundary != position:
             unit = "message" if self.messages else "frame"
             raise ArchiveSourceError(f"option startingPositions: recording {d.recording_id} position={position} "
-                                     f"is not at the start of a {unit} (the one before it starts at {boundary})")
+                                     f"is not at the start of a {unit} (the {unit} holding it starts at {boundary})")
         return position
 
     def _walk(self, d, names: set[str], position: int, hard_end: int | None, budget: int | None) -> tuple[int, int]:

@@ -178,7 +178,7 @@ def test_starting_positions_earliest_latest_and_json(archive, tmp_path):
     assert reader(archive, startingPositions="latest").initialOffset() == {"0": ends[30]}
     assert reader(archive, startingPositions=f'{{"0": {ends[5]}}}').initialOffset() == {"0": ends[5]}
     with pytest.raises(ArchiveSourceError, match=rf"recording 0 position={ends[5] + 32} is not at the start of a "
-                                                 rf"frame \(the one before it starts at {ends[5]}\)"):
+                                                 rf"frame \(the frame holding it starts at {ends[5]}\)"):
         reader(archive, startingPositions=f'{{"0": {ends[5] + 32}}}').initialOffset()
     with pytest.raises(ArchiveSourceError, match=rf"position={ends[31]} is outside \[0, {ends[30]}\]"):
         reader(archive, startingPositions=f'{{"0": {ends[31]}}}').initialOffset()
