@@ -24,6 +24,7 @@ from aeron_numba.layout.frame import (
     FLAGS_FIELD_OFFSET,
     FRAME_ALIGNMENT,
     HDR_TYPE_DATA,
+    HDR_TYPE_PAD,
     HEADER_LENGTH,
     RESERVED_VALUE_OFFSET,
     SESSION_ID_FIELD_OFFSET,
@@ -169,21 +170,17 @@ def walk_units(segment, offset, end, limit, base_position, term_length, initial_
         frame_length = np.int64(atomics.get_int32_acquire(segment, offset))
         if frame_length <= 0:
             break  # not written yet, or being written
-        aligned = align(frame_length, FRAME_ALIGNMENT)
-        frame_type = np.int64(atomics.get_int16(segment, offset + TYPE_FIELD_OFFSET) & 0xFFFF)
         position = base_position + offset
-        term_offset = np.int64(atomics.get_int32(segment, offset + TERM_OFFSET_FIELD_OFFSET))
         term_id = np.int64(atomics.get_int32(segment, offset + TERM_ID_FIELD_OFFSET))
         expected_term_id = (initial_term_id + position // term_length + 0x80000000) % 0x100000000 - 0x80000000
-        if frame_length < HEADER_LENGTH or offset + aligned > end or \
-                (frame_type != HDR_TYPE_DATA and frame_type != HDR_TYPE_PAD) or \
-                term_offset != position % term_length or term_id != expected_term_id:
+        if not frame_header_sane(segment, offset, end, position % term_length) or term_id != expected_term_id:
             out[WALK_BOUNDARY] = boundary
             out[WALK_FIRST_UNIT_END] = first_end
             out[WALK_BAD_OFFSET] = offset
             out[WALK_BAD_LENGTH] = frame_length
             return SCAN_BAD_FRAME
-        next_offset = offset + aligned
+        next_offset = offset + align(frame_length, FRAME_ALIGNMENT)
+        frame_type = atomics.get_int16(segment, offset + TYPE_FIELD_OFFSET) & 0xFFFF
         frame_flags = segment[offset + FLAGS_FIELD_OFFSET]
         if in_message and (frame_type == HDR_TYPE_PAD or (frame_flags & BEGIN_FRAG_FLAG) != 0):
             in_message = False  # the message cut off here is dropped by the reader: a boundary before this frame
