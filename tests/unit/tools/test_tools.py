@@ -473,6 +473,7 @@ def test_console_scripts_are_declared():
         "aeron-numba-driver": "aeron_numba.commands.driver:main",
         "aeron-numba-archive": "aeron_numba.commands.archive:main",
         "archive-tool": "aeron_numba.tools.archive_tool:main",
+        "cluster-tool": "aeron_numba.tools.cluster_tool:main",
     }
     for target in scripts.values():
         module, function = target.split(":")
