@@ -1,7 +1,12 @@
-"""``python -m chaos list`` | ``python -m chaos run SCENARIO|--all [--seed N] [--iterations N] [--quick] [--out DIR]``.
+"""``python -m chaos list`` | ``python -m chaos run SCENARIO|--all [--seed N] [--iterations N] [--quick] [--out DIR]``
+| ``python -m chaos verify RUNS_DIR... [--out PARQUET_DIR] [--master URL] [--conf KEY=VALUE]``.
 
 Each run prints its seed and replay command; iteration ``i`` of ``--seed S`` uses seed ``S + i`` (without
 ``--seed`` a random one is drawn and printed). Exit code 0 only if every run passed.
+
+``verify`` is the Spark job ``nothing-lost`` (aeron_numba/spark/jobs/nothing_lost.py) over every run folder under
+the RUNS_DIRs: in the runs that recorded their streams (the archive scenarios), each acknowledged message is in the
+recording once, in order and intact, and nothing else is. Exit 0: clean; 1: a verdict is not; 2: bad input.
 """
 
 from __future__ import annotations
@@ -48,6 +53,15 @@ def main(argv=None) -> int:
     run.add_argument("--iterations", type=int, default=1)
     run.add_argument("--quick", action="store_true", help="short workloads (what pytest runs)")
     run.add_argument("--out", default="chaos-runs", help="where run folders go (default ./chaos-runs)")
+    # Listed for --help; its arguments go whole to the job's own parser (argparse's REMAINDER drops a leading
+    # option such as --help).
+    commands.add_parser("verify", add_help=False, help="check the runs' recordings against what was acknowledged "
+                        "(Spark; 'verify --help' for its options)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["verify"]:
+        from aeron_numba.spark.jobs import nothing_lost  # PySpark is imported only for this command
+
+        return nothing_lost.main(argv[1:], prog=f"{parser.prog} verify")
     args = parser.parse_args(argv)
     if args.command == "list":
         for name, scenario in SCENARIOS.items():

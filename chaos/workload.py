@@ -37,6 +37,7 @@ import os
 import signal
 import sys
 import time
+import zlib
 
 import numpy as np
 
@@ -130,8 +131,9 @@ def publish(args) -> int:
                 data = message_bytes(args.pub, seq, length)
                 result = publication.offer(data, reserved_value=(args.pub << SEQ_BITS) | seq)
                 if result > 0:
+                    # crc32: what a verifier compares recorded bytes against without knowing the fill pattern
                     log.event("sent", pub=args.pub, seq=seq, position=int(result), session=publication.session_id,
-                              length=length, incarnation=incarnation)
+                              length=length, incarnation=incarnation, crc32=zlib.crc32(data))
                     seq += 1
                     if interval_s > 0:
                         time.sleep(interval_s)

@@ -61,8 +61,17 @@ def start_archive(ctx, name: str, archive_dir: Path, env: dict[str, str] | None 
     process = ctx.pm.spawn_module(name, "aeron_numba.archive", "--archive-dir", str(archive_dir),
                                   env={**ARCHIVE_ENV, **(env or {}), "AERON_DIR": str(ctx.aeron_dir)})
     process.await_output("aeron-numba archive", PROCESS_START_TIMEOUT_S)
-    ctx.timeline.event("process_start", name=name, role="archive", pid=process.pid, archive_dir=str(archive_dir))
+    ctx.timeline.event("process_start", name=name, role="archive", pid=process.pid, **archive_fields(ctx, archive_dir))
     return process
+
+
+def archive_fields(ctx, archive_dir: Path) -> dict[str, str]:
+    """``archive_dir`` and, for an archive kept in the run folder, ``archive_subdir`` (its path relative to the
+    folder): what ``chaos verify`` reads the recording from, even when the run folder was moved or copied."""
+    fields = {"archive_dir": str(archive_dir)}
+    if archive_dir.is_relative_to(ctx.run_dir):
+        fields["archive_subdir"] = archive_dir.relative_to(ctx.run_dir).as_posix()
+    return fields
 
 
 def stop_archive(ctx, process, archive_dir: Path) -> None:
@@ -663,7 +672,8 @@ class ArchiveReplicationSourceKilled(Scenario):
             **ARCHIVE_ENV, **REPLICATION_ARCHIVE_ENV, "AERON_DIR": str(ctx.peer.aeron_dir),
             "AERON_ARCHIVE_CONTROL_CHANNEL": src_control})
         src.await_output("aeron-numba archive", PROCESS_START_TIMEOUT_S)
-        ctx.timeline.event("process_start", name="archive-src", role="archive", pid=src.pid, archive_dir=str(src_dir))
+        ctx.timeline.event("process_start", name="archive-src", role="archive", pid=src.pid,
+                           **archive_fields(ctx, src_dir))
         dst = start_archive(ctx, "archive-dst", dst_dir, {
             **REPLICATION_ARCHIVE_ENV, "AERON_ARCHIVE_CONTROL_CHANNEL": f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}",
             "AERON_ARCHIVE_REPLICATION_CHANNEL": "aeron:udp?endpoint=127.0.0.1:0"})
