@@ -1,9 +1,10 @@
 """The ``nothing-lost`` job over a real archive chaos run made in the test (``python -m chaos run``) and copies of
 its folder, each altered the way the failure it models would leave the files: a message's frame turned into
-padding (lost), a copy of a frame appended to the recording (duplicated), one payload byte flipped in a segment
-file (corrupted), a frame no publisher acknowledged appended (unexpected), a killed publisher with one unlogged
-message and one more after it, an INVALID recording and an archive dir gone. One job run reads them all; each
-copy must flip exactly its verdict, at the right first position, and the untouched run must stay clean."""
+padding (lost), two neighbouring frames swapped (reordered), a copy of a frame appended to the recording
+(duplicated), one payload byte flipped in a segment file (corrupted), a frame no publisher acknowledged appended
+(unexpected), a killed publisher with one unlogged message and one more after it, an INVALID recording and an
+archive dir gone. One job run reads them all; each copy must flip exactly its verdict, at the right first
+position, and the untouched run must stay clean."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.layout import archive as A
@@ -56,7 +58,7 @@ class Recording:
 
     def begin(self, seq: int) -> int:
         e = self.sent[seq]
-        return e["position"] - align(e["length"] + fr.HEADER_LENGTH, fr.FRAME_ALIGNMENT)
+        return e["position"] - self.frame_length(seq)
 
     def _locate(self, position: int) -> tuple[Path, int]:
         d = self.d
@@ -75,6 +77,17 @@ class Recording:
             f.seek(offset)
             f.write(data)
 
+    def frame_length(self, seq: int) -> int:
+        return align(self.sent[seq]["length"] + fr.HEADER_LENGTH, fr.FRAME_ALIGNMENT)
+
+    def rewrite(self, position: int, data: bytes) -> None:
+        """Write a whole frame at ``position`` with the term offset and term id it has there."""
+        data = bytearray(data)
+        term = self.d.term_buffer_length
+        struct.pack_into("<i", data, fr.TERM_OFFSET_FIELD_OFFSET, position % term)
+        struct.pack_into("<i", data, fr.TERM_ID_FIELD_OFFSET, self.d.initial_term_id + position // term)
+        self.write(position, bytes(data))
+
     def append(self, frames: list[bytes]) -> list[int]:
         """Write ``frames`` (whole, aligned) after the recording's end as the recorder would (a term's rest
         padded when a frame does not fit), with their term offset and term id; move the stop position past them.
@@ -86,10 +99,7 @@ class Recording:
                 rest = term - position % term
                 self.write(position, self._header(position, rest, fr.HDR_TYPE_PAD) + bytes(rest - fr.HEADER_LENGTH))
                 position += rest
-            data = bytearray(data)
-            struct.pack_into("<i", data, fr.TERM_OFFSET_FIELD_OFFSET, position % term)
-            struct.pack_into("<i", data, fr.TERM_ID_FIELD_OFFSET, self.d.initial_term_id + position // term)
-            self.write(position, bytes(data))
+            self.rewrite(position, data)
             at.append(position)
             position += len(data)
         with Catalog.open(self.archive, create=False) as catalog:
@@ -109,7 +119,7 @@ class Recording:
     def frame(self, seq: int) -> bytes:
         """The recorded frame of acknowledged message ``seq`` (checked: its header says so)."""
         e = self.sent[seq]
-        data = self.read(self.begin(seq), align(e["length"] + fr.HEADER_LENGTH, fr.FRAME_ALIGNMENT))
+        data = self.read(self.begin(seq), self.frame_length(seq))
         assert struct.unpack_from("<i", data)[0] == e["length"] + fr.HEADER_LENGTH
         assert struct.unpack_from("<qq", data, fr.HEADER_LENGTH) == (0, seq)
         return data
@@ -149,6 +159,13 @@ def verdicts(spark, tmp_path_factory):
     flipped.write(byte, bytes([flipped.read(byte, 1)[0] ^ 0x5A]))
     expected["flipped"] = {"corrupted": (1, flipped.begin(k))}
 
+    swapped = _copy(original, runs, "reordered")  # two neighbours of one frame size recorded the other way round
+    j = next(seq for seq in range(k, last) if swapped.frame_length(seq) == swapped.frame_length(seq + 1))
+    first, second = swapped.frame(j), swapped.frame(j + 1)
+    swapped.rewrite(swapped.begin(j), second)
+    swapped.rewrite(swapped.begin(j + 1), first)
+    expected["reordered"] = {"reordered": (1, swapped.begin(j + 1))}
+
     stray = _copy(original, runs, "unexpected")  # a message of the publisher's stream never acknowledged
     (at,) = stray.append([stray.new_frame(0, last + 5, 100)])
     expected["unexpected"] = {"unexpected": (1, at)}
@@ -175,7 +192,7 @@ def verdicts(spark, tmp_path_factory):
         code = nothing_lost.main([str(runs), "--out", str(out)], prog="nothing-lost")
     summary = {row["run_id"].rsplit("-", 1)[1]: row for row in spark.read.parquet(str(out / "summary")).collect()}
     findings = spark.read.parquet(str(out / "findings")).collect()
-    return code, summary, findings, expected, printed.getvalue(), k, last
+    return code, summary, findings, expected, printed.getvalue(), (k, j), last
 
 
 def test_an_untouched_run_is_clean_and_each_alteration_flips_exactly_its_verdict(verdicts):
@@ -201,15 +218,16 @@ def test_unreadable_recordings_are_reported_not_skipped(verdicts):
 
 
 def test_findings_name_each_offending_message(verdicts):
-    _, _, findings, _, _, k, last = verdicts
+    _, _, findings, _, _, (k, j), last = verdicts
     got = sorted((row["run_id"].rsplit("-", 1)[1], row["kind"], row["pub"], row["seq"]) for row in findings)
     assert got == sorted([("dropped", "lost", 0, k), ("duplicated", "duplicated", 0, k),
+                          ("reordered", "reordered", 0, j),
                           ("flipped", "corrupted", 0, k), ("unexpected", "unexpected", 0, last + 5),
                           ("killed", "unexpected", 0, last + 2)])
 
 
 def test_the_printed_table_has_a_row_per_recording_and_publisher(verdicts):
-    _, summary, _, _, printed, k, _ = verdicts
+    _, summary, _, _, printed, _, _ = verdicts
     lines = printed.splitlines()
     assert lines[0].split()[:4] == ["run", "archive", "rec", "pub"]
     rows = {line.split()[0].rsplit("-", 1)[1]: line for line in lines[2:2 + len(summary)]}
@@ -232,3 +250,14 @@ def test_message_ids_read_spark_arrow_batches(spark):
 
     assert sorted(map(tuple, df.coalesce(1).mapInArrow(ids, schema).collect()), key=str) == \
         sorted([(3, 7), (None, None), (1, 2**39)], key=str)
+
+
+def test_where_an_acknowledged_message_begins_as_the_delivery_check_computes_it(spark):
+    """The job's Spark expression against chaos/invariants.py's message_start, fragmented messages included."""
+    from chaos.invariants import message_start
+
+    cases = [(p, length, mtu) for p in (4096, 1 << 20) for mtu in (1408, 4096)
+             for length in (0, 1, 16, mtu - 33, mtu - 32, mtu - 31, 2 * (mtu - 32), 2 * (mtu - 32) + 1, 65000)]
+    df = spark.createDataFrame(cases, "acked_position bigint, length bigint, mtu int")
+    got = [row[0] for row in df.select(F.expr(nothing_lost.BEGIN_POSITION)).collect()]
+    assert got == [message_start(p, length, mtu) for p, length, mtu in cases]

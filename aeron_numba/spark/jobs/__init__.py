@@ -11,5 +11,5 @@ from __future__ import annotations
 JOBS: dict[str, tuple[str, str]] = {
     "bench-history": ("aeron_numba.spark.jobs.bench_history",
                       "benchmark history: trend plots of the ratios, a step worse than 10 % flagged as a regression"),
-    "nothing-lost": ("aeron_numba.spark.jobs.nothing_lost", "chaos runs: acknowledged messages against their recordings"),
+    "nothing-lost": ("aeron_numba.spark.jobs.nothing_lost", "chaos runs: acknowledged messages against recordings"),
 }

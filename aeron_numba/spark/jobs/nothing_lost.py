@@ -73,7 +73,8 @@ def message_ids(payload) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ids = np.zeros((n, 2), np.int64)
     if n == 0:
         return ids[:, 0], ids[:, 1], np.zeros(0, np.bool_)
-    offsets = np.frombuffer(offsets_buffer, offset_type, count=n + 1, offset=payload.offset * np.dtype(offset_type).itemsize)
+    offsets = np.frombuffer(offsets_buffer, offset_type, count=n + 1,
+                            offset=payload.offset * np.dtype(offset_type).itemsize)
     data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
     starts = offsets[:-1].astype(np.int64)
     valid = (offsets[1:] - offsets[:-1]) >= ID_BYTES
@@ -178,14 +179,18 @@ def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdi
     sent = _sent(events).cache()
     findings = None
     if present:
+        # One row per recording: collected once, so later queries do not plan the catalog sources again.
         catalogs = _union([spark.read.format("aeron-catalog").load(str(a.path))
                            .select(F.lit(a.run_id).alias("run_id"), F.lit(a.name).alias("archive"), "recording_id",
-                                   "session_id", "start_position", "stop_position", "state") for a in present])
-        for row in catalogs.filter("state not in ('VALID', 'DELETED')").collect():
-            problems.append((row.run_id, scenarios.get(row.run_id), row.archive, row.recording_id,
-                             f"recording {row.state}: not read"))
+                                   "session_id", "start_position", "stop_position", "state")
+                           for a in present]).collect()
+        for row in catalogs:
+            if row.state not in ("VALID", "DELETED"):
+                problems.append((row.run_id, scenarios.get(row.run_id), row.archive, row.recording_id,
+                                 f"recording {row.state}: not read"))
+        ranges = spark.createDataFrame([row for row in catalogs if row.state == "VALID"], _RANGES_SCHEMA)
         recorded = _recorded(spark, present).cache()
-        acked, findings = _compare(events, sent, recorded, catalogs.filter("state = 'VALID'"))
+        acked, findings = _compare(events, sent, recorded, ranges)
         summary = _summary(acked, recorded, findings.cache(), runs)
     else:
         summary = spark.createDataFrame([], SUMMARY_SCHEMA)
@@ -199,7 +204,10 @@ def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdi
                     len(scenarios), len(set(scenarios) - with_archive))
 
 
-_FINDINGS_SCHEMA = "run_id string, archive string, recording_id bigint, pub bigint, seq bigint, kind string, position bigint"
+_RANGES_SCHEMA = ("run_id string, archive string, recording_id bigint, session_id int, start_position bigint, "
+                  "stop_position bigint, state string")
+_FINDINGS_SCHEMA = ("run_id string, archive string, recording_id bigint, pub bigint, seq bigint, kind string, "
+                    "position bigint")
 
 
 def _sent(events):
@@ -261,7 +269,7 @@ def _compare(events, sent, recorded, catalogs):
     matched = firsts.join(acked_ids, ["run_id", "session_id", "pub", "seq"], "left")
     corrupted = (matched.filter(
         "acked_length is not null and (payload_length != acked_length or payload_crc != coalesce(acked_crc, "
-        f"payload_crc) or reserved_value != shiftleft(pub, {SEQ_BITS}) | seq)")
+        f"payload_crc) or reserved_value != (shiftleft(pub, {SEQ_BITS}) | seq))")
         .select(*_GROUP, "seq", F.lit("corrupted").alias("kind"), "position"))
 
     # TIMELINE.md allows one unlogged message past the last `sent` of a publisher that was killed.
