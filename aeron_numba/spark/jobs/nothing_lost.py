@@ -19,6 +19,9 @@ and Kafka checkers, each a count and the first offending position (where the mes
   last ``sent`` that TIMELINE.md allows (acknowledged, then killed before it could log it). A message too short
   to carry (pub, seq) is unexpected with pub null.
 
+The job turns on ``spark.sql.python.filterPushdown.enabled`` in its session: PySpark 4.3 refuses a filtered read of
+a source that implements ``pushFilters`` (``aeron-archive``) without it.
+
 A recording the catalog marks INVALID (``archive-tool verify`` found it corrupt) is not read, and an archive dir
 that is gone is not either: each is reported as a problem row. The table prints one row per (run, archive,
 recording, pub); ``--out`` (default ``<first RUNS_DIR>/nothing-lost``) gets Parquet folders ``summary`` (those
@@ -114,6 +117,7 @@ BEGIN_POSITION = (
 
 @functools.lru_cache(maxsize=None)
 def _functions():
+    # PySpark is imported on first use, so bad arguments and --help answer without loading it.
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -146,8 +150,10 @@ def find_archives(events, run_dirs: dict[str, str]) -> list[Archive]:
     for row in rows:
         if row.archive_subdir and row.run_id in run_dirs:
             path, name = Path(run_dirs[row.run_id]) / row.archive_subdir, row.archive_subdir
-        else:
+        elif row.archive_dir:
             path, name = Path(row.archive_dir), Path(row.archive_dir).name
+        else:
+            continue
         archives.setdefault((row.run_id, str(path)), Archive(row.run_id, row.scenario, name, path))
     return sorted(archives.values(), key=lambda a: (a.run_id, a.name))
 
@@ -297,14 +303,12 @@ def _summary(acked, recorded, findings, runs):
                .agg(F.count(F.lit(1)).alias("n"), F.min("position").alias("first")))
     counts = [F.coalesce(F.col(f"{kind}_n"), F.lit(0)).alias(kind) for kind in ("acked", "recorded")]
     for kind in KINDS:
-        counts += [F.coalesce(F.col(f"{kind}_n"), F.lit(0)).alias(kind), F.col(f"{kind}_first").alias(f"first_{kind}")]
+        counts += [F.coalesce(F.col(f"{kind}_n"), F.lit(0)).alias(kind),
+                   F.col(f"{kind}_first").alias(f"first_{kind}")]
     found = F.concat_ws(", ", *[F.when(F.col(kind) > 0, F.lit(kind)) for kind in KINDS])
     return (pivoted.select(*_GROUP, *counts).join(runs, "run_id", "left")
             .withColumn("verdict", F.when(found == "", F.lit(CLEAN)).otherwise(found))
             .select(*SUMMARY_COLUMNS))
-
-
-
 
 
 # ---------------------------------------------------------------------------------------------- the job
@@ -350,21 +354,28 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from aeron_numba.spark.run_files import RunFileError, find_run_dirs
     from aeron_numba.spark.session import SparkSetupError, parse_conf, spark_session
 
+    # A folder inside another one given would be read twice.
+    roots = sorted({os.path.abspath(d) for d in args.runs_dirs})
+    roots = [d for d in roots if not any(d != o and d.startswith(o.rstrip(os.sep) + os.sep) for o in roots)]
     try:
         conf = parse_conf(args.conf)
         run_dirs = {}
-        for root in args.runs_dirs:
+        for root in roots:
             for run_dir in find_run_dirs(root, RUN_MARKERS, "chaos run folders"):
                 run_dirs[os.path.basename(os.path.normpath(run_dir))] = run_dir
     except (ValueError, RunFileError) as exc:
         return cli.fail(prog, str(exc), 2)
     out = Path(args.out) if args.out else Path(args.runs_dirs[0]) / DEFAULT_OUT
+    try:  # an --out that cannot be a folder gets one line before Spark starts
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return cli.fail(prog, cli.user_error_line(exc, "--out directory"), 2)
     try:
         spark = spark_session(APP_NAME, args.master, conf)
     except SparkSetupError as exc:
         return cli.fail(prog, str(exc), 2)
     try:
-        verdicts = nothing_lost(spark, args.runs_dirs, run_dirs)
+        verdicts = nothing_lost(spark, roots, run_dirs)
         checked = verdicts.runs - verdicts.runs_without_archive
         if checked == 0:
             return cli.fail(prog, f"none of the {verdicts.runs} runs under {', '.join(args.runs_dirs)} recorded "

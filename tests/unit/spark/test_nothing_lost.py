@@ -78,6 +78,14 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert capsys.readouterr().err == f"python -m chaos verify: {message.format(tmp=tmp_path)}\n"
 
 
+def test_an_out_that_cannot_be_a_folder_is_one_line(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "result.json").write_text("{}")
+    (tmp_path / "file").write_text("")
+    assert nothing_lost.main([str(tmp_path / "run"), "--out", str(tmp_path / "file" / "out")], prog="nl") == 2
+    assert capsys.readouterr().err.startswith(f"nl: cannot create --out directory {tmp_path / 'file' / 'out'}: ")
+
+
 def test_no_runs_dir_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         chaos_main(["verify"])
