@@ -37,12 +37,18 @@ KINDS = nothing_lost.KINDS
 
 
 def _chaos_run(out: Path) -> Path:
+    """A passing run of SCENARIO under ``out``. The run is this test's input, not what it checks: one broken by
+    the machine (a client starved past its liveness timeout while Numba compiles on a loaded host) is made again
+    once, in a fresh folder."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "chaos", "run", SCENARIO, "--quick", "--seed", "11", "--out",
-                           str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"chaos run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    (run_dir,) = [p.parent for p in out.rglob("result.json")]
-    return run_dir
+    for attempt in range(2):
+        folder = out / f"attempt{attempt}"
+        done = subprocess.run([sys.executable, "-m", "chaos", "run", SCENARIO, "--quick", "--seed", "11", "--out",
+                               str(folder)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        if done.returncode == 0:
+            (run_dir,) = [p.parent for p in folder.rglob("result.json")]
+            return run_dir
+    raise AssertionError(f"chaos run failed twice:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 
 class Recording:
@@ -188,8 +194,10 @@ def verdicts(spark, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("out") / "verdicts"
     printed = io.StringIO()
+    pushdown = spark.conf.get(nothing_lost.FILTER_PUSHDOWN, None)
     with contextlib.redirect_stdout(printed):
         code = nothing_lost.main([str(runs), "--out", str(out)], prog="nothing-lost")
+    assert spark.conf.get(nothing_lost.FILTER_PUSHDOWN, None) == pushdown  # the shared session's setting is back
     summary = {row["run_id"].rsplit("-", 1)[1]: row for row in spark.read.parquet(str(out / "summary")).collect()}
     findings = spark.read.parquet(str(out / "findings")).collect()
     return code, summary, findings, expected, printed.getvalue(), (k, j), last
