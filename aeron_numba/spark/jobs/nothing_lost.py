@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,10 @@ SUMMARY_COLUMNS = ("run_id", "scenario", "archive", "recording_id", "pub", "acke
                    *(name for kind in KINDS for name in (kind, f"first_{kind}")), "verdict")
 _RECORDED_SCHEMA = ("run_id string, archive string, recording_id bigint, session_id int, position bigint, "
                     "reserved_value bigint, payload_crc bigint, payload_length int, pub bigint, seq bigint")
+_RANGES_SCHEMA = ("run_id string, archive string, recording_id bigint, session_id int, start_position bigint, "
+                  "stop_position bigint, state string")
+_FINDINGS_SCHEMA = ("run_id string, archive string, recording_id bigint, pub bigint, seq bigint, kind string, "
+                    "position bigint")
 SUMMARY_SCHEMA = ", ".join(f"{name} {'string' if name in ('run_id', 'scenario', 'archive', 'verdict') else 'bigint'}"
                            for name in SUMMARY_COLUMNS)
 
@@ -128,11 +133,14 @@ def _union(frames):
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
+@dataclass(frozen=True)
 class Archive:
     """One archive of one run: where its folder is (or was) and what the job calls it."""
 
-    def __init__(self, run_id: str, scenario: str | None, name: str, path: Path):
-        self.run_id, self.scenario, self.name, self.path = run_id, scenario, name, path
+    run_id: str
+    scenario: str | None
+    name: str
+    path: Path
 
 
 def find_archives(events, run_dirs: dict[str, str]) -> list[Archive]:
@@ -158,20 +166,22 @@ def find_archives(events, run_dirs: dict[str, str]) -> list[Archive]:
     return sorted(archives.values(), key=lambda a: (a.run_id, a.name))
 
 
+@dataclass
 class Verdicts:
     """The job's result: ``summary`` (SUMMARY_SCHEMA rows) and ``findings`` (one row per offending message:
-    run_id, archive, recording_id, pub, seq, kind, position), plus how many runs had no archive."""
+    run_id, archive, recording_id, pub, seq, kind, position), plus how many runs were read and had no archive."""
 
-    def __init__(self, summary, findings, runs: int, runs_without_archive: int):
-        self.summary, self.findings = summary, findings
-        self.runs, self.runs_without_archive = runs, runs_without_archive
+    summary: object
+    findings: object
+    runs: int
+    runs_without_archive: int
 
 
 def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdicts:
     """The verdicts for every run under ``runs_dirs`` (``run_dirs``: run_id -> run folder, to find archives kept
     in their run folders). The session needs ``spark.sql.python.filterPushdown.enabled=true`` while the result is
     computed (``main`` sets it)."""
-    F, Window = _functions()
+    F, _ = _functions()
     # cached: the timelines' JSON is parsed once for the run list, the archives, sent and the rest
     events = _union([spark.read.format("aeron-chaos").load(d) for d in runs_dirs]).cache()
     runs = events.select("run_id", "scenario").distinct()
@@ -208,11 +218,6 @@ def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdi
     return Verdicts(summary, findings if findings is not None else spark.createDataFrame([], _FINDINGS_SCHEMA),
                     len(scenarios), len(set(scenarios) - with_archive))
 
-
-_RANGES_SCHEMA = ("run_id string, archive string, recording_id bigint, session_id int, start_position bigint, "
-                  "stop_position bigint, state string")
-_FINDINGS_SCHEMA = ("run_id string, archive string, recording_id bigint, pub bigint, seq bigint, kind string, "
-                    "position bigint")
 
 
 def _sent(events):
