@@ -30,8 +30,8 @@ lost, duplicated, reordered, corrupted, unexpected or unreadable; 2: bad argumen
 
 The rows stay in Spark: sent events (``aeron-chaos``) and recorded messages (``aeron-archive`` with
 ``messages=true``) are joined per run and session; (pub, seq) come out of the payloads by a numpy gather over the
-Arrow buffer (``mapInArrow``), order and copies by window functions; only the summary and the small list of
-archives reach the driver.
+Arrow buffer (``mapInArrow``), order and copies by window functions; only the summary and one row per run,
+archive and recording reach the driver.
 """
 
 from __future__ import annotations
