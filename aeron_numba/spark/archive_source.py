@@ -8,11 +8,17 @@ channel (the original channel), stripped_channel, source_identity. Padding frame
 
 Planning (driver side) reads only ``archive.catalog`` and file names: one partition per segment file, split at term
 boundaries into ranges of at most ``maxBytesPerPartition`` (frames never cross a term), so a worker that sees the
-archive directory opens exactly one segment. Filters on recording_id, stream_id, session_id and position prune
-recordings and segments here, before any segment is opened; Spark still evaluates them on the rows. Spark passes
-filters to a Python source only with ``spark.sql.python.filterPushdown.enabled=true`` (off by default). With it on,
-Spark 4.3 keeps the read plan of a pushdown on the relation, and a later query without filters on the *same*
-DataFrame may reuse it (reading only the pruned segments): load the archive again for each query.
+archive directory opens exactly one segment. The options ``recordingIds``, ``streamIds`` and ``sessionIds`` prune
+recordings there, before any segment is opened, and are always safe.
+
+Filters (``where``) are evaluated by Spark on the rows by default. With ``pushFilters=true`` the reader also takes
+filters on recording_id, stream_id, session_id (equality, IN) and position ranges to prune recordings and segments
+at planning (Spark still checks every row). That needs ``spark.sql.python.filterPushdown.enabled=true`` (Spark's
+error says so when it is off), and it is opt-in because of a PySpark bug up to at least 4.3.0: the read plan of a
+pushdown is stored on the relation, so a later query on the *same* DataFrame that pushes no filter reuses it and
+silently reads only the pruned segments (Spark's master keeps the plan per scan; no release has the fix yet). With
+``pushFilters=true``, load the archive again for each query. A source that merely implements ``pushFilters`` makes
+PySpark refuse every read while the setting is off, hence two readers.
 
 Options (strings, as Spark passes them):
 
@@ -26,6 +32,8 @@ Options (strings, as Spark passes them):
 - ``failOnDataLoss`` (true): a segment file missing between a recording's start and stop fails the read naming the
   recording and position; false skips that range with a warning.
 - ``maxBytesPerPartition`` (128 MiB): the most segment bytes one partition scans.
+- ``recordingIds`` / ``streamIds`` / ``sessionIds`` (all): comma-separated ids; only those recordings are read.
+- ``pushFilters`` (false): prune by ``where`` filters too (above).
 """
 
 from __future__ import annotations
@@ -120,6 +128,21 @@ def byte_count_option(options, name: str, default: int | None) -> int | None:
     return int(text)
 
 
+#: option name -> the catalog field it selects recordings by
+ID_OPTIONS = {"recordingIds": "recording_id", "streamIds": "stream_id", "sessionIds": "session_id"}
+
+
+def ids_option(options, name: str) -> set[int] | None:
+    """A comma-separated id list option as a set (None when not given)."""
+    text = options.get(name)
+    if text is None:
+        return None
+    try:
+        return {int(part) for part in str(text).split(",") if part.strip()}
+    except ValueError:
+        raise ArchiveSourceError(f"option {name}={text!r}: expected comma-separated integer ids") from None
+
+
 @dataclass(frozen=True)
 class SegmentRange(InputPartition):
     """One partition: ``[from_offset, to_offset)`` of one segment file, rows in ``[low, high)`` positions."""
@@ -151,9 +174,7 @@ class _Bounds:
         if not hasattr(f, "value"):
             return
         if column in self.ids and isinstance(f, (EqualTo, In)):
-            values = {f.value} if isinstance(f, EqualTo) else set(f.value)
-            current = self.ids[column]
-            self.ids[column] = values if current is None else current & values
+            self.allow(column, {f.value} if isinstance(f, EqualTo) else set(f.value))
         elif column == "position" and isinstance(f.value, int) and not isinstance(f.value, bool):
             if isinstance(f, EqualTo):
                 self.low, self.high = max(self.low, f.value), min(self.high, f.value + 1)
@@ -166,11 +187,16 @@ class _Bounds:
             elif isinstance(f, LessThanOrEqual):
                 self.high = min(self.high, f.value + 1)
 
+    def allow(self, column: str, values: set) -> None:
+        current = self.ids[column]
+        self.ids[column] = values if current is None else current & values
+
     def admits(self, descriptor) -> bool:
         return all(allowed is None or getattr(descriptor, column) in allowed for column, allowed in self.ids.items())
 
 
 class ArchiveReader(DataSourceReader):
+    """The default reader: no ``pushFilters``, so it works whatever the session's pushdown setting."""
 
     def __init__(self, path: str, options):
         self.archive_dir = Path(path)
@@ -182,11 +208,10 @@ class ArchiveReader(DataSourceReader):
         self.max_bytes_per_partition = byte_count_option(options, "maxBytesPerPartition",
                                                          DEFAULT_MAX_BYTES_PER_PARTITION)
         self.bounds = _Bounds()
-
-    def pushFilters(self, filters):
-        for f in filters:
-            self.bounds.take(f)
-            yield f  # the bounds only prune; Spark still checks each row
+        for name, column in ID_OPTIONS.items():
+            ids = ids_option(options, name)
+            if ids is not None:
+                self.bounds.allow(column, ids)
 
     def partitions(self):
         catalog = inputs.open_catalog(self.archive_dir)  # a clear error for a missing dir or a corrupt catalog
@@ -220,6 +245,15 @@ class ArchiveReader(DataSourceReader):
         batch = scan_segment_range(partition, self.messages, self.checksum_algorithm, self.fail_on_data_loss)
         if batch.num_rows:
             yield batch
+
+
+class PruningArchiveReader(ArchiveReader):
+    """``pushFilters=true``: where-filters prune recordings and segments too (see the module docstring)."""
+
+    def pushFilters(self, filters):
+        for f in filters:
+            self.bounds.take(f)
+            yield f  # the bounds only prune; Spark still checks each row
 
 
 def plan_segment_ranges(archive_dir: Path, d, names: set[str], low: int, high: int, *, stopped: bool,
@@ -328,7 +362,8 @@ class AeronArchiveDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema) -> ArchiveReader:
-        return ArchiveReader(os.fspath(inputs.archive_dir(self.options.get("path"))), self.options)
+        reader = PruningArchiveReader if flag_option(self.options, "pushFilters", False) else ArchiveReader
+        return reader(os.fspath(inputs.archive_dir(self.options.get("path"))), self.options)
 
     def streamReader(self, schema):
         """``spark.readStream.format("aeron-archive")``: see ``archive_stream``."""

@@ -54,6 +54,7 @@ from aeron_numba.spark.archive_source import (
     byte_count_option,
     checksum_option,
     flag_option,
+    ids_option,
     plan_segment_ranges,
     positions_option,
     scan_segment_range,
@@ -62,16 +63,6 @@ from aeron_numba.spark.archive_source import (
 log = logging.getLogger(__name__)
 
 _MAX_PASSES = 8  # sharing passes per trigger: each re-offers what the others left unused
-
-
-def _ids_option(options, name: str) -> set[int] | None:
-    text = options.get(name)
-    if text is None:
-        return None
-    try:
-        return {int(part) for part in str(text).split(",") if part.strip()}
-    except ValueError:
-        raise ArchiveSourceError(f"option {name}={text!r}: expected comma-separated integer ids") from None
 
 
 def _starting_option(options) -> str | dict[int, int]:
@@ -107,8 +98,8 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                                          DEFAULT_MAX_BYTES_PER_PARTITION)
         self.max_bytes_per_trigger = byte_count_option(options, "maxBytesPerTrigger", None)
         self.starting = _starting_option(options)
-        self.recording_ids = _ids_option(options, "recordingIds")
-        self.stream_ids = _ids_option(options, "streamIds")
+        self.recording_ids = ids_option(options, "recordingIds")
+        self.stream_ids = ids_option(options, "streamIds")
         self._target: dict[int, int] | None = None  # Trigger.AvailableNow: the durable ends at the query's start
         self._first_turn = -1  # the recording that went first in the last shared trigger
 

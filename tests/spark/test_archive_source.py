@@ -156,18 +156,36 @@ def test_the_java_recorded_archive_agrees_with_archive_tools_dump(spark):
 
 
 def test_pushed_filters_prune_segments_and_keep_the_rows(spark):
-    # a fresh load per query: Spark 4.3 keeps a pushdown's read plan on the relation (see archive_source)
-    assert load(spark, GOLDEN / "archive").rdd.getNumPartitions() == 4
+    # pushFilters=true is opt-in, and wants a fresh load per query: PySpark 4.3 keeps a pushdown's read plan on the
+    # relation (see archive_source)
+    def pruning():
+        return load(spark, GOLDEN / "archive", pushFilters=True)
+
+    assert pruning().rdd.getNumPartitions() == 4
     condition = (F.col("recording_id") == 0) & (F.col("position") >= 131072)
-    filtered = load(spark, GOLDEN / "archive").where(condition)
+    filtered = pruning().where(condition)
     assert filtered.rdd.getNumPartitions() == 1  # only 0-131072.rec is opened
     everything = load(spark, GOLDEN / "archive")
     assert rows(filtered) == rows(spark.createDataFrame(everything.collect(), everything.schema).where(condition))
     assert rows(filtered) and all(r[0] == 0 and r[3] >= 131072 for r in rows(filtered))
-    assert load(spark, GOLDEN / "archive").where(F.col("stream_id").isin(1002, 1003)).rdd.getNumPartitions() == 2
-    assert load(spark, GOLDEN / "archive").where("session_id = 988464274 and position < 70000") \
-        .rdd.getNumPartitions() == 1
-    assert load(spark, GOLDEN / "archive").where("recording_id = 99").count() == 0  # no segment at all
+    assert pruning().where(F.col("stream_id").isin(1002, 1003)).rdd.getNumPartitions() == 2
+    assert pruning().where("session_id = 988464274 and position < 70000").rdd.getNumPartitions() == 1
+    assert pruning().where("recording_id = 99").count() == 0  # no segment at all
+
+
+def test_the_default_reader_filters_on_spark_defaults_and_a_reused_dataframe_stays_whole(spark):
+    key = "spark.sql.python.filterPushdown.enabled"
+    spark.conf.set(key, "false")  # Spark's default; a reader with pushFilters would make PySpark refuse the read
+    try:
+        frames = load(spark, GOLDEN / "archive")
+        total = frames.count()
+        assert frames.where("recording_id = 0").count() == len([r for r in frames.collect() if r.recording_id == 0])
+        assert frames.count() == total  # the filtered query left no trace on the DataFrame
+    finally:
+        spark.conf.set(key, "true")  # this module's setting (the fixture above)
+    by_option = load(spark, GOLDEN / "archive", recordingIds="0,2", streamIds="1001,1003")
+    assert by_option.rdd.getNumPartitions() == len([p for p in (GOLDEN / "archive").glob("[02]-*.rec")])
+    assert sorted({r.recording_id for r in by_option.select("recording_id").collect()}) == [0, 2]
 
 
 def test_a_segment_larger_than_max_bytes_per_partition_splits_at_term_boundaries(spark):
@@ -210,6 +228,7 @@ def test_a_segment_cut_short_is_data_lost_at_its_first_missing_frame(spark, tmp_
     ({"messages": "yes"}, r"option messages='yes': expected true or false"),
     ({"startingPositions": "[1]"}, r"option startingPositions='\[1\]': expected JSON"),
     ({"verifyChecksums": "md5"}, r"option verifyChecksums='md5': expected one of"),
+    ({"recordingIds": "0,x"}, r"option recordingIds='0,x': expected comma-separated integer ids"),
 ])
 def test_a_bad_option_is_named_with_its_value(spark, options, message):
     with pytest.raises(Exception, match=message):

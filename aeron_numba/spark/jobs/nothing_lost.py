@@ -19,9 +19,6 @@ and Kafka checkers, each a count and the first offending position (where the mes
   last ``sent`` that TIMELINE.md allows (acknowledged, then killed before it could log it). A message too short
   to carry (pub, seq) is unexpected with pub null.
 
-The job turns on ``spark.sql.python.filterPushdown.enabled`` while it runs: PySpark 4.3 refuses a filtered read of
-a source that implements ``pushFilters`` (``aeron-archive``) without it.
-
 A recording the catalog marks INVALID (``archive-tool verify`` found it corrupt) is not read, and an archive dir
 that is gone is not either: each is reported as a problem row. The table prints one row per (run, archive,
 recording, pub); ``--out`` (default ``<first RUNS_DIR>/nothing-lost``) gets Parquet folders ``summary`` (those
@@ -54,7 +51,6 @@ KINDS = ("lost", "duplicated", "reordered", "corrupted", "unexpected")
 RUN_MARKERS = ("timeline.jsonl", "result.json")  # what makes a folder a chaos run folder (aeron-chaos)
 DEFAULT_OUT = "nothing-lost"
 CLEAN = "clean"
-FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 _GROUP = ("run_id", "archive", "recording_id", "pub")
 SUMMARY_COLUMNS = ("run_id", "scenario", "archive", "recording_id", "pub", "acked", "recorded",
                    *(name for kind in KINDS for name in (kind, f"first_{kind}")), "verdict")
@@ -179,8 +175,7 @@ class Verdicts:
 
 def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdicts:
     """The verdicts for every run under ``runs_dirs`` (``run_dirs``: run_id -> run folder, to find archives kept
-    in their run folders). The session needs ``spark.sql.python.filterPushdown.enabled=true`` while the result is
-    computed (``main`` sets it)."""
+    in their run folders)."""
     F, _ = _functions()
     # cached: the timelines' JSON is parsed once for the run list, the archives, sent and the rest
     events = _union([spark.read.format("aeron-chaos").load(d) for d in runs_dirs]).cache()
@@ -378,9 +373,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         spark = spark_session(APP_NAME, args.master, conf)
     except SparkSetupError as exc:
         return cli.fail(prog, str(exc), 2)
-    # aeron-archive implements pushFilters, and PySpark 4.3 then refuses a filtered read unless pushdown is on.
-    pushdown = spark.conf.get(FILTER_PUSHDOWN, None)
-    spark.conf.set(FILTER_PUSHDOWN, "true")
     try:
         verdicts = nothing_lost(spark, roots, run_dirs)
         checked = verdicts.runs - verdicts.runs_without_archive
@@ -395,11 +387,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if line is None:
             raise
         return cli.fail(prog, line, 2)
-    finally:  # a session shared with other work (spark-submit, tests) gets its setting back
-        if pushdown is None:
-            spark.conf.unset(FILTER_PUSHDOWN)
-        else:
-            spark.conf.set(FILTER_PUSHDOWN, pushdown)
     print(format_table(rows))
     bad = [row for row in rows if row["verdict"] != CLEAN]
     print(f"\n{checked} runs with recordings checked, {verdicts.runs_without_archive} without skipped; "
