@@ -24,7 +24,9 @@ $(VENV)/.installed-%: pyproject.toml
 run: $(VENV)/.installed
 	$(PY) -m aeron_numba demo
 
+# The Spark tests need Java 17+: say what to install before anything runs.
 test: $(VENV)/.installed-test
+	$(PY) -m aeron_numba.spark.session
 	$(VENV)/bin/lint-imports --no-logo
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -1,24 +1,47 @@
 """The SparkSession a job runs in: ``local[*]`` by default, any master by ``--master`` (or ``spark.master`` from
 ``spark-submit`` / ``SPARK_MASTER``), with this package's data sources registered.
 
-PySpark needs Java 17 or newer; without ``java`` a job stops with one line saying what to install, not a JVM
-launch failure.
+PySpark needs Java 17 or newer; without it a job stops with one line saying what to install, not a JVM launch
+failure. ``python -m aeron_numba.spark.session`` checks just that (``make test`` runs it first).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
+import subprocess
 import sys
 
 DEFAULT_MASTER = "local[*]"
-JAVA_MISSING = ("PySpark needs Java 17 or newer on the PATH: install it (Debian/Ubuntu: apt install "
-                "openjdk-17-jre-headless; elsewhere any OpenJDK 17+) or set JAVA_HOME, then run again")
+MIN_JAVA = 17
+JAVA_MISSING = (f"PySpark needs Java {MIN_JAVA} or newer on the PATH: install it (Debian/Ubuntu: apt install "
+                f"openjdk-{MIN_JAVA}-jre-headless; elsewhere any OpenJDK {MIN_JAVA}+) or set JAVA_HOME, then run again")
 
 
 class SparkSetupError(RuntimeError):
     """Spark cannot start here (no Java, no PySpark); the message says what to install."""
+
+
+def java_problem() -> str | None:
+    """What keeps PySpark from starting its JVM here (no ``java``, or one older than 17), or None. Spark uses
+    ``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else ``java`` on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        return f"JAVA_HOME={home} has no executable bin/java; {JAVA_MISSING}" if home else JAVA_MISSING
+    try:
+        banner = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{java} -version failed ({exc}); {JAVA_MISSING}"
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', banner)
+    if match is None:
+        return None  # an unusual banner: let Spark try
+    major = int(match[1]) if match[1] != "1" else int(match[2] or 0)  # "1.8.0" is Java 8
+    if major < MIN_JAVA:
+        return f"{java} is Java {major}; {JAVA_MISSING}"
+    return None
 
 
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,8 +66,9 @@ def parse_conf(pairs: list[str]) -> dict[str, str]:
 
 def spark_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
     """A SparkSession (the active one if there is one) with every data source of this package registered."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise SparkSetupError(JAVA_MISSING)
+    problem = java_problem()
+    if problem:
+        raise SparkSetupError(problem)
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
@@ -64,3 +88,9 @@ def spark_session(app_name: str, master: str | None = None, conf: dict[str, str]
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
+
+
+if __name__ == "__main__":
+    _problem = java_problem()
+    if _problem:
+        sys.exit(_problem)

@@ -4,7 +4,6 @@ data sources registered. PySpark needs Java 17+: without ``java`` the fixture fa
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 import pytest
@@ -12,9 +11,11 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    if shutil.which("java") is None:
-        pytest.fail("PySpark needs Java 17 or newer on the PATH: install it (Debian/Ubuntu: apt install "
-                    "openjdk-17-jre-headless) and run the tests again")
+    from aeron_numba.spark.session import java_problem
+
+    problem = java_problem()
+    if problem:
+        pytest.fail(problem)
     os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers must see this environment's pyarrow and numba
     from pyspark.sql import SparkSession
 

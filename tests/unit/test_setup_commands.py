@@ -43,3 +43,9 @@ def test_readme_commands_are_the_makefile_targets_and_ci_runs_the_test_one():
     assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make run", "make test"]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "make test" in ci
+
+
+def test_make_test_checks_java_before_it_runs_anything():
+    commands = _dry_run("test")
+    check = commands.index("/nonexistent-venv/bin/python -m aeron_numba.spark.session")
+    assert check < next(i for i, c in enumerate(commands) if "lint-imports" in c)
