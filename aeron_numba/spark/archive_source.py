@@ -1,10 +1,11 @@
 """``spark.read.format("aeron-archive").load(archive_dir)``: an archive's recordings as rows, one per fragment.
 (``spark.readStream`` follows recordings as they grow: ``archive_stream``.)
 
-Rows come from the catalog's VALID recordings (what ListRecordings answers). Columns: recording_id, stream_id,
-session_id (the recording's, from the catalog: with record checksums the frame's own session id field holds the
-checksum), position, term_id, term_offset, frame_length, flags, frame_type, reserved_value, payload (binary),
-channel (the original channel), stripped_channel, source_identity. Padding frames never appear.
+Rows come from the catalog's VALID recordings (what ListRecordings answers; ``includeInvalid`` adds INVALID ones).
+Columns: recording_id, stream_id, session_id (the recording's, from the catalog: with record checksums the frame's
+own session id field holds the checksum), position, term_id, term_offset, frame_length, flags, frame_type,
+reserved_value, payload (binary), channel (the original channel), stripped_channel, source_identity. Padding frames
+never appear.
 
 Planning (driver side) reads only ``archive.catalog`` and file names: one partition per segment file, split at term
 boundaries into ranges of at most ``maxBytesPerPartition`` (frames never cross a term), so a worker that sees the
@@ -34,6 +35,8 @@ Options (strings, as Spark passes them):
 - ``maxBytesPerPartition`` (128 MiB): the most segment bytes one partition scans.
 - ``recordingIds`` / ``streamIds`` / ``sessionIds`` (all): comma-separated ids; only those recordings are read.
 - ``pushFilters`` (false): prune by ``where`` filters too (above).
+- ``includeInvalid`` (false): read INVALID recordings too (``archive-tool verify`` marks a recording INVALID when a
+  frame or checksum is wrong; its rows show what the segments hold).
 """
 
 from __future__ import annotations
@@ -143,6 +146,16 @@ def ids_option(options, name: str) -> set[int] | None:
         raise ArchiveSourceError(f"option {name}={text!r}: expected comma-separated integer ids") from None
 
 
+def readable_descriptors(catalog, include_invalid: bool) -> list:
+    """The VALID recordings' descriptors (what ListRecordings answers), and the INVALID ones with
+    ``include_invalid``."""
+    if not include_invalid:
+        return list(catalog.descriptors())
+    wanted = (A.RECORDING_STATE_VALID, A.RECORDING_STATE_INVALID)
+    return [inputs.recording_descriptor(catalog, rid) for rid in catalog.recording_ids()
+            if catalog.state(rid) in wanted]
+
+
 @dataclass(frozen=True)
 class SegmentRange(InputPartition):
     """One partition: ``[from_offset, to_offset)`` of one segment file, rows in ``[low, high)`` positions."""
@@ -207,6 +220,7 @@ class ArchiveReader(DataSourceReader):
         self.ending = positions_option(options, "endingPositions")
         self.max_bytes_per_partition = byte_count_option(options, "maxBytesPerPartition",
                                                          DEFAULT_MAX_BYTES_PER_PARTITION)
+        self.include_invalid = flag_option(options, "includeInvalid", False)
         self.bounds = _Bounds()
         for name, column in ID_OPTIONS.items():
             ids = ids_option(options, name)
@@ -216,7 +230,7 @@ class ArchiveReader(DataSourceReader):
     def partitions(self):
         catalog = inputs.open_catalog(self.archive_dir)  # a clear error for a missing dir or a corrupt catalog
         try:
-            descriptors = [d for d in catalog.descriptors() if self.bounds.admits(d)]
+            descriptors = [d for d in readable_descriptors(catalog, self.include_invalid) if self.bounds.admits(d)]
         finally:
             catalog.close()
         names = {p.name for p in self.archive_dir.iterdir()}

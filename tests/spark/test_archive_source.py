@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.segment_files import RecordingReader, RecordingWriter
+from aeron_numba.layout.archive import RECORDING_STATE_INVALID
 from aeron_numba.layout.checksum import CHECKSUM_CRC32
 from tests.unit.archive.test_archive_segments import TERM, publish, record
 
@@ -198,6 +199,15 @@ def test_starting_and_ending_positions_bound_a_recording(spark):
     df = load(spark, GOLDEN / "archive", startingPositions='{"0": 64}', endingPositions='{"0": 448}')
     assert [r.position for r in df.where("recording_id = 0").orderBy("position").collect()] == [64, 160, 288]
     assert df.where("recording_id = 2").count() == load(spark, GOLDEN / "archive").where("recording_id = 2").count()
+
+
+def test_an_invalid_recording_is_read_only_with_include_invalid(spark, tmp_path):
+    archive = Path(shutil.copytree(GOLDEN / "archive", tmp_path / "archive"))
+    with Catalog.open(archive, create=False) as catalog:
+        catalog.change_state(1, RECORDING_STATE_INVALID)  # as archive-tool verify marks a recording it finds bad
+    assert sorted({r.recording_id for r in load(spark, archive).select("recording_id").collect()}) == [0, 2]
+    everything = rows(load(spark, GOLDEN / "archive"))
+    assert rows(load(spark, archive, includeInvalid=True)) == everything
 
 
 def test_a_missing_segment_fails_naming_the_recording_and_position_or_is_skipped(spark, tmp_path):

@@ -2,9 +2,9 @@
 its folder, each altered the way the failure it models would leave the files: a message's frame turned into
 padding (lost), two neighbouring frames swapped (reordered), a copy of a frame appended to the recording
 (duplicated), one payload byte flipped in a segment file (corrupted), a frame no publisher acknowledged appended
-(unexpected), a killed publisher with one unlogged message and one more after it, an INVALID recording and an
-archive dir gone. One job run reads them all; each copy must flip exactly its verdict, at the right first
-position, and the untouched run must stay clean."""
+(unexpected), a killed publisher with one unlogged message and one more after it, a flipped byte in a recording
+archive-tool marked INVALID, and an archive dir gone. One job run reads them all; each copy must flip exactly its
+verdict, at the right first position, and the untouched run must stay clean."""
 
 from __future__ import annotations
 
@@ -188,7 +188,8 @@ def verdicts(spark, tmp_path_factory):
     _, at = killed.append([killed.new_frame(0, last + 1, 64), killed.new_frame(0, last + 2, 64)])
     expected["killed"] = {"unexpected": (1, at)}
 
-    invalid = _copy(original, runs, "invalid")
+    invalid = _copy(original, runs, "invalid")  # as archive-tool verify leaves a flipped byte: the recording INVALID
+    invalid.write(byte, bytes([invalid.read(byte, 1)[0] ^ 0x5A]))
     with Catalog.open(invalid.archive, create=False) as catalog:
         catalog.change_state(0, A.RECORDING_STATE_INVALID)
     gone = _copy(original, runs, "gone")
@@ -223,11 +224,13 @@ def test_an_untouched_run_is_clean_and_each_alteration_flips_exactly_its_verdict
     assert summary["duplicated"]["recorded"] == summary["unexpected"]["recorded"] == last + 2
 
 
-def test_unreadable_recordings_are_reported_not_skipped(verdicts):
-    _, summary, _, _, _, _, _ = verdicts
-    assert summary["invalid"]["verdict"] == "recording INVALID: not read"
+def test_an_invalid_recording_is_read_and_a_gone_archive_reported_never_skipped(verdicts):
+    _, summary, _, _, _, (k, _), last = verdicts
+    invalid = summary["invalid"]
+    assert invalid["verdict"] == "corrupted; recording INVALID in the catalog"
+    assert (invalid["acked"], invalid["corrupted"], invalid["first_corrupted"]) == \
+        (last + 1, 1, summary["flipped"]["first_corrupted"])
     assert summary["gone"]["verdict"].startswith("archive dir ") and "is gone" in summary["gone"]["verdict"]
-    assert summary["invalid"]["acked"] is None
 
 
 def test_findings_name_each_offending_message(verdicts):
@@ -235,7 +238,8 @@ def test_findings_name_each_offending_message(verdicts):
     got = sorted((row["run_id"].rsplit("-", 1)[1], row["kind"], row["pub"], row["seq"]) for row in findings)
     assert got == sorted([("dropped", "lost", 0, k), ("duplicated", "duplicated", 0, k),
                           ("reordered", "reordered", 0, j),
-                          ("flipped", "corrupted", 0, k), ("unexpected", "unexpected", 0, last + 5),
+                          ("flipped", "corrupted", 0, k), ("invalid", "corrupted", 0, k),
+                          ("unexpected", "unexpected", 0, last + 5),
                           ("killed", "unexpected", 0, last + 2)])
 
 

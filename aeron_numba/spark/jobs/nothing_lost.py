@@ -19,8 +19,9 @@ and Kafka checkers, each a count and the first offending position (where the mes
   last ``sent`` that TIMELINE.md allows (acknowledged, then killed before it could log it). A message too short
   to carry (pub, seq) is unexpected with pub null.
 
-A recording the catalog marks INVALID (``archive-tool verify`` found it corrupt) is not read, and an archive dir
-that is gone is not either: each is reported as a problem row. The table prints one row per (run, archive,
+A recording the catalog marks INVALID (``archive-tool verify`` found it corrupt) is read too, and its verdict says
+so beside what the messages show (e.g. ``corrupted; recording INVALID in the catalog``: never clean). An archive
+dir that is gone is reported as a problem row. The table prints one row per (run, archive,
 recording, pub); ``--out`` (default ``<first RUNS_DIR>/nothing-lost``) gets Parquet folders ``summary`` (those
 rows), ``findings`` (one row per offending message) and is overwritten. Exit 0: every verdict clean; 1: something
 lost, duplicated, reordered, corrupted, unexpected or unreadable; 2: bad arguments or input.
@@ -51,6 +52,8 @@ KINDS = ("lost", "duplicated", "reordered", "corrupted", "unexpected")
 RUN_MARKERS = ("timeline.jsonl", "result.json")  # what makes a folder a chaos run folder (aeron-chaos)
 DEFAULT_OUT = "nothing-lost"
 CLEAN = "clean"
+READ_STATES = ("VALID", "INVALID")  # the recording states whose messages are compared
+INVALID_NOTE = "recording INVALID in the catalog"
 _GROUP = ("run_id", "archive", "recording_id", "pub")
 SUMMARY_COLUMNS = ("run_id", "scenario", "archive", "recording_id", "pub", "acked", "recorded",
                    *(name for kind in KINDS for name in (kind, f"first_{kind}")), "verdict")
@@ -195,13 +198,13 @@ def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdi
                                    "session_id", "start_position", "stop_position", "state")
                            for a in present]).collect()
         for row in catalogs:
-            if row.state not in ("VALID", "DELETED"):
+            if row.state not in READ_STATES + ("DELETED",):
                 problems.append((row.run_id, scenarios.get(row.run_id), row.archive, row.recording_id,
                                  f"recording {row.state}: not read"))
-        ranges = spark.createDataFrame([row for row in catalogs if row.state == "VALID"], _RANGES_SCHEMA)
+        ranges = spark.createDataFrame([row for row in catalogs if row.state in READ_STATES], _RANGES_SCHEMA)
         recorded = _recorded(spark, present).cache()
         acked, findings = _compare(events, sent, recorded, ranges)
-        summary = _summary(acked, recorded, findings.cache(), runs)
+        summary = _summary(acked, recorded, findings.cache(), runs, ranges)
     else:
         summary = spark.createDataFrame([], SUMMARY_SCHEMA)
     if problems:
@@ -231,12 +234,13 @@ def _sent(events):
 
 
 def _recorded(spark, archives: list[Archive]):
-    """Every whole message of the archives' VALID recordings, with its payload's CRC-32 and (pub, seq)."""
+    """Every whole message of the archives' VALID and INVALID recordings, with its payload's CRC-32 and (pub, seq)."""
     F, _ = _functions()
     frames = []
     for a in archives:
         frames.append(spark.read.format("aeron-archive").option("messages", "true")
                       .option("failOnDataLoss", "false")  # a missing segment is lost messages, reported as such
+                      .option("includeInvalid", "true")  # what archive-tool verify found is reported, not skipped
                       .load(str(a.path))
                       .select(F.lit(a.run_id).alias("run_id"), F.lit(a.name).alias("archive"),
                               F.col("recording_id").cast("bigint"), "session_id", "position", "reserved_value",
@@ -290,9 +294,9 @@ def _compare(events, sent, recorded, catalogs):
     return acked, _union([lost.select(*columns), duplicated, reordered, corrupted, unexpected])
 
 
-def _summary(acked, recorded, findings, runs):
+def _summary(acked, recorded, findings, runs, ranges):
     """One row per (run, archive, recording, pub) of SUMMARY_SCHEMA: acked and recorded counts, each verdict's
-    count and first position, and the verdict (``clean`` or the kinds found)."""
+    count and first position, and the verdict (``clean`` or the kinds found; an INVALID recording says so)."""
     F, _ = _functions()
     no_position = F.lit(None).cast("bigint").alias("position")
     stats = _union([acked.select(*_GROUP, F.lit("acked").alias("kind"), no_position),
@@ -305,8 +309,14 @@ def _summary(acked, recorded, findings, runs):
         counts += [F.coalesce(F.col(f"{kind}_n"), F.lit(0)).alias(kind),
                    F.col(f"{kind}_first").alias(f"first_{kind}")]
     found = F.concat_ws(", ", *[F.when(F.col(kind) > 0, F.lit(kind)) for kind in KINDS])
+    states = ranges.select("run_id", "archive", "recording_id", "state")
+    invalid = F.col("state") == "INVALID"
+    verdict = (F.when(invalid & (found == ""), F.lit(f"messages intact; {INVALID_NOTE}"))
+               .when(invalid, F.concat(found, F.lit(f"; {INVALID_NOTE}")))
+               .when(found == "", F.lit(CLEAN)).otherwise(found))
     return (pivoted.select(*_GROUP, *counts).join(runs, "run_id", "left")
-            .withColumn("verdict", F.when(found == "", F.lit(CLEAN)).otherwise(found))
+            .join(states, ["run_id", "archive", "recording_id"], "left")
+            .withColumn("verdict", verdict)
             .select(*SUMMARY_COLUMNS))
 
 
