@@ -1,15 +1,17 @@
 """The benchmarks: run them, gate a run against the baseline, judge the history of runs.
 
 ``python -m benchmarks run [--quick|--tiny] [--out DIR] [--only PATTERN ...] [--history DIR | --no-history]``,
-``python -m benchmarks gate [--quick] [--baseline FILE] [--summary FILE] [--update-baseline]`` and
-``python -m benchmarks history [--history DIR] [--out DIR] [--master URL]``.
+``python -m benchmarks gate [--quick] [--baseline FILE] [--summary FILE] [--update-baseline]``,
+``python -m benchmarks history [--history DIR] [--out DIR] [--master URL]`` and
+``python -m benchmarks spark-scan [--size 2g] [--master URL] [--out DIR]``.
 
 ``run`` measures everything (``--quick``: CI-sized counts), prints the summary table and appends the run to
 the benchmark history (``aeron_numba/spark/history_table.py`` says where); ``gate`` runs (or reads a run's
 ``summary.json``) and compares its ratios with the stored baseline, failing (exit 1) when one got worse past
 its threshold; ``history`` reads the history with Spark, draws the ratios' trends and flags a step to a worse
-level (exit 1; the job ``bench-history`` of ``python -m aeron_numba.spark``). ``python -m benchmarks.kernels``
-is the single-process kernel ceiling.
+level (exit 1; the job ``bench-history`` of ``python -m aeron_numba.spark``); ``spark-scan`` times the
+``aeron-archive`` Spark source beside Parquet and a plain scan (``benchmarks/spark_scan.py``).
+``python -m benchmarks.kernels`` is the single-process kernel ceiling.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ def _profile(args) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["spark-scan"]:  # its own options (and its own --help)
+        from benchmarks import spark_scan
+
+        return spark_scan.main(argv[1:], "python -m benchmarks spark-scan")
     if argv[:1] == ["history"]:  # the Spark job parses its own arguments (and answers its own --help)
         from aeron_numba.spark.jobs import bench_history
 
@@ -39,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     gate = sub.add_parser("gate", help="compare a run's ratios with the baseline")
     sub.add_parser("history", add_help=False,
                    help="read the benchmark history with Spark: trend plots and regressions ('history --help')")
+    sub.add_parser("spark-scan", add_help=False,
+                   help="Spark scan throughput of a recording beside Parquet and a plain scan ('spark-scan --help')")
     for p in (run, gate):
         p.add_argument("--quick", action="store_true", help="short counts (what CI runs)")
         p.add_argument("--tiny", action="store_true", help="smoke-test counts: checks that everything works")
