@@ -53,7 +53,10 @@ def layout_key(size: int) -> str:
     return f"{size}-t{TERM_LENGTH}-s{SEGMENT_FILE_LENGTH}-v{_LAYOUT_VERSION}"
 
 
-def message_lengths(count: int) -> np.ndarray:
+def message_lengths(size: int) -> np.ndarray:
+    """The payload lengths offered for a recording of ``size`` bytes (more than it takes: a frame averages over
+    600 bytes); the recording holds the first ``layout["messages"]`` of them."""
+    count = size // 300 + 1024
     rng = np.random.default_rng(SEED)
     small = rng.integers(SMALL_PAYLOADS[0], SMALL_PAYLOADS[1] + 1, count)
     large = rng.integers(LARGE_PAYLOADS[0], LARGE_PAYLOADS[1] + 1, count)
@@ -103,7 +106,7 @@ def build_recording(archive_dir: Path, size: int, scratch_dir: Path) -> dict:
         limit_buf = np.zeros(128, np.uint8)
         limit_buf[:8].view(np.int64)[0] = 1 << 62  # no subscriber holds the publication back
         source = np.random.default_rng(SEED + 1).integers(0, 256, _SOURCE_LENGTH, dtype=np.uint8)
-        lengths = message_lengths(size // 300 + 1024)  # more than enough: the mean frame is over 600 bytes
+        lengths = message_lengths(size)
         with Catalog.open(archive_dir) as catalog:
             recording_id = catalog.add_recording(
                 start_position=0, start_timestamp=1, initial_term_id=INITIAL_TERM_ID,

@@ -134,11 +134,37 @@ def scan_executors(spark, group: str) -> dict[str, int]:
     return widest
 
 
-def _summary(seconds: list[float], fragments: int, segment_bytes: int, cores: int) -> dict:
+def tree_cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of ``root_pid`` and every process below it (the JVM, its executors and their
+    Python workers), with the children they have reaped; 0.0 where ``/proc`` cannot tell."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # gone meanwhile
+            stats[int(entry.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))  # ppid, u+s+cu+cs
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0))[1]
+        todo.extend(children.get(pid, ()))
+    return total / ticks
+
+
+def _summary(seconds: list[float], cpu_seconds: list[float], fragments: int, segment_bytes: int,
+             cores: int) -> dict:
     median = statistics.median(seconds)
+    cpu = statistics.median(cpu_seconds)
     return {"seconds": seconds, "median_s": median, "min_s": min(seconds), "max_s": max(seconds),
             "fragments_per_s": fragments / median, "mb_per_s": segment_bytes / median / 1e6, "cores": cores,
-            "fragments_per_s_per_core": fragments / median / cores}
+            "fragments_per_s_per_core": fragments / median / cores,
+            "cpu_seconds": cpu_seconds, "median_cpu_s": cpu, "fragments_per_cpu_s": fragments / cpu if cpu else None}
 
 
 def measure(spark, archive_dir: Path, parquet_dir: Path, repeats: int, segment_bytes: int) -> dict:
@@ -151,19 +177,31 @@ def measure(spark, archive_dir: Path, parquet_dir: Path, repeats: int, segment_b
         "d": (lambda: arrow_scan(partitions), 1),
     }
     totals = {name: run() for name, (run, _) in readers.items()}  # warm-up round, and the rows each reader saw
-    spark.sparkContext.setJobGroup("spark-scan-executors", "aeron-archive scan: which executor ran each task")
-    _spark_totals(spark.read.format("aeron-archive").load(str(archive_dir)))
+    sc = spark.sparkContext
+    sc.setJobGroup("spark-scan-executors", "aeron-archive scan: which executor ran each task")
+    try:
+        _spark_totals(spark.read.format("aeron-archive").load(str(archive_dir)))
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description"):  # a shared session's later jobs are not ours
+            sc.setLocalProperty(key, None)
     executors = scan_executors(spark, "spark-scan-executors")
-    spark.sparkContext.setJobGroup("spark-scan", "measured scans")
+    jvm_pid = sc._gateway.proc.pid if getattr(sc._gateway, "proc", None) else None
+
+    def cpu_now() -> float:  # this process (the driver's Python side, or the single-process scans) and the JVMs
+        return time.process_time() + (tree_cpu_seconds(jvm_pid) if jvm_pid else 0.0)
+
     seconds: dict[str, list[float]] = {name: [] for name in readers}
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in readers}
     order = list(readers)
     for round_ in range(repeats):
         for name in order[round_ % len(order):] + order[:round_ % len(order)]:
-            start = time.perf_counter()
+            cpu, start = cpu_now(), time.perf_counter()
             readers[name][0]()
             seconds[name].append(time.perf_counter() - start)
+            cpu_seconds[name].append(cpu_now() - cpu)
     fragments = totals["c"][0]
-    results = {name: _summary(seconds[name], fragments, segment_bytes, readers[name][1]) for name in readers}
+    results = {name: _summary(seconds[name], cpu_seconds[name], fragments, segment_bytes, readers[name][1])
+               for name in readers}
     return {"totals": totals, "results": results, "executors": executors, "partitions": len(partitions),
             "cores": cores}
 
@@ -177,13 +215,15 @@ def _fmt(value: float, unit: str = "") -> str:
 
 def format_report(report: dict) -> str:
     meta, results = report["meta"], report["results"]
-    headers = ["reader", "median s", "spread s", "fragments/s", "MB/s", "cores", "fragments/s/core"]
+    headers = ["reader", "median s", "spread s", "fragments/s", "MB/s", "cores", "fragments/s/core", "CPU s",
+               "fragments/CPU s"]
     rows = []
     for name, label in {**READERS, **BREAKDOWN}.items():
         r = results[name]
         rows.append([f"({name}) {label}", f"{r['median_s']:.3f}", f"{r['min_s']:.3f}..{r['max_s']:.3f}",
                      _fmt(r["fragments_per_s"]), f"{r['mb_per_s']:.0f}", str(r["cores"]),
-                     _fmt(r["fragments_per_s_per_core"])])
+                     _fmt(r["fragments_per_s_per_core"]), f"{r['median_cpu_s']:.2f}",
+                     _fmt(r["fragments_per_cpu_s"]) if r["fragments_per_cpu_s"] else "-"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     table = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
     table += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
@@ -195,14 +235,16 @@ def format_report(report: dict) -> str:
         f"{meta['date']}  {meta['cpu_model']} ({meta['cpu_count']} cores); pyspark {meta['pyspark']}, "
         f"load average (1 min) {meta['load_avg_start']} at start, {meta['load_avg_end']} at end",
         f"recording {meta['archive_dir']}; parquet {meta['parquet_dir']} ({meta['parquet_bytes'] / 2**20:.0f} MiB)",
-        f"{meta['repeats']} alternating rounds after a warm-up; MB/s counts the recording's segment bytes",
+        f"{meta['repeats']} alternating rounds after a warm-up; MB/s counts the recording's segment bytes; CPU s: "
+        f"CPU time of this process, the JVMs and their Python workers (less swayed by other load than wall time)",
         "",
         *table,
         "",
         f"(a)/(b) = {targets['archive_over_parquet']:.2f}x (target >= {TARGET_PARQUET_RATIO}x: "
         f"{'met' if targets['parquet_ratio_met'] else 'MISSED'}); (a) per core "
         f"{_fmt(targets['archive_fragments_per_s_per_core'])} fragments/s (target >= "
-        f"{_fmt(TARGET_FRAGMENTS_PER_CORE)}: {'met' if targets['per_core_met'] else 'MISSED'})",
+        f"{_fmt(TARGET_FRAGMENTS_PER_CORE)}: {'met' if targets['per_core_met'] else 'MISSED'}; per CPU second "
+        f"{_fmt(targets['archive_fragments_per_cpu_s'] or 0)})",
         f"rows agree across readers: {report['rows_agree']}  (fragments, payload bytes, position sum each: "
         f"{report['totals']['a']})",
         f"tasks of the aeron-archive scan per executor: {executors}",
@@ -258,7 +300,8 @@ def run(args, conf: dict[str, str]) -> dict:
         "executors": measured["executors"],
         "targets": {"archive_over_parquet": ratio, "parquet_ratio_met": ratio >= TARGET_PARQUET_RATIO,
                     "archive_fragments_per_s_per_core": results["a"]["fragments_per_s_per_core"],
-                    "per_core_met": results["a"]["fragments_per_s_per_core"] >= TARGET_FRAGMENTS_PER_CORE},
+                    "per_core_met": results["a"]["fragments_per_s_per_core"] >= TARGET_FRAGMENTS_PER_CORE,
+                    "archive_fragments_per_cpu_s": results["a"]["fragments_per_cpu_s"]},
     }
 
 

@@ -1,0 +1,62 @@
+"""``python -m benchmarks spark-scan``: its recording holds the messages it says, its three readers (the
+``aeron-archive`` source, Parquet of the same rows, the single-process kernel scan) see the same rows, and a bad
+argument is one line. Correctness only: the timings are the benchmark's, not a test's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks import scan_recording as R
+from benchmarks.__main__ import main
+from benchmarks.spark_scan import ensure_parquet, measure
+from tests.spark.conftest import spark  # noqa: F401  (the session-scoped local SparkSession)
+
+SIZE = 8 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def filter_pushdown(spark):  # noqa: F811
+    """PySpark 4.3 refuses the aeron-archive reader (it has pushFilters) unless pushdown is on."""
+    key = "spark.sql.python.filterPushdown.enabled"
+    before = spark.conf.get(key, "false")
+    spark.conf.set(key, "true")
+    yield
+    spark.conf.set(key, before)
+
+
+@pytest.mark.spark
+def test_the_three_readers_agree_with_the_messages_written(spark, filter_pushdown, tmp_path):  # noqa: F811
+    archive_dir, layout, built = R.ensure_recording(tmp_path, SIZE)
+    assert built and R.ensure_recording(tmp_path, SIZE)[2] is False  # the second run reuses it
+    lengths = R.message_lengths(SIZE)[:layout["messages"]]  # the seeded mix, regenerated
+    max_payload = R.MTU_LENGTH - 32
+    expected_fragments = int(np.sum((lengths + max_payload - 1) // max_payload))
+    assert expected_fragments > layout["messages"]  # fragmented messages are in it
+    assert SIZE <= layout["stop_position"] < SIZE + 5 * 1024
+
+    parquet_dir, written = ensure_parquet(spark, tmp_path, R.layout_key(SIZE), archive_dir)
+    assert written
+    measured = measure(spark, archive_dir, parquet_dir, 1, layout["stop_position"])
+
+    totals = measured["totals"]
+    assert set(totals) == {"a", "b", "c", "d"}
+    assert {tuple(t) for t in totals.values()} == {(expected_fragments, int(lengths.sum()), totals["c"][2])}
+    assert measured["executors"] == {"driver": measured["partitions"]}  # local mode: the driver ran every task
+    assert all(len(r["seconds"]) == 1 for r in measured["results"].values())
+
+
+def test_a_bad_size_or_conf_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["spark-scan", "--size", "2x", "--dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "python -m benchmarks spark-scan: --size '2x': expected a positive size such as 8m, 512m or 2g"
+    assert main(["spark-scan", "--conf", "nokey", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--conf 'nokey' must be KEY=VALUE" in err
+
+
+def test_a_dir_under_a_file_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    assert main(["spark-scan", "--size", "8m", "--dir", str(tmp_path / "a-file" / "x"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot create --dir directory" in err and "Not a directory" in err
