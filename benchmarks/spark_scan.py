@@ -134,37 +134,42 @@ def scan_executors(spark, group: str) -> dict[str, int]:
     return widest
 
 
-def tree_cpu_seconds(root_pid: int) -> float:
+def tree_cpu_seconds(root_pid: int) -> dict[str, float]:
     """User + system CPU seconds of ``root_pid`` and every process below it (the JVM, its executors and their
-    Python workers), with the children they have reaped; 0.0 where ``/proc`` cannot tell."""
+    Python workers), with the children they have reaped, by kind: ``jvm`` (java) and ``python`` (the rest)."""
     ticks = os.sysconf("SC_CLK_TCK")
     stats = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                text = (entry / "stat").read_text()
             except OSError:
                 continue  # gone meanwhile
-            stats[int(entry.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))  # ppid, u+s+cu+cs
+            comm, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 1:].split()
+            stats[int(entry.name)] = (int(fields[1]), "jvm" if comm == "java" else "python",
+                                      sum(int(f) for f in fields[11:15]))  # ppid, kind, utime+stime+cutime+cstime
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
+    for pid, (ppid, _, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [root_pid]
+    totals, todo = {"jvm": 0.0, "python": 0.0}, [root_pid]
     while todo:
         pid = todo.pop()
-        total += stats.get(pid, (0, 0))[1]
+        if pid in stats:
+            totals[stats[pid][1]] += stats[pid][2] / ticks
         todo.extend(children.get(pid, ()))
-    return total / ticks
+    return totals
 
 
-def _summary(seconds: list[float], cpu_seconds: list[float], fragments: int, segment_bytes: int,
+def _summary(seconds: list[float], cpu: list[dict[str, float]], fragments: int, segment_bytes: int,
              cores: int) -> dict:
     median = statistics.median(seconds)
-    cpu = statistics.median(cpu_seconds)
+    cpu_total = statistics.median(sum(c.values()) for c in cpu)
     return {"seconds": seconds, "median_s": median, "min_s": min(seconds), "max_s": max(seconds),
             "fragments_per_s": fragments / median, "mb_per_s": segment_bytes / median / 1e6, "cores": cores,
-            "fragments_per_s_per_core": fragments / median / cores,
-            "cpu_seconds": cpu_seconds, "median_cpu_s": cpu, "fragments_per_cpu_s": fragments / cpu if cpu else None}
+            "fragments_per_s_per_core": fragments / median / cores, "cpu_seconds": cpu,
+            "median_cpu_s": cpu_total, "median_jvm_cpu_s": statistics.median(c["jvm"] for c in cpu),
+            "median_python_cpu_s": statistics.median(c["python"] for c in cpu),
+            "fragments_per_cpu_s": fragments / cpu_total if cpu_total else None}
 
 
 def measure(spark, archive_dir: Path, parquet_dir: Path, repeats: int, segment_bytes: int) -> dict:
@@ -187,18 +192,21 @@ def measure(spark, archive_dir: Path, parquet_dir: Path, repeats: int, segment_b
     executors = scan_executors(spark, "spark-scan-executors")
     jvm_pid = sc._gateway.proc.pid if getattr(sc._gateway, "proc", None) else None
 
-    def cpu_now() -> float:  # this process (the driver's Python side, or the single-process scans) and the JVMs
-        return time.process_time() + (tree_cpu_seconds(jvm_pid) if jvm_pid else 0.0)
+    def cpu_now() -> dict[str, float]:  # the JVMs, their Python workers, and this process (driver or scans)
+        cpu = tree_cpu_seconds(jvm_pid) if jvm_pid else {"jvm": 0.0, "python": 0.0}
+        cpu["python"] += time.process_time()
+        return cpu
 
     seconds: dict[str, list[float]] = {name: [] for name in readers}
-    cpu_seconds: dict[str, list[float]] = {name: [] for name in readers}
+    cpu_seconds: dict[str, list[dict[str, float]]] = {name: [] for name in readers}
     order = list(readers)
     for round_ in range(repeats):
         for name in order[round_ % len(order):] + order[:round_ % len(order)]:
-            cpu, start = cpu_now(), time.perf_counter()
+            before, start = cpu_now(), time.perf_counter()
             readers[name][0]()
             seconds[name].append(time.perf_counter() - start)
-            cpu_seconds[name].append(cpu_now() - cpu)
+            after = cpu_now()
+            cpu_seconds[name].append({kind: after[kind] - before[kind] for kind in after})
     fragments = totals["c"][0]
     results = {name: _summary(seconds[name], cpu_seconds[name], fragments, segment_bytes, readers[name][1])
                for name in readers}
@@ -215,14 +223,14 @@ def _fmt(value: float, unit: str = "") -> str:
 
 def format_report(report: dict) -> str:
     meta, results = report["meta"], report["results"]
-    headers = ["reader", "median s", "spread s", "fragments/s", "MB/s", "cores", "fragments/s/core", "CPU s",
-               "fragments/CPU s"]
+    headers = ["reader", "median s", "spread s", "fragments/s", "MB/s", "cores", "fragments/s/core",
+               "CPU s (JVM+Python)", "fragments/CPU s"]
     rows = []
     for name, label in {**READERS, **BREAKDOWN}.items():
         r = results[name]
         rows.append([f"({name}) {label}", f"{r['median_s']:.3f}", f"{r['min_s']:.3f}..{r['max_s']:.3f}",
                      _fmt(r["fragments_per_s"]), f"{r['mb_per_s']:.0f}", str(r["cores"]),
-                     _fmt(r["fragments_per_s_per_core"]), f"{r['median_cpu_s']:.2f}",
+                     _fmt(r["fragments_per_s_per_core"]), f"{r['median_cpu_s']:.2f} ({r['median_jvm_cpu_s']:.2f}+{r['median_python_cpu_s']:.2f})",
                      _fmt(r["fragments_per_cpu_s"]) if r["fragments_per_cpu_s"] else "-"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     table = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
@@ -236,7 +244,8 @@ def format_report(report: dict) -> str:
         f"load average (1 min) {meta['load_avg_start']} at start, {meta['load_avg_end']} at end",
         f"recording {meta['archive_dir']}; parquet {meta['parquet_dir']} ({meta['parquet_bytes'] / 2**20:.0f} MiB)",
         f"{meta['repeats']} alternating rounds after a warm-up; MB/s counts the recording's segment bytes; CPU s: "
-        f"CPU time of this process, the JVMs and their Python workers (less swayed by other load than wall time)",
+        f"the JVMs' and the Python processes' CPU time (this one and Spark's workers): other load sways it less "
+        f"than wall time",
         "",
         *table,
         "",
