@@ -134,9 +134,9 @@ def scan_executors(spark, group: str) -> dict[str, int]:
     return widest
 
 
-def tree_cpu_seconds(root_pid: int) -> dict[str, float]:
-    """User + system CPU seconds of ``root_pid`` and every process below it (the JVM, its executors and their
-    Python workers), with the children they have reaped, by kind: ``jvm`` (java) and ``python`` (the rest)."""
+def tree_cpu_seconds(root_pid: int) -> dict[int, tuple[str, float]]:
+    """pid -> (kind, user + system CPU seconds, with its reaped children's) of ``root_pid`` and every process below
+    it (the JVM, its executors and their Python workers); kind is ``jvm`` (java) or ``python`` (the rest)."""
     ticks = os.sysconf("SC_CLK_TCK")
     stats = {}
     for entry in Path("/proc").iterdir():
@@ -147,17 +147,26 @@ def tree_cpu_seconds(root_pid: int) -> dict[str, float]:
                 continue  # gone meanwhile
             comm, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 1:].split()
             stats[int(entry.name)] = (int(fields[1]), "jvm" if comm == "java" else "python",
-                                      sum(int(f) for f in fields[11:15]))  # ppid, kind, utime+stime+cutime+cstime
+                                      sum(int(f) for f in fields[11:15]) / ticks)
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    totals, todo = {"jvm": 0.0, "python": 0.0}, [root_pid]
+    tree, todo = {}, [root_pid]
     while todo:
         pid = todo.pop()
         if pid in stats:
-            totals[stats[pid][1]] += stats[pid][2] / ticks
+            tree[pid] = stats[pid][1:]
         todo.extend(children.get(pid, ()))
-    return totals
+    return tree
+
+
+def cpu_used(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds by kind between two ``tree_cpu_seconds``: a process that ended meanwhile (a Python worker
+    Spark let go) takes its last seconds with it, so this is a lower bound."""
+    used = {"jvm": 0.0, "python": 0.0}
+    for pid, (kind, seconds) in after.items():
+        used[kind] += max(0.0, seconds - before.get(pid, (kind, 0.0))[1])
+    return used
 
 
 def _summary(seconds: list[float], cpu: list[dict[str, float]], fragments: int, segment_bytes: int,
@@ -192,9 +201,9 @@ def measure(spark, archive_dir: Path, parquet_dir: Path, repeats: int, segment_b
     executors = scan_executors(spark, "spark-scan-executors")
     jvm_pid = sc._gateway.proc.pid if getattr(sc._gateway, "proc", None) else None
 
-    def cpu_now() -> dict[str, float]:  # the JVMs, their Python workers, and this process (driver or scans)
-        cpu = tree_cpu_seconds(jvm_pid) if jvm_pid else {"jvm": 0.0, "python": 0.0}
-        cpu["python"] += time.process_time()
+    def cpu_now() -> dict[int, tuple[str, float]]:  # the JVMs, their Python workers, this process (driver or scans)
+        cpu = tree_cpu_seconds(jvm_pid) if jvm_pid else {}
+        cpu[os.getpid()] = ("python", time.process_time())  # precise, and not below the JVM
         return cpu
 
     seconds: dict[str, list[float]] = {name: [] for name in readers}
@@ -205,8 +214,7 @@ def measure(spark, archive_dir: Path, parquet_dir: Path, repeats: int, segment_b
             before, start = cpu_now(), time.perf_counter()
             readers[name][0]()
             seconds[name].append(time.perf_counter() - start)
-            after = cpu_now()
-            cpu_seconds[name].append({kind: after[kind] - before[kind] for kind in after})
+            cpu_seconds[name].append(cpu_used(before, cpu_now()))
     fragments = totals["c"][0]
     results = {name: _summary(seconds[name], cpu_seconds[name], fragments, segment_bytes, readers[name][1])
                for name in readers}
@@ -230,7 +238,8 @@ def format_report(report: dict) -> str:
         r = results[name]
         rows.append([f"({name}) {label}", f"{r['median_s']:.3f}", f"{r['min_s']:.3f}..{r['max_s']:.3f}",
                      _fmt(r["fragments_per_s"]), f"{r['mb_per_s']:.0f}", str(r["cores"]),
-                     _fmt(r["fragments_per_s_per_core"]), f"{r['median_cpu_s']:.2f} ({r['median_jvm_cpu_s']:.2f}+{r['median_python_cpu_s']:.2f})",
+                     _fmt(r["fragments_per_s_per_core"]),
+                     f"{r['median_cpu_s']:.2f} ({r['median_jvm_cpu_s']:.2f}+{r['median_python_cpu_s']:.2f})",
                      _fmt(r["fragments_per_cpu_s"]) if r["fragments_per_cpu_s"] else "-"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     table = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]

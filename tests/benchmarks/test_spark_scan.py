@@ -44,6 +44,7 @@ def test_the_three_readers_agree_with_the_messages_written(spark, filter_pushdow
     assert {tuple(t) for t in totals.values()} == {(expected_fragments, int(lengths.sum()), totals["c"][2])}
     assert measured["executors"] == {"driver": measured["partitions"]}  # local mode: the driver ran every task
     assert all(len(r["seconds"]) == 1 for r in measured["results"].values())
+    assert measured["results"]["a"]["median_jvm_cpu_s"] > 0  # the JVM's CPU time is found and counted
 
 
 def test_a_bad_size_or_conf_is_one_line_and_exit_2(tmp_path, capsys):
