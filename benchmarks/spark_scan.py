@@ -287,9 +287,7 @@ def run(args, conf: dict[str, str]) -> dict:
     root = Path(args.dir)
     archive_dir, layout, built = ensure_recording(root, args.size)
     print(f"recording {'written' if built else 'reused'}: {archive_dir}", flush=True)
-    # PySpark 4.3 refuses a reader with pushFilters() unless pushdown is on, even with no filter to push.
-    spark = spark_session("aeron-numba spark-scan", args.master,
-                          {"spark.ui.enabled": "false", "spark.sql.python.filterPushdown.enabled": "true", **conf})
+    spark = spark_session("aeron-numba spark-scan", args.master, {"spark.ui.enabled": "false", **conf})
     try:
         parquet_dir, written = ensure_parquet(spark, root, layout_key(args.size), archive_dir)
         print(f"parquet {'written' if written else 'reused'}: {parquet_dir}", flush=True)

@@ -15,18 +15,8 @@ from tests.spark.conftest import spark  # noqa: F401  (the session-scoped local 
 SIZE = 8 * 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def filter_pushdown(spark):  # noqa: F811
-    """PySpark 4.3 refuses the aeron-archive reader (it has pushFilters) unless pushdown is on."""
-    key = "spark.sql.python.filterPushdown.enabled"
-    before = spark.conf.get(key, "false")
-    spark.conf.set(key, "true")
-    yield
-    spark.conf.set(key, before)
-
-
 @pytest.mark.spark
-def test_the_three_readers_agree_with_the_messages_written(spark, filter_pushdown, tmp_path):  # noqa: F811
+def test_the_three_readers_agree_with_the_messages_written(spark, tmp_path):  # noqa: F811
     archive_dir, layout, built = R.ensure_recording(tmp_path, SIZE)
     assert built and R.ensure_recording(tmp_path, SIZE)[2] is False  # the second run reuses it
     lengths = R.message_lengths(SIZE)[:layout["messages"]]  # the seeded mix, regenerated
