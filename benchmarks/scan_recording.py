@@ -123,6 +123,8 @@ def build_recording(archive_dir: Path, size: int, scratch_dir: Path) -> dict:
                     raise RuntimeError(f"the appender failed at position {position}")
                 rotated = int(pub_state[P.PUB_STATE_TERM_BEGIN_POSITION]) != term_begin
                 end = term_begin + TERM_LENGTH if rotated else term_begin + int(pub_state[P.PUB_STATE_TERM_OFFSET])
+                if end < size and not rotated:  # message_lengths is sized with room to spare: never expected
+                    raise RuntimeError(f"ran out of messages at position {end} of {size}")
                 _record_term(writer, log, term_base, position - term_begin, end - term_begin)
                 if rotated:  # cleaned as the driver cleans a term behind the publisher, before it is reused
                     log[term_base:term_base + TERM_LENGTH] = 0

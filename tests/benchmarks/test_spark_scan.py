@@ -4,37 +4,44 @@ argument is one line. Correctness only: the timings are the benchmark's, not a t
 
 from __future__ import annotations
 
+import argparse
+import json
+
 import numpy as np
 import pytest
 
 from benchmarks import scan_recording as R
 from benchmarks.__main__ import main
-from benchmarks.spark_scan import ensure_parquet, measure
+from benchmarks.spark_scan import format_report, run
 from tests.spark.conftest import spark  # noqa: F401  (the session-scoped local SparkSession)
 
 SIZE = 8 * 1024 * 1024
 
 
 @pytest.mark.spark
-def test_the_three_readers_agree_with_the_messages_written(spark, tmp_path):  # noqa: F811
-    archive_dir, layout, built = R.ensure_recording(tmp_path, SIZE)
-    assert built and R.ensure_recording(tmp_path, SIZE)[2] is False  # the second run reuses it
+def test_the_three_readers_agree_with_the_messages_written(spark, tmp_path, capsys):  # noqa: F811
+    args = argparse.Namespace(size=SIZE, dir=str(tmp_path), repeats=1, master=None)
+    report = run(args, {}, spark)
+    layout = report["meta"]["layout"]
+    assert "recording written" in capsys.readouterr().out
+    assert R.ensure_recording(tmp_path, SIZE)[2] is False  # the next run reuses it
     lengths = R.message_lengths(SIZE)[:layout["messages"]]  # the seeded mix, regenerated
     max_payload = R.MTU_LENGTH - 32
     expected_fragments = int(np.sum((lengths + max_payload - 1) // max_payload))
     assert expected_fragments > layout["messages"]  # fragmented messages are in it
     assert SIZE <= layout["stop_position"] < SIZE + 5 * 1024
 
-    parquet_dir, written = ensure_parquet(spark, tmp_path, R.layout_key(SIZE), archive_dir)
-    assert written
-    measured = measure(spark, archive_dir, parquet_dir, 1, layout["stop_position"])
-
-    totals = measured["totals"]
+    totals = report["totals"]
     assert set(totals) == {"a", "b", "c", "d"}
     assert {tuple(t) for t in totals.values()} == {(expected_fragments, int(lengths.sum()), totals["c"][2])}
-    assert measured["executors"] == {"driver": measured["partitions"]}  # local mode: the driver ran every task
-    assert all(len(r["seconds"]) == 1 for r in measured["results"].values())
-    assert measured["results"]["a"]["median_jvm_cpu_s"] > 0  # the JVM's CPU time is found and counted
+    assert report["rows_agree"] and report["fragments"] == expected_fragments
+    assert report["executors"] == {"driver": report["partitions"]}  # local mode: the driver ran every task
+    assert all(len(r["seconds"]) == 1 for r in report["results"].values())
+    assert report["results"]["a"]["median_jvm_cpu_s"] > 0  # the JVM's CPU time is found and counted
+    json.dumps(report)  # what goes to spark_scan.json
+    text = format_report(report)
+    assert "(a) spark aeron-archive" in text and "(b) spark parquet" in text and "rows agree across readers: True" \
+        in text
 
 
 def test_a_bad_size_or_conf_is_one_line_and_exit_2(tmp_path, capsys):
