@@ -1,5 +1,6 @@
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -52,3 +53,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "stress" in item.keywords or "requires_jit" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local SparkSession for the Spark tests of a pytest process (tests/spark, the spark-scan smoke test;
+    no mocks of Spark), with the package's data sources registered. PySpark needs Java 17+: without it the fixture
+    fails saying what to install."""
+    from aeron_numba.spark.session import java_problem
+
+    problem = java_problem()
+    if problem:
+        pytest.fail(problem)
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers must see this environment's pyarrow and numba
+    from pyspark.sql import SparkSession
+
+    from aeron_numba.spark import register
+
+    session = (SparkSession.builder.master("local[2]").appName("aeron-numba-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()

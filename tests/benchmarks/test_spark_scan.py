@@ -13,7 +13,6 @@ import pytest
 from benchmarks import scan_recording as R
 from benchmarks.__main__ import main
 from benchmarks.spark_scan import format_report, run
-from tests.spark.conftest import spark  # noqa: F401  (the session-scoped local SparkSession)
 
 SIZE = 8 * 1024 * 1024
 
