@@ -22,3 +22,12 @@ class ClusterFileError(ClusterError, LayoutError):
         self.path = os.fspath(path)
         self.offset = offset
         self.limit = limit
+
+
+class ClusterEvent(ClusterError):
+    """Something another member did means this election must start again (Aeron's ``ClusterEvent``: a new leader
+    detected, a potential new election, our log truncated to the leader's)."""
+
+
+class ClusterTimeoutError(ClusterError):
+    """An election stage ran past its deadline (Aeron's ``TimeoutException`` in the cluster)."""

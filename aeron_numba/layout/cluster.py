@@ -28,6 +28,8 @@ Mark files (§4, schema 110 version 2):
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from aeron_numba.errors import LayoutError
 from aeron_numba.layout.bits import align, semantic_version
 from aeron_numba.layout.sbe import MESSAGE_HEADER_LENGTH, VAR_LENGTH_PREFIX
@@ -187,3 +189,49 @@ def check_mark_strings_fit(lengths: list[int]) -> None:
     end = MARK_STRINGS_OFFSET + sum(VAR_LENGTH_PREFIX + n for n in lengths)
     if end > MARK_HEADER_LENGTH:
         raise LayoutError(f"cluster mark file strings end at {end} > MARK_HEADER_LENGTH={MARK_HEADER_LENGTH}")
+
+
+# ------------------------------------------------------------------------------------------------ election (§8, §10, §11)
+class ElectionState(IntEnum):
+    """Value of the election-state counter (type 207), spec §8.1."""
+    INIT = 0
+    CANVASS = 1
+    NOMINATE = 2
+    CANDIDATE_BALLOT = 3
+    FOLLOWER_BALLOT = 4
+    LEADER_LOG_REPLICATION = 5
+    LEADER_REPLAY = 6
+    LEADER_INIT = 7
+    LEADER_READY = 8
+    FOLLOWER_LOG_REPLICATION = 9
+    FOLLOWER_REPLAY = 10
+    FOLLOWER_CATCHUP_INIT = 11
+    FOLLOWER_CATCHUP_AWAIT = 12
+    FOLLOWER_CATCHUP = 13
+    FOLLOWER_LOG_INIT = 14
+    FOLLOWER_LOG_AWAIT = 15
+    FOLLOWER_READY = 16
+    CLOSED = 17
+
+
+class ClusterRole(IntEnum):
+    """Value of the node-role counter (type 201), spec §8.1."""
+    FOLLOWER = 0
+    CANDIDATE = 1
+    LEADER = 2
+
+
+NODE_ROLE_TYPE_ID = 201
+ELECTION_STATE_TYPE_ID = 207
+ELECTION_COUNT_TYPE_ID = 238
+
+APPEND_POSITION_FLAG_NONE = 0
+APPEND_POSITION_FLAG_CATCHUP = 1
+CLUSTER_PROTOCOL_VERSION = semantic_version(0, 3, 0)
+
+DEFAULT_ELECTION_TIMEOUT_NS = 1_000_000_000
+DEFAULT_ELECTION_STATUS_INTERVAL_NS = 100_000_000
+DEFAULT_LEADER_HEARTBEAT_TIMEOUT_NS = 10_000_000_000
+DEFAULT_LEADER_HEARTBEAT_INTERVAL_NS = 200_000_000
+DEFAULT_STARTUP_CANVASS_TIMEOUT_NS = 60_000_000_000
+DEFAULT_APPOINTED_LEADER_ID = -1
