@@ -551,3 +551,104 @@ def test_unknown_this_member_is_refused(tmp_path):
         Election(is_node_startup=True, this_member_id=9, members=parse_cluster_members(members_string(3)),
                  leadership_term_id=-1, term_base_log_position=0, log_position=0, append_position=0,
                  publishers={}, host=FakeHost(), node_state_file=None, recording_log=None, now_ns=0)
+
+
+# ------------------------------------------------------------------------------------------------ many members
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from aeron_numba.cluster.cluster_member import compare_log, quorum_threshold  # noqa: E402
+
+from tests.unit.cluster.election_bus import MS as BUS_MS, run_cluster  # noqa: E402
+
+
+def assert_one_leader_per_term(outcome):
+    for term, leaders in outcome.leaders_by_term.items():
+        assert len(leaders) == 1, f"two leaders in term {term}: {leaders}"
+
+
+def assert_converged(outcome, logs):
+    assert outcome.closed, {m: e for m, e in outcome.elections.items()}
+    assert len(outcome.leader_ids) == 1, outcome.leader_ids
+    leader = outcome.elections[outcome.leader_ids[0]]
+    for member_id, election in outcome.elections.items():
+        assert election.leadership_term_id == leader.leadership_term_id, election
+        assert election.leader_member_id == leader.this_member_id, election
+        assert election.log_position == leader.log_position, election  # followers hold the leader's whole log
+    # the leader's log was at least as recent as a majority's
+    leader_log = logs[leader.this_member_id]
+    not_behind = sum(1 for log in logs if compare_log(*leader_log, *log) >= 0)
+    assert not_behind >= quorum_threshold(len(logs))
+    assert_one_leader_per_term(outcome)
+    return leader
+
+
+@pytest.mark.parametrize("count", [3, 5])
+def test_should_elect_cluster_leader(count):
+    logs = [(-1, 0)] * count
+    outcome = run_cluster(logs)
+    leader = assert_converged(outcome, logs)
+    assert leader.leadership_term_id == 0
+    assert outcome.now_ns < 3_000 * BUS_MS
+
+
+@pytest.mark.parametrize("logs, expected_leader", [
+    ([(0, 100), (0, 200), (0, 150)], 1),
+    ([(2, 64), (1, 4096), (2, 32)], 0),
+    ([(3, 10), (3, 10), (3, 30), (3, 20), (2, 900)], 2),
+])
+def test_member_with_most_up_to_date_log_wins(logs, expected_leader):
+    outcome = run_cluster(logs)
+    leader = assert_converged(outcome, logs)
+    assert leader.this_member_id == expected_leader
+    assert leader.leadership_term_id == max(term for term, _ in logs) + 1
+
+
+def test_stale_member_catches_up_by_replication_and_follows():
+    logs = [(4, 1000), (4, 1000), (3, 200)]
+    outcome = run_cluster(logs)
+    leader = assert_converged(outcome, logs)
+    assert leader.this_member_id in (0, 1)
+    assert outcome.elections[2].append_position == 1000
+
+
+def test_should_elect_with_one_member_down_after_startup_canvass_timeout():
+    logs = [(1, 500)] * 3
+    outcome = run_cluster(logs, down=(0,))
+    leader = assert_converged(outcome, logs)
+    assert leader.this_member_id in (1, 2)
+    assert outcome.now_ns >= 1_000 * BUS_MS  # a quorum candidate waits for the startup canvass timeout
+
+
+def test_lost_votes_send_candidates_back_to_canvass_and_election_still_converges():
+    def lose_votes_for_a_while(src, dst, message, now_ns):
+        if message == "vote" and now_ns < 3_000 * BUS_MS:
+            return None
+        return 1 * BUS_MS
+
+    logs = [(-1, 0)] * 3
+    outcome = run_cluster(logs, policy=lose_votes_for_a_while)
+    leader = assert_converged(outcome, logs)
+    assert leader.leadership_term_id > 0  # terms were used up by ballots that timed out
+    assert outcome.now_ns > 3_000 * BUS_MS
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(count=st.sampled_from([3, 5]), seed=st.integers(0, 2**16), drop=st.floats(0.0, 0.6),
+       max_delay_ms=st.integers(1, 150), chaos_ms=st.integers(0, 4_000),
+       positions=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3)), min_size=5, max_size=5))
+def test_never_two_leaders_in_one_term_under_message_loss_and_delay(count, seed, drop, max_delay_ms, chaos_ms,
+                                                                    positions):
+    """Messages are dropped and reordered until ``chaos_ms``, then delivered in 1 ms: at every step there is at
+    most one leader per term, and once the network heals the cluster converges on a leader whose log is at
+    least as recent as a majority's."""
+    logs = [(term, 64 * step) for term, step in positions[:count]]
+    chaos = __import__("random").Random(seed)
+
+    def lossy(src, dst, message, now_ns):
+        if now_ns < chaos_ms * BUS_MS:
+            return None if chaos.random() < drop else chaos.randint(1, max_delay_ms) * BUS_MS
+        return 1 * BUS_MS
+
+    outcome = run_cluster(logs, policy=lossy, seed=seed, limit_ns=(chaos_ms + 15_000) * BUS_MS)
+    assert_converged(outcome, logs)

@@ -1,0 +1,280 @@
+"""Several Elections wired through an in-memory message bus under one injected clock.
+
+Each member has a simulated consensus module (``SimHost``): its log is a position in a term, replays finish in
+one step, archive replication copies up to the requested position, and a leader keeps sending CommitPosition
+after its election closes (as the consensus module's heartbeat does). A ``policy(src, dst, message, now_ns)``
+returns a delivery delay in ns, or None to drop the message, so tests can lose and reorder messages.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+from aeron_numba.cluster.cluster_member import NULL_POSITION, parse_cluster_members
+from aeron_numba.cluster.election import Election, ElectionConfig
+from aeron_numba.layout.cluster import ClusterRole, ElectionState
+
+from tests.unit.cluster.election_fakes import FakeReplay, MemoryNodeState, MemoryRecordingLog
+
+MS = 1_000_000
+FAST = ElectionConfig(election_timeout_ns=200 * MS, election_status_interval_ns=20 * MS,
+                      leader_heartbeat_timeout_ns=1_000 * MS, leader_heartbeat_interval_ns=50 * MS,
+                      startup_canvass_timeout_ns=1_000 * MS)
+_ON = {"canvass_position": "on_canvass_position", "request_vote": "on_request_vote", "vote": "on_vote",
+       "new_leadership_term": "on_new_leadership_term", "append_position": "on_append_position",
+       "commit_position": "on_commit_position"}
+
+
+def reliable(src, dst, message, now_ns):
+    return 1 * MS
+
+
+class Bus:
+    def __init__(self, policy=reliable):
+        self.policy = policy
+        self.now_ns = 0
+        self._queue = []
+        self._seq = 0
+        self.elections: dict[int, Election] = {}
+        self.sent_count = 0
+
+    def send(self, src, dst, message, args):
+        self.sent_count += 1
+        delay_ns = self.policy(src, dst, message, self.now_ns)
+        if delay_ns is not None and message in _ON:
+            self._seq += 1
+            heapq.heappush(self._queue, (self.now_ns + delay_ns, self._seq, dst, message, args))
+        return True
+
+    def pending(self):
+        return bool(self._queue)
+
+    def deliver_due(self):
+        while self._queue and self._queue[0][0] <= self.now_ns:
+            _, _, dst, message, args = heapq.heappop(self._queue)
+            getattr(self.elections[dst], _ON[message])(*args)
+
+
+class BusPublisher:
+    """The consensus publication from ``src`` to ``dst``."""
+
+    def __init__(self, bus, src, dst):
+        self._bus, self._src, self._dst = bus, src, dst
+
+    def __getattr__(self, message):
+        if message not in _ON and message != "catchup_position":
+            raise AttributeError(message)
+        return lambda *args: self._bus.send(self._src, self._dst, message, args)
+
+
+@dataclass
+class SimReplication:
+    stop_position: int
+    position: int = 0
+    recording_id: int = 0
+    ended: bool = False
+
+    def poll(self, now_ns):
+        self.position, self.ended = self.stop_position, True
+        return 1
+
+    def has_replication_ended(self):
+        return self.ended
+
+    def has_stopped(self):
+        return self.ended
+
+    def close(self):
+        pass
+
+
+@dataclass
+class SimHost:
+    member_id: int
+    bus: Bus
+    commit: int = 0
+    errors: list = field(default_factory=list)
+    completed: int = 0
+    truncated_to: int = NULL_POSITION
+    _last_heartbeat_ns: int = -(1 << 62)
+
+    @property
+    def election(self) -> Election:
+        return self.bus.elections[self.member_id]
+
+    def on_error(self, error):
+        self.errors.append(error)
+
+    def prepare_for_new_leadership(self, log_position, now_ns):
+        # the log was cut back to the new leader's term base: the next election starts from there
+        truncated_to, self.truncated_to = self.truncated_to, NULL_POSITION
+        return truncated_to
+
+    def time_of_last_leader_update_ns(self):
+        return 0
+
+    def log_recording_id(self):
+        return 0
+
+    def commit_position(self):
+        return self.commit
+
+    def add_log_publication(self, append_position):
+        return 100 + self.member_id
+
+    def publish_commit_position(self, position):
+        self.commit = position
+        for other in self.bus.elections:
+            if other != self.member_id:
+                self.bus.send(self.member_id, other, "commit_position",
+                              (self.election.leadership_term_id, position, self.member_id))
+
+    def heartbeat(self, now_ns):
+        """The consensus module's leader heartbeat: CommitPosition every heartbeat interval."""
+        if now_ns - self._last_heartbeat_ns >= FAST.leader_heartbeat_interval_ns:
+            self._last_heartbeat_ns = now_ns
+            self.publish_commit_position(self.election.append_position)
+        return 0
+
+    def follower_heartbeat(self, now_ns):
+        """The consensus module's follower: AppendPosition to the leader every heartbeat interval."""
+        election = self.election
+        if now_ns - self._last_heartbeat_ns >= FAST.leader_heartbeat_interval_ns:
+            self._last_heartbeat_ns = now_ns
+            self.bus.send(self.member_id, election.leader_member_id, "append_position",
+                          (election.leadership_term_id, election.log_position, self.member_id, 0))
+
+    def new_log_replay(self, from_position, to_position):
+        return FakeReplay(1)
+
+    def join_log_as_leader(self, leadership_term_id, log_position, log_session_id, is_startup):
+        pass
+
+    def update_leader_position(self, now_ns, append_position):
+        return self.heartbeat(now_ns)
+
+    def append_new_leadership_term_event(self, now_ns):
+        return True
+
+    def election_complete(self, now_ns):
+        self.completed += 1
+
+    def truncate_log_entry(self, log_leadership_term_id, log_position):
+        self.truncated_to = log_position
+
+    def track_catchup_completion(self, follower, leadership_term_id, flags):
+        pass
+
+    def new_log_replication(self, leader, leader_recording_id, stop_position, now_ns):
+        return SimReplication(stop_position)
+
+    def add_follower_log_subscription(self, log_session_id):
+        pass
+
+    def log_subscription_resolved_endpoint(self):
+        return None
+
+    def add_catchup_log_destination(self, catchup_endpoint):
+        pass
+
+    def add_live_log_destination(self):
+        pass
+
+    def has_live_log_destination(self):
+        return True
+
+    def has_catchup_log_destination(self):
+        return False
+
+    def catchup_initiated(self, now_ns):
+        pass
+
+    def log_image_join_position(self, log_session_id):
+        # the leader's new log publication starts at the leader's log position for the term
+        for election in self.bus.elections.values():
+            if election.role == ClusterRole.LEADER and election.log_session_id == log_session_id and \
+                    election.state in (ElectionState.LEADER_READY, ElectionState.CLOSED):
+                return election.log_position
+        return NULL_POSITION
+
+    def is_log_subscription_errored(self):
+        return False
+
+    def try_join_log_as_follower(self, is_leader_startup, now_ns):
+        return True
+
+    def catchup_poll(self, limit_position, now_ns):
+        return 0
+
+    def is_catchup_near_live(self, position):
+        return True
+
+    def is_taking_snapshot(self):
+        return False
+
+    def stop_all_catchups(self):
+        pass
+
+    def close_log_subscription(self):
+        pass
+
+
+@dataclass
+class Outcome:
+    closed: bool
+    leader_ids: list
+    leaders_by_term: dict
+    elections: dict
+    now_ns: int
+
+
+def run_cluster(logs, *, policy=reliable, seed=0, step_ns=2 * MS, limit_ns=20_000 * MS, config=FAST,
+                down=()):
+    """Elect among ``len(logs)`` members whose logs are (term, position); members in ``down`` never run.
+    Returns when every running member's election has closed, or at ``limit_ns``."""
+    count = len(logs)
+    members_value = "|".join(f"{i},h{i}:1,h{i}:2,h{i}:3,h{i}:4,h{i}:5" for i in range(count))
+    bus = Bus(policy)
+    hosts = {}
+    for member_id, (term, position) in enumerate(logs):
+        host = SimHost(member_id, bus)
+        hosts[member_id] = host
+        bus.elections[member_id] = Election(
+            is_node_startup=True, this_member_id=member_id, members=parse_cluster_members(members_value),
+            leadership_term_id=term, term_base_log_position=0, log_position=position, append_position=position,
+            publishers={dst: BusPublisher(bus, member_id, dst) for dst in range(count) if dst != member_id},
+            host=host, node_state_file=MemoryNodeState(term), recording_log=MemoryRecordingLog(), now_ns=0,
+            config=config, random=random.Random(seed * 1000 + member_id))
+    for member_id in down:
+        bus.elections[member_id] = _Deaf()
+    running = [m for m in range(count) if m not in down]
+    leaders_by_term: dict[int, set] = {}
+    while bus.now_ns <= limit_ns:
+        bus.deliver_due()
+        for member_id in running:
+            election = bus.elections[member_id]
+            election.do_work(bus.now_ns)
+            if election.state == ElectionState.CLOSED:
+                # after its election the consensus module keeps leader and followers in touch
+                if election.role == ClusterRole.LEADER:
+                    hosts[member_id].heartbeat(bus.now_ns)
+                else:
+                    hosts[member_id].follower_heartbeat(bus.now_ns)
+            if election.role == ClusterRole.LEADER and election.state >= ElectionState.LEADER_LOG_REPLICATION:
+                leaders_by_term.setdefault(election.leadership_term_id, set()).add(member_id)
+        if all(bus.elections[m].state == ElectionState.CLOSED for m in running) and not bus.pending():
+            break
+        bus.now_ns += step_ns
+    elections = {m: bus.elections[m] for m in running}
+    closed = all(e.state == ElectionState.CLOSED for e in elections.values())
+    leader_ids = [m for m, e in elections.items() if e.role == ClusterRole.LEADER]
+    return Outcome(closed, leader_ids, leaders_by_term, elections, bus.now_ns)
+
+
+class _Deaf:
+    """A member that is down: messages to it are lost."""
+
+    def __getattr__(self, name):
+        return lambda *args: None
