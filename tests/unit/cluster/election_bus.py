@@ -231,9 +231,10 @@ class Outcome:
 
 
 def run_cluster(logs, *, policy=reliable, seed=0, step_ns=2 * MS, limit_ns=20_000 * MS, config=FAST,
-                down=()):
-    """Elect among ``len(logs)`` members whose logs are (term, position); members in ``down`` never run.
-    Returns when every running member's election has closed, or at ``limit_ns``."""
+                down=(), randoms=None):
+    """Elect among ``len(logs)`` members whose logs are (term, position); members in ``down`` never run;
+    ``randoms`` may give a member its nomination-delay random. Returns when every running member's election has
+    closed, or at ``limit_ns``."""
     count = len(logs)
     members_value = "|".join(f"{i},h{i}:1,h{i}:2,h{i}:3,h{i}:4,h{i}:5" for i in range(count))
     bus = Bus(policy)
@@ -246,7 +247,7 @@ def run_cluster(logs, *, policy=reliable, seed=0, step_ns=2 * MS, limit_ns=20_00
             leadership_term_id=term, term_base_log_position=0, log_position=position, append_position=position,
             publishers={dst: BusPublisher(bus, member_id, dst) for dst in range(count) if dst != member_id},
             host=host, node_state_file=MemoryNodeState(term), recording_log=MemoryRecordingLog(), now_ns=0,
-            config=config, random=random.Random(seed * 1000 + member_id))
+            config=config, random=(randoms or {}).get(member_id, random.Random(seed * 1000 + member_id)))
     for member_id in down:
         bus.elections[member_id] = _Deaf()
     running = [m for m in range(count) if m not in down]

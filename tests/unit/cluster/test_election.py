@@ -652,3 +652,20 @@ def test_never_two_leaders_in_one_term_under_message_loss_and_delay(count, seed,
 
     outcome = run_cluster(logs, policy=lossy, seed=seed, limit_ns=(chaos_ms + 15_000) * BUS_MS)
     assert_converged(outcome, logs)
+
+
+def test_two_candidates_in_one_term_get_one_vote_each_at_most():
+    """Members 0 and 1 cannot hear each other and nominate at the same moment for the same term; member 2 hears
+    both ballots and may vote yes only once, so exactly one of them leads that term."""
+    from tests.unit.cluster.election_fakes import FixedRandom as Fixed
+
+    def cut_0_1_until_3_s(src, dst, message, now_ns):
+        if {src, dst} == {0, 1} and now_ns < 3_000 * BUS_MS:
+            return None
+        return 1 * BUS_MS
+
+    logs = [(0, 64), (0, 64), (0, 0)]
+    outcome = run_cluster(logs, policy=cut_0_1_until_3_s, randoms={0: Fixed(0.0), 1: Fixed(0.0)})
+    assert outcome.leaders_by_term.get(1) is not None and len(outcome.leaders_by_term[1]) == 1
+    leader = assert_converged(outcome, logs)
+    assert leader.this_member_id in (0, 1)
