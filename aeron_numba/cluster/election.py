@@ -99,6 +99,8 @@ class LogReplication(Protocol):
 
     def poll(self, now_ns: int) -> int: ...
 
+    def on_signal(self, correlation_id: int, recording_id: int, position: int, signal: int) -> None: ...
+
     def has_replication_ended(self) -> bool: ...
 
     def has_stopped(self) -> bool: ...
@@ -124,6 +126,9 @@ class ElectionHost(Protocol):
 
     def commit_position(self) -> int:
         """The commit-position counter's value."""
+
+    def update_log_recording_id(self, recording_id: int) -> None:
+        """The log recording is the one replication writes into (it may be new)."""
 
     def add_log_publication(self, append_position: int) -> int:
         """Become leader: add the log publication positioned at ``append_position``; return its session id."""
@@ -448,6 +453,14 @@ class Election:
                 self._replication_deadline_ns = self._now_ns + self._config.leader_heartbeat_timeout_ns
             elif leadership_term_id > self.leadership_term_id and self.state == ElectionState.LEADER_READY:
                 raise ClusterEvent("new leader detected due to commit position")
+        self._guarded(handle)
+
+    def on_recording_signal(self, correlation_id: int, recording_id: int, position: int, signal: int) -> None:
+        """An archive RecordingSignal: it drives the log replication in FOLLOWER_LOG_REPLICATION."""
+        def handle():
+            if self._log_replication is not None:
+                self._log_replication.on_signal(correlation_id, recording_id, position, signal)
+                self._host.update_log_recording_id(self._log_replication.recording_id)
         self._guarded(handle)
 
     def on_replay_new_leadership_term_event(self, leadership_term_id: int, log_position: int, timestamp: int,

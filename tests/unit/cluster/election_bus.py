@@ -80,6 +80,9 @@ class SimReplication:
         self.position, self.ended = self.stop_position, True
         return 1
 
+    def on_signal(self, correlation_id, recording_id, position, signal):
+        pass
+
     def has_replication_ended(self):
         return self.ended
 
@@ -120,6 +123,9 @@ class SimHost:
 
     def commit_position(self):
         return self.commit
+
+    def update_log_recording_id(self, recording_id):
+        pass
 
     def add_log_publication(self, append_position):
         return 100 + self.member_id

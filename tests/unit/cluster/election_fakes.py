@@ -92,8 +92,13 @@ class FakeReplication:
     ended: bool = False
     closed: bool = False
 
+    signals: list = field(default_factory=list)
+
     def poll(self, now_ns):
         return 0
+
+    def on_signal(self, correlation_id, recording_id, position, signal):
+        self.signals.append((correlation_id, recording_id, position, signal))
 
     def has_replication_ended(self):
         return self.ended
@@ -143,6 +148,9 @@ class FakeHost:
 
     def commit_position(self):
         return self.commit
+
+    def update_log_recording_id(self, recording_id):
+        self._call("update_log_recording_id", recording_id)
 
     def add_log_publication(self, append_position):
         self._call("add_log_publication", append_position)

@@ -424,6 +424,8 @@ def test_should_replicate_missing_log_from_leader_then_canvass_again(rigs):
     rig.step(1 * MS)
     assert rig.host.called("new_log_replication") == [(0, 5, 100)]
     replication = rig.host.replications[0]
+    election.on_recording_signal(9, 3, 100, 5)
+    assert replication.signals == [(9, 3, 100, 5)] and rig.host.called("update_log_recording_id") == [(0,)]
     replication.position, replication.ended = 100, True
     rig.take()
     assert rig.step(2 * MS) == S_.FOLLOWER_LOG_REPLICATION  # the leader has not committed 100 yet
