@@ -3,17 +3,22 @@ they match). Each test drives one Election with a fake consensus-module host and
 asserts the messages sent, the states, and what reached node-state.dat and recording.log."""
 
 import inspect
+import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aeron_numba.cluster.cluster_error import ClusterEvent, ClusterTimeoutError
-from aeron_numba.cluster.cluster_member import NULL_POSITION, parse_cluster_members
+from aeron_numba.cluster.cluster_member import NULL_POSITION, compare_log, parse_cluster_members, quorum_threshold
 from aeron_numba.cluster.election import Election, ElectionConfig, ElectionPublisher
 from aeron_numba.cluster.node_state_file import NodeStateFile
 from aeron_numba.cluster.recording_log import RecordingLog
 from aeron_numba.codecs.cluster_proxies import ConsensusPublisher
 from aeron_numba.layout.cluster import ClusterRole, ElectionState
 
+from tests.unit.cluster.election_bus import MS as BUS_MS
+from tests.unit.cluster.election_bus import run_cluster
 from tests.unit.cluster.election_fakes import FakeHost, FixedRandom, RecordingPublisher
 
 MS = 1_000_000
@@ -222,7 +227,7 @@ def test_should_timeout_canvass_with_majority(rigs):
     rig = rigs(host=FakeHost(last_leader_update_ns=2 * S))
     rig.step(0)
     canvass_from(rig.election, 1)  # member 2 is silent
-    assert rig.step(11 * S ) == S_.CANVASS
+    assert rig.step(11 * S) == S_.CANVASS
     assert rig.step(12 * S - 1) == S_.CANVASS
     assert rig.step(12 * S) == S_.NOMINATE  # last leader update + 10 s heartbeat timeout
 
@@ -556,12 +561,6 @@ def test_unknown_this_member_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ many members
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from aeron_numba.cluster.cluster_member import compare_log, quorum_threshold  # noqa: E402
-
-from tests.unit.cluster.election_bus import MS as BUS_MS, run_cluster  # noqa: E402
 
 
 def assert_one_leader_per_term(outcome):
@@ -645,7 +644,7 @@ def test_never_two_leaders_in_one_term_under_message_loss_and_delay(count, seed,
     most one leader per term, and once the network heals the cluster converges on a leader whose log is at
     least as recent as a majority's."""
     logs = [(term, 64 * step) for term, step in positions[:count]]
-    chaos = __import__("random").Random(seed)
+    chaos = random.Random(seed)
 
     def lossy(src, dst, message, now_ns):
         if now_ns < chaos_ms * BUS_MS:
@@ -659,15 +658,13 @@ def test_never_two_leaders_in_one_term_under_message_loss_and_delay(count, seed,
 def test_two_candidates_in_one_term_get_one_vote_each_at_most():
     """Members 0 and 1 cannot hear each other and nominate at the same moment for the same term; member 2 hears
     both ballots and may vote yes only once, so exactly one of them leads that term."""
-    from tests.unit.cluster.election_fakes import FixedRandom as Fixed
-
     def cut_0_1_until_3_s(src, dst, message, now_ns):
         if {src, dst} == {0, 1} and now_ns < 3_000 * BUS_MS:
             return None
         return 1 * BUS_MS
 
     logs = [(0, 64), (0, 64), (0, 0)]
-    outcome = run_cluster(logs, policy=cut_0_1_until_3_s, randoms={0: Fixed(0.0), 1: Fixed(0.0)})
+    outcome = run_cluster(logs, policy=cut_0_1_until_3_s, randoms={0: FixedRandom(0.0), 1: FixedRandom(0.0)})
     assert outcome.leaders_by_term.get(1) is not None and len(outcome.leaders_by_term[1]) == 1
     leader = assert_converged(outcome, logs)
     assert leader.this_member_id in (0, 1)
