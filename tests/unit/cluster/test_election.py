@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from aeron_numba.cluster.cluster_error import ClusterEvent, ClusterTimeoutError
 from aeron_numba.cluster.cluster_member import NULL_POSITION, compare_log, parse_cluster_members, quorum_threshold
-from aeron_numba.cluster.election import Election, ElectionConfig, ElectionPublisher
+from aeron_numba.cluster.election import Election, ElectionConfig
+from aeron_numba.cluster.election_host import ElectionPublisher
 from aeron_numba.cluster.node_state_file import NodeStateFile
 from aeron_numba.cluster.recording_log import RecordingLog
 from aeron_numba.codecs.cluster_proxies import ConsensusPublisher
