@@ -23,8 +23,8 @@ from typing import Callable, Mapping
 
 from aeron_numba.cluster import cluster_member as cm
 from aeron_numba.cluster.cluster_error import ClusterError, ClusterEvent, ClusterTimeoutError
-from aeron_numba.cluster.election_host import ElectionHost, ElectionPublisher, LogReplay, LogReplication
 from aeron_numba.cluster.cluster_member import NULL_POSITION, ClusterMember
+from aeron_numba.cluster.election_host import ElectionHost, ElectionPublisher, LogReplay, LogReplication
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE
 from aeron_numba.layout.cluster import ClusterRole, ElectionState
@@ -58,7 +58,15 @@ class ElectionConfig:
 
 class Election:
     """One election, from INIT to CLOSED. The host mirrors ``state`` into the election-state counter (207) and
-    ``role`` into the node-role counter (201) after each call."""
+    ``role`` into the node-role counter (201) after each call, and counts the election (counter 238) when it
+    creates one.
+
+    ``members`` are shared with the consensus module (it reads their positions); ``publishers`` maps each other
+    member's id to its consensus publisher; ``node_state_file`` is a ``NodeStateFile`` and ``recording_log`` a
+    ``RecordingLog`` (or anything with the same methods); ``leadership_term_id`` / ``term_base_log_position`` /
+    ``log_position`` / ``append_position`` come from the recovery plan. Cluster timestamps are in milliseconds,
+    Aeron's default cluster time unit.
+    """
 
     def __init__(self, *, is_node_startup: bool, this_member_id: int, members: list[ClusterMember],
                  leadership_term_id: int, term_base_log_position: int, log_position: int, append_position: int,
