@@ -12,8 +12,9 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from aeron_numba.cluster.cluster_member import NULL_POSITION, parse_cluster_members
+from aeron_numba.cluster.cluster_member import NULL_POSITION, parse_cluster_members, quorum_position, quorum_threshold
 from aeron_numba.cluster.election import Election, ElectionConfig
+from aeron_numba.layout.bits import NULL_VALUE
 from aeron_numba.layout.cluster import ClusterRole, ElectionState
 
 from tests.unit.cluster.election_fakes import FakeReplay, MemoryNodeState, MemoryRecordingLog
@@ -27,6 +28,10 @@ _ON = {"canvass_position": "on_canvass_position", "request_vote": "on_request_vo
        "commit_position": "on_commit_position"}
 
 
+def now_ms(bus):
+    return bus.now_ns // MS
+
+
 def reliable(src, dst, message, now_ns):
     return 1 * MS
 
@@ -38,6 +43,7 @@ class Bus:
         self._queue = []
         self._seq = 0
         self.elections: dict[int, Election] = {}
+        self.nodes: dict[int, "SimNode"] = {}
         self.sent_count = 0
 
     def send(self, src, dst, message, args):
@@ -54,7 +60,8 @@ class Bus:
     def deliver_due(self):
         while self._queue and self._queue[0][0] <= self.now_ns:
             _, _, dst, message, args = heapq.heappop(self._queue)
-            getattr(self.elections[dst], _ON[message])(*args)
+            if dst in self.nodes:
+                self.nodes[dst].receive(message, args)
 
 
 class BusPublisher:
@@ -102,6 +109,7 @@ class SimHost:
     completed: int = 0
     truncated_to: int = NULL_POSITION
     _last_heartbeat_ns: int = -(1 << 62)
+    last_leader_update_ns: int = 0
 
     @property
     def election(self) -> Election:
@@ -116,7 +124,7 @@ class SimHost:
         return truncated_to
 
     def time_of_last_leader_update_ns(self):
-        return 0
+        return self.last_leader_update_ns
 
     def log_recording_id(self):
         return 0
@@ -141,7 +149,8 @@ class SimHost:
         """The consensus module's leader heartbeat: CommitPosition every heartbeat interval."""
         if now_ns - self._last_heartbeat_ns >= FAST.leader_heartbeat_interval_ns:
             self._last_heartbeat_ns = now_ns
-            self.publish_commit_position(self.election.append_position)
+            # commit only what a majority has appended, never going back
+            self.publish_commit_position(max(self.commit, quorum_position(self.election.members)))
         return 0
 
     def follower_heartbeat(self, now_ns):
@@ -166,6 +175,7 @@ class SimHost:
 
     def election_complete(self, now_ns):
         self.completed += 1
+        self.last_leader_update_ns = now_ns
 
     def truncate_log_entry(self, log_leadership_term_id, log_position):
         self.truncated_to = log_position
@@ -236,42 +246,112 @@ class Outcome:
     now_ns: int
 
 
-def run_cluster(logs, *, policy=reliable, seed=0, step_ns=2 * MS, limit_ns=20_000 * MS, config=FAST,
-                down=(), randoms=None):
+class SimNode:
+    """A member's consensus module around its elections: it runs the election, and once that has closed it does
+    what Aeron's ConsensusModuleAgent does when ACTIVE: heartbeats (CommitPosition from the leader, AppendPosition
+    from followers), and a new election when the leader goes quiet, when a leader loses its quorum of followers,
+    or when a later term shows up."""
+
+    def __init__(self, member_id, bus, new_election):
+        self.member_id, self.bus = member_id, bus
+        self.host = SimHost(member_id, bus)
+        self._new_election = new_election
+        self.elections_started = 0
+        self._active_since_ns = 0
+        self.start_election(is_node_startup=True)
+
+    @property
+    def election(self) -> Election:
+        return self.bus.elections[self.member_id]
+
+    def start_election(self, is_node_startup):
+        previous = self.bus.elections.get(self.member_id)
+        self.bus.elections[self.member_id] = self._new_election(self, is_node_startup, previous)
+        self.elections_started += 1
+
+    def receive(self, message, args):
+        election = self.election
+        if election.state == ElectionState.CLOSED:
+            term = election.leadership_term_id
+            if message in ("new_leadership_term", "commit_position"):
+                leadership_term_id = args[4] if message == "new_leadership_term" else args[0]
+                if leadership_term_id > term:
+                    self.start_election(is_node_startup=False)  # a later leader exists
+                    return
+                if leadership_term_id == term and election.role == ClusterRole.FOLLOWER:
+                    self.host.last_leader_update_ns = self.bus.now_ns
+            elif message == "request_vote" and args[2] > term:
+                self.start_election(is_node_startup=False)
+                return
+            elif message == "canvass_position" and election.role == ClusterRole.LEADER and args[0] == term:
+                # a member of our term canvassing (it lost the live log): tell it where to join
+                log_leadership_term_id, _, _, follower_member_id, _ = args
+                self.bus.send(self.member_id, follower_member_id, "new_leadership_term",
+                              (term, NULL_VALUE, NULL_POSITION, NULL_POSITION, term, election.log_position,
+                               election.append_position, 0, now_ms(self.bus), self.member_id,
+                               election.log_session_id, 0, 0))
+                return
+        getattr(election, _ON[message])(*args)
+
+    def do_work(self, now_ns):
+        election = self.election
+        if election.state != ElectionState.CLOSED:
+            self._active_since_ns = now_ns
+            return election.do_work(now_ns)
+        election.do_work(now_ns)  # keeps its cached clock for the messages it still handles
+        timeout_ns = FAST.leader_heartbeat_timeout_ns
+        if election.role == ClusterRole.LEADER:
+            self.host.heartbeat(now_ns)
+            alive = 1 + sum(1 for m in election.members if m is not election.this_member
+                            and m.time_of_last_append_position_ns != -1
+                            and now_ns - m.time_of_last_append_position_ns < timeout_ns)
+            if alive < quorum_threshold(len(election.members)) and now_ns - self._active_since_ns >= timeout_ns:
+                self.start_election(is_node_startup=False)  # lost its followers: step down
+        else:
+            self.host.follower_heartbeat(now_ns)
+            if now_ns - self.host.last_leader_update_ns >= timeout_ns:
+                self.start_election(is_node_startup=False)  # the leader went quiet
+        return 0
+
+
+def run_cluster(logs, *, policy=reliable, seed=0, step_ns=2 * MS, limit_ns=20_000 * MS, down=(), randoms=None):
     """Elect among ``len(logs)`` members whose logs are (term, position); members in ``down`` never run;
-    ``randoms`` may give a member its nomination-delay random. Returns when every running member's election has
-    closed, or at ``limit_ns``."""
+    ``randoms`` may give a member its nomination-delay random. Returns once every running member's election has
+    closed and no message is in flight, or at ``limit_ns``."""
     count = len(logs)
     members_value = "|".join(f"{i},h{i}:1,h{i}:2,h{i}:3,h{i}:4,h{i}:5" for i in range(count))
     bus = Bus(policy)
-    hosts = {}
-    for member_id, (term, position) in enumerate(logs):
-        host = SimHost(member_id, bus)
-        hosts[member_id] = host
-        bus.elections[member_id] = Election(
-            is_node_startup=True, this_member_id=member_id, members=parse_cluster_members(members_value),
-            leadership_term_id=term, term_base_log_position=0, log_position=position, append_position=position,
+    node_states = {m: MemoryNodeState(term) for m, (term, _) in enumerate(logs)}
+
+    def new_election(node, is_node_startup, previous):
+        member_id = node.member_id
+        if previous is None:  # a node start with no snapshot: the services replay the whole log
+            term, append_position = logs[member_id]
+            log_position = 0
+        else:  # a later election starts from what the last one left
+            term = previous.log_leadership_term_id
+            log_position, append_position = previous.log_position, previous.append_position
+        seeded = random.Random(seed * 1000 + member_id + 7919 * node.elections_started)
+        return Election(
+            is_node_startup=is_node_startup, this_member_id=member_id, members=parse_cluster_members(members_value),
+            leadership_term_id=term, term_base_log_position=0, log_position=log_position,
+            append_position=append_position,
             publishers={dst: BusPublisher(bus, member_id, dst) for dst in range(count) if dst != member_id},
-            host=host, node_state_file=MemoryNodeState(term), recording_log=MemoryRecordingLog(), now_ns=0,
-            config=config, random=(randoms or {}).get(member_id, random.Random(seed * 1000 + member_id)))
-    for member_id in down:
-        bus.elections[member_id] = _Deaf()
+            host=node.host, node_state_file=node_states[member_id], recording_log=MemoryRecordingLog(),
+            now_ns=bus.now_ns, config=FAST, random=(randoms or {}).get(member_id, seeded))
+
     running = [m for m in range(count) if m not in down]
+    for member_id in running:
+        bus.nodes[member_id] = SimNode(member_id, bus, new_election)
     leaders_by_term: dict[int, set] = {}
     while bus.now_ns <= limit_ns:
         bus.deliver_due()
         for member_id in running:
+            bus.nodes[member_id].do_work(bus.now_ns)
             election = bus.elections[member_id]
-            election.do_work(bus.now_ns)
-            if election.state == ElectionState.CLOSED:
-                # after its election the consensus module keeps leader and followers in touch
-                if election.role == ClusterRole.LEADER:
-                    hosts[member_id].heartbeat(bus.now_ns)
-                else:
-                    hosts[member_id].follower_heartbeat(bus.now_ns)
             if election.role == ClusterRole.LEADER and election.state >= ElectionState.LEADER_LOG_REPLICATION:
                 leaders_by_term.setdefault(election.leadership_term_id, set()).add(member_id)
-        if all(bus.elections[m].state == ElectionState.CLOSED for m in running) and not bus.pending():
+        if _settled([bus.elections[m] for m in running]) and not bus.pending():
             break
         bus.now_ns += step_ns
     elections = {m: bus.elections[m] for m in running}
@@ -280,8 +360,9 @@ def run_cluster(logs, *, policy=reliable, seed=0, step_ns=2 * MS, limit_ns=20_00
     return Outcome(closed, leader_ids, leaders_by_term, elections, bus.now_ns)
 
 
-class _Deaf:
-    """A member that is down: messages to it are lost."""
-
-    def __getattr__(self, name):
-        return lambda *args: None
+def _settled(elections):
+    """Every election closed, one leader, everyone in its term (what the tests then check in detail)."""
+    if not all(e.state == ElectionState.CLOSED for e in elections):
+        return False
+    leaders = [e for e in elections if e.role == ClusterRole.LEADER]
+    return len(leaders) == 1 and all(e.leadership_term_id == leaders[0].leadership_term_id for e in elections)
