@@ -1,9 +1,11 @@
 """Several Elections wired through an in-memory message bus under one injected clock.
 
-Each member has a simulated consensus module (``SimHost``): its log is a position in a term, replays finish in
-one step, archive replication copies up to the requested position, and a leader keeps sending CommitPosition
-after its election closes (as the consensus module's heartbeat does). A ``policy(src, dst, message, now_ns)``
-returns a delivery delay in ns, or None to drop the message, so tests can lose and reorder messages.
+Each member is a ``SimNode``: a stand-in consensus module that runs its election and, once that closes, does
+what Aeron's consensus module does when ACTIVE (heartbeats, a new election when the leader goes quiet or a later
+term appears). Its ``SimHost`` answers the election's ``ElectionHost`` calls: the log is a position in a term,
+replays finish in one step, archive replication copies up to the requested position, the leader commits what a
+quorum has appended. A ``policy(src, dst, message, now_ns)`` returns a delivery delay in ns, or None to drop
+the message, so tests can lose and reorder messages. CatchupPosition is not simulated (never delivered).
 """
 
 from __future__ import annotations
@@ -44,10 +46,8 @@ class Bus:
         self._seq = 0
         self.elections: dict[int, Election] = {}
         self.nodes: dict[int, "SimNode"] = {}
-        self.sent_count = 0
 
     def send(self, src, dst, message, args):
-        self.sent_count += 1
         delay_ns = self.policy(src, dst, message, self.now_ns)
         if delay_ns is not None and message in _ON:
             self._seq += 1
