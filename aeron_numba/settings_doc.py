@@ -16,6 +16,7 @@ from typing import Mapping
 
 from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.cli import LOG_LEVEL_ENV, add_version_argument
+from aeron_numba.cluster.context import AeronClusterContext, ClusteredServiceContext, ConsensusModuleContext
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.settings import boolean, duration, size
 
@@ -44,6 +45,9 @@ PROCESS_VARIABLES = {
 _SECTIONS = (
     ("Media driver", "python -m aeron_numba driver, aeron-numba-driver, DriverContext", DriverContext),
     ("Archive", "python -m aeron_numba archive, aeron-numba-archive, ArchiveContext", ArchiveContext),
+    ("Cluster consensus module", "ConsensusModuleContext", ConsensusModuleContext),
+    ("Clustered service container", "ClusteredServiceContext", ClusteredServiceContext),
+    ("Cluster client", "AeronClusterContext", AeronClusterContext),
 )
 
 
