@@ -2,4 +2,5 @@
 ``recording_log`` (with ``recovery_plan`` and ``term_index``), ``node_state_file``, ``mark_file`` -- and
 ``consensus_module_snapshot``, which reads a snapshot's messages; the election state machine (``election``, with
 the member list and quorum arithmetic in ``cluster_member``), driven by a consensus module through its
-``ElectionHost`` protocol. The consensus module, service containers and the cluster client come later."""
+``ElectionHost`` protocol; and the settings of the consensus module, the service containers and the
+cluster client (``context``). The consensus module, service containers and the cluster client come later."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from aeron_numba.archive.authentication import NullAuthenticator, load_supplier
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.cluster.cluster_member import ClusterMember, parse_cluster_members
+from aeron_numba.cluster.election import ElectionConfig
 from aeron_numba.codecs.channel_uri import IPC_CHANNEL, ChannelUri
 from aeron_numba.errors import ConfigurationError, LayoutError
 from aeron_numba.layout import cluster as C
@@ -302,6 +303,15 @@ class ConsensusModuleContext:
         if not self.agent_role_name:
             self.agent_role_name = f"consensus-module-{self.cluster_id}-{self.cluster_member_id}"
         return self
+
+    def election_config(self, app_version: int = 0) -> ElectionConfig:
+        """The settings an election reads, from this (concluded) context."""
+        return ElectionConfig(election_timeout_ns=self.election_timeout_ns,
+                              election_status_interval_ns=self.election_status_interval_ns,
+                              leader_heartbeat_timeout_ns=self.leader_heartbeat_timeout_ns,
+                              leader_heartbeat_interval_ns=self.leader_heartbeat_interval_ns,
+                              startup_canvass_timeout_ns=self.startup_canvass_timeout_ns,
+                              appointed_leader_id=self.appointed_leader_id, app_version=app_version)
 
     def _conclude_members(self) -> list[ClusterMember]:
         if not self.cluster_members:

@@ -106,6 +106,16 @@ def test_environment_variables_are_parsed_as_aeron_does(tmp_path):
     assert ConsensusModuleContext.from_env(environ, cluster_member_id=0).conclude().cluster_member_id == 0
 
 
+def test_an_election_reads_the_concluded_settings(tmp_path):
+    ctx = consensus_module(tmp_path, election_timeout_ns=500_000_000, leader_heartbeat_timeout_ns=2_000_000_000,
+                           appointed_leader_id=1).conclude()
+    config = ctx.election_config(app_version=7)
+    assert (config.election_timeout_ns, config.leader_heartbeat_timeout_ns) == (500_000_000, 2_000_000_000)
+    assert (config.election_status_interval_ns, config.leader_heartbeat_interval_ns) == (100_000_000, 200_000_000)
+    assert (config.startup_canvass_timeout_ns, config.appointed_leader_id, config.app_version) == (
+        60_000_000_000, 1, 7)
+
+
 def test_directories_are_derived_as_aeron_does(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ctx = ConsensusModuleContext.from_env({}, **REQUIRED).conclude()
