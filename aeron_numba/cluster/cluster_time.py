@@ -16,6 +16,9 @@ from typing import Callable
 
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.errors import ConfigurationError
+from aeron_numba.layout.cluster_schema import ENUMS
+
+_CODES = ENUMS["ClusterTimeUnit"]
 
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
@@ -31,9 +34,9 @@ NANOSECOND_CLUSTER_CLOCK = "io.aeron.cluster.NanosecondClusterClock"
 class ClusterTimeUnit(enum.IntEnum):
     """Schema 111's ClusterTimeUnit codes; the value is what goes on the wire."""
 
-    MILLIS = 0
-    MICROS = 1
-    NANOS = 2
+    MILLIS = _CODES["MILLIS"]
+    MICROS = _CODES["MICROS"]
+    NANOS = _CODES["NANOS"]
 
     @property
     def nanos_per_unit(self) -> int:
@@ -95,7 +98,7 @@ def time_unit_of_clock(value: str, name: str = CLUSTER_CLOCK_ENV) -> ClusterTime
         "US": ClusterTimeUnit.MICROS,
         "NS": ClusterTimeUnit.NANOS,
     }
-    unit = units.get(key) or units.get(key.upper())
+    unit = units.get(key, units.get(key.upper()))  # not ``or``: MILLIS is 0
     if unit is None:
         raise ConfigurationError(
             f"{name}={value!r} is not a cluster clock: expected {MILLISECOND_CLUSTER_CLOCK}, "

@@ -129,20 +129,24 @@ class DeadlineTimerWheel:
             )
         )
         self._polling = True
+        i = 0
         try:
-            for i in range(count):
+            while i < count:
                 if not handler(self.time_unit, now, int(self._expired_ids[i])):
-                    k.restore_expired(
-                        self._state, self._wheel, tick_before, self._expired_ids, self._expired_deadlines, i, count
-                    )
+                    self._restore(tick_before, i, count)
                     return i
+                i += 1
         except BaseException:
             # The timer whose handler raised counts as not handled, like a refused one: nothing is lost.
-            k.restore_expired(self._state, self._wheel, tick_before, self._expired_ids, self._expired_deadlines, i, count)
+            self._restore(tick_before, i, count)
             raise
         finally:
             self._polling = False
         return count
+
+    def _restore(self, tick_before: int, first: int, count: int) -> None:
+        ids, deadlines = self._expired_ids, self._expired_deadlines
+        k.restore_expired(self._state, self._wheel, tick_before, ids, deadlines, first, count)
 
     def for_each(self, consumer: Callable[[int, int], None]) -> None:
         """``consumer(deadline, timer_id)`` for every scheduled timer, in wheel order (for snapshots)."""

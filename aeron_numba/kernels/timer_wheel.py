@@ -151,7 +151,7 @@ def restore_expired(state, wheel, current_tick, expired_ids, expired_deadlines, 
 
 
 @kernel
-def next_timer(state, wheel, from_index):
+def next_timer(wheel, from_index):
     """Index of the first slot at or after ``from_index`` holding a timer, or -1 (for iterating the timers)."""
     for index in range(from_index, wheel.shape[0]):
         if wheel[index] != NULL_DEADLINE:
