@@ -11,6 +11,12 @@ Two implementations, as Aeron 1.48: ``WheelTimerService`` (the default, ``aeron.
 ``io.aeron.cluster.WheelTimerServiceSupplier``) over ``DeadlineTimerWheel``: timers in one tick expire in no
 particular order; and ``PriorityHeapTimerService`` (``...PriorityHeapTimerServiceSupplier``): timers expire in
 deadline order, ties in order of scheduling. Deadlines are in the cluster's time unit (``cluster_time``).
+
+Restoring on a new leader: call ``current_time(now)`` before scheduling the snapshot's timers. Scheduled first, a
+timer already due sits on a spoke the wheel has just jumped past and waits up to a turn of the wheel (128 ticks of
+8 ms) for it; Aeron 1.48 schedules first and documents that restored expired timers may fire out of order.
+One deliberate difference: ``WheelTimerService.poll`` never expires more than ``POLL_LIMIT`` in one call (its
+documented contract); Aeron's loop passes the full limit to each tick's poll and can exceed it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ TIMER_SERVICE_SUPPLIER_WHEEL = "io.aeron.cluster.WheelTimerServiceSupplier"
 TIMER_SERVICE_SUPPLIER_PRIORITY_HEAP = "io.aeron.cluster.PriorityHeapTimerServiceSupplier"
 TIMER_SERVICE_SUPPLIER_DEFAULT = TIMER_SERVICE_SUPPLIER_WHEEL
 
+WHEEL_TICK_RESOLUTION_PROP_NAME = "aeron.cluster.wheel.tick.resolution"
 WHEEL_TICK_RESOLUTION_DEFAULT_NS = 8_000_000
+TICKS_PER_WHEEL_PROP_NAME = "aeron.cluster.ticks.per.wheel"
 TICKS_PER_WHEEL_DEFAULT = 128
 
 #: ``on_timer_event(correlation_id) -> bool``: True when the event went to the log.

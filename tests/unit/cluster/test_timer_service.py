@@ -202,3 +202,18 @@ def test_service_matches_model_across_failovers(supplier, operations):
             for _, _, c in due:
                 del model[c]
         assert service.timer_count == len(model)
+
+
+def test_wheel_restore_order_matters_for_timers_already_due():
+    """A timer restored before the wheel is moved to the new leader's time waits for its spoke to come round
+    (Aeron's caveat); restored after it, it fires at the first poll."""
+    late_log, prompt_log = Log(), Log()
+    late, prompt = make(TIMER_SERVICE_SUPPLIER_WHEEL, late_log), make(TIMER_SERVICE_SUPPLIER_WHEEL, prompt_log)
+    late.schedule_timer_for_correlation_id(1, 100)  # tick 12
+    late.current_time(10_000)  # tick 1250; spoke 12 next comes round at tick 1292, time 10_336
+    prompt.current_time(10_000)
+    prompt.schedule_timer_for_correlation_id(1, 100)
+    assert drain(prompt, prompt_log, 10_000) == [1]
+    assert drain(late, late_log, 10_000) == []
+    assert drain(late, late_log, 10_335) == []
+    assert drain(late, late_log, 10_336) == [1]
