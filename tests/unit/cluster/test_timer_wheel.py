@@ -3,6 +3,8 @@ wheel's one documented freedom: timers of one tick may expire in any order among
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
 from aeron_numba.cluster.timer_wheel import NULL_DEADLINE, DeadlineTimerWheel, TimerWheelStateError
 from aeron_numba.errors import ConfigurationError
+from aeron_numba.kernels import timer_wheel as kernels
 
 MS = ClusterTimeUnit.MILLIS
 
@@ -222,3 +225,36 @@ def test_wheel_matches_sorted_list_model(operations, start_time):
     seen = {}
     wheel.for_each(lambda deadline, timer_id: seen.__setitem__(timer_id, deadline))
     assert seen == model
+
+
+def _scenario(seed: int) -> list:
+    """A fixed random run of schedules, cancels and limited polls (some refused); its full trace."""
+    rng = random.Random(seed)
+    wheel = DeadlineTimerWheel(MS, 3, 4, 8, initial_tick_allocation=1)
+    trace, ids, now = [], [], 3
+    for _ in range(400):
+        roll = rng.random()
+        if roll < 0.45:
+            ids.append(wheel.schedule_timer(now + rng.randint(-10, 100)))
+            trace.append(("schedule", ids[-1]))
+        elif roll < 0.6 and ids:
+            trace.append(("cancel", wheel.cancel_timer(rng.choice(ids))))
+        else:
+            now += rng.randint(0, 12)
+            refuse_at = rng.randint(0, 4)
+            handled = []
+            handler = lambda _u, _n, t: len(handled) != refuse_at and not handled.append(t)  # noqa: E731
+            trace.append(("poll", wheel.poll(now, handler, rng.randint(1, 4)), handled, wheel.current_tick_time()))
+        trace.append(wheel.timer_count)
+    wheel.for_each(lambda d, t: trace.append((d, t)))
+    return trace
+
+
+def test_plain_python_kernels_behave_as_compiled(monkeypatch):
+    """What NUMBA_DISABLE_JIT=1 runs: every kernel's Python body, against the compiled kernels."""
+    compiled = [_scenario(seed) for seed in range(3)]
+    for name in dir(kernels):
+        py_func = getattr(getattr(kernels, name), "py_func", None)
+        if py_func is not None:
+            monkeypatch.setattr(kernels, name, py_func)
+    assert [_scenario(seed) for seed in range(3)] == compiled
