@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
-from aeron_numba.errors import ConfigurationError
+from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels import timer_wheel as k
 from aeron_numba.layout.bits import is_power_of_two
 
@@ -33,7 +33,7 @@ def _check_power_of_two(name: str, value: int, limit: int) -> None:
         raise ConfigurationError(f"{name} must be a power of 2 in [1, {limit}]: {name}={value}")
 
 
-class TimerWheelStateError(RuntimeError):
+class TimerWheelStateError(AeronError, RuntimeError):
     """An operation the wheel's state forbids: resetting the start time with timers scheduled, growing past
     ``MAX_CAPACITY``, or changing the wheel from inside its own poll's handler."""
 
