@@ -26,6 +26,7 @@ import itertools
 from typing import Callable
 
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit, convert
+from aeron_numba.cluster.context import DEFAULT_TICKS_PER_WHEEL, DEFAULT_WHEEL_TICK_RESOLUTION_NS
 from aeron_numba.cluster.timer_wheel import DeadlineTimerWheel
 from aeron_numba.errors import ConfigurationError
 
@@ -38,10 +39,9 @@ TIMER_SERVICE_SUPPLIER_WHEEL = "io.aeron.cluster.WheelTimerServiceSupplier"
 TIMER_SERVICE_SUPPLIER_PRIORITY_HEAP = "io.aeron.cluster.PriorityHeapTimerServiceSupplier"
 TIMER_SERVICE_SUPPLIER_DEFAULT = TIMER_SERVICE_SUPPLIER_WHEEL
 
-WHEEL_TICK_RESOLUTION_PROP_NAME = "aeron.cluster.wheel.tick.resolution"
-WHEEL_TICK_RESOLUTION_DEFAULT_NS = 8_000_000
-TICKS_PER_WHEEL_PROP_NAME = "aeron.cluster.ticks.per.wheel"
-TICKS_PER_WHEEL_DEFAULT = 128
+# The settings and their defaults live in ``context`` (aeron.cluster.wheel.tick.resolution, .ticks.per.wheel).
+WHEEL_TICK_RESOLUTION_DEFAULT_NS = DEFAULT_WHEEL_TICK_RESOLUTION_NS
+TICKS_PER_WHEEL_DEFAULT = DEFAULT_TICKS_PER_WHEEL
 
 #: ``on_timer_event(correlation_id) -> bool``: True when the event went to the log.
 TimerEventHandler = Callable[[int], bool]
