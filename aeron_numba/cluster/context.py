@@ -221,7 +221,8 @@ class ConsensusModuleContext:
         doc="A log or snapshot replication that makes no progress for this long has failed.")
     wheel_tick_resolution_ns: int = setting(DEFAULT_WHEEL_TICK_RESOLUTION_NS, "AERON_CLUSTER_WHEEL_TICK_RESOLUTION",
                                             duration,
-        doc="Resolution of the services' timers (a power of two milliseconds).")
+        doc="Resolution of the services' timers; rounded up to a power of two in cluster time units, as Aeron does "
+            "(timer_service.wheel_tick_resolution).")
     ticks_per_wheel: int = setting(DEFAULT_TICKS_PER_WHEEL, "AERON_CLUSTER_TICKS_PER_WHEEL", integer,
         doc="Ticks of the timer wheel (a power of two).")
     cycle_threshold_ns: int = setting(DEFAULT_CYCLE_THRESHOLD_NS, "AERON_CLUSTER_CYCLE_THRESHOLD", duration,
@@ -279,11 +280,6 @@ class ConsensusModuleContext:
                                      f"election_timeout_ns={self.election_timeout_ns}")
         if self.ticks_per_wheel & (self.ticks_per_wheel - 1):
             raise ConfigurationError(f"ticks_per_wheel={self.ticks_per_wheel} must be a power of two")
-        # The timer wheel runs in cluster time (milliseconds) and, as Agrona's, needs a power-of-two resolution.
-        resolution_ms, remainder = divmod(self.wheel_tick_resolution_ns, 1_000_000)
-        if remainder or resolution_ms & (resolution_ms - 1) or resolution_ms == 0:
-            raise ConfigurationError(f"wheel_tick_resolution_ns={self.wheel_tick_resolution_ns} must be a power of "
-                                     f"two milliseconds (1ms, 2ms, 4ms, 8ms, ...)")
         if not 0 <= self.service_count <= MAX_SERVICE_ID + 1:
             raise ConfigurationError(f"service_count={self.service_count} must be in [0, {MAX_SERVICE_ID + 1}] "
                                      f"(service ids 0 to {MAX_SERVICE_ID})")
