@@ -283,7 +283,9 @@ def plan_segment_ranges(archive_dir: Path, d, names: set[str], low: int, high: i
     base = A.segment_file_base_position(d.start_position, low, term_length, segment_length)
     while base < high:
         name = A.segment_file_name(d.recording_id, base)
-        begin, end = max(base, d.start_position), min(base + segment_length, high)
+        # the scan starts at the term holding ``low`` (frames never cross a term), not at the segment's start: a
+        # micro-batch deep into a segment must not rescan all that comes before it
+        begin, end = max(base, d.start_position, low - low % term_length), min(base + segment_length, high)
         if name not in names:
             if fail_on_data_loss:
                 raise ArchiveSourceError(

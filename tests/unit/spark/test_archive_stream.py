@@ -23,7 +23,7 @@ class GrowingRecording:
     """A recording the test writes bit by bit with the archive's own RecordingWriter and catalog, as the
     archive's recorder would while a query follows it."""
 
-    def __init__(self, archive, shm_dir, sizes, stream_id=1001, name="growing"):
+    def __init__(self, archive, shm_dir, sizes, stream_id=1001, name="growing", segment_terms=1):
         self.archive = archive
         self.log, self.end = publish(shm_dir, sizes, name=name)
         self.frames = []  # (position, frame_length, frame_type, flags) of every frame, PAD included
@@ -35,10 +35,10 @@ class GrowingRecording:
             position += (length + 31) & ~31
         with Catalog.open(archive) as catalog:
             self.recording_id = catalog.add_recording(
-                start_position=0, start_timestamp=1, initial_term_id=5, segment_file_length=TERM,
+                start_position=0, start_timestamp=1, initial_term_id=5, segment_file_length=segment_terms * TERM,
                 term_buffer_length=TERM, mtu_length=1408, session_id=77, stream_id=stream_id,
                 stripped_channel="aeron:ipc", original_channel="aeron:ipc", source_identity="aeron:ipc")
-        self.writer = RecordingWriter(archive, self.recording_id, 0, 0, TERM, TERM)
+        self.writer = RecordingWriter(archive, self.recording_id, 0, 0, TERM, segment_terms * TERM)
         self.position = 0
 
     def frame_ends(self) -> list[int]:
@@ -81,6 +81,18 @@ def read_rows(stream_reader, start, end) -> list:
         rows.extend(zip(batch.column("recording_id").to_pylist(), batch.column("position").to_pylist(),
                         batch.column("frame_length").to_pylist()))
     return rows
+
+
+@pytest.mark.parametrize("messages", [False, True])
+def test_a_micro_batch_deep_into_a_segment_scans_from_the_term_holding_its_start(archive, tmp_path, messages):
+    rec = GrowingRecording(archive, tmp_path, SIZES, segment_terms=4)  # three terms of frames in one segment
+    rec.stop()
+    low = next(p for p in (rec.message_starts() if messages else rec.frame_ends()) if p > 2 * TERM + 1000)
+    r = reader(archive, messages=str(messages).lower())
+    parts = r.partitions({"0": low}, {"0": rec.end})
+    assert [(p.from_offset, p.to_offset) for p in parts] == [(2 * TERM, rec.end)]  # not the two terms before
+    everything = [row for row in read_rows(r, {"0": 0}, {"0": rec.end}) if row[1] >= low]
+    assert read_rows(r, {"0": low}, {"0": rec.end}) == everything and everything
 
 
 def test_the_live_end_is_the_last_whole_frame_and_a_header_being_written_is_never_passed(archive, tmp_path):
