@@ -22,12 +22,14 @@ from aeron_numba.archive.segment_files import RecordingWriter
 from aeron_numba.jit import kernel
 from aeron_numba.kernels.term_appender import exclusive_init_state, exclusive_offer
 from aeron_numba.kernels.term_scanner import scan_block
+from aeron_numba.layout import archive as A
 from aeron_numba.layout import publication_status as P
+from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH
 from aeron_numba.layout.log_buffers import LogBuffers
 
 TERM_LENGTH = 16 * 1024 * 1024
-SEGMENT_FILE_LENGTH = 128 * 1024 * 1024  # the archive's default
-MTU_LENGTH = 1408  # Aeron's default: payloads above 1376 bytes are fragmented
+SEGMENT_FILE_LENGTH = A.DEFAULT_SEGMENT_FILE_LENGTH
+MTU_LENGTH = DEFAULT_MTU_LENGTH  # payloads above MTU_LENGTH - HEADER_LENGTH (1376 bytes) are fragmented
 SMALL_PAYLOADS = (32, 1024)
 LARGE_PAYLOADS = (1025, 4096)
 LARGE_SHARE = 0.07

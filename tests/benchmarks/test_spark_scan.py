@@ -10,6 +10,8 @@ import json
 import numpy as np
 import pytest
 
+from aeron_numba.layout.frame import HEADER_LENGTH
+
 from benchmarks import scan_recording as R
 from benchmarks.__main__ import main
 from benchmarks.spark_scan import format_report, run
@@ -25,7 +27,7 @@ def test_the_three_readers_agree_with_the_messages_written(spark, tmp_path, caps
     assert "recording written" in capsys.readouterr().out
     assert R.ensure_recording(tmp_path, SIZE)[2] is False  # the next run reuses it
     lengths = R.message_lengths(SIZE)[:layout["messages"]]  # the seeded mix, regenerated
-    max_payload = R.MTU_LENGTH - 32
+    max_payload = R.MTU_LENGTH - HEADER_LENGTH
     expected_fragments = int(np.sum((lengths + max_payload - 1) // max_payload))
     assert expected_fragments > layout["messages"]  # fragmented messages are in it
     assert SIZE <= layout["stop_position"] < SIZE + 5 * 1024
