@@ -22,7 +22,9 @@ Options (besides the batch source's ``messages``, ``verifyChecksums``, ``failOnD
 - ``maxBytesPerTrigger`` (none): the most bytes a micro-batch advances all recordings by, shared fairly:
   the recordings take turns going first, each takes at most an equal share of what is left, whole units only.
   A unit larger than the limit still goes through alone.
-- ``recordingIds`` / ``streamIds`` (all): comma-separated ids; only those recordings are followed.
+- ``recordingIds`` / ``streamIds`` / ``sessionIds`` (all): comma-separated ids; only those recordings are followed.
+
+``endingPositions`` and ``includeInvalid`` are the batch source's only: given to a stream, they are an error.
 
 ``Trigger.AvailableNow`` reads what was durable when the query started (in as many micro-batches as
 ``maxBytesPerTrigger`` needs) and stops; recordings created after that are left to the next run.
@@ -91,6 +93,9 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.archive_dir = Path(path)
         if options.get("endingPositions") is not None:
             raise ArchiveSourceError("option endingPositions is for spark.read (batch) only: a stream has no end")
+        if options.get("includeInvalid") is not None:  # silently following only VALID ones would read less than asked
+            raise ArchiveSourceError("option includeInvalid is for spark.read (batch) only: a stream follows the "
+                                     "VALID recordings")
         self.messages = flag_option(options, "messages", False)
         self.fail_on_data_loss = flag_option(options, "failOnDataLoss", True)
         self.checksum_algorithm = checksum_option(options)
@@ -100,6 +105,7 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.starting = _starting_option(options)
         self.recording_ids = ids_option(options, "recordingIds")
         self.stream_ids = ids_option(options, "streamIds")
+        self.session_ids = ids_option(options, "sessionIds")
         self._target: dict[int, int] | None = None  # Trigger.AvailableNow: the durable ends at the query's start
         self._first_turn = -1  # the recording that went first in the last shared trigger
 
@@ -173,7 +179,8 @@ class ArchiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             descriptors = {d.recording_id: d for d in catalog.descriptors()
                            if (self.recording_ids is None or d.recording_id in self.recording_ids)
-                           and (self.stream_ids is None or d.stream_id in self.stream_ids)}
+                           and (self.stream_ids is None or d.stream_id in self.stream_ids)
+                           and (self.session_ids is None or d.session_id in self.session_ids)}
         finally:
             catalog.close()
         return descriptors, {p.name for p in self.archive_dir.iterdir()}

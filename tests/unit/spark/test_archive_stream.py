@@ -23,7 +23,7 @@ class GrowingRecording:
     """A recording the test writes bit by bit with the archive's own RecordingWriter and catalog, as the
     archive's recorder would while a query follows it."""
 
-    def __init__(self, archive, shm_dir, sizes, stream_id=1001, name="growing", segment_terms=1):
+    def __init__(self, archive, shm_dir, sizes, stream_id=1001, name="growing", segment_terms=1, session_id=77):
         self.archive = archive
         self.log, self.end = publish(shm_dir, sizes, name=name)
         self.frames = []  # (position, frame_length, frame_type, flags) of every frame, PAD included
@@ -36,7 +36,7 @@ class GrowingRecording:
         with Catalog.open(archive) as catalog:
             self.recording_id = catalog.add_recording(
                 start_position=0, start_timestamp=1, initial_term_id=5, segment_file_length=segment_terms * TERM,
-                term_buffer_length=TERM, mtu_length=1408, session_id=77, stream_id=stream_id,
+                term_buffer_length=TERM, mtu_length=1408, session_id=session_id, stream_id=stream_id,
                 stripped_channel="aeron:ipc", original_channel="aeron:ipc", source_identity="aeron:ipc")
         self.writer = RecordingWriter(archive, self.recording_id, 0, 0, TERM, segment_terms * TERM)
         self.position = 0
@@ -198,11 +198,12 @@ def test_starting_positions_earliest_latest_and_json(archive, tmp_path):
         reader(archive, startingPositions='{"9": 0}').initialOffset()
 
 
-def test_recording_ids_and_stream_ids_choose_the_recordings_followed(archive, tmp_path):
+def test_recording_ids_stream_ids_and_session_ids_choose_the_recordings_followed(archive, tmp_path):
     GrowingRecording(archive, tmp_path, [100] * 4, name="a").stop()
-    GrowingRecording(archive, tmp_path, [100] * 4, stream_id=1002, name="b").stop()
+    GrowingRecording(archive, tmp_path, [100] * 4, stream_id=1002, name="b", session_id=78).stop()
     assert reader(archive, recordingIds="1").initialOffset() == {"1": 0}
     assert reader(archive, streamIds="1001").latestOffset({}, ReadAllAvailable()) == {"0": 640}
+    assert reader(archive, sessionIds="78").latestOffset({}, ReadAllAvailable()) == {"1": 640}
 
 
 @pytest.mark.parametrize("options, message", [
@@ -210,6 +211,7 @@ def test_recording_ids_and_stream_ids_choose_the_recordings_followed(archive, tm
     ({"startingPositions": "sideways"}, r"option startingPositions='sideways': expected earliest, latest or JSON"),
     ({"recordingIds": "1,x"}, r"option recordingIds='1,x': expected comma-separated integer ids"),
     ({"endingPositions": '{"0": 64}'}, r"option endingPositions is for spark.read \(batch\) only"),
+    ({"includeInvalid": "true"}, r"option includeInvalid is for spark.read \(batch\) only"),
     ({"messages": "maybe"}, r"option messages='maybe': expected true or false"),
 ])
 def test_a_bad_option_is_named_with_its_value(archive, options, message):
