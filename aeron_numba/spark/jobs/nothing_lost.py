@@ -371,7 +371,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         run_dirs = {}
         for root in roots:
             for run_dir in find_run_dirs(root, RUN_MARKERS, "chaos run folders"):
-                run_dirs[os.path.basename(os.path.normpath(run_dir))] = run_dir
+                run_id = os.path.basename(os.path.normpath(run_dir))
+                # a run's id is its folder's name (aeron-chaos): two folders of one name would merge into one run
+                if run_id in run_dirs and os.path.realpath(run_dirs[run_id]) != os.path.realpath(run_dir):
+                    raise ValueError(f"two run folders are named {run_id}: {run_dirs[run_id]} and {run_dir} (a "
+                                     f"run's id is its folder's name): verify them in separate runs")
+                run_dirs[run_id] = run_dir
     except (ValueError, RunFileError) as exc:
         return cli.fail(prog, str(exc), 2)
     out = Path(args.out) if args.out else Path(args.runs_dirs[0]) / DEFAULT_OUT

@@ -78,6 +78,18 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert capsys.readouterr().err == f"python -m chaos verify: {message.format(tmp=tmp_path)}\n"
 
 
+def test_two_run_folders_of_one_name_are_one_line_and_exit_2(tmp_path, capsys):
+    # aeron-chaos names a run by its folder: two copies of a run under two RUNS_DIRs would merge their events
+    # and have only one of their archives read
+    for root in ("a", "b"):
+        (tmp_path / root / "run-1").mkdir(parents=True)
+        (tmp_path / root / "run-1" / "result.json").write_text("{}")
+    assert nothing_lost.main([str(tmp_path / "a"), str(tmp_path / "b")], prog="nl") == 2
+    assert capsys.readouterr().err == (f"nl: two run folders are named run-1: {tmp_path / 'a' / 'run-1'} and "
+                                       f"{tmp_path / 'b' / 'run-1'} (a run's id is its folder's name): verify them "
+                                       f"in separate runs\n")
+
+
 def test_an_out_that_cannot_be_a_folder_is_one_line(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "result.json").write_text("{}")
