@@ -21,7 +21,7 @@ JAVA_MISSING = (f"PySpark needs Java {MIN_JAVA} or newer on the PATH: install it
 
 
 class SparkSetupError(RuntimeError):
-    """Spark cannot start here (no Java, no PySpark); the message says what to install."""
+    """Spark cannot start here (no Java, no PySpark, a master or setting it refuses); the message says why."""
 
 
 def java_problem() -> str | None:
@@ -84,7 +84,14 @@ def spark_session(app_name: str, master: str | None = None, conf: dict[str, str]
         builder = builder.master(DEFAULT_MASTER)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - a bad --master or --conf stops the JVM before PySpark connects
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        asked = ", ".join([f"--master {master}" if master else f"master {DEFAULT_MASTER}",
+                           *(f"--conf {key}={value}" for key, value in (conf or {}).items())])
+        raise SparkSetupError(f"Spark did not start with {asked}: {first} (Spark's reason is printed above)") \
+            from None
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session

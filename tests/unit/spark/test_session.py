@@ -52,3 +52,16 @@ def test_conf_pairs():
     assert parse_conf(["spark.driver.memory=4g", "a=b=c"]) == {"spark.driver.memory": "4g", "a": "b=c"}
     with pytest.raises(ValueError, match="--conf 'nope' must be KEY=VALUE"):
         parse_conf(["nope"])
+
+
+def test_a_master_spark_refuses_is_one_line_and_exit_2(tmp_path):
+    # the JVM exits before PySpark connects: the job says so in one line, not PySpark's traceback
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "result.json").write_text("{}")
+    result = subprocess.run([sys.executable, "-m", "aeron_numba.spark", "nothing-lost", str(tmp_path / "run"),
+                             "--master", "nowhere[", "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "python -m aeron_numba.spark nothing-lost: Spark did not start with --master nowhere[: ")
