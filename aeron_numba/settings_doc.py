@@ -19,6 +19,7 @@ from aeron_numba.cli import LOG_LEVEL_ENV, add_version_argument
 from aeron_numba.cluster.context import AeronClusterContext, ClusteredServiceContext, ConsensusModuleContext
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.settings import boolean, duration, size
+from aeron_numba.spark.history_table import DATA_DIR_ENV  # a light module: no pyarrow or Spark at import
 
 DOC_PATH = "docs/settings.md"
 
@@ -41,6 +42,8 @@ def client_variables() -> dict[str, tuple[str, str]]:
 PROCESS_VARIABLES = {
     LOG_LEVEL_ENV: ("WARNING", "Level of the log lines the driver, archive and tools write to stderr (DEBUG, INFO, "
                                "WARNING, ERROR); -v / --verbose overrides it."),
+    DATA_DIR_ENV: ("$XDG_DATA_HOME/aeron-numba, else ~/.local/share/aeron-numba",
+                   "The project's data folder: the benchmark history (benchmark-history/) lives there."),
 }
 _SECTIONS = (
     ("Media driver", "python -m aeron_numba driver, aeron-numba-driver, DriverContext", DriverContext),
