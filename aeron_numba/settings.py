@@ -13,6 +13,9 @@ from dataclasses import field, fields
 from aeron_numba.codecs.channel_uri import parse_duration_ns, parse_size
 from aeron_numba.errors import ConfigurationError
 
+#: The project's data folder (the benchmark history's home): read by ``aeron_numba.spark.history_table``.
+DATA_DIR_ENV = "AERON_NUMBA_DATA_DIR"
+
 
 def duration(value: str, name: str) -> int:
     return parse_duration_ns(name, value.strip())

@@ -18,8 +18,7 @@ from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.cli import LOG_LEVEL_ENV, add_version_argument
 from aeron_numba.cluster.context import AeronClusterContext, ClusteredServiceContext, ConsensusModuleContext
 from aeron_numba.driver.context import DriverContext
-from aeron_numba.settings import boolean, duration, size
-from aeron_numba.spark.history_table import DATA_DIR_ENV  # a light module: no pyarrow or Spark at import
+from aeron_numba.settings import DATA_DIR_ENV, boolean, duration, size
 
 DOC_PATH = "docs/settings.md"
 

@@ -7,18 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from aeron_numba.settings import DATA_DIR_ENV
+
 pytest_plugins = ["harness.pytest_plugin"]
 
 SHM_ROOT = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
-_DATA_DIR_ENV = "AERON_NUMBA_DATA_DIR"
 _saved_data_dir: list = []
 
 
 def pytest_configure(config):
     """The project's data dir (the benchmark history's default home) is a temporary folder for the whole
     session and every process it starts: no test writes into the user's ~/.local/share."""
-    _saved_data_dir.append((os.environ.get(_DATA_DIR_ENV), tempfile.mkdtemp(prefix="aeron-numba-test-data-")))
-    os.environ[_DATA_DIR_ENV] = _saved_data_dir[-1][1]
+    _saved_data_dir.append((os.environ.get(DATA_DIR_ENV), tempfile.mkdtemp(prefix="aeron-numba-test-data-")))
+    os.environ[DATA_DIR_ENV] = _saved_data_dir[-1][1]
 
 
 def pytest_unconfigure(config):
@@ -26,9 +27,9 @@ def pytest_unconfigure(config):
         previous, folder = _saved_data_dir.pop()
         shutil.rmtree(folder, ignore_errors=True)
         if previous is None:
-            os.environ.pop(_DATA_DIR_ENV, None)
+            os.environ.pop(DATA_DIR_ENV, None)
         else:
-            os.environ[_DATA_DIR_ENV] = previous
+            os.environ[DATA_DIR_ENV] = previous
 
 
 @pytest.fixture

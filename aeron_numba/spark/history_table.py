@@ -24,7 +24,8 @@ import os
 import uuid
 from pathlib import Path
 
-DATA_DIR_ENV = "AERON_NUMBA_DATA_DIR"
+from aeron_numba.settings import DATA_DIR_ENV
+
 HISTORY_FOLDER = "benchmark-history"
 RUN_FILE_PREFIX = "run-"
 RUN_FILE_SUFFIX = ".parquet"
