@@ -13,8 +13,8 @@ archive directory opens exactly one segment. The options ``recordingIds``, ``str
 recordings there, before any segment is opened, and are always safe.
 
 Filters (``where``) are evaluated by Spark on the rows by default. With ``pushFilters=true`` the reader also takes
-filters on recording_id, stream_id, session_id (equality, IN) and position ranges to prune recordings and segments
-at planning (Spark still checks every row). That needs ``spark.sql.python.filterPushdown.enabled=true`` (Spark's
+filters on recording_id, stream_id, session_id (equality, IN) and position and term_id ranges to prune recordings
+and segments at planning (Spark still checks every row). That needs ``spark.sql.python.filterPushdown.enabled=true`` (Spark's
 error says so when it is off), and it is opt-in because of a PySpark bug up to at least 4.3.0: the read plan of a
 pushdown is stored on the relation, so a later query on the *same* DataFrame that pushes no filter reuses it and
 silently reads only the pruned segments (Spark's master keeps the plan per scan; no release has the fix yet). With
@@ -90,6 +90,7 @@ SPARK_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in SCHEMA)
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 _CHECKSUMS = {"false": CHECKSUM_NONE, "true": CHECKSUM_CRC32, "crc32": CHECKSUM_CRC32, "crc32c": CHECKSUM_CRC32C}
 _MAX_POSITION = (1 << 63) - 1
+_NO_LOW, _NO_HIGH = -(1 << 63), (1 << 63) - 1  # a term_id range no filter narrowed
 
 
 class ArchiveSourceError(AeronError):
@@ -175,12 +176,12 @@ class SegmentRange(InputPartition):
 
 
 class _Bounds:
-    """What the pushed filters allow: sets of ids and a position range (inclusive low, exclusive high)."""
+    """What the pushed filters allow: sets of ids, and ranges (inclusive low, exclusive high) of position and of
+    term_id (a recording's term ids map to position ranges through its initial term id and term length)."""
 
     def __init__(self):
         self.ids: dict[str, set | None] = {"recording_id": None, "stream_id": None, "session_id": None}
-        self.low = 0
-        self.high = _MAX_POSITION
+        self.ranges: dict[str, list[int]] = {"position": [0, _MAX_POSITION], "term_id": [_NO_LOW, _NO_HIGH]}
 
     def take(self, f) -> None:
         column = f.attribute[0] if len(getattr(f, "attribute", ())) == 1 else None
@@ -188,17 +189,30 @@ class _Bounds:
             return
         if column in self.ids and isinstance(f, (EqualTo, In)):
             self.allow(column, {f.value} if isinstance(f, EqualTo) else set(f.value))
-        elif column == "position" and isinstance(f.value, int) and not isinstance(f.value, bool):
+        elif column in self.ranges and isinstance(f.value, int) and not isinstance(f.value, bool):
+            low, high = self.ranges[column]
             if isinstance(f, EqualTo):
-                self.low, self.high = max(self.low, f.value), min(self.high, f.value + 1)
+                low, high = max(low, f.value), min(high, f.value + 1)
             elif isinstance(f, GreaterThan):
-                self.low = max(self.low, f.value + 1)
+                low = max(low, f.value + 1)
             elif isinstance(f, GreaterThanOrEqual):
-                self.low = max(self.low, f.value)
+                low = max(low, f.value)
             elif isinstance(f, LessThan):
-                self.high = min(self.high, f.value)
+                high = min(high, f.value)
             elif isinstance(f, LessThanOrEqual):
-                self.high = min(self.high, f.value + 1)
+                high = min(high, f.value + 1)
+            self.ranges[column] = [low, high]
+
+    def positions(self, d) -> tuple[int, int]:
+        """The position range recording ``d`` may contribute: the position filters and its terms in the term
+        filters."""
+        low, high = self.ranges["position"]
+        term_low, term_high = self.ranges["term_id"]
+        if term_low != _NO_LOW:
+            low = max(low, (term_low - d.initial_term_id) * d.term_buffer_length)
+        if term_high != _NO_HIGH:
+            high = min(high, max(0, (term_high - d.initial_term_id) * d.term_buffer_length))
+        return low, high
 
     def allow(self, column: str, values: set) -> None:
         current = self.ids[column]
@@ -241,8 +255,9 @@ class ArchiveReader(DataSourceReader):
 
     def _recording_ranges(self, d, names: set[str]) -> list[SegmentRange]:
         segment_length = d.segment_file_length
-        low = max(d.start_position, self.bounds.low, self.starting.get(d.recording_id, 0))
-        high = min(self.bounds.high, self.ending.get(d.recording_id, _MAX_POSITION))
+        filter_low, filter_high = self.bounds.positions(d)
+        low = max(d.start_position, filter_low, self.starting.get(d.recording_id, 0))
+        high = min(filter_high, self.ending.get(d.recording_id, _MAX_POSITION))
         if d.stop_position != A.NULL_POSITION:
             high = min(high, d.stop_position)
         else:  # active: to the end of its highest segment file, the scan stops where the frames do

@@ -172,6 +172,14 @@ def test_pushed_filters_prune_segments_and_keep_the_rows(spark):
     assert pruning().where(F.col("stream_id").isin(1002, 1003)).rdd.getNumPartitions() == 2
     assert pruning().where("session_id = 988464274 and position < 70000").rdd.getNumPartitions() == 1
     assert pruning().where("recording_id = 99").count() == 0  # no segment at all
+    # term ids map to positions through each recording's initial term id (the catalog's) and term length
+    d = {r.recording_id: r for r in load(spark, GOLDEN / "archive").groupBy("recording_id")
+         .agg(F.min("term_id").alias("first"), F.max("term_id").alias("last")).collect()}
+    by_terms = pruning().where((F.col("recording_id") == 0) & (F.col("term_id") >= d[0].first + 2))
+    assert by_terms.rdd.getNumPartitions() == 1  # its third term: only 0-131072.rec
+    assert rows(by_terms) == rows(spark.createDataFrame(everything.collect(), everything.schema)
+                                  .where((F.col("recording_id") == 0) & (F.col("term_id") >= d[0].first + 2)))
+    assert rows(by_terms)
 
 
 def test_the_default_reader_filters_on_spark_defaults_and_a_reused_dataframe_stays_whole(spark):
