@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -192,7 +193,10 @@ def verdicts(spark, tmp_path_factory):
     invalid.write(byte, bytes([invalid.read(byte, 1)[0] ^ 0x5A]))
     with Catalog.open(invalid.archive, create=False) as catalog:
         catalog.change_state(0, A.RECORDING_STATE_INVALID)
-    gone = _copy(original, runs, "gone")
+    unrecorded = _copy(original, runs, "unrecorded")  # its only recording deleted: nothing covers the session
+    with Catalog.open(unrecorded.archive, create=False) as catalog:
+        catalog.change_state(0, A.RECORDING_STATE_DELETED)
+        gone = _copy(original, runs, "gone")
     shutil.rmtree(gone.archive)
 
     out = tmp_path_factory.mktemp("out") / "verdicts"
@@ -231,6 +235,9 @@ def test_an_invalid_recording_is_read_and_a_gone_archive_reported_never_skipped(
     assert (invalid["acked"], invalid["corrupted"], invalid["first_corrupted"]) == \
         (last + 1, 1, summary["flipped"]["first_corrupted"])
     assert summary["gone"]["verdict"].startswith("archive dir ") and "is gone" in summary["gone"]["verdict"]
+    unrecorded = summary["unrecorded"]
+    assert re.fullmatch(r"session -?\d+: acknowledged, never recorded", unrecorded["verdict"])
+    assert (unrecorded["acked"], unrecorded["recorded"], unrecorded["archive"]) == (last + 1, 0, None)
 
 
 def test_findings_name_each_offending_message(verdicts):

@@ -186,7 +186,9 @@ def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdi
     scenarios = {row.run_id: row.scenario for row in runs.collect()}
     archives = find_archives(events, run_dirs)
     present = [a for a in archives if (a.path / "archive.catalog").is_file()]
-    problems = [(a.run_id, a.scenario, a.name, None, f"archive dir {a.path} is gone: not checked")
+    problems = [(a.run_id, a.scenario, a.name, None,
+                 f"archive dir {a.path} " + ("has no archive.catalog" if a.path.is_dir() else "is gone") +
+                 ": not checked")
                 for a in archives if a not in present]
 
     sent = _sent(events).cache()
@@ -205,6 +207,7 @@ def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdi
         recorded = _recorded(spark, present).cache()
         acked, findings = _compare(events, sent, recorded, ranges)
         summary = _summary(acked, recorded, findings.cache(), runs, ranges)
+        summary = summary.unionByName(_unrecorded(spark, sent, ranges, {a.run_id for a in present}, scenarios))
     else:
         summary = spark.createDataFrame([], SUMMARY_SCHEMA)
     if problems:
@@ -216,6 +219,19 @@ def nothing_lost(spark, runs_dirs: list[str], run_dirs: dict[str, str]) -> Verdi
     return Verdicts(summary, findings if findings is not None else spark.createDataFrame([], _FINDINGS_SCHEMA),
                     len(scenarios), len(set(scenarios) - with_archive))
 
+
+
+def _unrecorded(spark, sent, ranges, checked_runs: set[str], scenarios: dict[str, str]):
+    """Summary rows for sessions whose messages publishers acknowledged in a run with an archive, but that no
+    recording of the run covers: nothing of them can be compared, which is never clean."""
+    F, _ = _functions()
+    recorded_sessions = ranges.select("run_id", F.col("session_id").alias("session")).distinct()
+    missing = (sent.filter(F.col("run_id").isin(sorted(checked_runs)))
+               .join(recorded_sessions, ["run_id", "session"], "left_anti")
+               .groupBy("run_id", "pub", "session").count().collect())
+    rows = [(row.run_id, scenarios.get(row.run_id), None, None, row.pub, row["count"], 0, *([None] * 2 * len(KINDS)),
+             f"session {row.session}: acknowledged, never recorded") for row in missing]
+    return spark.createDataFrame(rows, SUMMARY_SCHEMA)
 
 
 def _sent(events):
