@@ -15,10 +15,11 @@ from __future__ import annotations
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
+from aeron_numba.layout import cluster as C
 from aeron_numba.layout.cluster_schema import ENUMS
 
 #: The snapshot marker's typeId of a consensus module snapshot (ConsensusModule.Configuration.SNAPSHOT_TYPE_ID).
-SNAPSHOT_TYPE_ID = 1
+SNAPSHOT_TYPE_ID = C.CONSENSUS_MODULE_SNAPSHOT_TYPE_ID
 _MARK = ENUMS["SnapshotMark"]
 
 

@@ -235,3 +235,76 @@ DEFAULT_LEADER_HEARTBEAT_TIMEOUT_NS = 10_000_000_000
 DEFAULT_LEADER_HEARTBEAT_INTERVAL_NS = 200_000_000
 DEFAULT_STARTUP_CANVASS_TIMEOUT_NS = 60_000_000_000
 DEFAULT_APPOINTED_LEADER_ID = -1
+
+
+# ------------------------------------------------------------------------------------------------ counters (§10)
+# Type ids as Aeron 1.48's AeronCounters. The consensus module allocates them through its Aeron client with the
+# 4-byte cluster id as key and the label ``<name> - clusterId=<id>`` (spec §10); the service container,
+# ClusterTool and the harness find them by type id (and cluster id) in the node's cnc.dat.
+CONSENSUS_MODULE_STATE_TYPE_ID = 200
+# NODE_ROLE_TYPE_ID = 201 (above, with the election)
+CONTROL_TOGGLE_TYPE_ID = 202
+COMMIT_POSITION_TYPE_ID = 203
+RECOVERY_STATE_TYPE_ID = 204
+SNAPSHOT_COUNTER_TYPE_ID = 205
+# ELECTION_STATE_TYPE_ID = 207 (above)
+CONSENSUS_MODULE_ERROR_COUNT_TYPE_ID = 212
+CLIENT_TIMEOUT_COUNT_TYPE_ID = 213
+INVALID_REQUEST_COUNT_TYPE_ID = 214
+CLUSTERED_SERVICE_ERROR_COUNT_TYPE_ID = 215
+MAX_CYCLE_TIME_TYPE_ID = 216
+CYCLE_TIME_THRESHOLD_EXCEEDED_TYPE_ID = 217
+CLUSTERED_SERVICE_MAX_CYCLE_TIME_TYPE_ID = 218
+CLUSTERED_SERVICE_CYCLE_TIME_THRESHOLD_EXCEEDED_TYPE_ID = 219
+STANDBY_SNAPSHOT_COUNTER_TYPE_ID = 232
+NODE_CONTROL_TOGGLE_TYPE_ID = 233
+TOTAL_MAX_SNAPSHOT_DURATION_TYPE_ID = 234
+TOTAL_SNAPSHOT_DURATION_THRESHOLD_EXCEEDED_TYPE_ID = 235
+CLUSTERED_SERVICE_MAX_SNAPSHOT_DURATION_TYPE_ID = 236
+CLUSTERED_SERVICE_SNAPSHOT_DURATION_THRESHOLD_EXCEEDED_TYPE_ID = 237
+# ELECTION_COUNT_TYPE_ID = 238 (above)
+LEADERSHIP_TERM_ID_TYPE_ID = 239
+
+#: Generic cluster counters: key = cluster id (i32).
+CLUSTER_ID_KEY_OFFSET = 0
+CLUSTER_ID_KEY_LENGTH = 4
+
+# Recovery state counter (type 204), Aeron's RecoveryState: the key says where a starting service recovers from.
+#  0 leadershipTermId i64 | 8 logPosition i64 | 16 timestamp i64 | 24 clusterId i32 | 28 serviceCount i32
+# 32 snapshotRecordingId i64 [serviceCount], indexed by service id
+RECOVERY_STATE_LEADERSHIP_TERM_ID_OFFSET = 0
+RECOVERY_STATE_LOG_POSITION_OFFSET = 8
+RECOVERY_STATE_TIMESTAMP_OFFSET = 16
+RECOVERY_STATE_CLUSTER_ID_OFFSET = 24
+RECOVERY_STATE_SERVICE_COUNT_OFFSET = 28
+RECOVERY_STATE_SNAPSHOT_RECORDING_IDS_OFFSET = 32
+RECOVERY_STATE_LABEL_PREFIX = "Cluster recovery: "
+
+
+class ConsensusModuleState(IntEnum):
+    """Value of the consensus-module-state counter (type 200), spec §8.1."""
+    INIT = 0
+    ACTIVE = 1
+    SUSPENDED = 2
+    SNAPSHOT = 3
+    QUITTING = 4
+    TERMINATING = 5
+    CLOSED = 6
+
+
+class ClusterControlToggle(IntEnum):
+    """Value of the control-toggle counter (type 202), spec §8.1, §12: a tool CASes NEUTRAL -> an action; the
+    consensus module acts on it and sets it back to NEUTRAL."""
+    INACTIVE = 0
+    NEUTRAL = 1
+    SUSPEND = 2
+    RESUME = 3
+    SNAPSHOT = 4
+    SHUTDOWN = 5
+    ABORT = 6
+    STANDBY_SNAPSHOT = 7
+
+
+# ------------------------------------------------------------------------------------------------ snapshots (§9)
+CONSENSUS_MODULE_SNAPSHOT_TYPE_ID = 1  # SnapshotMarker.typeId of the consensus module's snapshot
+SERVICE_SNAPSHOT_TYPE_ID = 2  # ... of a clustered service's snapshot
