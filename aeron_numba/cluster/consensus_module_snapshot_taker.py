@@ -42,6 +42,7 @@ from aeron_numba.cluster.context import DEFAULT_IDLE_STRATEGY
 from aeron_numba.cluster.log_replay import add_session_id
 from aeron_numba.codecs.cluster_proxies import ConsensusModuleSnapshotTaker as _SnapshotEncoder
 from aeron_numba.layout import cluster as C
+from aeron_numba.layout.bits import NULL_VALUE
 from aeron_numba.layout.cluster_schema import ENUMS
 from aeron_numba.layout.publication_status import CLOSED, MAX_POSITION_EXCEEDED, NOT_CONNECTED
 
@@ -125,7 +126,7 @@ class ConsensusModuleSnapshotTaker(SnapshotTaker):
         """One ClusterSession record; ``time_of_last_activity`` is written as the null value, as Aeron writes it
         (a loaded session's activity starts when it is loaded)."""
         self._send(lambda: self.encoder.cluster_session(
-            session.id, session.correlation_id, session.opened_log_position, C.NULL_VALUE,
+            session.id, session.correlation_id, session.opened_log_position, NULL_VALUE,
             _code(session.close_reason), session.response_stream_id, session.response_channel))
 
     def snapshot_timer(self, correlation_id: int, deadline: int) -> None:
