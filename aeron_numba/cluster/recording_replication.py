@@ -107,6 +107,15 @@ class RecordingReplication:
         self._has_stopped = False
         self.replication_id = replicate(archive, src_recording_id, src_control_stream_id, src_archive_channel, params)
 
+    @classmethod
+    def for_log(cls, agent, leader, leader_recording_id: int, stop_position: int,
+                now_ns: int) -> "RecordingReplication":
+        """The election host's ``new_log_replication`` for an agent with ``archive``, ``ctx`` and
+        ``log_recording_id()``: ``new_log_replication`` from ``leader``'s archive endpoints."""
+        return new_log_replication(agent.archive, agent.ctx, leader.archive_endpoint,
+                                   leader.archive_response_endpoint, leader_recording_id, agent.log_recording_id(),
+                                   stop_position, now_ns)
+
     # ------------------------------------------------------------------------------------------- duty cycle
     def poll(self, now_ns: int) -> int:
         """Check progress (every interval) and the deadline; ``ClusterError`` (after stopping the replication)

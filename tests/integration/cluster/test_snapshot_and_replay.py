@@ -15,9 +15,8 @@ import pytest
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.client import FragmentAssembler
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
-from aeron_numba.cluster.consensus_module_snapshot_loader import ConsensusModuleSnapshotLoader
-from aeron_numba.cluster.consensus_module_snapshot_taker import (
-    ConsensusModuleSnapshotTaker, record_snapshot, snapshot_state)
+from aeron_numba.cluster.consensus_module_snapshot import (
+    ConsensusModuleSnapshotLoader, ConsensusModuleSnapshotTaker, record_snapshot, snapshot_state)
 from aeron_numba.cluster.context import ConsensusModuleContext
 from aeron_numba.cluster.log_replay import LogReplay
 from aeron_numba.layout.cluster import ClusterRole
@@ -31,13 +30,11 @@ FRAME_SESSION_ID, FRAME_STREAM_ID, FRAME_TERM_ID = slice(12, 16), slice(16, 20),
 
 
 class Tracker:
-    next_service_session_id, log_service_session_id, service_id = INT64_MIN + 1, INT64_MIN, 0
+    next_service_session_id, log_service_session_id, service_id, leadership_term_id, size = \
+        INT64_MIN + 1, INT64_MIN, 0, 0, 0
 
-    def pending_messages(self):
-        return iter(())
-
-    def size(self):
-        return 0
+    def for_each(self, consumer):
+        pass
 
 
 class Listener:
@@ -92,7 +89,9 @@ def test_a_consensus_module_snapshot_is_recorded_as_aerons_and_loads_back_field_
     assert {f[FRAME_STREAM_ID] for f in frames(ours)} == {struct.pack("<i", 107)}
 
     listener = Listener()
-    ConsensusModuleSnapshotLoader(stack.archive, recording_id, "aeron:ipc", 103, listener).load()
+    ConsensusModuleSnapshotLoader(listener, stack.archive, stack.aeron,
+                                  ConsensusModuleContext(replay_channel="aeron:ipc", replay_stream_id=103)).load(
+        recording_id)
     assert listener.calls == [
         ("begin_snapshot", 1, int(ClusterTimeUnit.MILLIS)),
         ("consensus_module_state", 2, INT64_MIN + 1, INT64_MIN, 0),
@@ -127,10 +126,14 @@ class LogAdapter:
         self.image = None
         self.disconnected = False
 
+    def set_image(self, image):
+        self.image = image
+
+    @property
     def position(self):
         return self.image.position
 
-    def disconnect(self, error_handler):
+    def disconnect(self):
         self.disconnected = True
         self.image = None
 

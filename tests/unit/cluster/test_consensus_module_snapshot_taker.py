@@ -14,8 +14,8 @@ import pytest
 
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
-from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotAdapter
-from aeron_numba.cluster.consensus_module_snapshot_taker import ConsensusModuleSnapshotTaker, snapshot_state
+from aeron_numba.cluster.consensus_module_snapshot import (
+    ConsensusModuleSnapshotAdapter, ConsensusModuleSnapshotTaker, snapshot_state)
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.layout.publication_status import BACK_PRESSURED, CLOSED, MAX_POSITION_EXCEEDED, NOT_CONNECTED
 
@@ -65,15 +65,16 @@ class Idle:
 
 
 class Tracker:
-    def __init__(self, next_id, log_id, service_id=0, messages=(), size=0):
+    """What the taker reads of a PendingServiceMessageTracker."""
+
+    def __init__(self, next_id, log_id, service_id=0, messages=(), size=0, leadership_term_id=3):
         self.next_service_session_id, self.log_service_session_id = next_id, log_id
-        self.service_id, self._messages, self._size = service_id, list(messages), size
+        self.service_id, self._messages, self.size = service_id, list(messages), size
+        self.leadership_term_id = leadership_term_id
 
-    def pending_messages(self):
-        return iter(self._messages)
-
-    def size(self):
-        return self._size
+    def for_each(self, consumer):
+        for message in self._messages:
+            consumer(*message)
 
 
 class Timers:
@@ -110,14 +111,15 @@ class Loaded:
 
 
 def test_timers_trackers_and_pending_messages_read_back_through_the_adapter():
-    pending = [CLUSTER.encode(CLUSTER.SessionMessageHeader(leadership_term_id=3, cluster_session_id=(1 << 56) | 8,
-                                                           timestamp=5, payload=b"p" * n)) for n in (10, 3000)]
+    messages = [((1 << 56) | 8, 5, b"p" * 10), ((1 << 56) | 9, (1 << 63) - 1, b"q" * 3000)]
+    pending = [CLUSTER.encode(CLUSTER.SessionMessageHeader(leadership_term_id=3, cluster_session_id=c, timestamp=t,
+                                                           payload=p)) for c, t, p in messages]
     publication = Publication()
     errors = []
     snapshot_state(ConsensusModuleSnapshotTaker(publication, Idle()), 4096, 3, ClusterTimeUnit.NANOS, 7, 11,
                    [SESSION], Timers([(77, 1000), (78, 2000)]),
-                   [Tracker(10, 7, 0, pending, size=3200), Tracker(5, 4, 1)], errors.append)
-    assert publication.messages[-4:-2] == pending  # offered as they were, after their tracker
+                   [Tracker(10, 7, 0, messages, size=3200), Tracker(5, 4, 1)], errors.append)
+    assert publication.messages[-4:-2] == pending  # as Aeron keeps them, after their tracker
     loaded = Loaded()
     adapter = ConsensusModuleSnapshotAdapter(loaded)
     for message in publication.messages:
@@ -128,7 +130,7 @@ def test_timers_trackers_and_pending_messages_read_back_through_the_adapter():
         ("cluster_session", 1, 6, 256, -1, -(1 << 31), 102, RESPONSE_CHANNEL),
         ("timer", 77, 1000), ("timer", 78, 2000),
         ("pending_message_tracker", 10, 7, 3200, 0),
-        ("pending_message", (1 << 56) | 8, len(pending[0])), ("pending_message", (1 << 56) | 8, len(pending[1])),
+        ("pending_message", (1 << 56) | 8, len(pending[0])), ("pending_message", (1 << 56) | 9, len(pending[1])),
         ("pending_message_tracker", 5, 4, 0, 1),
         ("end_snapshot",),
     ]

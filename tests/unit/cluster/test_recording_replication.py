@@ -209,3 +209,15 @@ def test_a_follower_log_replication_uses_the_leaders_archive_endpoint_and_heartb
 def test_a_destination_uri_keeps_the_media_and_interface_only():
     assert create_destination_uri("aeron:udp?term-length=64k|interface=10.0.0.1", "h:1") == \
         "aeron:udp?endpoint=h:1|interface=10.0.0.1"
+
+
+def test_for_log_replicates_into_the_agents_log_recording_from_the_leaders_archive():
+    archive = Archive()
+    ctx = ConsensusModuleContext(replication_channel="aeron:udp?endpoint=127.0.0.2:0")
+    agent = SimpleNamespace(archive=archive, ctx=ctx, log_recording_id=lambda: 7)
+    leader = SimpleNamespace(archive_endpoint="127.0.0.1:20001", archive_response_endpoint=None)
+    r = RecordingReplication.for_log(agent, leader, 0, 19552, 0)
+    request = archive.requests[-1]
+    assert (request["src_control_channel"], request["dst_recording_id"], request["stop_position"]) == \
+        ("aeron:udp?endpoint=127.0.0.1:20001", 7, 19552)
+    assert r.stop_position == 19552
