@@ -5,6 +5,7 @@ archive, is replayed by ``LogReplay`` between two positions delivering exactly A
 
 from __future__ import annotations
 
+import random
 import shutil
 import struct
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.client import FragmentAssembler
+from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
 from aeron_numba.cluster.consensus_module_snapshot import (
     ConsensusModuleSnapshotLoader, ConsensusModuleSnapshotTaker, record_snapshot, snapshot_state)
@@ -21,7 +23,7 @@ from aeron_numba.cluster.context import ConsensusModuleContext
 from aeron_numba.cluster.log_replay import LogReplay
 from aeron_numba.layout.cluster import ClusterRole
 from harness.awaiting import NotYet, await_condition
-from tests.integration.test_archive_process import Stack
+from tests.integration.test_archive_process import Stack, publish
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "aeron-1.48" / "cluster-3node" / "node-2"
 INT64_MIN = -(1 << 63)
@@ -170,3 +172,49 @@ def test_the_golden_log_is_replayed_between_two_positions_as_exactly_aerons_fram
         assert agent.fragments == expected
     finally:
         stack.close()
+
+
+def test_recovery_from_a_real_archive_falls_back_to_the_previous_snapshot_when_the_latest_is_invalidated(stack,
+                                                                                                           tmp_path):
+    """Two snapshot sets taken and indexed as the agent's takeSnapshot does; the latest invalidated (ClusterTool
+    invalidate-latest-snapshot); the recovery plan made with the running archive loads the earlier snapshot, names
+    its service snapshot for the recovery-state counter and replays the log from its position."""
+    from aeron_numba.cluster.consensus_module_recovery import Recovery, create_recovery_plan, stop_log_recording
+    from aeron_numba.cluster.recording_log import RecordingLog
+
+    # the log: a recording of a few messages on the log stream
+    stack.archive.start_recording("aeron:ipc?term-length=64k", 100)
+    log = stack.aeron.add_exclusive_publication("aeron:ipc?term-length=64k", 100)
+    _, log_end = publish(log, 50, random.Random(3))[-1]
+    await_condition(lambda: stack.archive.get_recording_position(0) == log_end, 30, "log recorded")
+
+    def snapshot_of(next_session_id, log_position):
+        def write(publication):
+            snapshot_state(ConsensusModuleSnapshotTaker(publication), log_position, 0, ClusterTimeUnit.MILLIS, 1,
+                           next_session_id, [], None, [Tracker()])
+        return record_snapshot(stack.aeron, stack.archive, "aeron:ipc?alias=snapshot", 107, write)
+
+    cluster_dir = tmp_path / "cluster"
+    cluster_dir.mkdir()
+    with RecordingLog(cluster_dir, create_new=True) as recording_log:
+        recording_log.append_term(0, 0, 0, 1000)
+        for next_session_id, position, service_recording_id in ((5, 1024, 900), (9, 4096, 901)):
+            cm_recording_id = snapshot_of(next_session_id, position)
+            recording_log.append_snapshot(service_recording_id, 0, 0, position, 2000 + position, 0)
+            recording_log.append_snapshot(cm_recording_id, 0, 0, position, 2000 + position, -1)
+        assert recording_log.invalidate_latest_snapshot()
+
+    with RecordingLog(cluster_dir) as recording_log:
+        with pytest.raises(ClusterError, match="log recording 0 is still active"):
+            Recovery.from_plan(create_recovery_plan(recording_log, stack.archive, 1), 1)
+        assert stop_log_recording(recording_log, stack.archive) == 0  # as a starting consensus module does
+        recovery = Recovery.from_plan(create_recovery_plan(recording_log, stack.archive, 1), 1)
+    assert (recovery.log_position, recovery.service_snapshot_recording_ids) == (1024, (900,))
+    assert (recovery.log_recording_id, recovery.replay_start_position) == (0, 1024)
+    assert recovery.replay_stop_position == stack.archive.get_stop_position(0) == log_end
+    listener = Listener()
+    ConsensusModuleSnapshotLoader(listener, stack.archive, stack.aeron, ConsensusModuleContext()).load(
+        recovery.consensus_module_snapshot)
+    assert listener.calls[0] == ("begin_snapshot", 1, 0)
+    assert listener.calls[1] == ("consensus_module_state", 5, INT64_MIN + 1, INT64_MIN, 0)  # the earlier set's
+    log.close()
