@@ -218,3 +218,56 @@ def test_recovery_from_a_real_archive_falls_back_to_the_previous_snapshot_when_t
     assert listener.calls[0] == ("begin_snapshot", 1, 0)
     assert listener.calls[1] == ("consensus_module_state", 5, INT64_MIN + 1, INT64_MIN, 0)  # the earlier set's
     log.close()
+
+
+class EventAgent:
+    """An agent's replay side over the consensus module's real ``LogAdapter``: polls it to the stop position and
+    keeps the events it decodes."""
+
+    def __init__(self):
+        self.events = []
+
+    def __getattr__(self, name):
+        if not name.startswith("on_replay_"):
+            raise AttributeError(name)
+        return lambda *args: self.events.append((name[len("on_replay_"):], *args))
+
+    def await_services_ready(self, *args):
+        pass
+
+    def replay_log_poll(self, log_adapter, stop_position):
+        return log_adapter.poll(stop_position)
+
+    def is_taking_snapshot(self):
+        return False
+
+
+def test_the_golden_log_replayed_through_the_consensus_modules_log_adapter_gives_aerons_events(process_manager,
+                                                                                                aeron_dir, tmp_path):
+    from aeron_numba.cluster.log_adapter import LogAdapter as ConsensusModuleLogAdapter
+
+    archive_dir = tmp_path / "archive"
+    archive_dir.mkdir()
+    for name in ("archive.catalog", "0-0.rec"):
+        shutil.copy(GOLDEN / "archive" / name, archive_dir / name)
+    stack = Stack(process_manager, aeron_dir, archive_dir, AERON_ARCHIVE_SEGMENT_FILE_LENGTH="64k")
+    try:
+        agent = EventAgent()
+        log_adapter = ConsensusModuleLogAdapter(agent, 10)
+        replay = LogReplay(stack.archive, 0, 0, 19552, log_adapter, ConsensusModuleContext(), agent)
+        try:
+            await_condition(lambda: replay.do_work() >= 0 and replay.is_done() or NotYet(
+                f"log at {log_adapter.position}, {len(agent.events)} events"), 60, "term 0 replayed")
+        finally:
+            replay.close()
+        kinds = [e[0] for e in agent.events]
+        assert kinds == (["new_leadership_term_event", "session_open"] + ["session_message"] * 100
+                         + ["cluster_action"] + ["session_message"] * 100)
+        # term 0, based at 0, app version 1 (its logPosition field, as Aeron wrote it, is the event's end: 96)
+        assert (agent.events[0][1], agent.events[0][2], agent.events[0][4], agent.events[0][6]) == (0, 96, 0, 1)
+        assert agent.events[1][1:4] == (256, 6, 1)  # opened at 256 (the frame's end), correlation 6, session 1
+        assert {e[1] for e in agent.events if e[0] == "session_message"} == {1}
+        assert agent.events[102][2] == 9952  # the snapshot action: the position its snapshots were taken at
+        assert log_adapter.position == 19552 and log_adapter.image is None  # let go of on close
+    finally:
+        stack.close()
