@@ -341,6 +341,14 @@ class SnapshotReplication:
             archive, src_control_stream_id, src_control_channel, replication_channel,
             replication_progress_timeout_ns, replication_progress_interval_ns)
 
+    @classmethod
+    def from_context(cls, archive, ctx, src_control_stream_id: int, src_control_channel: str) -> "SnapshotReplication":
+        """With the consensus module's replication channel and ``replication_progress_timeout_ns`` (the interval a
+        tenth of it)."""
+        timeout_ns = ctx.replication_progress_timeout_ns
+        return cls(archive, src_control_stream_id, src_control_channel, ctx.replication_channel, timeout_ns,
+                   default_progress_interval_ns(timeout_ns))
+
     def add_snapshot(self, snapshot) -> None:
         self._snapshots_pending.append(snapshot)
         self._replication.add_recording(snapshot.recording_id, NULL_VALUE, NULL_POSITION)

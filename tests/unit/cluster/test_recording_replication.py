@@ -221,3 +221,16 @@ def test_for_log_replicates_into_the_agents_log_recording_from_the_leaders_archi
     assert (request["src_control_channel"], request["dst_recording_id"], request["stop_position"]) == \
         ("aeron:udp?endpoint=127.0.0.1:20001", 7, 19552)
     assert r.stop_position == 19552
+
+
+def test_a_snapshot_replication_from_the_context_uses_its_channel_and_progress_timeout():
+    archive = Archive()
+    ctx = ConsensusModuleContext(replication_channel="aeron:udp?endpoint=127.0.0.2:0",
+                                 replication_progress_timeout_ns=3_000)
+    replication_set = SnapshotReplication.from_context(archive, ctx, 10, SRC_CHANNEL)
+    replication_set.add_snapshot(Snapshot(30, 1, 0, 4096, 7, 0))
+    replication_set.poll(0)
+    assert archive.requests[-1]["replication_channel"] == "aeron:udp?endpoint=127.0.0.2:0"
+    with pytest.raises(ClusterError, match="has not progressed"):
+        replication_set.poll(3_000)
+    assert not replication_set.is_complete()
