@@ -236,3 +236,47 @@ def test_a_loader_driven_from_a_duty_cycle_polls_to_the_end_marker():
     loader.close()
     assert archive.replays == [(4, 0, -1, "aeron:ipc", 103)] and archive.subscriptions[0].closed
     assert listener.calls[-1] == ("end_snapshot",)
+
+
+def test_pending_service_messages_survive_a_snapshot_written_and_loaded_with_the_consensus_modules_tracker():
+    """The consensus module's own PendingServiceMessageTracker through the taker, the snapshot bytes and the
+    loader: its ids, capacity and each pending message (service session id, append position, payload) come back."""
+    from aeron_numba.cluster.cluster_time import ClusterTimeUnit
+    from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotTaker, snapshot_state
+    from aeron_numba.cluster.pending_service_message_tracker import PendingServiceMessageTracker
+    from tests.unit.cluster.test_consensus_module_snapshot_taker import Idle, Publication
+
+    tracker = PendingServiceMessageTracker(1, None, None, None)
+    for payload in (b"first", b"second" * 100):
+        tracker.enqueue_message(payload)
+    publication = Publication()
+    snapshot_state(ConsensusModuleSnapshotTaker(publication, Idle()), 4096, 2, ClusterTimeUnit.MILLIS, 0, 3, [],
+                   None, [PendingServiceMessageTracker(0, None, None, None), tracker])
+
+    restored = [PendingServiceMessageTracker(0, None, None, None), PendingServiceMessageTracker(1, None, None, None)]
+
+    class Agent:
+        def on_load_consensus_module_state(self, *args):
+            pass
+
+        def on_load_pending_message_tracker(self, next_id, log_id, capacity, service_id):
+            restored[service_id].load_state(next_id, log_id, capacity)
+
+        def on_load_pending_message(self, cluster_session_id, timestamp, payload):
+            restored[1].append_message(cluster_session_id, timestamp, payload)
+
+        def on_load_cluster_session(self, *args):
+            raise AssertionError("no sessions were written")
+
+        def on_load_timer(self, *args):
+            raise AssertionError("no timers were written")
+
+    archive = Archive()
+    archive.next_image = Image(0, publication.messages)
+    ConsensusModuleSnapshotLoader(Agent(), archive, archive.aeron, archive.ctx).load(7)
+    original, loaded = [], []
+    tracker.for_each(lambda *m: original.append(m))
+    restored[1].for_each(lambda *m: loaded.append(m))
+    assert loaded == original and len(loaded) == 2
+    assert (restored[1].next_service_session_id, restored[1].log_service_session_id) == \
+        (tracker.next_service_session_id, tracker.log_service_session_id)
