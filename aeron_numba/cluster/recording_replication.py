@@ -71,6 +71,9 @@ class ReplicationParams:
     live_destination: str | None = None
     file_io_max_length: int = NULL_VALUE
     encoded_credentials: bytes = field(default=b"")
+    #: a tagged replication (Aeron's taggedReplicate): the destination's recording subscription carries these tags
+    channel_tag_id: int = NULL_VALUE
+    subscription_tag_id: int = NULL_VALUE
 
 
 def replicate(archive, src_recording_id: int, src_control_stream_id: int, src_control_channel: str,
@@ -82,7 +85,8 @@ def replicate(archive, src_recording_id: int, src_control_stream_id: int, src_co
                              file_io_max_length=params.file_io_max_length,
                              replication_session_id=params.replication_session_id,
                              encoded_credentials=params.encoded_credentials,
-                             src_response_channel=params.src_response_channel)
+                             src_response_channel=params.src_response_channel,
+                             channel_tag_id=params.channel_tag_id, subscription_tag_id=params.subscription_tag_id)
 
 
 class RecordingReplication:

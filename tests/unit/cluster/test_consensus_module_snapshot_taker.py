@@ -165,3 +165,75 @@ def test_refusals_a_snapshot_cannot_wait_out_end_it(result, error):
     taker = ConsensusModuleSnapshotTaker(Publication([result]), Idle())
     with pytest.raises(ClusterError, match=error):
         taker.mark_begin(1, 0, 0, 0, ClusterTimeUnit.MILLIS, 0)
+
+
+# --------------------------------------------------------------------------------------------- record_snapshot
+class RecordingArchive:
+    """An archive client whose recording of the snapshot appears as a rec-pos counter (or never does) and records
+    up to ``recorded`` (or stops at ``stop_at``)."""
+
+    def __init__(self, counters, appears=True, recorded_all=True, stop_early=False):
+        from aeron_numba.archive.archive_counters import rec_pos_key
+        from aeron_numba.layout import archive as A
+
+        self.counters, self.archive_id = counters, 3
+        self.context = SimpleNamespace(message_timeout_ns=50_000_000)
+        self._key = lambda session_id: rec_pos_key(21, session_id, "aeron:ipc", 3)
+        self._type_id = A.RECORDING_POSITION_TYPE_ID
+        self.appears, self.recorded_all, self.stop_early = appears, recorded_all, stop_early
+        self.started = []
+        self.counter_id = None
+
+    def start_recording(self, channel, stream_id, source_location, auto_stop=False):
+        self.started.append((channel, stream_id, source_location, auto_stop))
+        if self.appears:
+            self.counter_id = self.counters.allocate("rec-pos: 21", self._type_id, self._key(-77))
+        return 1
+
+    def on_written(self, position):
+        if self.stop_early:
+            self.counters.free(self.counter_id)
+        elif self.recorded_all:
+            self.counters.set_counter_value(self.counter_id, position)
+
+
+def record_with(archive_kwargs):
+    import numpy as np
+
+    from aeron_numba.cluster.consensus_module_snapshot import record_snapshot
+    from aeron_numba.kernels.counters import CountersManager
+
+    counters = CountersManager(np.zeros(64 * 1024, dtype=np.uint8), np.zeros(16 * 1024, dtype=np.uint8),
+                               free_to_reuse_timeout_ms=0)
+    archive = RecordingArchive(counters, **archive_kwargs)
+    publication = Publication()
+    publication.session_id, publication.closed = -77, False
+    publication.close = lambda: setattr(publication, "closed", True)
+    aeron = SimpleNamespace(counters_reader=counters, conductor_agent_invoker=None,
+                            add_exclusive_publication=lambda channel, stream_id: publication)
+
+    def write(pub):
+        snapshot_state(ConsensusModuleSnapshotTaker(pub, Idle()), 0, 0, ClusterTimeUnit.MILLIS, 0, 1, [], None, [])
+        archive.on_written(pub.position)
+
+    return archive, publication, lambda: record_snapshot(aeron, archive, "aeron:ipc?alias=snapshot", 107, write,
+                                                         Idle())
+
+
+def test_record_snapshot_records_the_session_of_its_publication_and_returns_the_recording():
+    archive, publication, record = record_with({})
+    assert record() == 21
+    assert archive.started == [("aeron:ipc?alias=snapshot|session-id=-77", 107, "LOCAL", True)]
+    assert len(publication.messages) == 3 and publication.closed
+
+
+@pytest.mark.parametrize("kwargs,error", [
+    (dict(appears=False), r"no recording of snapshot aeron:ipc\?alias=snapshot\|session-id=-77 stream 107"),
+    (dict(recorded_all=False), r"recording 21 at 0 did not reach 288"),
+    (dict(stop_early=True), "recording has stopped unexpectedly: 21"),
+])
+def test_record_snapshot_fails_by_name_when_the_archive_does_not_record_it(kwargs, error):
+    _, publication, record = record_with(kwargs)
+    with pytest.raises(ClusterError, match=error):
+        record()
+    assert publication.closed

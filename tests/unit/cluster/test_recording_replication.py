@@ -74,7 +74,8 @@ def test_the_request_carries_the_params_and_the_signals_follow_aerons_order_to_t
     assert archive.requests == [dict(src_recording_id=3, dst_recording_id=NULL_VALUE, src_control_stream_id=10,
                                      src_control_channel=SRC_CHANNEL, live_destination=None, stop_position=8192,
                                      replication_channel="aeron:udp?endpoint=me:0", file_io_max_length=NULL_VALUE,
-                                     replication_session_id=9, encoded_credentials=b"", src_response_channel=None)]
+                                     replication_session_id=9, encoded_credentials=b"", src_response_channel=None,
+                                     channel_tag_id=NULL_VALUE, subscription_tag_id=NULL_VALUE)]
     counter_id = archive.rec_pos(11)
     r.on_signal(r.replication_id, 11, 0, "REPLICATE")
     r.on_signal(r.replication_id, 11, 0, "EXTEND")
