@@ -147,6 +147,9 @@ class ClusterNode:
         self.starts = 0
 
     # ------------------------------------------------------------------------------------------- state
+    def node_dir_exists(self) -> bool:
+        return any(path.exists() for path in (self.aeron_dir, self.cluster_dir, self.archive_dir))
+
     @property
     def is_running(self) -> bool:
         return self.process is not None and self.process.is_alive
