@@ -425,11 +425,11 @@ def on_session_message_compiled(state, buffer, offset, length, cluster_session_i
 class CompiledKeyValueService(ClusteredServiceBase):
     """The store in a ``uint8`` array, requests applied by ``on_session_message_compiled`` (module docstring)."""
 
-    session_message_handler = on_session_message_compiled
-
     def __init__(self, capacity: int = DEFAULT_CAPACITY):
         self.capacity = _check_capacity(capacity)
         self.max_entries = capacity * 3 // 4
+        # instance attributes: a dispatcher set on the class would be bound as a method
+        self.session_message_handler = on_session_message_compiled
         self.state = new_store(capacity)
         self.cluster = None
         self.role = None
