@@ -258,8 +258,11 @@ def test_key_value_service_applies_the_log_and_the_leader_answers(node, service_
     for request in requests:
         assert cm.log.session_message_header(0, 8, 100, request)
     cm.commit()
-    await_responses = lambda: egress.poll(assembler.on_fragment, 10) or len(responses) >= len(requests)  # noqa: E731
-    run_until(agent, await_responses, "all responses")
+    def all_responses():
+        egress.poll(assembler.on_fragment, 10)
+        return len(responses) >= len(requests)
+
+    run_until(agent, all_responses, "all responses")
     decoded = [decode_response(r.payload) for r in responses]
     assert [(op, status, request_id) for op, status, request_id, _ in decoded] == \
         [(1, 0, 1), (2, 0, 2), (1, 0, 3), (2, 0, 4), (3, 0, 5), (2, 1, 6), (2, 2, 7), (1, 2, 8)]
