@@ -362,9 +362,9 @@ class Image:
 
     def sync_position(self) -> None:
         """Re-aim the Python polls' peek at the subscriber position after a compiled handle of this image
-        (``compiled()``) consumed fragments: the peek reads the frame at the last position a Python poll stored, which
-        the driver may since have cleaned (zero: "nothing yet" forever). Call it before a Python poll that follows
-        compiled polls of the same image."""
+        (``compiled()``) consumed fragments: the peek reads the frame at the last position a Python poll stored,
+        which the driver may since have cleaned (zero: "nothing yet" forever). Call it before a Python poll that
+        follows compiled polls of the same image."""
         if self.position_buffer is not None:
             self._result_slots[RESULT_NEXT_FRAME] = self._frame_slot(self.position)
 

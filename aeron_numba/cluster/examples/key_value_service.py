@@ -20,9 +20,10 @@ Wire format (little-endian; ``encode_*`` / ``decode_*`` below)::
               the state hash u64 and the requests applied i64, both before this request)
 
 HASH (no key, no value) asks for the state hash, for tests and tools comparing members; like every request it is
-applied (it goes into the hash) on every member. Limits: keys 1..64 bytes, values 0..256 bytes (a request outside them, of an unknown op or whose lengths do not
-match its size is INVALID and changes nothing); at most ``capacity * 3 // 4`` keys (a PUT of a new key beyond that
-is FULL). ``capacity`` (a power of two, default 16384) is a constructor argument of both variants.
+applied (it goes into the hash) on every member. Limits: keys 1..64 bytes, values 0..256 bytes (a request outside
+them, of an unknown op or whose lengths do not match its size is INVALID and changes nothing); at most
+``capacity * 3 // 4`` keys (a PUT of a new key beyond that is FULL). ``capacity`` (a power of two, default 16384) is
+a constructor argument of both variants.
 
 State hash: CRC-32 (zlib's) chained over every applied request's bytes and then its status byte, starting from 0.
 It depends only on the sequence of requests in the log, so two members that applied the same log have equal

@@ -49,7 +49,8 @@ class Node:
         _, cnc = start_driver(process_manager, aeron_dir)
         cnc.close()
         archive = process_manager.spawn_module("archive", "aeron_numba.archive", "--archive-dir",
-                                               str(tmp_path / "archive"), env={**ARCHIVE_ENV, "AERON_DIR": str(aeron_dir)})
+                                               str(tmp_path / "archive"),
+                                               env={**ARCHIVE_ENV, "AERON_DIR": str(aeron_dir)})
         archive.await_output("aeron-numba archive", 120)
         self.aeron = Aeron.connect(Context(aeron_dir=str(aeron_dir)))
         self.cm = ConsensusModuleStandIn(self.aeron)

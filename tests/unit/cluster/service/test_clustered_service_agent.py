@@ -223,7 +223,8 @@ def test_a_malformed_log_entry_and_a_failing_callback_are_counted_and_the_log_go
 
     from harness.awaiting import await_condition
     await_condition(lambda: any(e[0] == "message" for e in service.events), 10, "the message after", work=step)
-    assert any("expected schemaId=111, actual=99" in str(e) for e in errors) and any("service bug" in str(e) for e in errors)
+    assert any("expected schemaId=111, actual=99" in str(e) for e in errors)
+    assert any("service bug" in str(e) for e in errors)
 
 
 def test_join_at_another_position_than_the_log_is_refused(node):
