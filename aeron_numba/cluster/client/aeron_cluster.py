@@ -116,7 +116,7 @@ class AeronCluster:
         self._publication = publication
         self._subscription = subscription
         self.egress_image = egress_image
-        self.member_endpoints = dict(member_endpoints)
+        self.member_endpoints = dict(member_endpoints)  # the members other than the leader: id -> endpoint
         self._cluster_session_id = cluster_session_id
         self._leadership_term_id = leadership_term_id
         self._leader_member_id = leader_member_id
