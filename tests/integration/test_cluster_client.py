@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 import pytest
 
@@ -23,8 +24,11 @@ from aeron_numba.cluster.client import (
     EventCode,
     State,
 )
+from aeron_numba.client.handles import new_publication_handle
+from aeron_numba.cluster.client.ingress_handle import IngressHandle, ingress_offer, ingress_try_claim
 from aeron_numba.cluster.context import AeronClusterContext
 from aeron_numba.layout import cluster as C
+from aeron_numba.layout.publication_status import CLOSED as CLOSED_CODE, PUB_STATE_CLOSED, PUB_STATE_LENGTH
 from harness.awaiting import await_condition
 from harness.driver_settings import LENIENT_CLIENT_TIMEOUTS, udp_settings_for_tests
 from tests.integration.driver_processes import start_driver
@@ -357,3 +361,45 @@ def test_a_session_closed_by_the_cluster_ends_with_a_typed_error_on_the_next_off
         client.send_keep_alive()
     client.close()
     assert not member.messages("SessionCloseRequest")  # the cluster closed it: nothing to ask
+
+
+@numba.njit
+def compiled_offer(handle, payload):
+    return ingress_offer(handle, payload, 1, 3)
+
+
+@numba.njit
+def compiled_claim(handle, payload):
+    claimed = ingress_try_claim(handle, 4)
+    if claimed > 0:
+        claim = handle.publication.claim
+        claim.buffer[claim.offset + 32:claim.offset + 36] = payload[:4]
+        claim.commit()
+    return claimed
+
+
+@pytest.fixture
+def compiled_senders():
+    """The compiled callers, compiled before any Aeron client runs: a compile holds the GIL for seconds, which
+    would starve the clients' conductor threads (the driver would drop them). Compiled on a closed handle."""
+    pub_state = np.zeros(PUB_STATE_LENGTH, dtype=np.int64)
+    pub_state[PUB_STATE_CLOSED] = 1
+    log = np.zeros(64, dtype=np.uint8)
+    closed = IngressHandle(new_publication_handle(log, pub_state, log, True, 0, 0, 1376, 8192), log)
+    payload = np.zeros(8, dtype=np.uint8)
+    assert compiled_offer(closed, payload) == compiled_claim(closed, payload) == CLOSED_CODE
+
+
+def test_a_compiled_caller_offers_and_claims_behind_the_session_header(compiled_senders, setup):
+    cluster, aeron = setup
+    client = connected(cluster, aeron)
+    member = cluster.members[0]
+    handle = client.compiled()
+    payload = np.frombuffer(bytearray(b"abcdef"), dtype=np.uint8)
+    await_condition(lambda: compiled_offer(handle, payload) > 0, TIMEOUT_S, "compiled offer")  # back pressure: again
+    await_condition(lambda: compiled_claim(handle, payload) > 0, TIMEOUT_S, "compiled claim")
+    first, second = await_received(member, "SessionMessageHeader", 2)
+    assert (first.cluster_session_id, first.leadership_term_id, first.payload) == (SESSION_ID, TERM, b"bcd")
+    assert (second.cluster_session_id, second.leadership_term_id, second.payload) == (SESSION_ID, TERM, b"abcd")
+    client.close()
+    assert compiled_offer(handle, payload) == compiled_claim(handle, payload) == CLOSED_CODE  # harmless after close
