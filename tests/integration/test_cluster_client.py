@@ -344,6 +344,78 @@ def test_a_new_leader_is_followed_without_reconnecting(setup):
         client.close()
 
 
+def kill(member) -> None:
+    """The member's process is gone: nobody reads its ingress endpoint, its egress publications stop."""
+    with member.cluster._lock:
+        member.subscription.close()
+        member.subscription = None
+        for publisher in member.publishers.values():
+            publisher.publication.close()
+        member.publishers.clear()
+
+
+def test_a_dead_leader_is_noticed_and_a_new_one_followed(setup):
+    cluster, aeron = setup
+    recorder = Recorder()
+    client = connected(cluster, aeron, leader=0, listener=recorder)
+    old, new = cluster.members[0], cluster.members[2]
+    channel = old.messages("SessionConnectRequest")[0].response_channel
+    kill(old)
+    results = []
+
+    def offer_and_poll():
+        results.append(client.offer(b"anyone?"))  # never raises while the leader is gone
+        return client.poll_egress()
+    await_condition(lambda: client.state is State.AWAIT_NEW_LEADER, TIMEOUT_S, "the dead leader noticed",
+                    work=offer_and_poll)
+    assert client.offer(b"x") == NOT_CONNECTED and all(r > 0 or r == NOT_CONNECTED for r in results)
+    new.listen()
+    new.send(channel, "new_leader_event", leadership_term_id=TERM + 1, cluster_session_id=SESSION_ID,
+             leader_member_id=2, ingress_endpoints=cluster.ingress_endpoints)
+    await_condition(lambda: client.state is State.CONNECTED, TIMEOUT_S, "connected to the new leader",
+                    work=offer_and_poll)
+    assert recorder.new_leaders == [(SESSION_ID, TERM + 1, 2, cluster.ingress_endpoints)]
+    await_condition(lambda: [m for m in new.messages("SessionMessageHeader") if m.payload == b"anyone?"], TIMEOUT_S,
+                    "a message at the new leader", work=offer_and_poll)
+    client.close()
+
+
+def test_a_dead_leader_without_a_successor_closes_the_session_after_the_new_leader_timeout(setup):
+    cluster, aeron = setup
+    member = cluster.members[0]
+    member.on_connect_request = answer(OK)
+    member.listen()
+    ctx = context(cluster)
+    ctx.new_leader_timeout_ns = 1_000_000_000
+    client = AeronCluster.connect(ctx, aeron)
+    kill(member)
+
+    def offer_and_poll():
+        client.offer(b"anyone?")
+        return client.poll_egress()
+    await_condition(lambda: client.state is not State.CONNECTED, TIMEOUT_S, "the dead leader noticed",
+                    work=offer_and_poll)
+    noticed = time.monotonic()
+    await_condition(lambda: client.is_closed, TIMEOUT_S, "the session closed", work=client.poll_egress)
+    assert time.monotonic() - noticed >= 0.9  # it waited for a new leader first
+    with pytest.raises(ClusterClientClosedError, match="no new leader within the new leader timeout of 1s"):
+        client.offer(b"late")
+
+
+def test_connect_without_an_aeron_client_makes_one_and_closes_it(setup, aeron_dir):
+    cluster, _ = setup
+    member = cluster.members[0]
+    member.on_connect_request = answer(OK)
+    member.listen()
+    ctx = context(cluster)
+    ctx.aeron_dir = str(aeron_dir)
+    client = AeronCluster.connect(ctx)
+    own = client.aeron
+    assert client.offer(b"x") > 0 or client.state is State.CONNECTED
+    client.close()
+    assert own.is_closed
+
+
 def test_a_session_closed_by_the_cluster_ends_with_a_typed_error_on_the_next_offer(setup):
     cluster, aeron = setup
     recorder = Recorder()
