@@ -93,12 +93,16 @@ def context(cluster: FakeCluster, message_timeout_s: float = 10) -> AeronCluster
                                message_timeout_ns=int(message_timeout_s * 1e9))
 
 
-def answer(code, detail="", leader=0, session_id=SESSION_ID, term=TERM):
+def send_event(member, channel, correlation_id, code, detail="", leader=0, session_id=SESSION_ID, term=TERM):
+    member.send(channel, "session_event", cluster_session_id=session_id, correlation_id=correlation_id,
+                leadership_term_id=term, leader_member_id=leader, code=code,
+                version=C.CLIENT_PROTOCOL_SEMANTIC_VERSION, detail=detail)
+
+
+def answer(code, detail="", leader=0):
     """A member script: answer each connect request with a SessionEvent of ``code``."""
     def script(member, request):
-        member.send(request.response_channel, "session_event", cluster_session_id=session_id,
-                    correlation_id=request.correlation_id, leadership_term_id=term, leader_member_id=leader,
-                    code=code, version=C.CLIENT_PROTOCOL_SEMANTIC_VERSION, detail=detail)
+        send_event(member, request.response_channel, request.correlation_id, code, detail, leader)
     return script
 
 
@@ -165,15 +169,17 @@ def test_a_challenge_is_answered_with_the_credentials_suppliers_answer(setup):
     cluster, aeron = setup
     member = cluster.members[0]
 
+    response_channels = []
+
     def challenge_then_accept(member, message):
         if message.SPEC.name == "SessionConnectRequest":
+            response_channels.append(message.response_channel)
             member.send(message.response_channel, "challenge", correlation_id=message.correlation_id,
                         cluster_session_id=SESSION_ID, encoded_challenge=b"nonce-1")
-            member.response_channel = message.response_channel
+        elif message.encoded_credentials == b"answer:nonce-1":
+            send_event(member, response_channels[0], message.correlation_id, OK)
         else:
-            assert message.encoded_credentials == b"answer:nonce-1"
-            answer(OK)(member, type("R", (), {"response_channel": member.response_channel,
-                                              "correlation_id": message.correlation_id})())
+            send_event(member, response_channels[0], message.correlation_id, REJECTED, "wrong answer")
     member.on_connect_request = challenge_then_accept
     member.listen()
     credentials = Credentials()
