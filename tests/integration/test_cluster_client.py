@@ -29,8 +29,10 @@ from aeron_numba.cluster.client.ingress_handle import IngressHandle, ingress_off
 from aeron_numba.cluster.context import AeronClusterContext
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout.publication_status import CLOSED as CLOSED_CODE, PUB_STATE_CLOSED, PUB_STATE_LENGTH
+from harness.aeron_dirs import new_aeron_dir, remove_aeron_dir
 from harness.awaiting import await_condition
 from harness.driver_settings import LENIENT_CLIENT_TIMEOUTS, udp_settings_for_tests
+from harness.process_manager import ProcessManager
 from tests.integration.driver_processes import start_driver
 from tests.integration.fake_cluster import FakeCluster
 
@@ -72,11 +74,27 @@ class Credentials:
         return b"answer:" + encoded_challenge
 
 
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    """One driver for the module's tests (each test has its own clients, members and ports): a driver's start is
+    most of a test's time on a loaded machine. Killed at the end, pass or fail."""
+    manager = ProcessManager(tmp_path_factory.mktemp("cluster-client-processes"))
+    aeron_dir = new_aeron_dir("aeron-cluster-client")
+    try:
+        _, cnc = start_driver(manager, aeron_dir, **DRIVER_ENV)
+        cnc.close()
+        yield aeron_dir, manager
+    finally:
+        manager.close()
+        remove_aeron_dir(aeron_dir)
+
+
 @pytest.fixture
-def setup(process_manager, aeron_dir):
-    """A driver, the fake cluster's Aeron client and members (started), and the client's Aeron client."""
-    _, cnc = start_driver(process_manager, aeron_dir, **DRIVER_ENV)
-    cnc.close()
+def setup(driver):
+    """The fake cluster's Aeron client and members (started), and the client's Aeron client."""
+    aeron_dir, manager = driver
+    for process in manager.processes:
+        process.check_alive()
     with Aeron.connect(Context(aeron_dir=str(aeron_dir))) as cluster_aeron, \
             Aeron.connect(Context(aeron_dir=str(aeron_dir))) as client_aeron:
         cluster = FakeCluster.on_loopback(cluster_aeron).start()
@@ -408,8 +426,9 @@ def test_a_dead_leader_without_a_successor_closes_the_session_after_the_new_lead
         client.offer(b"late")
 
 
-def test_connect_without_an_aeron_client_makes_one_and_closes_it(setup, aeron_dir):
+def test_connect_without_an_aeron_client_makes_one_and_closes_it(setup, driver):
     cluster, _ = setup
+    aeron_dir, _ = driver
     member = cluster.members[0]
     member.on_connect_request = answer(OK)
     member.listen()
