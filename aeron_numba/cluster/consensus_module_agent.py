@@ -1281,7 +1281,7 @@ class ConsensusModuleAgent:
         if self.pending_service_message_trackers:
             first = self.pending_service_message_trackers[0]
             taker.snapshot_consensus_module_state(self.next_session_id, first.next_service_session_id,
-                                                  first.log_service_session_id, first.capacity)
+                                                  first.log_service_session_id, first.size)
         else:
             taker.snapshot_consensus_module_state(self.next_session_id, 0, 0, 0)
         for session in self.sessions:
