@@ -47,7 +47,7 @@ def counter_value(aeron, type_id: int) -> int | None:
 
 
 def test_a_single_member_consensus_module_serves_a_client_and_its_service(process_manager, aeron_dir, tmp_path):
-    start_driver(process_manager, aeron_dir, name="driver", **DRIVER_ENV)[1].close()
+    start_driver(process_manager, aeron_dir, name="driver", timeout_s=START_S, **DRIVER_ENV)[1].close()
     archive = process_manager.spawn_module(
         "archive", "aeron_numba.archive", "--archive-dir", str(tmp_path / "archive"),
         env={"AERON_DIR": str(aeron_dir), "AERON_ARCHIVE_SEGMENT_FILE_LENGTH": "64k",
@@ -80,10 +80,10 @@ def test_a_single_member_consensus_module_serves_a_client_and_its_service(proces
         assert join.log_channel.startswith("aeron-spy:aeron:udp?tags=")
         log = aeron.add_subscription(join.log_channel, join.log_stream_id)
         assert service.service_ack(join.log_position, 0, 1, aeron.client_id, 0)
-        await_condition(lambda: counter_value(aeron, C.NODE_ROLE_TYPE_ID) == 2, WAIT_S, "leader role",
-                        processes=[cm])
+        await_condition(lambda: counter_value(aeron, C.ELECTION_STATE_TYPE_ID) == int(C.ElectionState.CLOSED),
+                        WAIT_S, "the election to close", processes=[cm])
+        assert counter_value(aeron, C.NODE_ROLE_TYPE_ID) == int(C.ClusterRole.LEADER)
         assert counter_value(aeron, C.CONSENSUS_MODULE_STATE_TYPE_ID) == int(C.ConsensusModuleState.ACTIVE)
-        assert counter_value(aeron, C.ELECTION_STATE_TYPE_ID) == int(C.ElectionState.CLOSED)
 
         # ------------------------------------------------------------------ a client
         egress_channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}"
