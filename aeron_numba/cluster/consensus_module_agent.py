@@ -739,8 +739,8 @@ class ConsensusModuleAgent:
 
     def _send_new_leader_event(self, session: ClusterSession) -> int:
         # the session's publication was added again for this term (asynchronously): send once it is connected
-        if session.is_response_publication_connected(self.aeron) and self.egress_publisher.new_leader(session, self.leadership_term_id, self.leader_member.id,
-                                            self.ingress_endpoints):
+        if session.is_response_publication_connected(self.aeron) and self.egress_publisher.new_leader(
+                session, self.leadership_term_id, self.leader_member.id, self.ingress_endpoints):
             session.has_new_leader_event_pending = False
             return 1
         return 0
