@@ -1,0 +1,35 @@
+"""The consensus module in a real 3-member cluster (the node command's processes, ``harness/cluster.py``, the
+key-value service and the cluster client): the leader is killed; the followers notice its silence after the leader
+heartbeat timeout, elect one of themselves in a later term, the client follows the new leader, and what it sees
+acknowledged after the failover is applied once, in order, by both surviving members (``verify_members``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cluster_client import KeyValueClient, verify_members
+
+pytestmark = pytest.mark.slow  # three nodes of four processes each on two cores
+
+START_S = 180.0
+
+
+def test_the_followers_elect_a_new_leader_when_the_leader_dies_and_the_client_follows(cluster):
+    cluster.start(timeout_s=START_S)
+    leader = cluster.await_leader(START_S)
+    cluster.await_followers(2, START_S)
+    term = leader.leadership_term_id()
+    client = KeyValueClient(cluster)
+    try:
+        assert [s.status for s in client.put_many(5)] == [0] * 5
+        cluster.kill(leader.member_id)
+        new_leader = cluster.await_leader(START_S, exclude=[leader.member_id])
+        assert new_leader.member_id != leader.member_id
+        assert new_leader.leadership_term_id() > term
+        cluster.await_followers(1, START_S)
+        assert [s.status for s in client.put_many(5, timeout_s=START_S)] == [0] * 5
+        assert client.cluster.leader_member_id == new_leader.member_id
+        states = verify_members(cluster, client)
+        assert len(states) == 2 and {s.applied for s in states.values()} == {10}
+    finally:
+        client.close()
