@@ -14,6 +14,11 @@ pytestmark = pytest.mark.slow  # three nodes of four processes each on two cores
 START_S = 180.0
 
 
+def _members(cluster) -> str:
+    return "; ".join(f"member {n.member_id}: role={n.role()} term={n.leadership_term_id()} "
+                     f"commit={n.commit_position()} service={n.service_state()}" for n in cluster.running_nodes())
+
+
 def test_the_followers_elect_a_new_leader_when_the_leader_dies_and_the_client_follows(cluster):
     cluster.start(timeout_s=START_S)
     leader = cluster.await_leader(START_S)
@@ -22,12 +27,18 @@ def test_the_followers_elect_a_new_leader_when_the_leader_dies_and_the_client_fo
     client = KeyValueClient(cluster)
     try:
         assert [s.status for s in client.put_many(5)] == [0] * 5
+        before = _members(cluster)
         cluster.kill(leader.member_id)
         new_leader = cluster.await_leader(START_S, exclude=[leader.member_id])
         assert new_leader.member_id != leader.member_id
         assert new_leader.leadership_term_id() > term
         cluster.await_followers(1, START_S)
-        assert [s.status for s in client.put_many(5, timeout_s=START_S)] == [0] * 5
+        try:
+            assert [s.status for s in client.put_many(5, timeout_s=START_S)] == [0] * 5
+        except Exception as failure:  # what each member had reached, for the report
+            raise AssertionError(f"{failure}; before: {before}; after: {_members(cluster)}; client {client.cluster.state} leader "
+                                 f"{client.cluster.leader_member_id} term "
+                                 f"{client.cluster.leadership_term_id}") from failure
         assert client.cluster.leader_member_id == new_leader.member_id
         states = verify_members(cluster, client)
         assert len(states) == 2 and {s.applied for s in states.values()} == {10}
