@@ -22,8 +22,9 @@ START_S = 180.0
 
 
 def _members(cluster) -> str:
-    return "; ".join(f"member {n.member_id}: role={n.role()} term={n.leadership_term_id()} "
-                     f"commit={n.commit_position()} service={n.service_state()}" for n in cluster.running_nodes())
+    return "; ".join(f"member {n.member_id}: role={n.role()} state={n.module_state()} "
+                     f"term={n.leadership_term_id()} commit={n.commit_position()} service={n.service_state()}"
+                     for n in cluster.running_nodes())
 
 
 def test_the_followers_elect_a_new_leader_when_the_leader_dies_and_the_client_follows(cluster):
@@ -43,9 +44,10 @@ def test_the_followers_elect_a_new_leader_when_the_leader_dies_and_the_client_fo
         try:
             assert [s.status for s in client.put_many(5, timeout_s=START_S)] == [0] * 5
         except Exception as failure:  # what each member had reached, for the report
-            raise AssertionError(f"{failure}; before: {before}; after: {_members(cluster)}; client {client.cluster.state} leader "
-                                 f"{client.cluster.leader_member_id} term "
-                                 f"{client.cluster.leadership_term_id}") from failure
+            client_state = (f"client {client.cluster.state} leader {client.cluster.leader_member_id} "
+                            f"term {client.cluster.leadership_term_id}")
+            raise AssertionError(f"{failure}; before: {before}; after: {_members(cluster)}; "
+                                 f"{client_state}") from failure
         assert client.cluster.leader_member_id == new_leader.member_id
         states = verify_members(cluster, client)
         assert len(states) == 2 and {s.applied for s in states.values()} == {10}
