@@ -3,11 +3,14 @@ key-value service and the cluster client): the leader is killed; the followers n
 heartbeat timeout, elect one of themselves in a later term, the client follows the new leader, and what it sees
 acknowledged after the failover is applied once, in order, by both surviving members (``verify_members``).
 
-NOT COLLECTED (wip_, as wip_test_cluster.py): seen on this machine (load 20+ on two cores) the re-election itself
-works (the followers log "leader heartbeat timeout", one becomes LEADER in term 1 with the other its FOLLOWER, the
-client moves its ingress to it on the NewLeaderEvent), but the client's first request after it was never answered
-(cause not found yet); and in another run a member that started 6 s late stayed in FOLLOWER_CATCHUP_AWAIT: the
-leader's archive started the catch-up replay to its catchup endpoint but no image came on its log subscription.
+NOT COLLECTED (wip_, as wip_test_cluster.py). Seen here: the re-election works (the followers log "leader heartbeat
+timeout", one becomes LEADER in term 1, ACTIVE, the other its FOLLOWER; both commit the new term's
+NewLeadershipTermEvent, 704 -> 800; the client gets the NewLeaderEvent and moves its ingress to the new leader), but
+the client's first request after it is never appended to the log (the commit position stays at 800). Not found yet
+whether the new leader's ingress never sees it or its log publication, opened at the old term's end
+(term-offset=704), refuses the append (the agent then leaves the message in the ingress image, ABORT, forever).
+In another run a member that started 6 s late stayed in FOLLOWER_CATCHUP_AWAIT: the leader's archive started the
+catch-up replay to its catchup endpoint but no image came on its log subscription.
 Rename to test_ once both work."""
 
 from __future__ import annotations
