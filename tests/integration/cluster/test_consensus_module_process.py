@@ -70,7 +70,9 @@ def test_a_single_member_consensus_module_serves_a_client_and_its_service(proces
         to_cm = aeron.add_exclusive_publication(CONTROL, 105)
         service = ConsensusModuleProxy(to_cm)
         await_condition(lambda: to_cm.is_connected, WAIT_S, "the consensus module's stream 105", processes=[cm])
-        assert counter_value(aeron, C.RECOVERY_STATE_TYPE_ID) is not None  # services may start
+        # a service starts once the recovery state is published (its ack before would be of an unknown position)
+        await_condition(lambda: counter_value(aeron, C.RECOVERY_STATE_TYPE_ID) is not None, WAIT_S,
+                        "the recovery state counter", processes=[cm])
         assert service.service_ack(0, 0, 0, aeron.client_id, 0)
         from_cm: list = []
         await_condition(lambda: decoded(to_service, from_cm) or from_cm, WAIT_S, "JoinLog", processes=[cm])
