@@ -128,10 +128,12 @@ class ClusteredServiceAgent:
         Used by the agent's waits (the runner has its own).
     nano_clock, epoch_clock_ms : callable() -> int
     mark_file : ClusterMarkFile or None
+    on_snapshot_duration : callable(duration_ns), optional
+        Given how long each ``service.on_take_snapshot`` took (the container's snapshot duration counters).
     """
 
     def __init__(self, ctx, service, aeron, *, error_handler, archive_connect, idle_strategy, nano_clock,
-                 epoch_clock_ms, mark_file=None, app_version: int = 0):
+                 epoch_clock_ms, mark_file=None, app_version: int = 0, on_snapshot_duration=None):
         check_service(service)
         self.ctx = ctx
         self.service = service
@@ -143,6 +145,7 @@ class ClusteredServiceAgent:
         self._epoch_clock_ms = epoch_clock_ms
         self.mark_file = mark_file
         self.app_version = app_version
+        self._on_snapshot_duration = on_snapshot_duration or (lambda duration_ns: None)
         self.service_id = ctx.service_id
         self._member_id = NULL_VALUE
         self._ack_id = 0
@@ -675,7 +678,9 @@ class ClusteredServiceAgent:
                 for session in self._sessions:
                     taker.snapshot_session(session)
                 taker.mark_end(log_position, leadership_term_id, time_unit, self.app_version)
+                start_ns = self._nano_clock()
                 self.service.on_take_snapshot(publication)
+                self._on_snapshot_duration(self._nano_clock() - start_ns)
                 self._await_recording_complete(recording_id, publication.position, counter_id, archive)
                 return recording_id
             finally:

@@ -26,6 +26,7 @@ from aeron_numba.cluster.examples.key_value_service import (
     encode_put,
 )
 from aeron_numba.codecs.cluster_messages import CLUSTER
+from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, align
 from aeron_numba.layout.cluster_schema import ENUMS
 from aeron_numba.layout.frame import FRAME_ALIGNMENT, HEADER_LENGTH
@@ -157,6 +158,10 @@ def test_log_applied_up_to_commit_then_snapshot_loaded_by_a_fresh_container(node
     assert (ack.log_position, ack.ack_id, ack.timestamp) == (snapshot_position, 2, 6)
     recording_id = ack.relevant_id
     assert recording_id >= 0
+    durations = [node.aeron.counters_reader.get_counter_value(info.counter_id)
+                 for info in node.aeron.counters_reader.for_each()
+                 if info.type_id == C.CLUSTERED_SERVICE_MAX_SNAPSHOT_DURATION_TYPE_ID]
+    assert len(durations) == 1 and durations[0] > 0, "the container's max snapshot duration counter"
     assert cm.service_proxy.service_termination_position(snapshot_position)
     assert first.wait(30) == 0, first.tail()
     node.processes.remove(first)
