@@ -162,6 +162,7 @@ class ClusteredServiceAgent:
         self._commit_position_counter_id = NULL_VALUE
         self._commit_position_registration_id = NULL_VALUE
         self._is_service_active = False
+        self.is_started = False  # on_start completed (a container whose agent never started exits with an error)
         self._terminate_requested = False
         self.active_lifecycle_callback = LIFECYCLE_CALLBACK_NONE
         self._sessions: list[ContainerClientSession] = []  # ordered by id, as Aeron keeps them
@@ -191,6 +192,7 @@ class ClusteredServiceAgent:
             self._commit_position_counter_id)
         self._recover_state()
         self._is_service_active = True
+        self.is_started = True
 
     def on_close(self) -> None:
         if self._is_service_active:
