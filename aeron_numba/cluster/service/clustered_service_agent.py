@@ -234,6 +234,10 @@ class ClusteredServiceAgent:
         """Make the agent's waits end (a signal to the container): only sets a flag."""
         self._terminate_requested = True
 
+    @property
+    def is_termination_requested(self) -> bool:
+        return self._terminate_requested
+
     # ---------------------------------------------------------------------------------------- Cluster API
     def member_id(self) -> int:
         return self._member_id
