@@ -10,6 +10,7 @@ on the consensus module stream, and the command line's one-line errors."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import pytest
@@ -215,3 +216,18 @@ def test_command_line_errors_are_one_line_and_exit_2(process_manager):
         assert process.wait(120) == 2, process.tail()
         lines = process.stderr().strip().splitlines()
         assert len(lines) == 1 and text in lines[0], process.stderr()
+
+
+def test_sigterm_while_waiting_for_the_consensus_module_is_a_clean_exit(process_manager, aeron_dir, tmp_path):
+    _, cnc = start_driver(process_manager, aeron_dir)
+    cnc.close()
+    process = process_manager.spawn_module(
+        "service", "aeron_numba.cluster.service", "--service", f"{KV}:KeyValueService",
+        env={"AERON_DIR": str(aeron_dir), "AERON_CLUSTER_DIR": str(tmp_path / "cluster")})
+    process.await_output("aeron-numba clustered service", 120)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0, process.tail()
+    from aeron_numba.cluster.mark_file import ClusterMarkFile
+
+    with ClusterMarkFile.open(tmp_path / "cluster" / "cluster-mark-service-0.dat") as mark_file:
+        assert mark_file.activity_timestamp == -1 and mark_file.component_type == "CONTAINER"
