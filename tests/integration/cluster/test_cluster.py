@@ -78,3 +78,20 @@ def test_should_remain_stable_when_there_is_a_slow_follower(cluster):
         assert cluster.leader() is leader
     finally:
         client.close()
+
+
+
+def test_should_close_client_session_on_timeout(cluster_factory):
+    cluster = cluster_factory(env={"AERON_CLUSTER_SESSION_TIMEOUT": "2s"})
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(2)
+        # the client now neither polls nor keeps alive
+        await_condition(lambda: leader.counter(C.CLIENT_TIMEOUT_COUNT_TYPE_ID) == 1, 30.0,
+                        "the leader to time the session out")
+        await_condition(lambda: client.cluster.poll_egress() >= 0 and client.cluster.is_closed, 30.0,
+                        "the client to hear its session closed")
+        verify_members(cluster, client)
+    finally:
+        client.close()
