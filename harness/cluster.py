@@ -365,15 +365,27 @@ class ClusterHarness:
         self._await_gone(node, timeout_s)
         return code
 
-    def pause(self, member_id: int, only: str | None = None) -> None:
+    def pause(self, member_id: int, only: str | None = None, timeout_s: float = 10.0) -> None:
         """SIGSTOP the node and its children: it stays up but does nothing (a stalled member). ``only``: just that
-        child (``"service container"``: a slow service; ``"archive"``; ``"media driver"``)."""
-        for pid in self._targets(member_id, only):
-            _signal(pid, signal.SIGSTOP)
+        child (``"service container"``: a slow service; ``"archive"``; ``"media driver"``). Returns once each is
+        stopped (the kernel stops a process asynchronously)."""
+        from harness.process_manager import process_state
 
-    def resume(self, member_id: int, only: str | None = None) -> None:
-        for pid in self._targets(member_id, only):
+        targets = self._targets(member_id, only)
+        for pid in targets:
+            _signal(pid, signal.SIGSTOP)
+        await_condition(lambda: all(process_state(pid) in ("T", "t", None, "Z") for pid in targets), timeout_s,
+                        f"member {member_id}'s processes to stop")
+
+    def resume(self, member_id: int, only: str | None = None, timeout_s: float = 10.0) -> None:
+        """SIGCONT what ``pause`` stopped; returns once none is stopped."""
+        from harness.process_manager import process_state
+
+        targets = self._targets(member_id, only)
+        for pid in targets:
             _signal(pid, signal.SIGCONT)
+        await_condition(lambda: not any(process_state(pid) in ("T", "t") for pid in targets), timeout_s,
+                        f"member {member_id}'s processes to run again")
 
     def _targets(self, member_id: int, only: str | None) -> set[int]:
         node = self.nodes[member_id]
