@@ -6,8 +6,9 @@ cluster and archive dirs under one unique root in /dev/shm, and ports unique to 
 counter hands out blocks, so pytest-xdist workers and parallel runs do not collide). Settings come from
 ``aeron_numba.cluster.loopback_cluster.LoopbackCluster`` (what the node command's demo also uses) plus the test
 settings here: 64 KiB terms, sleeping idle strategies, the golden run's consensus timeouts (leader heartbeat 2 s,
-election 1 s) but a startup canvass of 30 s (so the first election waits for members that start late), a client liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python
-processes start on two cores) and the driver's loss generator on.
+election 1 s) but a startup canvass of 30 s (so the first election waits for members that start late), a client
+liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python processes start on two cores) and the driver's loss
+generator on.
 
 Usage::
 
