@@ -6,8 +6,9 @@ cluster and archive dirs under one unique root in /dev/shm, and ports unique to 
 counter hands out blocks, so pytest-xdist workers and parallel runs do not collide). Settings come from
 ``aeron_numba.cluster.loopback_cluster.LoopbackCluster`` (what the node command's demo also uses) plus the test
 settings here: 64 KiB terms, sleeping idle strategies, the golden run's consensus timeouts (leader heartbeat 2 s,
-election 1 s, startup canvass 5 s), a client liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python
-processes start on two cores) and the driver's loss generator on.
+election 1 s) but a startup canvass of 30 s (so the first election waits for members that start late), a client
+liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python processes start on two cores) and the driver's loss
+generator on.
 
 Usage::
 
@@ -112,6 +113,10 @@ def cluster_env_for_tests(**overrides: str) -> dict[str, str]:
         "AERON_TERM_BUFFER_LENGTH": "64k",
         "AERON_DEBUG_LOSS_CONTROL": "true",
         "AERON_CONDUCTOR_IDLE_STRATEGY": "sleeping",
+        # Members started together on two cores can be ready seconds apart: a long startup canvass lets the first
+        # election wait for all of them (it ends as soon as every member has answered), so no member starts as a
+        # late follower that must catch up (a separate test does that on purpose).
+        "AERON_CLUSTER_STARTUP_CANVASS_TIMEOUT": "30s",
         **overrides,
     }
 
@@ -361,15 +366,27 @@ class ClusterHarness:
         self._await_gone(node, timeout_s)
         return code
 
-    def pause(self, member_id: int, only: str | None = None) -> None:
+    def pause(self, member_id: int, only: str | None = None, timeout_s: float = 10.0) -> None:
         """SIGSTOP the node and its children: it stays up but does nothing (a stalled member). ``only``: just that
-        child (``"service container"``: a slow service; ``"archive"``; ``"media driver"``)."""
-        for pid in self._targets(member_id, only):
-            _signal(pid, signal.SIGSTOP)
+        child (``"service container"``: a slow service; ``"archive"``; ``"media driver"``). Returns once each is
+        stopped (the kernel stops a process asynchronously)."""
+        from harness.process_manager import process_state
 
-    def resume(self, member_id: int, only: str | None = None) -> None:
-        for pid in self._targets(member_id, only):
+        targets = self._targets(member_id, only)
+        for pid in targets:
+            _signal(pid, signal.SIGSTOP)
+        await_condition(lambda: all(process_state(pid) in ("T", "t", None, "Z") for pid in targets), timeout_s,
+                        f"member {member_id}'s processes to stop")
+
+    def resume(self, member_id: int, only: str | None = None, timeout_s: float = 10.0) -> None:
+        """SIGCONT what ``pause`` stopped; returns once none is stopped."""
+        from harness.process_manager import process_state
+
+        targets = self._targets(member_id, only)
+        for pid in targets:
             _signal(pid, signal.SIGCONT)
+        await_condition(lambda: not any(process_state(pid) in ("T", "t") for pid in targets), timeout_s,
+                        f"member {member_id}'s processes to run again")
 
     def _targets(self, member_id: int, only: str | None) -> set[int]:
         node = self.nodes[member_id]
