@@ -18,6 +18,8 @@ COMMANDS = {
                "run a media driver (aeron:ipc, aeron:udp) in this process"),
     "archive": ("aeron_numba.commands.archive", "aeron-numba-archive",
                 "run an archive (record, list, replay, replicate), optionally with its own driver"),
+    "cluster": ("aeron_numba.commands.cluster", "aeron-numba-cluster",
+                "run a cluster node (consensus module, driver, archive, service), or 'cluster demo'"),
     "stat": ("aeron_numba.tools.aeron_stat", "aeron-stat", "print a running driver's counters (AeronStat)"),
     "error-stat": ("aeron_numba.tools.error_stat", "aeron-error-stat",
                    "print the distinct errors a driver (or a mark file) recorded (ErrorStat)"),

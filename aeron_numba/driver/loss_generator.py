@@ -6,6 +6,12 @@ time it is sent, so a retransmit can fill it), and a partition that blocks every
 UDP ports (on one host, a port is a peer). The endpoints ask ``should_drop_*`` once per datagram; with the
 control file absent or all zero nothing is dropped and the cost is one int64 load per duty cycle.
 
+Blocked hosts cut every datagram sent to chosen IPv4 addresses, whatever their ports: the cluster harness puts
+each member on its own loopback address and cuts a link between two members by blocking each one's address in the
+other's driver, which also catches ephemeral ports (replication, archive responses) that a port list cannot name.
+Only sends are checked: on loopback a datagram from a socket bound to 0.0.0.0 leaves with source 127.0.0.1
+whoever sent it, so a receive-side check would cut the wrong peer.
+
 File layout (ours, not Aeron's; native byte order, 8-byte aligned):
 
 =======  ====  ==============================================================
@@ -22,6 +28,8 @@ offset   size  field
 40       4     gap length (0 = no gap)
 44       4     number of blocked ports (<= MAX_BLOCKED_PORTS)
 48       4*16  blocked UDP ports
+112      4     number of blocked hosts (<= MAX_BLOCKED_HOSTS)
+116      4*16  blocked IPv4 addresses (network byte order)
 =======  ====  ==============================================================
 """
 
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +50,7 @@ from aeron_numba.layout.mapped_file import MappedFile
 
 LOSS_CONTROL_FILE = "loss-control.dat"
 MAX_BLOCKED_PORTS = 16
+MAX_BLOCKED_HOSTS = 16
 PPM = 1_000_000
 VERSION_OFFSET = 0
 RECEIVE_DATA_RATE_OFFSET = 8
@@ -53,6 +63,8 @@ GAP_TERM_OFFSET_OFFSET = 36
 GAP_LENGTH_OFFSET = 40
 BLOCKED_PORT_COUNT_OFFSET = 44
 BLOCKED_PORTS_OFFSET = 48
+BLOCKED_HOST_COUNT_OFFSET = BLOCKED_PORTS_OFFSET + 4 * MAX_BLOCKED_PORTS
+BLOCKED_HOSTS_OFFSET = BLOCKED_HOST_COUNT_OFFSET + 4
 LOSS_CONTROL_LENGTH = 4096
 
 
@@ -69,6 +81,7 @@ class LossSettings:
     gap_term_offset: int = 0
     gap_length: int = 0
     blocked_ports: tuple[int, ...] = ()
+    blocked_hosts: tuple[str, ...] = ()  # IPv4 addresses, dotted; what is sent to them is dropped
 
     def check(self) -> "LossSettings":
         for name in ("receive_data_rate", "receive_control_rate", "send_data_rate", "send_control_rate"):
@@ -83,6 +96,13 @@ class LossSettings:
         for port in self.blocked_ports:
             if not 0 < port <= 65535:
                 raise ConfigurationError(f"blocked port {port} must be in [1, 65535]")
+        if len(self.blocked_hosts) > MAX_BLOCKED_HOSTS:
+            raise ConfigurationError(f"{len(self.blocked_hosts)} blocked hosts > MAX_BLOCKED_HOSTS={MAX_BLOCKED_HOSTS}")
+        for host in self.blocked_hosts:
+            try:
+                socket.inet_aton(host)
+            except (OSError, TypeError):
+                raise ConfigurationError(f"blocked host {host!r} must be an IPv4 address") from None
         return self
 
 
@@ -136,6 +156,10 @@ class LossControl:
         _put_i32(buf, BLOCKED_PORT_COUNT_OFFSET, len(settings.blocked_ports))
         for index, port in enumerate(settings.blocked_ports):
             _put_i32(buf, BLOCKED_PORTS_OFFSET + 4 * index, port)
+        _put_i32(buf, BLOCKED_HOST_COUNT_OFFSET, len(settings.blocked_hosts))
+        for index, host in enumerate(settings.blocked_hosts):
+            at = BLOCKED_HOSTS_OFFSET + 4 * index
+            buf[at:at + 4] = np.frombuffer(socket.inet_aton(host), dtype=np.uint8)
         atomics_for_python.put_int64_release(buf, VERSION_OFFSET, version + 2)
 
     def read(self) -> tuple[int, LossSettings] | None:
@@ -145,6 +169,7 @@ class LossControl:
         if version & 1:
             return None
         count = min(max(_i32(buf, BLOCKED_PORT_COUNT_OFFSET), 0), MAX_BLOCKED_PORTS)
+        host_count = min(max(_i32(buf, BLOCKED_HOST_COUNT_OFFSET), 0), MAX_BLOCKED_HOSTS)
         settings = LossSettings(
             receive_data_rate=_i32(buf, RECEIVE_DATA_RATE_OFFSET) / PPM,
             receive_control_rate=_i32(buf, RECEIVE_CONTROL_RATE_OFFSET) / PPM,
@@ -155,6 +180,8 @@ class LossControl:
             gap_term_offset=_i32(buf, GAP_TERM_OFFSET_OFFSET),
             gap_length=_i32(buf, GAP_LENGTH_OFFSET),
             blocked_ports=tuple(_i32(buf, BLOCKED_PORTS_OFFSET + 4 * i) for i in range(count)),
+            blocked_hosts=tuple(socket.inet_ntoa(bytes(buf[BLOCKED_HOSTS_OFFSET + 4 * i:BLOCKED_HOSTS_OFFSET + 4 * i + 4]))
+                                for i in range(host_count)),
         )
         if self.version() != version:
             return None
@@ -200,10 +227,12 @@ class LossGenerator:
         self.dropped += drop
         return drop
 
-    def should_drop_send(self, buffer: np.ndarray, length: int, destination_port: int, local_port: int) -> bool:
-        """A datagram about to be sent from ``local_port`` to ``destination_port``."""
+    def should_drop_send(self, buffer: np.ndarray, length: int, destination_port: int, local_port: int,
+                         destination_host: str = "") -> bool:
+        """A datagram about to be sent from ``local_port`` to ``destination_host:destination_port``."""
         settings = self.settings
-        drop = self._blocked(destination_port) or self._blocked(local_port)
+        drop = (self._blocked(destination_port) or self._blocked(local_port)
+                or destination_host in settings.blocked_hosts)
         if not drop and length >= frame.HEADER_LENGTH and _frame_type(buffer) in (frame.HDR_TYPE_DATA,
                                                                                  frame.HDR_TYPE_PAD):
             drop = settings.send_data_rate > 0 and self.rng.random() < settings.send_data_rate

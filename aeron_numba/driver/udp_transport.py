@@ -91,7 +91,8 @@ class UdpTransport:
     def send(self, data: np.ndarray, address: tuple[str, int]) -> int:
         """Send one datagram (a uint8 view, not copied); returns its length even when it was lost on the way."""
         length = len(data)
-        if self.loss_control is not None and self.loss.should_drop_send(data, length, address[1], self.local_port):
+        if self.loss_control is not None and self.loss.should_drop_send(data, length, address[1], self.local_port,
+                                                                        address[0]):
             return length
         try:
             self.socket.sendto(data, address)

@@ -19,6 +19,7 @@ ENTRY_POINTS = [
     *((["-m", "aeron_numba", name], f"python -m aeron_numba {name}") for name in front_door.COMMANDS),
     (["-m", "aeron_numba.driver"], "python -m aeron_numba.driver"),
     (["-m", "aeron_numba.archive"], "python -m aeron_numba.archive"),
+    (["-m", "aeron_numba.cluster"], "python -m aeron_numba.cluster"),
     (["-m", "aeron_numba.demo"], "python -m aeron_numba.demo"),
     (["-m", "aeron_numba.tools.aeron_stat"], "aeron-stat"),
     (["-m", "aeron_numba.tools.error_stat"], "aeron-error-stat"),

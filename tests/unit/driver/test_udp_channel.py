@@ -208,7 +208,7 @@ def test_loss_control_round_trip_and_a_writer_mid_update_is_not_read(shm_dir):
     control = LossControl.create(shm_dir)
     assert control.read()[1] == LossSettings()
     settings = LossSettings(receive_data_rate=0.25, send_control_rate=0.5, seed=7, gap_term_id=3, gap_term_offset=64,
-                            gap_length=128, blocked_ports=(4000, 4001))
+                            gap_length=128, blocked_ports=(4000, 4001), blocked_hosts=("127.0.0.2", "10.1.2.3"))
     control.write(settings)
     version, read = control.read()
     assert read == settings and version == 2
@@ -218,7 +218,8 @@ def test_loss_control_round_trip_and_a_writer_mid_update_is_not_read(shm_dir):
 
 
 @pytest.mark.parametrize("bad", [dict(receive_data_rate=1.5), dict(gap_length=-1), dict(blocked_ports=(0,)),
-                                 dict(blocked_ports=tuple(range(1, 18)))])
+                                 dict(blocked_ports=tuple(range(1, 18))), dict(blocked_hosts=("localhost",)),
+                                 dict(blocked_hosts=tuple(f"127.0.0.{n}" for n in range(1, 18)))])
 def test_bad_loss_settings_are_refused(bad):
     with pytest.raises(ConfigurationError):
         LossSettings(**bad).check()
@@ -244,6 +245,22 @@ def test_loss_generator_drops_its_share_the_gap_once_and_everything_from_a_block
     assert generator.should_drop_receive(data, 64, 4000, 5000)
     assert generator.should_drop_send(data, 64, 4000, 5000)
     assert not generator.should_drop_send(data, 64, 4001, 5000)
+    control.close()
+
+
+def test_a_blocked_host_gets_nothing_sent_to_it_on_any_port_and_a_heal_lets_it_through(shm_dir):
+    control = LossControl.create(shm_dir)
+    generator = LossGenerator()
+    control.write(LossSettings(blocked_hosts=("127.0.0.2",)))
+    generator.update(control)
+    data = _data_frame(5, 0)
+    assert all(generator.should_drop_send(data, 64, port, 5000, "127.0.0.2") for port in (4000, 40000, 61000))
+    assert not generator.should_drop_send(data, 64, 4000, 5000, "127.0.0.3")
+    # receives are not judged by their source address (on loopback it is often 127.0.0.1, whoever sent it)
+    assert not generator.should_drop_receive(data, 64, 4000, 5000)
+    control.write(LossSettings())
+    generator.update(control)
+    assert not generator.should_drop_send(data, 64, 4000, 5000, "127.0.0.2")
     control.close()
 
 
