@@ -37,6 +37,10 @@ DEFAULT_FILE_SYNC_LEVEL = 0
 DEFAULT_CLUSTER_ID = 0
 DEFAULT_MEMBER_ID = 0
 DEFAULT_MESSAGE_TIMEOUT_NS = 5_000_000_000  # AeronCluster.Configuration.MESSAGE_TIMEOUT_DEFAULT_NS
+#: How long a client waits for a new leader once its leader is gone. Aeron 1.48 has no such wait (its client stays
+#: open until the application closes it); later Aerons default it to twice the leader heartbeat timeout: the
+#: followers need one timeout to notice the leader is gone, the election and its announcement come after it.
+DEFAULT_NEW_LEADER_TIMEOUT_NS = 2 * C.DEFAULT_LEADER_HEARTBEAT_TIMEOUT_NS
 # spec/cluster.md §5 (streams and channels)
 DEFAULT_LOG_CHANNEL = "aeron:udp?term-length=64m"
 DEFAULT_LOG_STREAM_ID = 100
@@ -422,6 +426,8 @@ class AeronClusterContext:
         doc="Channel the cluster answers the client on (e.g. aeron:udp?endpoint=localhost:0); required.")
     egress_stream_id: int = setting(DEFAULT_EGRESS_STREAM_ID, "AERON_CLUSTER_EGRESS_STREAM_ID", integer,
         doc="Stream id of the cluster's answers.")
+    new_leader_timeout_ns: int = setting(DEFAULT_NEW_LEADER_TIMEOUT_NS, "AERON_CLUSTER_NEW_LEADER_TIMEOUT", duration,
+        doc="How long a connected client waits for a new leader after losing its leader before it closes.")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> "AeronClusterContext":
@@ -431,7 +437,7 @@ class AeronClusterContext:
     def conclude(self) -> "AeronClusterContext":
         """Validate every setting; raises ``ConfigurationError`` naming the value and the limit."""
         _check_channels(self, ("ingress_channel", "egress_channel"))
-        _check_positive(self, ("message_timeout_ns",))
+        _check_positive(self, ("message_timeout_ns", "new_leader_timeout_ns"))
         self.ingress_endpoint_map = parse_ingress_endpoints(self.ingress_endpoints) if self.ingress_endpoints else {}
         if self.ingress_endpoint_map and self.ingress_channel.startswith(IPC_CHANNEL):
             raise ConfigurationError(f"ingress_endpoints={self.ingress_endpoints!r} must be empty when "

@@ -228,6 +228,9 @@ ELECTION_COUNT_TYPE_ID = 238
 APPEND_POSITION_FLAG_NONE = 0
 APPEND_POSITION_FLAG_CATCHUP = 1
 CLUSTER_PROTOCOL_VERSION = semantic_version(0, 3, 0)
+#: The session protocol's version a client sends in its SessionConnectRequest (spec §5: 0.3.0, Aeron's
+#: AeronCluster.Configuration.PROTOCOL_SEMANTIC_VERSION); a consensus module refuses another major version.
+CLIENT_PROTOCOL_SEMANTIC_VERSION = semantic_version(0, 3, 0)
 
 DEFAULT_ELECTION_TIMEOUT_NS = 1_000_000_000
 DEFAULT_ELECTION_STATUS_INTERVAL_NS = 100_000_000
