@@ -1,0 +1,115 @@
+"""The consensus module's reading of the log (Aeron's ``LogAdapter``): on a follower it follows the live log image
+up to the commit position; during an election's replay (``LogReplay``) it reads the replayed image. What it reads
+keeps the follower's session table, timers and pending service messages as the leader's, through the agent's
+``on_replay_*`` handlers.
+
+Reading is bounded: a fragment ending past the bound (the commit position) is left in the image (ABORT) for a
+later poll, before it reaches the fragment assembler, so a message is only acted on once the cluster committed
+it. The log is decoded by an ``SbeAdapter`` over ``codecs.cluster_messages.LOG``; a message another version
+wrote and this one does not read (MembershipChangeEvent) is counted and skipped.
+"""
+
+from __future__ import annotations
+
+from aeron_numba.client.fragment_assembler import ABORT, CONTINUE, ControlledFragmentAssembler
+from aeron_numba.codecs.cluster_messages import CLUSTER, LOG
+from aeron_numba.codecs.sbe_adapter import SbeAdapter
+
+NULL_POSITION = -1
+
+
+class LogAdapter:
+    def __init__(self, agent, fragment_limit: int, on_error=None):
+        self._agent = agent
+        self.fragment_limit = fragment_limit
+        self.image = None
+        self.subscription = None
+        self.log_position = 0  # where the last image ended, once it is gone
+        self._bound = 0
+        self._sbe = SbeAdapter(CLUSTER, self, LOG, context=("header",), on_error=on_error, name="LogAdapter")
+        self._assembler = ControlledFragmentAssembler(self._on_message)
+
+    # ---------------------------------------------------------------------------------------- the image
+    def set_image(self, image) -> None:
+        if image is not None:
+            self.subscription = image.subscription
+            self.log_position = image.join_position
+        self.image = image
+
+    @property
+    def position(self) -> int:
+        image = self.image
+        if image is None:
+            return self.log_position
+        return image.position
+
+    @property
+    def is_image_closed(self) -> bool:
+        return self.image is None or self.image.is_closed
+
+    @property
+    def is_log_end_of_stream(self) -> bool:
+        return self.image is not None and self.image.is_end_of_stream
+
+    def disconnect(self, max_log_position: int | None = None) -> int:
+        """Close the log subscription; returns its registration id (Aeron: the caller waits for its sockets)."""
+        registration_id = -1
+        if self.image is not None:
+            self.log_position = self.image.position
+            self.image = None
+        if max_log_position is not None:
+            self.log_position = min(self.log_position, max_log_position)
+        if self.subscription is not None:
+            registration_id = self.subscription.registration_id
+            try:
+                self.subscription.close()
+            finally:
+                self.subscription = None
+        return registration_id
+
+    def async_remove_destination(self, destination: str) -> None:
+        if self.subscription is not None and not self.subscription.is_closed:
+            self.subscription.async_remove_destination(destination)
+
+    # ---------------------------------------------------------------------------------------- reading
+    def poll(self, bound_position: int) -> int:
+        image = self.image
+        if image is None or image.is_closed:
+            return 0
+        self._bound = bound_position
+        return image.controlled_poll(self._on_fragment, self.fragment_limit)
+
+    def _on_fragment(self, buffer, offset: int, length: int, header) -> int:
+        if header.position > self._bound:
+            return ABORT
+        return self._assembler.on_fragment(buffer, offset, length, header)
+
+    def _on_message(self, buffer, offset: int, length: int, header) -> int:
+        message = self._sbe.decode(buffer, offset, length)
+        if message is not None:
+            self._sbe.dispatch(message, header)
+        return CONTINUE
+
+    # ---------------------------------------------------------------------------------------- listener
+    def on_session_message_header(self, header, leadership_term_id, cluster_session_id, timestamp, payload):
+        self._agent.on_replay_session_message(cluster_session_id, timestamp)
+
+    def on_timer_event(self, header, leadership_term_id, correlation_id, timestamp):
+        self._agent.on_replay_timer_event(correlation_id)
+
+    def on_session_open_event(self, header, leadership_term_id, correlation_id, cluster_session_id, timestamp,
+                              response_stream_id, response_channel, encoded_principal):
+        self._agent.on_replay_session_open(header.position, correlation_id, cluster_session_id, timestamp,
+                                           response_stream_id, response_channel)
+
+    def on_session_close_event(self, header, leadership_term_id, cluster_session_id, timestamp, close_reason):
+        self._agent.on_replay_session_close(cluster_session_id, close_reason)
+
+    def on_cluster_action_request(self, header, leadership_term_id, log_position, timestamp, action, flags):
+        self._agent.on_replay_cluster_action(leadership_term_id, log_position, timestamp, action, flags)
+
+    def on_new_leadership_term_event(self, header, leadership_term_id, log_position, timestamp,
+                                     term_base_log_position, leader_member_id, log_session_id, time_unit,
+                                     app_version):
+        self._agent.on_replay_new_leadership_term_event(leadership_term_id, log_position, timestamp,
+                                                        term_base_log_position, time_unit, app_version)
