@@ -195,10 +195,11 @@ def run_open_loop(client: KvClient, spec: LoadSpec, clock: Callable[[], int] = t
     while state[0] < n:
         now = clock()
         while i < n and scheduled[i] <= now and i - state[0] < max_in_flight:
+            at = clock()
             if not put(keys[i % nkeys], value, i):
                 back_pressured += 1
                 break
-            sent[i] = now
+            sent[i] = at
             i += 1
         if now > deadline:
             break
@@ -299,10 +300,11 @@ def run_failover(client: KvClient, spec: FailoverSpec, clock: Callable[[], int] 
         elif kill_ns[0] is not None and now - kill_ns[0] > spec.timeout_s * 1e9:
             break
         while i < n and scheduled[i] <= now:
+            at = clock()
             if not client.put(keys[i % nkeys], value, i):
                 back_pressured += 1
                 break
-            sent[i] = now
+            sent[i] = at
             i += 1
         if i >= n:
             wait = MAX_POLL_WAIT_NS
