@@ -66,6 +66,7 @@ PROFILES: dict[str, dict] = {
              "start_timeout_s": 120.0},
 }
 WARMUP_FRACTION = 0.1
+SETTLE_TIMEOUT_S = 60.0
 WINDOWS = 5
 
 
@@ -143,6 +144,15 @@ def latency_case(result: L.LoadResult, **extra) -> dict:
     return case
 
 
+def settle(system) -> None:
+    """Wait until the system has worked off what an overloaded run left queued: one synchronous put, which a
+    log-ordered system acknowledges only after everything before it (up to ``SETTLE_TIMEOUT_S``). Without it the
+    backlog of one trial would be charged to the next."""
+    result = system.run_load(L.LoadSpec(rate=None, count=1, drain_s=SETTLE_TIMEOUT_S))
+    if not result.ok.all():
+        raise RuntimeError(f"the system did not settle: a put was not acknowledged within {SETTLE_TIMEOUT_S:.0f}s")
+
+
 def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) -> dict[str, dict]:
     """Every case of one started system; a case that fails is recorded with its error and the next one runs."""
     cases: dict[str, dict] = {}
@@ -150,6 +160,7 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
     def case(name: str, fn):
         started = time.monotonic()
         try:
+            settle(system)
             cases[name] = {"ok": True, **fn()}
         except Exception as exc:  # the run goes on: the report names what failed and why
             cases[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
@@ -177,6 +188,7 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
 
     def sustained():
         def trial(rate: float) -> L.Verdict:
+            settle(system)
             count = max(10, int(rate * profile["ladder_seconds"]))
             verdict = L.judge_sustained(system.run_load(L.LoadSpec(rate=rate, count=count, warmup=_warmup(count))),
                                         bound)

@@ -130,9 +130,11 @@ def test_closed_loop_sends_each_put_when_the_last_is_acknowledged():
 def test_closed_loop_stops_after_max_seconds():
     clock = FakeClock()
     client = FakeClient(clock, delay=lambda token: 100_000_000)  # 100 ms a put
-    result = L.run_closed_loop(client, L.LoadSpec(rate=None, count=1_000, warmup=2, max_seconds=0.5), clock)
+    result = L.run_closed_loop(client, L.LoadSpec(rate=None, count=1_000, warmup=100, max_seconds=0.5), clock)
     assert result.count == 6  # 0.0, 0.1, ... 0.5 s: the sixth starts at the limit
-    assert result.ok.all() and result.warmup == 2
+    assert result.ok.all() and result.warmup == 0  # 100 of 1000 planned is 10 %: none of 6 (rounded down)
+    result = L.run_closed_loop(client, L.LoadSpec(rate=None, count=20, warmup=10, max_seconds=0.5), clock)
+    assert result.count == 6 and result.warmup == 3
 
 
 @pytest.mark.parametrize("bad", [dict(count=0), dict(count=5, warmup=5), dict(count=5, rate=0.0)])
