@@ -1,4 +1,5 @@
-"""pytest fixtures for tests with real processes: ``aeron_dir`` and ``process_manager``.
+"""pytest fixtures for tests with real processes: ``aeron_dir``, ``process_manager``, and ``cluster`` /
+``cluster_factory`` (an N-member cluster on this machine, ``harness/cluster.py``).
 
 Enable with ``pytest_plugins = ["harness.pytest_plugin"]`` in the top conftest. Teardown always runs:
 the aeron dir is removed and every child process group is SIGKILLed and reaped, pass or fail. When a
@@ -37,6 +38,39 @@ def process_manager(request, tmp_path):
         yield manager
     finally:
         manager.close()
+
+
+@pytest.fixture
+def cluster_factory(request, process_manager):
+    """``cluster_factory(member_count=3, service=..., env=...)``: a ``ClusterHarness`` (not started) logging through
+    ``process_manager``; every one made is closed at teardown (processes killed, dirs removed) even on failure."""
+    from harness.cluster import ClusterHarness
+
+    made = []
+
+    def make(**kwargs):
+        kwargs.setdefault("name", request.node.name)
+        harness = ClusterHarness(process_manager, **kwargs)
+        made.append(harness)
+        return harness
+
+    try:
+        yield make
+    finally:
+        errors = []
+        for harness in made:
+            try:
+                harness.close()
+            except Exception as exc:  # close every one
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    """A 3-member ``ClusterHarness`` (not started: call ``cluster.start()``), closed at teardown."""
+    return cluster_factory()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -360,6 +360,14 @@ class Image:
             self._store_position(position_buffer, end)  # as Aeron: a block handed over is consumed
         return length
 
+    def sync_position(self) -> None:
+        """Re-aim the Python polls' peek at the subscriber position after a compiled handle of this image
+        (``compiled()``) consumed fragments: the peek reads the frame at the last position a Python poll stored,
+        which the driver may since have cleaned (zero: "nothing yet" forever). Call it before a Python poll that
+        follows compiled polls of the same image."""
+        if self.position_buffer is not None:
+            self._result_slots[RESULT_NEXT_FRAME] = self._frame_slot(self.position)
+
     def compiled(self) -> ImageHandle:
         """A handle for ``@njit`` code: ``handle.poll(handler, ctx, fragment_limit)`` (``client/handles.py``).
         After the image closes its polls return 0 without reading the log; it keeps the log mapped until

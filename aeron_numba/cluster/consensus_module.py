@@ -31,6 +31,7 @@ from aeron_numba.cluster.consensus_module_agent import ConsensusModuleAgent
 from aeron_numba.cluster.mark_file import ClusterMarkFile
 from aeron_numba.cluster.node_state_file import NodeStateFile
 from aeron_numba.cluster.recording_log import RecordingLog
+from aeron_numba.cluster.warmup import warm_up_cluster_kernels
 from aeron_numba.kernels.error_log import DistinctErrorLog
 from aeron_numba.layout import archive as A
 from aeron_numba.layout import cluster as C
@@ -122,6 +123,7 @@ class ConsensusModule:
             mark_path = Path(ctx.mark_file_dir) / C.MARK_FILE
             if mark_path.exists():
                 self._refuse_active_mark_file(mark_path)
+            warm_up_cluster_kernels()  # before the client's keepalives start (see cluster/warmup.py)
             self.aeron = aeron if aeron is not None else Aeron.connect(Context(
                 aeron_dir=ctx.aeron_dir, client_name=f"consensus-module-{ctx.cluster_id}-{ctx.cluster_member_id}"))
             self.mark_file = ClusterMarkFile.create(

@@ -53,7 +53,16 @@ SMALL_TERMS = {
     "AERON_TERM_BUFFER_LENGTH": "64k",
     "AERON_IPC_TERM_BUFFER_LENGTH": "64k",
     "AERON_ARCHIVE_SEGMENT_FILE_LENGTH": "64k",
+    "AERON_ARCHIVE_FILE_IO_MAX_LENGTH": "64k",
     "AERON_ARCHIVE_CATALOG_CAPACITY": "64k",
+}
+#: Client liveness for a node's clients when several nodes start on two cores: a starting service container or
+#: consensus module loads its kernels while its client conductor thread waits for the GIL, which has taken over
+#: Aeron's default 10 s there. (The unblock timeout must stay above it.)
+CROWDED_MACHINE = {
+    "AERON_CLIENT_LIVENESS_TIMEOUT": "30s",
+    "AERON_PUBLICATION_UNBLOCK_TIMEOUT": "40s",
+    "AERON_DRIVER_TIMEOUT": "30000",
 }
 INGRESS_CHANNEL = "aeron:udp?term-length=64k"
 LOG_CHANNEL = "aeron:udp?term-length=64k"
@@ -156,6 +165,7 @@ class LoopbackCluster:
             "AERON_ARCHIVE_CONTROL_RESPONSE_CHANNEL": f"aeron:udp?endpoint={host}:0",
             **SMALL_TERMS,
             **NODE_IDLE,
+            **CROWDED_MACHINE,
             **GOLDEN_TIMEOUTS,
             **self.extra_env,
         }

@@ -240,11 +240,12 @@ def _await_archive(settings: NodeSettings, archive: ChildProcess, timeout_s: flo
 
 
 class _ChildWatch:
-    """While the consensus module runs: a child that exits on its own stops the node (SIGTERM to this process,
-    which the consensus module's runner turns into a clean stop), and is remembered for the exit status."""
+    """While the consensus module runs: a child that exits on its own stops the node (``stop()``, the consensus
+    module's ``request_close``, safe in a signal handler), and is remembered for the exit status."""
 
-    def __init__(self, children: list):
+    def __init__(self, children: list, stop):
         self.children = children
+        self.stop = stop
         self.died: dict[str, str] = {}  # name -> what happened
         self._previous = None
 
@@ -252,7 +253,7 @@ class _ChildWatch:
         for name, child in self.children:
             if not child.stopping and name not in self.died and child.exit_code() is not None:
                 self.died[name] = f"the {name} (pid {child.pid}) exited with code {child.exit_code()}"
-                os.kill(os.getpid(), signal.SIGTERM)
+                self.stop()
 
     def __enter__(self) -> "_ChildWatch":
         self._previous = signal.signal(signal.SIGCHLD, self._on_sigchld)
@@ -332,7 +333,8 @@ def run_node(prog: str, settings: NodeSettings) -> int:
                   f"{ctx.cluster_dir}, archive {settings.archive.archive_dir}, aeron dir {settings.driver.aeron_dir}, "
                   f"service {settings.service_spec}; pid {os.getpid()}, media driver pid {driver.pid}, archive pid "
                   f"{archive.pid}, service container pid {service.pid}", flush=True)
-            watch = _ChildWatch([("media driver", driver), ("archive", archive), ("service container", service)])
+            watch = _ChildWatch([("media driver", driver), ("archive", archive), ("service container", service)],
+                                consensus_module.request_close)
             with watch:
                 run_consensus_module(consensus_module)  # its runner turns SIGINT/SIGTERM into a clean stop
             consensus_module = None

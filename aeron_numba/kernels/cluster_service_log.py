@@ -92,8 +92,9 @@ DEFAULT_OUTBOX_LENGTH = 1 << 20
 
 def new_outbox(length: int = DEFAULT_OUTBOX_LENGTH) -> np.ndarray:
     """An empty outbox of ``length`` bytes (at least its header and one small record)."""
-    if length < OUTBOX_HEADER_LENGTH + RECORD_HEADER_LENGTH + SESSION_HEADER_LENGTH:
-        raise ValueError(f"outbox length={length} < {OUTBOX_HEADER_LENGTH + RECORD_HEADER_LENGTH + SESSION_HEADER_LENGTH}")
+    least = OUTBOX_HEADER_LENGTH + RECORD_HEADER_LENGTH + SESSION_HEADER_LENGTH
+    if length < least:
+        raise ValueError(f"outbox length={length} < {least}")
     outbox = np.zeros(length, dtype=np.uint8)
     outbox[:8].view(np.int64)[0] = OUTBOX_HEADER_LENGTH
     return outbox

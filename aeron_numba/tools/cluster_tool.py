@@ -12,6 +12,9 @@ cluster-tool <cluster-dir> <command> [args]
   errors                        the mark files' error logs and the media driver's
   invalidate-latest-snapshot    mark the latest snapshot set invalid, so a restart loads the one before
   describe-latest-cm-snapshot   the latest consensus module snapshot's contents [--archive-dir DIR]
+  list-members                  leader, this member and the active members, asked of the running node
+  is-leader                     exit 0 if the running node is the leader (election closed), 1 if not
+  snapshot | suspend | resume | shutdown | abort    flip the running node's control toggle and report
 ```
 
 Output is ClusterTool's byte for byte where it is deterministic (the ``Type:`` lines start with the clock now).
@@ -29,9 +32,22 @@ Differences, all because this tool reads files where ClusterTool asks running pr
 * ``sort-recording-log``, ``seed-recording-log-from-snapshot`` and ``invalidate-latest-snapshot`` refuse to run
   while a live consensus module holds the dir (its mark file touched within 10 s by a running pid).
 
-Not here: the commands that talk to a running node (list-members, is-leader, snapshot, suspend, resume, shutdown,
-abort, backup-query). Exit status: 0 done; 1 the command failed, or found nothing to act on (no snapshot to
-invalidate or describe), with one ``cluster-tool:`` line on stderr when it failed; 2 a usage error (one line).
+The live commands find the node's media driver from the aeron dir its mark file names, as ClusterTool does:
+``is-leader`` reads the node-role (201) and election-state (207) counters of the node's cluster id in its
+``cnc.dat``; ``list-members`` sends the consensus module a ClusterMembersQuery on its control channel (stream 105) and
+prints the ClusterMembersExtendedResponse it answers on the service stream (104); ``snapshot``, ``suspend``,
+``resume``, ``shutdown`` and ``abort`` ask the same query first (the member must be the leader), check the
+consensus-module-state counter (200), compare-and-set the control toggle (202) from NEUTRAL and, for snapshot and
+resume, wait for the consensus module to put NEUTRAL back, printing ClusterTool's lines
+(``Member [2]: SNAPSHOT applied successfully``; see ``tools/cluster_control.py``). ``AERON_CLUSTER_TOOL_TIMEOUT``
+(Aeron's ``aeron.cluster.tool.timeout``) lengthens the waits. Two differences from ClusterTool: a members query
+that gets no answer is "timeout waiting for response from node" and exit 1 (ClusterTool's query reports success
+whatever happened), and a toggle that does not complete in time prints the timeout line and exits 1 without
+"applied successfully" after it.
+
+Not here: backup-query (there is no cluster backup). Exit status: 0 done (is-leader: the node leads); 1 the command
+failed, or found nothing to act on (no snapshot to invalidate or describe; is-leader: not the leader), with one
+``cluster-tool:`` line on stderr when it failed; 2 a usage error (one line).
 """
 
 from __future__ import annotations
@@ -40,6 +56,7 @@ import os
 import shutil
 import struct
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -61,10 +78,18 @@ COMMANDS: dict[str, str] = {
     "errors": "prints Aeron and cluster component error logs.",
     "invalidate-latest-snapshot": "marks the latest snapshot as a invalid so the previous is loaded.",
     "describe-latest-cm-snapshot": "prints the contents of the latest valid consensus module snapshot.",
+    "list-members": "prints leader memberId, active members and passive members lists.",
+    "is-leader": "returns zero if the cluster node is leader, non-zero if not.",
+    "snapshot": "triggers a snapshot on the leader.",
+    "suspend": "suspends appending to the log.",
+    "resume": "resumes appending to the log.",
+    "shutdown": "initiates an orderly stop of the cluster with a snapshot.",
+    "abort": "stops the cluster without a snapshot.",
 }
-#: ClusterTool's commands that need a running node (or its archive): named in the error a user gets for them.
-NEEDS_RUNNING_NODE = ("list-members", "backup-query", "is-leader", "snapshot", "suspend", "resume", "shutdown",
-                      "abort")
+#: ClusterTool's commands this tool does not have (there is no cluster backup): named in the error a user gets.
+NEEDS_RUNNING_NODE = ("backup-query",)
+#: Aeron's aeron.cluster.tool.timeout: the least time the live commands wait (0: each command's own default).
+TOOL_TIMEOUT_ENV = "AERON_CLUSTER_TOOL_TIMEOUT"
 ARCHIVE_DIR_NAMES = ("archive", "aeron-archive")
 
 
@@ -82,7 +107,9 @@ def usage_lines(prog: str = TOOL) -> list[str]:
             + [f"{' ' * (width - len(name))} {name}: {about}" for name, about in COMMANDS.items()]
             + ["", "recovery-plan and describe-latest-cm-snapshot take --archive-dir DIR (default: the archive dir "
                    "beside the cluster dir).",
-               f"Needing a running node, not available here: {', '.join(NEEDS_RUNNING_NODE)}."])
+               f"list-members, is-leader, snapshot, suspend, resume, shutdown and abort ask the running node; "
+               f"${TOOL_TIMEOUT_ENV} lengthens their waits.",
+               f"Not available here: {', '.join(NEEDS_RUNNING_NODE)}."])
 
 
 # ------------------------------------------------------------------------------------------ mark files
@@ -450,6 +477,163 @@ def describe_latest_cm_snapshot(cluster_dir: Path, args: list[str], out: list[st
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------------------- live commands
+def _tool_timeout_ms() -> int:
+    from aeron_numba.settings import duration
+
+    value = os.environ.get(TOOL_TIMEOUT_ENV, "")
+    if not value:
+        return 0
+    try:
+        return duration(value, TOOL_TIMEOUT_ENV) // 1_000_000
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _control_properties(cluster_dir: Path, out: list[str]) -> dict | None:
+    """What the mark file tells a tool about the running node (Aeron's ClusterNodeControlProperties), or None
+    (and ClusterTool's line) when there is no mark file."""
+    path = _mark_path(cluster_dir)
+    if not path.exists():
+        out.append(f"{C.MARK_FILE} does not exist.")
+        return None
+    with _open_mark(path) as mark:
+        fields, strings = mark.fields(), mark.strings()
+        return {"member_id": mark.member_id, "cluster_id": mark.cluster_id, "aeron_dir": strings["aeronDirectory"],
+                "control_channel": strings["controlChannel"], "service_stream_id": fields["serviceStreamId"],
+                "consensus_module_stream_id": fields["consensusModuleStreamId"]}
+
+
+class _NodeCounters:
+    """The counters of the node's driver (``<aeron dir>/cnc.dat``), mapped for one command."""
+
+    def __init__(self, aeron_dir: str):
+        from aeron_numba.kernels.cnc_file import CncFile
+        from aeron_numba.kernels.counters import CountersReader
+
+        self.cnc_file = CncFile.open(Path(aeron_dir) / cnc.CNC_FILE)
+        self.reader = CountersReader(self.cnc_file.counters_metadata_buffer, self.cnc_file.counters_values_buffer)
+
+    def find(self, type_id: int, cluster_id: int):
+        from aeron_numba.tools.cluster_control import find_cluster_counter
+
+        return find_cluster_counter(self.reader, type_id, cluster_id)
+
+    def value(self, counter_id: int) -> int:
+        return self.reader.get_counter_value(counter_id)
+
+    def close(self) -> None:
+        self.reader = None  # its views go before the mapping
+        self.cnc_file.close()
+
+    def __enter__(self) -> "_NodeCounters":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def is_leader(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    props = _control_properties(cluster_dir, out)
+    if props is None:
+        return EXIT_FAILURE
+    path = Path(props["aeron_dir"]) / cnc.CNC_FILE
+    if not path.exists():
+        raise ToolFailure(f"{path} does not exist: the node's media driver is not running")
+    with _NodeCounters(props["aeron_dir"]) as counters:
+        role = counters.find(C.NODE_ROLE_TYPE_ID, props["cluster_id"])
+        election = counters.find(C.ELECTION_STATE_TYPE_ID, props["cluster_id"])
+        leads = (role is not None and election is not None and counters.value(role.counter_id) == C.ClusterRole.LEADER
+                 and counters.value(election.counter_id) == C.ElectionState.CLOSED)
+    return EXIT_OK if leads else EXIT_FAILURE
+
+
+def _query_members(props: dict, timeout_ms: int):
+    from aeron_numba.tools.cluster_control import query_cluster_members
+
+    return query_cluster_members(props["aeron_dir"], props["control_channel"], props["consensus_module_stream_id"],
+                                 props["service_stream_id"], timeout_ms)
+
+
+def list_members(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+    props = _control_properties(cluster_dir, out)
+    if props is None:
+        return EXIT_FAILURE
+    membership = _query_members(props, max(1000, _tool_timeout_ms()))
+    if membership is None:
+        out.append("timeout waiting for response from node")
+        return EXIT_FAILURE
+    out.append(str(membership))
+    return EXIT_OK
+
+
+def toggle_cluster_state(cluster_dir: Path, out: list[str], expected_state: "C.ConsensusModuleState",
+                         target: "C.ClusterControlToggle", wait_for_completion: bool, default_timeout_ms: int) -> int:
+    """Aeron's ClusterToolOperator.toggleClusterState: the node must lead and be in ``expected_state``; then the
+    toggle goes NEUTRAL -> ``target`` and, if asked, back to NEUTRAL when the consensus module has acted."""
+    from aeron_numba.tools.cluster_control import apply_toggle, read_toggle
+
+    props = _control_properties(cluster_dir, out)
+    if props is None:
+        return EXIT_FAILURE
+    tool_timeout_ms = _tool_timeout_ms()
+    membership = _query_members(props, max(1000, tool_timeout_ms))
+    if membership is None:
+        out.append("Timed out querying cluster.")
+        return EXIT_FAILURE
+    prefix = f"Member [{membership.member_id}]: "
+    if membership.leader_member_id != membership.member_id:
+        out.append(f"{prefix}Current node is not the leader (leaderMemberId = {membership.leader_member_id}), "
+                   f"unable to {target.name}")
+        return EXIT_FAILURE
+    path = Path(props["aeron_dir"]) / cnc.CNC_FILE
+    if not path.exists():
+        out.append(f"{prefix}Unable to locate media driver. C`n`C file [{path.absolute()}] does not exist.")
+        return EXIT_FAILURE
+    with _NodeCounters(props["aeron_dir"]) as counters:
+        state_counter = counters.find(C.CONSENSUS_MODULE_STATE_TYPE_ID, props["cluster_id"])
+        state = None
+        if state_counter is not None:
+            try:
+                state = C.ConsensusModuleState(counters.value(state_counter.counter_id))
+            except ValueError:
+                state = None
+        if state is None:
+            out.append(f"{prefix}Unable to resolve state of consensus module.")
+            return EXIT_FAILURE
+        if state != expected_state:
+            out.append(f"{prefix}Unable to {target.name} as the state of the consensus module is {state.name}, but "
+                       f"needs to be {expected_state.name}")
+            return EXIT_FAILURE
+        toggle = counters.find(C.CONTROL_TOGGLE_TYPE_ID, props["cluster_id"])
+        if toggle is None:
+            out.append(f"{prefix}Failed to find control toggle")
+            return EXIT_FAILURE
+        values = counters.reader.values_buffer
+        if not apply_toggle(values, toggle.counter_id, target):
+            out.append(f"{prefix}Failed to apply {target.name}, current toggle value = "
+                       f"{read_toggle(values, toggle.counter_id).name}")
+            return EXIT_FAILURE
+        if wait_for_completion:
+            timeout_ms = max(default_timeout_ms, tool_timeout_ms)
+            deadline = time.monotonic() + timeout_ms / 1000
+            while read_toggle(values, toggle.counter_id) != C.ClusterControlToggle.NEUTRAL:
+                if time.monotonic() > deadline:
+                    out.append(f"{prefix}Timed out after {timeout_ms}ms waiting for {target.name} to complete.")
+                    return EXIT_FAILURE
+                time.sleep(0.001)
+    out.append(f"{prefix}{target.name} applied successfully")
+    return EXIT_OK
+
+
+def _toggle_command(expected: str, target: str, wait: bool, timeout_ms: int):
+    def command(cluster_dir: Path, args: list[str], out: list[str]) -> int:
+        return toggle_cluster_state(cluster_dir, out, C.ConsensusModuleState[expected], C.ClusterControlToggle[target],
+                                    wait, timeout_ms)
+
+    return command
+
+
 HANDLERS: dict[str, Callable[[Path, list[str], list[str]], int]] = {
     "describe": describe,
     "pid": pid,
@@ -460,6 +644,14 @@ HANDLERS: dict[str, Callable[[Path, list[str], list[str]], int]] = {
     "errors": errors,
     "invalidate-latest-snapshot": invalidate_latest_snapshot,
     "describe-latest-cm-snapshot": describe_latest_cm_snapshot,
+    "list-members": list_members,
+    "is-leader": is_leader,
+    # ClusterToolOperator's expected states, waits and timeouts
+    "snapshot": _toggle_command("ACTIVE", "SNAPSHOT", True, 30_000),
+    "suspend": _toggle_command("ACTIVE", "SUSPEND", False, 1_000),
+    "resume": _toggle_command("SUSPENDED", "RESUME", True, 1_000),
+    "shutdown": _toggle_command("ACTIVE", "SHUTDOWN", False, 1_000),
+    "abort": _toggle_command("ACTIVE", "ABORT", False, 1_000),
 }
 
 
@@ -469,7 +661,7 @@ def parse_command(argv: list[str]) -> tuple[Path, str, list[str]]:
     cluster_dir, command, args = Path(argv[0]), argv[1], argv[2:]
     if command not in HANDLERS:
         if command in NEEDS_RUNNING_NODE:
-            raise UsageError(f"command '{command}' needs a running cluster node; this tool reads files only "
+            raise UsageError(f"command '{command}' is not available: there is no cluster backup "
                              f"(commands: {', '.join(HANDLERS)})")
         raise UsageError(f"unknown command '{command}' (commands: {', '.join(HANDLERS)})")
     if not cluster_dir.is_dir():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 import pytest
 
@@ -23,10 +24,15 @@ from aeron_numba.cluster.client import (
     EventCode,
     State,
 )
+from aeron_numba.client.handles import new_publication_handle
+from aeron_numba.cluster.client.ingress_handle import IngressHandle, ingress_offer, ingress_try_claim
 from aeron_numba.cluster.context import AeronClusterContext
 from aeron_numba.layout import cluster as C
+from aeron_numba.layout.publication_status import CLOSED as CLOSED_CODE, PUB_STATE_CLOSED, PUB_STATE_LENGTH
+from harness.aeron_dirs import new_aeron_dir, remove_aeron_dir
 from harness.awaiting import await_condition
 from harness.driver_settings import LENIENT_CLIENT_TIMEOUTS, udp_settings_for_tests
+from harness.process_manager import ProcessManager
 from tests.integration.driver_processes import start_driver
 from tests.integration.fake_cluster import FakeCluster
 
@@ -68,11 +74,27 @@ class Credentials:
         return b"answer:" + encoded_challenge
 
 
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    """One driver for the module's tests (each test has its own clients, members and ports): a driver's start is
+    most of a test's time on a loaded machine. Killed at the end, pass or fail."""
+    manager = ProcessManager(tmp_path_factory.mktemp("cluster-client-processes"))
+    aeron_dir = new_aeron_dir("aeron-cluster-client")
+    try:
+        _, cnc = start_driver(manager, aeron_dir, **DRIVER_ENV)
+        cnc.close()
+        yield aeron_dir, manager
+    finally:
+        manager.close()
+        remove_aeron_dir(aeron_dir)
+
+
 @pytest.fixture
-def setup(process_manager, aeron_dir):
-    """A driver, the fake cluster's Aeron client and members (started), and the client's Aeron client."""
-    _, cnc = start_driver(process_manager, aeron_dir, **DRIVER_ENV)
-    cnc.close()
+def setup(driver):
+    """The fake cluster's Aeron client and members (started), and the client's Aeron client."""
+    aeron_dir, manager = driver
+    for process in manager.processes:
+        process.check_alive()
     with Aeron.connect(Context(aeron_dir=str(aeron_dir))) as cluster_aeron, \
             Aeron.connect(Context(aeron_dir=str(aeron_dir))) as client_aeron:
         cluster = FakeCluster.on_loopback(cluster_aeron).start()
@@ -89,12 +111,16 @@ def context(cluster: FakeCluster, message_timeout_s: float = 10) -> AeronCluster
                                message_timeout_ns=int(message_timeout_s * 1e9))
 
 
-def answer(code, detail="", leader=0, session_id=SESSION_ID, term=TERM):
+def send_event(member, channel, correlation_id, code, detail="", leader=0, session_id=SESSION_ID, term=TERM):
+    member.send(channel, "session_event", cluster_session_id=session_id, correlation_id=correlation_id,
+                leadership_term_id=term, leader_member_id=leader, code=code,
+                version=C.CLIENT_PROTOCOL_SEMANTIC_VERSION, detail=detail)
+
+
+def answer(code, detail="", leader=0):
     """A member script: answer each connect request with a SessionEvent of ``code``."""
     def script(member, request):
-        member.send(request.response_channel, "session_event", cluster_session_id=session_id,
-                    correlation_id=request.correlation_id, leadership_term_id=term, leader_member_id=leader,
-                    code=code, version=C.CLIENT_PROTOCOL_SEMANTIC_VERSION, detail=detail)
+        send_event(member, request.response_channel, request.correlation_id, code, detail, leader)
     return script
 
 
@@ -161,15 +187,17 @@ def test_a_challenge_is_answered_with_the_credentials_suppliers_answer(setup):
     cluster, aeron = setup
     member = cluster.members[0]
 
+    response_channels = []
+
     def challenge_then_accept(member, message):
         if message.SPEC.name == "SessionConnectRequest":
+            response_channels.append(message.response_channel)
             member.send(message.response_channel, "challenge", correlation_id=message.correlation_id,
                         cluster_session_id=SESSION_ID, encoded_challenge=b"nonce-1")
-            member.response_channel = message.response_channel
+        elif message.encoded_credentials == b"answer:nonce-1":
+            send_event(member, response_channels[0], message.correlation_id, OK)
         else:
-            assert message.encoded_credentials == b"answer:nonce-1"
-            answer(OK)(member, type("R", (), {"response_channel": member.response_channel,
-                                              "correlation_id": message.correlation_id})())
+            send_event(member, response_channels[0], message.correlation_id, REJECTED, "wrong answer")
     member.on_connect_request = challenge_then_accept
     member.listen()
     credentials = Credentials()
@@ -340,6 +368,79 @@ def test_a_new_leader_is_followed_without_reconnecting(setup):
         client.close()
 
 
+def kill(member) -> None:
+    """The member's process is gone: nobody reads its ingress endpoint, its egress publications stop."""
+    with member.cluster._lock:
+        member.subscription.close()
+        member.subscription = None
+        for publisher in member.publishers.values():
+            publisher.publication.close()
+        member.publishers.clear()
+
+
+def test_a_dead_leader_is_noticed_and_a_new_one_followed(setup):
+    cluster, aeron = setup
+    recorder = Recorder()
+    client = connected(cluster, aeron, leader=0, listener=recorder)
+    old, new = cluster.members[0], cluster.members[2]
+    channel = old.messages("SessionConnectRequest")[0].response_channel
+    kill(old)
+    results = []
+
+    def offer_and_poll():
+        results.append(client.offer(b"anyone?"))  # never raises while the leader is gone
+        return client.poll_egress()
+    await_condition(lambda: client.state is State.AWAIT_NEW_LEADER, TIMEOUT_S, "the dead leader noticed",
+                    work=offer_and_poll)
+    assert client.offer(b"x") == NOT_CONNECTED and all(r > 0 or r == NOT_CONNECTED for r in results)
+    new.listen()
+    new.send(channel, "new_leader_event", leadership_term_id=TERM + 1, cluster_session_id=SESSION_ID,
+             leader_member_id=2, ingress_endpoints=cluster.ingress_endpoints)
+    await_condition(lambda: client.state is State.CONNECTED, TIMEOUT_S, "connected to the new leader",
+                    work=offer_and_poll)
+    assert recorder.new_leaders == [(SESSION_ID, TERM + 1, 2, cluster.ingress_endpoints)]
+    await_condition(lambda: [m for m in new.messages("SessionMessageHeader") if m.payload == b"anyone?"], TIMEOUT_S,
+                    "a message at the new leader", work=offer_and_poll)
+    client.close()
+
+
+def test_a_dead_leader_without_a_successor_closes_the_session_after_the_new_leader_timeout(setup):
+    cluster, aeron = setup
+    member = cluster.members[0]
+    member.on_connect_request = answer(OK)
+    member.listen()
+    ctx = context(cluster)
+    ctx.new_leader_timeout_ns = 1_000_000_000
+    client = AeronCluster.connect(ctx, aeron)
+    kill(member)
+
+    def offer_and_poll():
+        client.offer(b"anyone?")
+        return client.poll_egress()
+    await_condition(lambda: client.state is not State.CONNECTED, TIMEOUT_S, "the dead leader noticed",
+                    work=offer_and_poll)
+    noticed = time.monotonic()
+    await_condition(lambda: client.is_closed, TIMEOUT_S, "the session closed", work=client.poll_egress)
+    assert time.monotonic() - noticed >= 0.9  # it waited for a new leader first
+    with pytest.raises(ClusterClientClosedError, match="no new leader within the new leader timeout of 1s"):
+        client.offer(b"late")
+
+
+def test_connect_without_an_aeron_client_makes_one_and_closes_it(setup, driver):
+    cluster, _ = setup
+    aeron_dir, _ = driver
+    member = cluster.members[0]
+    member.on_connect_request = answer(OK)
+    member.listen()
+    ctx = context(cluster)
+    ctx.aeron_dir = str(aeron_dir)
+    client = AeronCluster.connect(ctx)
+    own = client.aeron
+    assert client.offer(b"x") > 0 or client.state is State.CONNECTED
+    client.close()
+    assert own.is_closed
+
+
 def test_a_session_closed_by_the_cluster_ends_with_a_typed_error_on_the_next_offer(setup):
     cluster, aeron = setup
     recorder = Recorder()
@@ -357,3 +458,45 @@ def test_a_session_closed_by_the_cluster_ends_with_a_typed_error_on_the_next_off
         client.send_keep_alive()
     client.close()
     assert not member.messages("SessionCloseRequest")  # the cluster closed it: nothing to ask
+
+
+@numba.njit
+def compiled_offer(handle, payload):
+    return ingress_offer(handle, payload, 1, 3)
+
+
+@numba.njit
+def compiled_claim(handle, payload):
+    claimed = ingress_try_claim(handle, 4)
+    if claimed > 0:
+        claim = handle.publication.claim
+        claim.buffer[claim.offset + 32:claim.offset + 36] = payload[:4]
+        claim.commit()
+    return claimed
+
+
+@pytest.fixture
+def compiled_senders():
+    """The compiled callers, compiled before any Aeron client runs: a compile holds the GIL for seconds, which
+    would starve the clients' conductor threads (the driver would drop them). Compiled on a closed handle."""
+    pub_state = np.zeros(PUB_STATE_LENGTH, dtype=np.int64)
+    pub_state[PUB_STATE_CLOSED] = 1
+    log = np.zeros(64, dtype=np.uint8)
+    closed = IngressHandle(new_publication_handle(log, pub_state, log, True, 0, 0, 1376, 8192), log)
+    payload = np.zeros(8, dtype=np.uint8)
+    assert compiled_offer(closed, payload) == compiled_claim(closed, payload) == CLOSED_CODE
+
+
+def test_a_compiled_caller_offers_and_claims_behind_the_session_header(compiled_senders, setup):
+    cluster, aeron = setup
+    client = connected(cluster, aeron)
+    member = cluster.members[0]
+    handle = client.compiled()
+    payload = np.frombuffer(bytearray(b"abcdef"), dtype=np.uint8)
+    await_condition(lambda: compiled_offer(handle, payload) > 0, TIMEOUT_S, "compiled offer")  # back pressure: again
+    await_condition(lambda: compiled_claim(handle, payload) > 0, TIMEOUT_S, "compiled claim")
+    first, second = await_received(member, "SessionMessageHeader", 2)
+    assert (first.cluster_session_id, first.leadership_term_id, first.payload) == (SESSION_ID, TERM, b"bcd")
+    assert (second.cluster_session_id, second.leadership_term_id, second.payload) == (SESSION_ID, TERM, b"abcd")
+    client.close()
+    assert compiled_offer(handle, payload) == compiled_claim(handle, payload) == CLOSED_CODE  # harmless after close

@@ -4,7 +4,8 @@ offers messages behind the session header, polls the egress and follows the lead
 ``AeronCluster.connect(ctx)`` with an ``AeronClusterContext`` (``cluster/context.py``), an ``EgressListener`` for
 the replies, and a ``CredentialsSupplier`` when the cluster authenticates; ``AeronCluster.async_connect`` for a
 duty cycle. Errors: ``ClusterError`` (the cluster refused), ``AuthenticationError``, ``ClusterConnectTimeoutError``
-(no leader answered), ``ClusterClientClosedError`` (an offer on a closed session).
+(no leader answered), ``ClusterClientClosedError`` (an offer on a closed session). ``AeronCluster.compiled()`` and
+``ingress_offer`` / ``ingress_try_claim`` offer from ``@njit`` code.
 """
 
 from aeron_numba.cluster.client.aeron_cluster import AeronCluster, State
@@ -13,6 +14,7 @@ from aeron_numba.cluster.client.egress_adapter import EgressAdapter
 from aeron_numba.cluster.client.egress_listener import AdminRequestType, AdminResponseCode, EgressListener, EventCode
 from aeron_numba.cluster.client.egress_poller import EgressPoller
 from aeron_numba.cluster.client.errors import AuthenticationError, ClusterClientClosedError, ClusterConnectTimeoutError
+from aeron_numba.cluster.client.ingress_handle import IngressHandle, ingress_offer, ingress_try_claim
 from aeron_numba.cluster.client.ingress_session_decorator import IngressSessionDecorator
 from aeron_numba.cluster.cluster_error import ClusterError
 
@@ -25,6 +27,9 @@ __all__ = [
     "EgressListener",
     "EgressPoller",
     "IngressSessionDecorator",
+    "IngressHandle",
+    "ingress_offer",
+    "ingress_try_claim",
     "EventCode",
     "AdminRequestType",
     "AdminResponseCode",

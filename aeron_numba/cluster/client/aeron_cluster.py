@@ -9,7 +9,8 @@ challenge, follow a REDIRECT). Once connected:
 * ``poll_egress`` reads the egress (``EgressAdapter``) and hands this session's replies, session events, new
   leader notices and admin responses to the ``EgressListener``; it also drives the session's state;
 * ``send_keep_alive``, ``send_admin_request_to_take_a_snapshot`` and ``close`` (a SessionCloseRequest) send the
-  session's control messages.
+  session's control messages;
+* ``compiled()`` gives ``@njit`` code an ``IngressHandle`` to offer with the header (``ingress_handle.py``).
 
 Following the leader. Aeron 1.48's client closes and re-adds its ingress publication, blocking, inside the
 NewLeaderEvent callback, and stays open forever when no leader comes. We follow later Aerons' state machine
@@ -116,7 +117,7 @@ class AeronCluster:
         self._publication = publication
         self._subscription = subscription
         self.egress_image = egress_image
-        self.member_endpoints = dict(member_endpoints)
+        self.member_endpoints = dict(member_endpoints)  # the members other than the leader: id -> endpoint
         self._cluster_session_id = cluster_session_id
         self._leadership_term_id = leadership_term_id
         self._leader_member_id = leader_member_id
@@ -245,6 +246,19 @@ class AeronCluster:
         else:
             self._track_ingress_result(result)
         return result
+
+    def compiled(self):
+        """An ``IngressHandle`` for ``@njit`` code: ``handle.offer(buf, offset, length)`` and
+        ``handle.try_claim(length)`` with the session header in front (``ingress_handle.py``). Bound to the current
+        leader's publication: after a leader change its offers return CLOSED and a new handle is needed.
+        Raises ``ClusterError`` while there is no leader's publication (a new leader awaited)."""
+        from aeron_numba.cluster.client.ingress_handle import new_ingress_handle
+
+        self._check_open()
+        if self._publication is None:
+            raise ClusterError(f"no ingress publication while in {self._state.name}: poll_egress until CONNECTED, "
+                               f"then take a handle")
+        return new_ingress_handle(self._publication.compiled(), self._decorator.header)
 
     def send_keep_alive(self) -> bool:
         """Send a SessionKeepAlive (a session idle longer than the cluster's session timeout is closed); False if

@@ -330,7 +330,8 @@ class AsyncConnect:
     def _conclude_connect(self):
         from aeron_numba.cluster.client.aeron_cluster import AeronCluster
 
-        endpoints = {member_id: member.endpoint for member_id, member in self.members.items()}
+        endpoints = {member_id: member.endpoint for member_id, member in self.members.items()
+                     if member_id != self.leader_member_id}  # the other members, as Aeron's map keeps them
         for member in self.members.values():
             if member.publication is not self.ingress_publication:
                 member.close()

@@ -13,14 +13,17 @@ aeron_numba.cluster.examples.key_value_service:KeyValueService`` (or ``...:Compi
 
 Wire format (little-endian; ``encode_*`` / ``decode_*`` below)::
 
-    request   0 op u8 (PUT 1, GET 2, DELETE 3) | 1 reserved u8 | 2 key length u16 | 4 value length u32
+    request   0 op u8 (PUT 1, GET 2, DELETE 3, HASH 4) | 1 reserved u8 | 2 key length u16 | 4 value length u32
               8 request id i64 | 16 key | value (PUT only)
     response  0 op u8 (the request's; 0 if unreadable) | 1 status u8 (OK 0, NOT_FOUND 1, INVALID 2, FULL 3)
-              2 reserved u16 | 4 value length u32 | 8 request id i64 | 16 value (GET of a present key)
+              2 reserved u16 | 4 value length u32 | 8 request id i64 | 16 value (GET of a present key; HASH:
+              the state hash u64 and the requests applied i64, both before this request)
 
-Limits: keys 1..64 bytes, values 0..256 bytes (a request outside them, of an unknown op or whose lengths do not
-match its size is INVALID and changes nothing); at most ``capacity * 3 // 4`` keys (a PUT of a new key beyond that
-is FULL). ``capacity`` (a power of two, default 16384) is a constructor argument of both variants.
+HASH (no key, no value) asks for the state hash, for tests and tools comparing members; like every request it is
+applied (it goes into the hash) on every member. Limits: keys 1..64 bytes, values 0..256 bytes (a request outside
+them, of an unknown op or whose lengths do not match its size is INVALID and changes nothing); at most
+``capacity * 3 // 4`` keys (a PUT of a new key beyond that is FULL). ``capacity`` (a power of two, default 16384) is
+a constructor argument of both variants.
 
 State hash: CRC-32 (zlib's) chained over every applied request's bytes and then its status byte, starting from 0.
 It depends only on the sequence of requests in the log, so two members that applied the same log have equal
@@ -46,9 +49,9 @@ from aeron_numba.kernels import cluster_service_log as K
 from aeron_numba.kernels.crc32 import crc32_update
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED
 
-PUT, GET, DELETE = 1, 2, 3
+PUT, GET, DELETE, HASH = 1, 2, 3, 4
 OK, NOT_FOUND, INVALID, FULL = 0, 1, 2, 3
-OP_NAMES = {PUT: "PUT", GET: "GET", DELETE: "DELETE"}
+OP_NAMES = {PUT: "PUT", GET: "GET", DELETE: "DELETE", HASH: "HASH"}
 STATUS_NAMES = {OK: "OK", NOT_FOUND: "NOT_FOUND", INVALID: "INVALID", FULL: "FULL"}
 MAX_KEY_LENGTH = 64
 MAX_VALUE_LENGTH = 256
@@ -56,6 +59,7 @@ DEFAULT_CAPACITY = 16384
 HEADER_LENGTH = 16
 _HEADER = struct.Struct("<BBHIq")
 _SNAPSHOT_HEADER = struct.Struct("<IIqQq")
+_HASH_VALUE = struct.Struct("<Qq")
 _SNAPSHOT_ENTRY = struct.Struct("<HHI")
 SNAPSHOT_MAGIC = 0x3153564B  # "KVS1"
 SNAPSHOT_VERSION = 1
@@ -76,6 +80,15 @@ def encode_get(request_id: int, key: bytes) -> bytes:
 
 def encode_delete(request_id: int, key: bytes) -> bytes:
     return encode_request(DELETE, request_id, key)
+
+
+def encode_hash(request_id: int) -> bytes:
+    return encode_request(HASH, request_id, b"")
+
+
+def decode_hash_value(value: bytes) -> tuple[int, int]:
+    """``(state_hash, applied)`` of a HASH response's value."""
+    return _HASH_VALUE.unpack(value)
 
 
 def decode_request(data) -> tuple[int, int, bytes, bytes]:
@@ -116,9 +129,13 @@ def _request_fields(data: bytes):
     if len(data) < HEADER_LENGTH:
         return 0, 0, b"", b"", INVALID
     op, _, key_length, value_length, request_id = _HEADER.unpack_from(data, 0)
-    if op not in OP_NAMES or HEADER_LENGTH + key_length + value_length != len(data) \
-            or not 1 <= key_length <= MAX_KEY_LENGTH or value_length > MAX_VALUE_LENGTH \
-            or (op != PUT and value_length != 0):
+    if op == HASH:
+        bad = key_length != 0 or value_length != 0 or len(data) != HEADER_LENGTH
+    else:
+        bad = (op not in OP_NAMES or HEADER_LENGTH + key_length + value_length != len(data)
+               or not 1 <= key_length <= MAX_KEY_LENGTH or value_length > MAX_VALUE_LENGTH
+               or (op != PUT and value_length != 0))
+    if bad:
         return op, request_id, b"", b"", INVALID
     return op, request_id, data[HEADER_LENGTH:HEADER_LENGTH + key_length], data[HEADER_LENGTH + key_length:], None
 
@@ -160,6 +177,8 @@ class KeyValueService(ClusteredServiceBase):
             elif op == GET:
                 found = self.store.get(key)
                 status, answer = (NOT_FOUND, b"") if found is None else (OK, found)
+            elif op == HASH:
+                status, answer = OK, _HASH_VALUE.pack(self._hash, self.applied)
             else:
                 status = OK if self.store.pop(key, None) is not None else NOT_FOUND
         self._hash = zlib.crc32(bytes((status,)), zlib.crc32(request, self._hash))
@@ -362,7 +381,10 @@ def apply_request(store, buffer, offset, length, outbox, cluster_session_id, rep
         valid = (PUT <= op <= DELETE and HEADER_LENGTH + key_length + value_length == length
                  and 1 <= key_length <= MAX_KEY_LENGTH and value_length <= MAX_VALUE_LENGTH
                  and (op == PUT or value_length == 0))
-        if valid:
+        if op == HASH and key_length == 0 and value_length == 0 and length == HEADER_LENGTH:
+            status = OK
+            answer_length = 16  # written below from the header, before this request is hashed
+        elif valid:
             key_offset = offset + HEADER_LENGTH
             key_hash = _key_hash(buffer, key_offset, key_length)
             found = _find(store, buffer, key_offset, key_length, key_hash)
@@ -399,7 +421,9 @@ def apply_request(store, buffer, offset, length, outbox, cluster_session_id, rep
                     status = OK
                 else:
                     status = NOT_FOUND
-    crc = crc32_update(_i64(store, _HASH), buffer, offset, length)
+    hash_before = _i64(store, _HASH)
+    applied_before = _i64(store, _APPLIED)
+    crc = crc32_update(hash_before, buffer, offset, length)
     store[_STATUS_SCRATCH] = status
     _put_i64(store, _HASH, crc32_update(crc, store, _STATUS_SCRATCH, 1))
     _put_i64(store, _APPLIED, _i64(store, _APPLIED) + 1)
@@ -411,7 +435,10 @@ def apply_request(store, buffer, offset, length, outbox, cluster_session_id, rep
             _put_u16(outbox, at + 2, 0)
             _put_u32(outbox, at + 4, answer_length)
             _put_i64(outbox, at + 8, request_id)
-            if answer_length > 0:
+            if op == HASH and status == OK:
+                _put_i64(outbox, at + HEADER_LENGTH, hash_before)
+                _put_i64(outbox, at + HEADER_LENGTH + 8, applied_before)
+            elif answer_length > 0:
                 outbox[at + HEADER_LENGTH:at + HEADER_LENGTH + answer_length] = \
                     store[answer_at:answer_at + answer_length]
 
@@ -425,11 +452,11 @@ def on_session_message_compiled(state, buffer, offset, length, cluster_session_i
 class CompiledKeyValueService(ClusteredServiceBase):
     """The store in a ``uint8`` array, requests applied by ``on_session_message_compiled`` (module docstring)."""
 
-    session_message_handler = on_session_message_compiled
-
     def __init__(self, capacity: int = DEFAULT_CAPACITY):
         self.capacity = _check_capacity(capacity)
         self.max_entries = capacity * 3 // 4
+        # instance attributes: a dispatcher set on the class would be bound as a method
+        self.session_message_handler = on_session_message_compiled
         self.state = new_store(capacity)
         self.cluster = None
         self.role = None

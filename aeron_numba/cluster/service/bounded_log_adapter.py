@@ -107,6 +107,7 @@ class BoundedLogAdapter:
                                                     int(result[K.RESULT_LAST_TIMESTAMP]), count)
         if result[K.RESULT_STOPPED_AT_OTHER] and count < self.fragment_limit:
             self._python_break = True
+            self.image.sync_position()  # the compiled poll moved the position under the image's Python peek
             count += self.image.controlled_poll(self._on_fragment, self.fragment_limit - count)
         return count
 

@@ -5,8 +5,9 @@ A service is any object with the ``ClusteredService`` methods; ``ClusteredServic
 (``on_new_leadership_term_event``, ``do_background_work``) Aeron's defaults and the others no-op bodies to
 override. The container calls them from one thread, in log order, as Aeron's does.
 
-The compiled path (where we go beyond Aeron's interface, which has no such thing): a service that sets
-``session_message_handler`` to an ``@njit`` function compiled with
+The compiled path (where we go beyond Aeron's interface, which has no such thing): a service that sets (in its
+``__init__``: a dispatcher set on the class would be bound as a method) ``session_message_handler`` to an
+``@njit`` function compiled with
 ``kernels.cluster_service_log.SESSION_MESSAGE_HANDLER_SIG`` and ``state`` to a ``uint8`` array has its session
 messages handed to that function from compiled code, ``handler(state, buffer, offset, length, cluster_session_id,
 timestamp, outbox)``, with no Python per message; its replies go through ``reply_claim(outbox, ...)`` of the same

@@ -168,6 +168,7 @@ class ClusteredServiceAgent:
         self._standby_snapshot_flags = (CLUSTER_ACTION_FLAGS_STANDBY_SNAPSHOT if ctx.standby_snapshot_enabled
                                         else CLUSTER_ACTION_FLAGS_DEFAULT)
         handler = getattr(service, "session_message_handler", None)
+        handler = getattr(handler, "__func__", handler)  # a dispatcher found on the class comes bound
         self.log_adapter = BoundedLogAdapter(self, ctx.log_fragment_limit, session_message_handler=handler,
                                              state=getattr(service, "state", None), on_error=self._on_error_text)
         self._session_ids_scratch = np.zeros(64, dtype=np.int64)

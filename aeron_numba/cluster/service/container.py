@@ -55,7 +55,8 @@ def service_counter_label(name: str, cluster_id: int, service_id: int) -> str:
 class ClusteredServiceContainer:
     """A service and its agent, runner, Aeron client, mark file and counters (see the module docstring).
 
-    ``service``: the ClusteredService to run; None takes ``ctx.service_class_name``'s (AERON_CLUSTER_SERVICE_CLASS_NAME).
+    ``service``: the ClusteredService to run; None makes one with ``ctx.service_class_name``
+    (AERON_CLUSTER_SERVICE_CLASS_NAME).
     ``aeron``: an Aeron client to use (not closed by the container); None connects one to ``ctx.aeron_dir``."""
 
     def __init__(self, ctx: ClusteredServiceContext, service=None, *, aeron=None, nano_clock=None,
@@ -118,7 +119,8 @@ class ClusteredServiceContainer:
         return ClusterMarkFile.create(
             path, component_type="CONTAINER", member_id=-1, service_id=self.ctx.service_id,
             cluster_id=self.ctx.cluster_id, archive_stream_id=archive_context(self.ctx).control_request_stream_id,
-            service_stream_id=self.ctx.service_stream_id, consensus_module_stream_id=self.ctx.consensus_module_stream_id,
+            service_stream_id=self.ctx.service_stream_id,
+            consensus_module_stream_id=self.ctx.consensus_module_stream_id,
             aeron_directory=str(self.ctx.aeron_dir or ""), control_channel=self.ctx.control_channel,
             service_name=self.ctx.service_name, services_cluster_dir=self.ctx.cluster_dir,
             error_buffer_length=self.ctx.error_buffer_length, epoch_clock=self._epoch_clock_ms)

@@ -39,7 +39,8 @@ def check_offer_result(result: int, publication) -> None:
     if result == CLOSED:
         raise ClusterError("publication is closed")
     if result == MAX_POSITION_EXCEEDED:
-        raise ClusterError(f"publication at max position: term-length={getattr(publication, 'term_buffer_length', '?')}")
+        term_length = getattr(publication, "term_buffer_length", "?")
+        raise ClusterError(f"publication at max position: term-length={term_length}")
 
 
 def offer_until_taken(publication, buffer, offset: int, length: int, idle) -> int:

@@ -165,8 +165,10 @@ def test_missing_files_are_one_line_errors(capsys, tmp_path):
     (["{missing}", "recording-log"], "cluster directory not found: {missing}"),
     (["{dir}", "nope"], "unknown command 'nope' (commands: describe, pid, recovery-plan, recording-log, "
                         "sort-recording-log, seed-recording-log-from-snapshot, errors, invalidate-latest-snapshot, "
-                        "describe-latest-cm-snapshot)"),
-    (["{dir}", "snapshot"], "command 'snapshot' needs a running cluster node; this tool reads files only"),
+                        "describe-latest-cm-snapshot, list-members, is-leader, snapshot, suspend, resume, shutdown, "
+                        "abort)"),
+    (["{dir}", "backup-query"], "command 'backup-query' is not available: there is no cluster backup"),
+    (["{dir}", "snapshot", "now"], "snapshot takes no arguments, got 'now'"),
     (["{dir}"], "expected <cluster-dir> <command> [args] (--help lists the commands)"),
     (["{dir}", "recovery-plan"], "recovery-plan needs the service count: recovery-plan <serviceCount> "
                                  "[--archive-dir DIR]"),

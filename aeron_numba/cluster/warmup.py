@@ -1,0 +1,28 @@
+"""Load (or, on a cold cache, compile) the kernels the consensus module calls beyond the client's, before its Aeron
+client talks to the driver: compiling holds the GIL long enough to stall the client conductor thread past the
+driver's client liveness timeout (see ``client/warmup.py``). The timer wheel and the distinct error log are the
+ones."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aeron_numba.cluster.cluster_time import ClusterTimeUnit
+from aeron_numba.cluster.timer_service import TIMER_SERVICE_SUPPLIER_DEFAULT, new_timer_service
+from aeron_numba.kernels.error_log import DistinctErrorLog
+
+_done = False
+
+
+def warm_up_cluster_kernels() -> None:
+    global _done
+    if _done:
+        return
+    timers = new_timer_service(TIMER_SERVICE_SUPPLIER_DEFAULT, lambda correlation_id: True, ClusterTimeUnit.MILLIS)
+    timers.schedule_timer_for_correlation_id(1, 5)
+    timers.schedule_timer_for_correlation_id(2, 10_000)
+    timers.cancel_timer_by_correlation_id(2)
+    timers.poll(1_000)
+    timers.snapshot(lambda correlation_id, deadline: None)
+    DistinctErrorLog(np.zeros(64 * 1024, dtype=np.uint8)).record(RuntimeError("warm-up"))
+    _done = True
