@@ -20,11 +20,15 @@ turns the plan into what the consensus module does with it:
   ``append_position``: the election's starting point, as Aeron's agent takes them from the plan.
 
 A service snapshot missing from a set (recording.log damaged by hand) is a ``ClusterError``: the services could not
-all recover to the same position.
+all recover to the same position. So is a log recording still active when the plan is made: the replay range needs
+its stop position, which is why a starting consensus module first stops the last term's recording
+(``stop_log_recording``, Aeron's ``tryStopRecordingByIdentity`` in ``onStart``); unlike Aeron it also waits for the
+archive to record the stop, so the plan never sees a recording half stopped.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from aeron_numba.cluster import recovery_state
@@ -48,6 +52,25 @@ def archive_extent_lookup(archive):
                                d.mtu_length, d.session_id)
 
     return extent_of
+
+
+def stop_log_recording(recording_log, archive, timeout_ns: int | None = None) -> int:
+    """Stop the recording of the last term (a previous run's, still active in the archive after a crash of this
+    process alone) and wait for its stop position; returns that recording id (NULL_VALUE: none)."""
+    recording_id = recording_log.find_last_term_recording_id()
+    if recording_id == NULL_VALUE:
+        return recording_id
+    if archive.list_recording(recording_id) == 0:
+        return recording_id  # the plan names it as unknown
+    if archive.get_stop_position(recording_id) == NULL_POSITION:
+        archive.stop_recording_by_identity(recording_id)
+        timeout_ns = archive.context.message_timeout_ns if timeout_ns is None else timeout_ns
+        deadline_ns = time.monotonic_ns() + timeout_ns
+        while archive.get_stop_position(recording_id) == NULL_POSITION:
+            if time.monotonic_ns() > deadline_ns:
+                raise ClusterError(f"log recording {recording_id} did not stop within {timeout_ns / 1e9:.1f}s")
+            time.sleep(0.001)
+    return recording_id
 
 
 def create_recovery_plan(recording_log, archive, service_count: int,
@@ -94,6 +117,9 @@ class Recovery:
             term, position, timestamp = leadership_term_id, 0, 0
         log = plan.log
         if log is not None:
+            if log.stop_position == NULL_POSITION:
+                raise ClusterError(f"log recording {log.recording_id} is still active: stop it before planning "
+                                   f"recovery (stop_log_recording)")
             log_recording_id = log.recording_id
             start = log.start_position
             stop = max(log.stop_position, start)

@@ -13,20 +13,20 @@ image and the subscription (the archive ends its replay when the subscriber goes
 
 What it needs from the consensus module (Aeron's ``LogAdapter`` and ``ConsensusModuleAgent``, snake_case):
 
-``log_adapter``
-    ``image`` (None until set; assigned the replay image here), ``position()`` (how far the log has been read),
-    ``disconnect(error_handler)`` (let go of the image), ``consensus_module_agent`` (the agent).
+``log_adapter`` (``log_adapter.LogAdapter``)
+    ``image`` (None until set), ``set_image(image)``, ``position`` (how far the log has been read),
+    ``disconnect()`` (let go of the image and its subscription) and ``consensus_module_agent`` (Aeron's
+    ``LogAdapter.consensusModuleAgent()``; or give the agent as ``consensus_module_agent=``).
 agent
     ``await_services_ready(log_channel, stream_id, log_session_id, log_position, max_log_position, is_startup,
-    role)``, ``replay_log_poll(log_adapter, stop_position) -> int`` and ``is_taking_snapshot()`` (the state is
-    SNAPSHOT: Aeron's ``state() != SNAPSHOT`` test, named as ``ElectionHost`` names it).
+    role)`` and ``replay_log_poll(log_adapter, stop_position) -> int`` (Aeron's agent methods of those names) and
+    ``is_taking_snapshot()`` (the state is SNAPSHOT: Aeron's ``state() != SNAPSHOT`` test, named as
+    ``ElectionHost`` names it).
 
 As Aeron, the replay's length is ``stop_position - start_position`` (a bounded replay: the archive ends it there).
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.codecs.channel_uri import SESSION_ID_PARAM, ChannelUri
@@ -45,22 +45,17 @@ def add_session_id(channel: str, session_id: int) -> str:
     return str(ChannelUri(uri.media, {**uri.params, SESSION_ID_PARAM: str(session_id)}, uri.prefix))
 
 
-def _raise(error: Exception) -> None:
-    raise error
-
-
 class LogReplay:
     """Replay the local log recording between two positions into the consensus module and its services."""
 
     def __init__(self, archive, recording_id: int, start_position: int, stop_position: int, log_adapter, ctx,
-                 error_handler: Callable[[Exception], None] | None = None):
+                 consensus_module_agent=None):
         if stop_position < start_position:
             raise ClusterError(f"log replay stopPosition={stop_position} < startPosition={start_position}")
         self.start_position = start_position
         self.stop_position = stop_position
         self.log_adapter = log_adapter
-        self.consensus_module_agent = log_adapter.consensus_module_agent
-        self._error_handler = error_handler or _raise
+        self.consensus_module_agent = consensus_module_agent or log_adapter.consensus_module_agent
         channel, stream_id = ctx.replay_channel, ctx.replay_stream_id
         replay_session_id = archive.start_replay(recording_id, start_position, stop_position - start_position,
                                                  channel, stream_id)
@@ -76,7 +71,7 @@ class LogReplay:
                 return 0
             if image.join_position != self.start_position:
                 raise ClusterError(f"joinPosition={image.join_position} expected startPosition={self.start_position}")
-            log_adapter.image = image
+            log_adapter.set_image(image)
             subscription = self.log_subscription
             self.consensus_module_agent.await_services_ready(
                 subscription.channel, subscription.stream_id, self.log_session_id, self.start_position,
@@ -85,12 +80,12 @@ class LogReplay:
         return self.consensus_module_agent.replay_log_poll(log_adapter, self.stop_position)
 
     def is_done(self) -> bool:
-        return (self.log_adapter.image is not None and self.log_adapter.position() >= self.stop_position
+        return (self.log_adapter.image is not None and self.log_adapter.position >= self.stop_position
                 and not self.consensus_module_agent.is_taking_snapshot())
 
     def close(self) -> None:
         try:
-            self.log_adapter.disconnect(self._error_handler)
+            self.log_adapter.disconnect()
         finally:
             self.log_subscription.close()
 

@@ -71,6 +71,9 @@ class ReplicationParams:
     live_destination: str | None = None
     file_io_max_length: int = NULL_VALUE
     encoded_credentials: bytes = field(default=b"")
+    #: a tagged replication (Aeron's taggedReplicate): the destination's recording subscription carries these tags
+    channel_tag_id: int = NULL_VALUE
+    subscription_tag_id: int = NULL_VALUE
 
 
 def replicate(archive, src_recording_id: int, src_control_stream_id: int, src_control_channel: str,
@@ -82,7 +85,8 @@ def replicate(archive, src_recording_id: int, src_control_stream_id: int, src_co
                              file_io_max_length=params.file_io_max_length,
                              replication_session_id=params.replication_session_id,
                              encoded_credentials=params.encoded_credentials,
-                             src_response_channel=params.src_response_channel)
+                             src_response_channel=params.src_response_channel,
+                             channel_tag_id=params.channel_tag_id, subscription_tag_id=params.subscription_tag_id)
 
 
 class RecordingReplication:
@@ -106,6 +110,15 @@ class RecordingReplication:
         self._has_synced = False
         self._has_stopped = False
         self.replication_id = replicate(archive, src_recording_id, src_control_stream_id, src_archive_channel, params)
+
+    @classmethod
+    def for_log(cls, agent, leader, leader_recording_id: int, stop_position: int,
+                now_ns: int) -> "RecordingReplication":
+        """The election host's ``new_log_replication`` for an agent with ``archive``, ``ctx`` and
+        ``log_recording_id()``: ``new_log_replication`` from ``leader``'s archive endpoints."""
+        return new_log_replication(agent.archive, agent.ctx, leader.archive_endpoint,
+                                   leader.archive_response_endpoint, leader_recording_id, agent.log_recording_id(),
+                                   stop_position, now_ns)
 
     # ------------------------------------------------------------------------------------------- duty cycle
     def poll(self, now_ns: int) -> int:
@@ -331,6 +344,14 @@ class SnapshotReplication:
         self._replication = MultipleRecordingReplication(
             archive, src_control_stream_id, src_control_channel, replication_channel,
             replication_progress_timeout_ns, replication_progress_interval_ns)
+
+    @classmethod
+    def from_context(cls, archive, ctx, src_control_stream_id: int, src_control_channel: str) -> "SnapshotReplication":
+        """With the consensus module's replication channel and ``replication_progress_timeout_ns`` (the interval a
+        tenth of it)."""
+        timeout_ns = ctx.replication_progress_timeout_ns
+        return cls(archive, src_control_stream_id, src_control_channel, ctx.replication_channel, timeout_ns,
+                   default_progress_interval_ns(timeout_ns))
 
     def add_snapshot(self, snapshot) -> None:
         self._snapshots_pending.append(snapshot)

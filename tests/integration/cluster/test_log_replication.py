@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from aeron_numba.archive.client import AeronArchive
 from aeron_numba.client import FragmentAssembler
 from aeron_numba.cluster.cluster_error import ClusterError
@@ -44,7 +46,9 @@ def replayed(archive: AeronArchive, aeron, recording_id: int, length: int) -> li
     return got
 
 
-def test_a_recording_is_replicated_up_to_a_stop_position_with_aerons_signals(process_manager, aeron_dir, tmp_path):
+@pytest.mark.parametrize("tags", [None, (4_000_005, 4_000_006)], ids=["plain", "tagged"])
+def test_a_recording_is_replicated_up_to_a_stop_position_with_aerons_signals(process_manager, aeron_dir, tmp_path,
+                                                                             tags):
     with two_nodes(process_manager, aeron_dir, tmp_path) as (src, dst):
         src_id = record(src, 800, seed=12)
         src_stop = src.archive.get_stop_position(src_id)
@@ -59,6 +63,9 @@ def test_a_recording_is_replicated_up_to_a_stop_position_with_aerons_signals(pro
         assert 0 < stop_position < src_stop
 
         params = ReplicationParams(stop_position=stop_position, replication_session_id=12345)
+        if tags is not None:  # ClusterBackup's tagged replication
+            params = ReplicationParams(stop_position=stop_position, channel_tag_id=tags[0],
+                                       subscription_tag_id=tags[1])
         replication = RecordingReplication(dst.archive, src_id, src.control_channel, A.DEFAULT_CONTROL_STREAM_ID,
                                            params, 10_000_000_000, 100_000_000, time.monotonic_ns())
         seen = []

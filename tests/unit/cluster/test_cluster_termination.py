@@ -1,6 +1,6 @@
 """ClusterTermination (Aeron's): the leader may terminate once its services are done and every follower acked the
-termination position, or the deadline passed with the services done; a member the position could not be sent to
-is reported."""
+termination position (``member.has_terminated``, as the agent sets it), or the deadline passed with the services
+done; a member the position could not be sent to is reported."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def started(service_count=1, deadline_ns=1_000, publishers=None):
 def test_the_position_goes_to_every_other_member_and_all_acks_with_services_done_terminate():
     termination, publishers, errors = started()
     assert publishers[1].sent == publishers[2].sent == [(5, 4096)] and errors == []
-    termination.on_termination_ack(1)
-    termination.on_termination_ack(2)
+    MEMBERS[1].has_terminated = True
+    MEMBERS[2].has_terminated = True
     assert not termination.can_terminate(MEMBERS, 0)  # services not yet terminated
     termination.on_services_terminated()
     assert termination.can_terminate(MEMBERS, 0)
@@ -40,7 +40,7 @@ def test_the_position_goes_to_every_other_member_and_all_acks_with_services_done
 def test_a_missing_ack_waits_for_the_deadline_and_a_moved_deadline_is_honoured():
     termination, _, _ = started()
     termination.on_services_terminated()
-    termination.on_termination_ack(1)
+    MEMBERS[1].has_terminated = True
     assert not termination.can_terminate(MEMBERS, 999)
     assert termination.can_terminate(MEMBERS, 1_000)
     termination.deadline_ns = 5_000  # the agent moves it after the termination snapshot
@@ -55,8 +55,8 @@ def test_services_not_terminated_hold_termination_even_past_the_deadline():
 
 def test_without_services_the_acks_alone_decide():
     termination, _, _ = started(service_count=0)
-    termination.on_termination_ack(1)
-    termination.on_termination_ack(2)
+    MEMBERS[1].has_terminated = True
+    MEMBERS[2].has_terminated = True
     assert termination.can_terminate(MEMBERS, 0)
 
 
@@ -68,8 +68,8 @@ def test_a_refused_or_unknown_publisher_is_reported_with_the_member_id():
 
 def test_a_new_termination_position_forgets_earlier_acks():
     termination, publishers, _ = started()
-    termination.on_termination_ack(1)
-    termination.on_termination_ack(2)
+    MEMBERS[1].has_terminated = True
+    MEMBERS[2].has_terminated = True
     termination.termination_position(None, publishers, MEMBERS, MEMBERS[0], 5, 8192)
     termination.on_services_terminated()
     assert not termination.can_terminate(MEMBERS, 0)

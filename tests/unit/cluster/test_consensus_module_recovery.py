@@ -138,3 +138,61 @@ def test_archive_extent_lookup_answers_none_for_an_unknown_recording():
     extent = extent_of(LOG_RECORDING_ID)
     assert (extent.start_position, extent.stop_position, extent.initial_term_id, extent.term_buffer_length,
             extent.mtu_length, extent.session_id) == (0, LOG_STOP, 7, 65536, 1408, 99)
+
+
+class ActiveLogArchive(Archive):
+    """The log recording is still active until stopped by identity; its stop lands a few queries later."""
+
+    def __init__(self, stop_after: int = 2):
+        super().__init__()
+        self.context = type("Ctx", (), {"message_timeout_ns": 1_000_000_000})()
+        self.stopping, self.stop_after, self.stopped_by_identity = False, stop_after, []
+
+    def stop_recording_by_identity(self, recording_id):
+        self.stopped_by_identity.append(recording_id)
+        self.stopping = True
+        return True
+
+    def get_stop_position(self, recording_id):
+        if self.stopping:
+            self.stop_after -= 1
+            if self.stop_after < 0:
+                return LOG_STOP
+        return -1
+
+    def list_recording(self, recording_id, consumer=None):
+        if recording_id != LOG_RECORDING_ID:
+            return 0
+        if consumer is not None:
+            consumer(ARCHIVE.RecordingDescriptor(
+                control_session_id=1, correlation_id=2, recording_id=0, start_timestamp=0, stop_timestamp=0,
+                start_position=0, stop_position=self.get_stop_position(0), initial_term_id=7,
+                segment_file_length=65536, term_buffer_length=65536, mtu_length=1408, session_id=99, stream_id=100,
+                stripped_channel="aeron:udp", original_channel="aeron:udp", source_identity="x"))
+        return 1
+
+
+def test_an_active_log_recording_is_refused_until_stopped_and_stopping_waits_for_its_stop(tmp_path):
+    from aeron_numba.cluster.consensus_module_recovery import stop_log_recording
+
+    archive = ActiveLogArchive()
+    with two_snapshot_sets(tmp_path) as log:
+        with pytest.raises(ClusterError, match="log recording 0 is still active: stop it before planning"):
+            Recovery.from_plan(create_recovery_plan(log, archive, 2), 2)
+        assert stop_log_recording(log, archive) == LOG_RECORDING_ID
+        assert archive.stopped_by_identity == [LOG_RECORDING_ID]
+        recovery = Recovery.from_plan(create_recovery_plan(log, archive, 2), 2)
+    assert recovery.replay_stop_position == LOG_STOP
+
+
+def test_stopping_without_a_term_or_with_a_stopped_log_asks_nothing(tmp_path):
+    from aeron_numba.cluster.consensus_module_recovery import stop_log_recording
+
+    archive = ActiveLogArchive()
+    with RecordingLog(tmp_path, create_new=True) as log:
+        assert stop_log_recording(log, archive) == NULL_VALUE
+    archive.stopping, archive.stop_after = True, 0
+    with RecordingLog(tmp_path) as log:
+        log.append_term(LOG_RECORDING_ID, 0, 0, 1)
+        assert stop_log_recording(log, archive) == LOG_RECORDING_ID
+    assert archive.stopped_by_identity == []

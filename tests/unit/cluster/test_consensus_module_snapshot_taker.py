@@ -14,8 +14,8 @@ import pytest
 
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
-from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotAdapter
-from aeron_numba.cluster.consensus_module_snapshot_taker import ConsensusModuleSnapshotTaker, snapshot_state
+from aeron_numba.cluster.consensus_module_snapshot import (
+    ConsensusModuleSnapshotAdapter, ConsensusModuleSnapshotTaker, snapshot_state)
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.layout.publication_status import BACK_PRESSURED, CLOSED, MAX_POSITION_EXCEEDED, NOT_CONNECTED
 
@@ -65,15 +65,16 @@ class Idle:
 
 
 class Tracker:
-    def __init__(self, next_id, log_id, service_id=0, messages=(), size=0):
+    """What the taker reads of a PendingServiceMessageTracker."""
+
+    def __init__(self, next_id, log_id, service_id=0, messages=(), size=0, leadership_term_id=3):
         self.next_service_session_id, self.log_service_session_id = next_id, log_id
-        self.service_id, self._messages, self._size = service_id, list(messages), size
+        self.service_id, self._messages, self.size = service_id, list(messages), size
+        self.leadership_term_id = leadership_term_id
 
-    def pending_messages(self):
-        return iter(self._messages)
-
-    def size(self):
-        return self._size
+    def for_each(self, consumer):
+        for message in self._messages:
+            consumer(*message)
 
 
 class Timers:
@@ -110,14 +111,15 @@ class Loaded:
 
 
 def test_timers_trackers_and_pending_messages_read_back_through_the_adapter():
-    pending = [CLUSTER.encode(CLUSTER.SessionMessageHeader(leadership_term_id=3, cluster_session_id=(1 << 56) | 8,
-                                                           timestamp=5, payload=b"p" * n)) for n in (10, 3000)]
+    messages = [((1 << 56) | 8, 5, b"p" * 10), ((1 << 56) | 9, (1 << 63) - 1, b"q" * 3000)]
+    pending = [CLUSTER.encode(CLUSTER.SessionMessageHeader(leadership_term_id=3, cluster_session_id=c, timestamp=t,
+                                                           payload=p)) for c, t, p in messages]
     publication = Publication()
     errors = []
     snapshot_state(ConsensusModuleSnapshotTaker(publication, Idle()), 4096, 3, ClusterTimeUnit.NANOS, 7, 11,
                    [SESSION], Timers([(77, 1000), (78, 2000)]),
-                   [Tracker(10, 7, 0, pending, size=3200), Tracker(5, 4, 1)], errors.append)
-    assert publication.messages[-4:-2] == pending  # offered as they were, after their tracker
+                   [Tracker(10, 7, 0, messages, size=3200), Tracker(5, 4, 1)], errors.append)
+    assert publication.messages[-4:-2] == pending  # as Aeron keeps them, after their tracker
     loaded = Loaded()
     adapter = ConsensusModuleSnapshotAdapter(loaded)
     for message in publication.messages:
@@ -128,7 +130,7 @@ def test_timers_trackers_and_pending_messages_read_back_through_the_adapter():
         ("cluster_session", 1, 6, 256, -1, -(1 << 31), 102, RESPONSE_CHANNEL),
         ("timer", 77, 1000), ("timer", 78, 2000),
         ("pending_message_tracker", 10, 7, 3200, 0),
-        ("pending_message", (1 << 56) | 8, len(pending[0])), ("pending_message", (1 << 56) | 8, len(pending[1])),
+        ("pending_message", (1 << 56) | 8, len(pending[0])), ("pending_message", (1 << 56) | 9, len(pending[1])),
         ("pending_message_tracker", 5, 4, 0, 1),
         ("end_snapshot",),
     ]
@@ -163,3 +165,75 @@ def test_refusals_a_snapshot_cannot_wait_out_end_it(result, error):
     taker = ConsensusModuleSnapshotTaker(Publication([result]), Idle())
     with pytest.raises(ClusterError, match=error):
         taker.mark_begin(1, 0, 0, 0, ClusterTimeUnit.MILLIS, 0)
+
+
+# --------------------------------------------------------------------------------------------- record_snapshot
+class RecordingArchive:
+    """An archive client whose recording of the snapshot appears as a rec-pos counter (or never does) and records
+    up to ``recorded`` (or stops at ``stop_at``)."""
+
+    def __init__(self, counters, appears=True, recorded_all=True, stop_early=False):
+        from aeron_numba.archive.archive_counters import rec_pos_key
+        from aeron_numba.layout import archive as A
+
+        self.counters, self.archive_id = counters, 3
+        self.context = SimpleNamespace(message_timeout_ns=50_000_000)
+        self._key = lambda session_id: rec_pos_key(21, session_id, "aeron:ipc", 3)
+        self._type_id = A.RECORDING_POSITION_TYPE_ID
+        self.appears, self.recorded_all, self.stop_early = appears, recorded_all, stop_early
+        self.started = []
+        self.counter_id = None
+
+    def start_recording(self, channel, stream_id, source_location, auto_stop=False):
+        self.started.append((channel, stream_id, source_location, auto_stop))
+        if self.appears:
+            self.counter_id = self.counters.allocate("rec-pos: 21", self._type_id, self._key(-77))
+        return 1
+
+    def on_written(self, position):
+        if self.stop_early:
+            self.counters.free(self.counter_id)
+        elif self.recorded_all:
+            self.counters.set_counter_value(self.counter_id, position)
+
+
+def record_with(archive_kwargs):
+    import numpy as np
+
+    from aeron_numba.cluster.consensus_module_snapshot import record_snapshot
+    from aeron_numba.kernels.counters import CountersManager
+
+    counters = CountersManager(np.zeros(64 * 1024, dtype=np.uint8), np.zeros(16 * 1024, dtype=np.uint8),
+                               free_to_reuse_timeout_ms=0)
+    archive = RecordingArchive(counters, **archive_kwargs)
+    publication = Publication()
+    publication.session_id, publication.closed = -77, False
+    publication.close = lambda: setattr(publication, "closed", True)
+    aeron = SimpleNamespace(counters_reader=counters, conductor_agent_invoker=None,
+                            add_exclusive_publication=lambda channel, stream_id: publication)
+
+    def write(pub):
+        snapshot_state(ConsensusModuleSnapshotTaker(pub, Idle()), 0, 0, ClusterTimeUnit.MILLIS, 0, 1, [], None, [])
+        archive.on_written(pub.position)
+
+    return archive, publication, lambda: record_snapshot(aeron, archive, "aeron:ipc?alias=snapshot", 107, write,
+                                                         Idle())
+
+
+def test_record_snapshot_records_the_session_of_its_publication_and_returns_the_recording():
+    archive, publication, record = record_with({})
+    assert record() == 21
+    assert archive.started == [("aeron:ipc?alias=snapshot|session-id=-77", 107, "LOCAL", True)]
+    assert len(publication.messages) == 3 and publication.closed
+
+
+@pytest.mark.parametrize("kwargs,error", [
+    (dict(appears=False), r"no recording of snapshot aeron:ipc\?alias=snapshot\|session-id=-77 stream 107"),
+    (dict(recorded_all=False), r"recording 21 at 0 did not reach 288"),
+    (dict(stop_early=True), "recording has stopped unexpectedly: 21"),
+])
+def test_record_snapshot_fails_by_name_when_the_archive_does_not_record_it(kwargs, error):
+    _, publication, record = record_with(kwargs)
+    with pytest.raises(ClusterError, match=error):
+        record()
+    assert publication.closed

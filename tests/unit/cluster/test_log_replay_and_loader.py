@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from aeron_numba.cluster.cluster_error import ClusterError
-from aeron_numba.cluster.consensus_module_snapshot_loader import ConsensusModuleSnapshotLoader
+from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotLoader
 from aeron_numba.cluster.context import ConsensusModuleContext
 from aeron_numba.cluster.log_replay import LogReplay, add_session_id, replay_session_id_to_session_id
 from aeron_numba.codecs.cluster_messages import CLUSTER
@@ -56,6 +56,8 @@ class Archive:
     def __init__(self):
         self.replays, self.subscriptions = [], []
         self.aeron = SimpleNamespace(add_subscription=self._add_subscription, conductor_agent_invoker=None)
+        self.ctx = ConsensusModuleContext(replay_channel="aeron:ipc", replay_stream_id=103)
+        self.next_image = None  # the image a new subscription will find
         self.context = SimpleNamespace(message_timeout_ns=1_000_000_000)
 
     def start_replay(self, recording_id, position, length, channel, stream_id):
@@ -64,6 +66,7 @@ class Archive:
 
     def _add_subscription(self, channel, stream_id):
         self.subscriptions.append(Subscription(channel, stream_id))
+        self.subscriptions[-1].image = self.next_image
         return self.subscriptions[-1]
 
 
@@ -85,17 +88,23 @@ class Agent:
 
 
 class LogAdapter:
+    """What LogReplay uses of ``log_adapter.LogAdapter``."""
+
     def __init__(self):
         self.consensus_module_agent = Agent()
         self.image = None
         self.read_to = 0
-        self.disconnected = []
+        self.disconnected = 0
 
+    def set_image(self, image):
+        self.image = image
+
+    @property
     def position(self):
         return self.read_to
 
-    def disconnect(self, error_handler):
-        self.disconnected.append(error_handler)
+    def disconnect(self):
+        self.disconnected += 1
         self.image = None
 
 
@@ -115,9 +124,9 @@ def test_the_log_is_replayed_between_the_positions_and_the_services_join_the_sam
     log_adapter.read_to = 9952
     while not replay.is_done():
         replay.do_work()
-    assert log_adapter.position() == 12_000 and set(agent.polls) == {12_000}
+    assert log_adapter.position == 12_000 and set(agent.polls) == {12_000}
     replay.close()
-    assert log_adapter.disconnected and subscription.closed
+    assert log_adapter.disconnected == 1 and subscription.closed
 
 
 def test_a_snapshot_in_progress_holds_the_replay_open():
@@ -168,10 +177,10 @@ class Listener:
 
 def test_the_loader_replays_the_recording_from_its_start_and_loads_aerons_snapshot():
     archive, listener = Archive(), Listener()
-    loader = ConsensusModuleSnapshotLoader(archive, 2, "aeron:ipc", 103, listener)
+    archive.next_image = Image(0, golden_frames("2-0.rec"))
+    ConsensusModuleSnapshotLoader(listener, archive, archive.aeron, archive.ctx).load(SimpleNamespace(recording_id=2))
     assert archive.replays == [(2, 0, -1, "aeron:ipc", 103)]
-    archive.subscriptions[0].image = Image(0, golden_frames("2-0.rec"))
-    loader.load()
+    assert archive.subscriptions[0].channel == "aeron:ipc?session-id=-16"
     assert [c[0] for c in listener.calls] == ["begin_snapshot", "consensus_module_state", "cluster_session",
                                              "pending_message_tracker", "end_snapshot"]
     assert listener.calls[2] == ("cluster_session", 1, 6, 256, -1, -(1 << 31), 102,
@@ -185,18 +194,16 @@ def test_a_pending_message_reaches_the_listener_with_its_bytes():
     frames = golden_frames("2-0.rec")
     frames.insert(-1, pending)
     archive, listener = Archive(), Listener()
-    loader = ConsensusModuleSnapshotLoader(archive, 2, "aeron:ipc", 103, listener)
-    archive.subscriptions[0].image = Image(0, frames)
-    loader.load()
-    ((_, cluster_session_id, buffer, offset, length),) = [c for c in listener.calls if c[0] == "pending_message"]
-    assert (cluster_session_id, bytes(buffer[offset:offset + length])) == (9, pending)
+    archive.next_image = Image(0, frames)
+    ConsensusModuleSnapshotLoader(listener, archive, archive.aeron, archive.ctx).load(2)
+    assert [c for c in listener.calls if c[0] == "pending_message"] == [("pending_message", 9, 2, b"abc")]
 
 
 def test_a_replay_that_ends_before_the_end_marker_cannot_be_loaded():
     archive = Archive()
-    loader = ConsensusModuleSnapshotLoader(archive, 2, "aeron:ipc", 103, Listener())
+    loader = ConsensusModuleSnapshotLoader(Listener(), archive, archive.aeron, archive.ctx)
     image = Image(0, golden_frames("2-0.rec")[:-1])
-    archive.subscriptions[0].image = image
+    archive.next_image = image
     original_poll = image.poll
 
     def poll_then_close(handler, limit):
@@ -206,11 +213,70 @@ def test_a_replay_that_ends_before_the_end_marker_cannot_be_loaded():
 
     image.poll = poll_then_close
     with pytest.raises(ClusterError, match="snapshot ended unexpectedly: recording 2"):
-        loader.load()
+        loader.load(2)
 
 
 def test_no_replay_image_within_the_timeout_is_an_error():
     archive = Archive()
-    loader = ConsensusModuleSnapshotLoader(archive, 2, "aeron:ipc", 103, Listener())
+    loader = ConsensusModuleSnapshotLoader(Listener(), archive, archive.aeron, archive.ctx)
     with pytest.raises(ClusterError, match="no replay of snapshot recording 2 within 0.0s"):
-        loader.load(timeout_ns=1)
+        loader.load(2, timeout_ns=1)
+    assert archive.subscriptions[0].closed  # let go of even when it fails
+
+
+def test_a_loader_driven_from_a_duty_cycle_polls_to_the_end_marker():
+    archive, listener = Archive(), Listener()
+    loader = ConsensusModuleSnapshotLoader(listener, archive, archive.aeron, archive.ctx)
+    assert not loader.is_done()
+    loader.start(4)
+    assert loader.poll() == 0  # no image yet
+    archive.subscriptions[0].image = Image(0, golden_frames("4-0.rec"))
+    while not loader.is_done():
+        loader.poll()
+    loader.close()
+    assert archive.replays == [(4, 0, -1, "aeron:ipc", 103)] and archive.subscriptions[0].closed
+    assert listener.calls[-1] == ("end_snapshot",)
+
+
+def test_pending_service_messages_survive_a_snapshot_written_and_loaded_with_the_consensus_modules_tracker():
+    """The consensus module's own PendingServiceMessageTracker through the taker, the snapshot bytes and the
+    loader: its ids, capacity and each pending message (service session id, append position, payload) come back."""
+    from aeron_numba.cluster.cluster_time import ClusterTimeUnit
+    from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotTaker, snapshot_state
+    from aeron_numba.cluster.pending_service_message_tracker import PendingServiceMessageTracker
+    from tests.unit.cluster.test_consensus_module_snapshot_taker import Idle, Publication
+
+    tracker = PendingServiceMessageTracker(1, None, None, None)
+    for payload in (b"first", b"second" * 100):
+        tracker.enqueue_message(payload)
+    publication = Publication()
+    snapshot_state(ConsensusModuleSnapshotTaker(publication, Idle()), 4096, 2, ClusterTimeUnit.MILLIS, 0, 3, [],
+                   None, [PendingServiceMessageTracker(0, None, None, None), tracker])
+
+    restored = [PendingServiceMessageTracker(0, None, None, None), PendingServiceMessageTracker(1, None, None, None)]
+
+    class Agent:
+        def on_load_consensus_module_state(self, *args):
+            pass
+
+        def on_load_pending_message_tracker(self, next_id, log_id, capacity, service_id):
+            restored[service_id].load_state(next_id, log_id, capacity)
+
+        def on_load_pending_message(self, cluster_session_id, timestamp, payload):
+            restored[1].append_message(cluster_session_id, timestamp, payload)
+
+        def on_load_cluster_session(self, *args):
+            raise AssertionError("no sessions were written")
+
+        def on_load_timer(self, *args):
+            raise AssertionError("no timers were written")
+
+    archive = Archive()
+    archive.next_image = Image(0, publication.messages)
+    ConsensusModuleSnapshotLoader(Agent(), archive, archive.aeron, archive.ctx).load(7)
+    original, loaded = [], []
+    tracker.for_each(lambda *m: original.append(m))
+    restored[1].for_each(lambda *m: loaded.append(m))
+    assert loaded == original and len(loaded) == 2
+    assert (restored[1].next_service_session_id, restored[1].log_service_session_id) == \
+        (tracker.next_service_session_id, tracker.log_service_session_id)

@@ -74,7 +74,8 @@ def test_the_request_carries_the_params_and_the_signals_follow_aerons_order_to_t
     assert archive.requests == [dict(src_recording_id=3, dst_recording_id=NULL_VALUE, src_control_stream_id=10,
                                      src_control_channel=SRC_CHANNEL, live_destination=None, stop_position=8192,
                                      replication_channel="aeron:udp?endpoint=me:0", file_io_max_length=NULL_VALUE,
-                                     replication_session_id=9, encoded_credentials=b"", src_response_channel=None)]
+                                     replication_session_id=9, encoded_credentials=b"", src_response_channel=None,
+                                     channel_tag_id=NULL_VALUE, subscription_tag_id=NULL_VALUE)]
     counter_id = archive.rec_pos(11)
     r.on_signal(r.replication_id, 11, 0, "REPLICATE")
     r.on_signal(r.replication_id, 11, 0, "EXTEND")
@@ -209,3 +210,28 @@ def test_a_follower_log_replication_uses_the_leaders_archive_endpoint_and_heartb
 def test_a_destination_uri_keeps_the_media_and_interface_only():
     assert create_destination_uri("aeron:udp?term-length=64k|interface=10.0.0.1", "h:1") == \
         "aeron:udp?endpoint=h:1|interface=10.0.0.1"
+
+
+def test_for_log_replicates_into_the_agents_log_recording_from_the_leaders_archive():
+    archive = Archive()
+    ctx = ConsensusModuleContext(replication_channel="aeron:udp?endpoint=127.0.0.2:0")
+    agent = SimpleNamespace(archive=archive, ctx=ctx, log_recording_id=lambda: 7)
+    leader = SimpleNamespace(archive_endpoint="127.0.0.1:20001", archive_response_endpoint=None)
+    r = RecordingReplication.for_log(agent, leader, 0, 19552, 0)
+    request = archive.requests[-1]
+    assert (request["src_control_channel"], request["dst_recording_id"], request["stop_position"]) == \
+        ("aeron:udp?endpoint=127.0.0.1:20001", 7, 19552)
+    assert r.stop_position == 19552
+
+
+def test_a_snapshot_replication_from_the_context_uses_its_channel_and_progress_timeout():
+    archive = Archive()
+    ctx = ConsensusModuleContext(replication_channel="aeron:udp?endpoint=127.0.0.2:0",
+                                 replication_progress_timeout_ns=3_000)
+    replication_set = SnapshotReplication.from_context(archive, ctx, 10, SRC_CHANNEL)
+    replication_set.add_snapshot(Snapshot(30, 1, 0, 4096, 7, 0))
+    replication_set.poll(0)
+    assert archive.requests[-1]["replication_channel"] == "aeron:udp?endpoint=127.0.0.2:0"
+    with pytest.raises(ClusterError, match="has not progressed"):
+        replication_set.poll(3_000)
+    assert not replication_set.is_complete()
