@@ -13,6 +13,9 @@ over ``KEY_COUNT`` keys, the same key-value puts are measured:
   put sent after the kill (systems with ``failover`` timeouts comparable to the Aeron golden run's: 200 ms
   heartbeats, 2 s before the followers give up on a silent leader).
 
+Before each case and each ladder trial one synchronous put must be acknowledged (``settle``): a log-ordered
+system answers it only after whatever an overloaded run left queued, which would otherwise be charged to the next.
+
 The run prints the table and writes ``cluster_summary.json`` (figures, verdicts, trials, ratios, targets, the
 machine's load average at start and end) and ``cluster_histograms.json`` (each latency case's HdrHistogram,
 the format of ``benchmarks/report.py``) to ``--out``. Ratios compare aeron-numba with the peers of the same run
@@ -205,7 +208,7 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
 
     if entry.failover:
         def failover():
-            spec = L.FailoverSpec(rate=profile["failover_rate"], kill_pgid=system.leader_pgid(),
+            spec = L.FailoverSpec(rate=profile["failover_rate"], kill_target=system.leader_kill_target(),
                                   kill_after_s=profile["failover_kill_after_s"], timeout_s=profile["failover_timeout_s"])
             result = system.run_failover(spec)
             figures = L.failover_figures(result)

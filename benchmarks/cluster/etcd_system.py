@@ -433,7 +433,7 @@ class EtcdSystem(LocalClientSystem):
         leader = leaders.pop()
         return self.member_ids.index(leader) if leader in self.member_ids else None
 
-    def leader_pgid(self) -> int:
+    def leader_kill_target(self) -> int:
         index = self.leader()
         if index is None:
             raise RuntimeError("etcd: no leader")

@@ -29,7 +29,7 @@ system's limit), then ``refine`` bisections (geometric) between the last sustain
 The highest sustained rate is the answer; every trial is reported.
 
 **Failover** (``FailoverSpec``): an open loop at a fixed rate; ``kill_after_s`` into it the generator itself
-SIGKILLs the leader's process group (so the kill time and the send/ack times are stamped on one clock, in one
+SIGKILLs the leader (its process group, or the system's own kill: so the kill time and the send/ack times are stamped on one clock, in one
 process, wherever the generator runs) and keeps sending until an operation *sent after the kill* is
 acknowledged: the failover time runs from the kill to that acknowledgement. An operation sent after the kill can
 only be committed by a new leader, so this is "leader SIGKILLed to the first acknowledged response from the new
@@ -104,11 +104,12 @@ class LoadSpec:
 
 @dataclass
 class FailoverSpec:
-    """Open loop at ``rate``; ``kill_after_s`` in, SIGKILL process group ``kill_pgid``; stop at the first
+    """Open loop at ``rate``; ``kill_after_s`` in, kill the leader (``kill(kill_target)``: by default SIGKILL to
+    process group ``kill_target``; a system with a kill of its own says what its target is); stop at the first
     acknowledgement of an operation sent after the kill, or ``timeout_s`` after the kill."""
 
     rate: float
-    kill_pgid: int
+    kill_target: int
     kill_after_s: float = 1.0
     timeout_s: float = 15.0
     value_size: int = VALUE_SIZE
@@ -296,7 +297,7 @@ def run_failover(client: KvClient, spec: FailoverSpec, clock: Callable[[], int] 
         now = clock()
         if kill_ns[0] is None and now >= kill_at:
             kill_ns[0] = clock()
-            kill(spec.kill_pgid)
+            kill(spec.kill_target)
             now = clock()
         elif kill_ns[0] is not None and now - kill_ns[0] > spec.timeout_s * 1e9:
             break

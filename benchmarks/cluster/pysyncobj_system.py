@@ -116,7 +116,7 @@ class PySyncObjSystem(KvSystem):
                 return None if address is None else self.addresses.index(address)
         return None
 
-    def leader_pgid(self) -> int:
+    def leader_kill_target(self) -> int:
         index = self.leader()
         if index is None:
             raise RuntimeError(f"{self.name}: no leader")

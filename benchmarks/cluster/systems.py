@@ -1,7 +1,7 @@
 """The interface every system of the cluster benchmark sits behind, and what they share.
 
 A ``KvSystem`` starts three nodes on loopback (``start``), says which node leads (``leader``) and the process group
-to kill to kill it (``leader_pgid``), runs a load against itself (``run_load`` with a ``LoadSpec``,
+to kill to kill it (``leader_kill_target``, ``kill``), runs a load against itself (``run_load`` with a ``LoadSpec``,
 ``run_failover`` with a ``FailoverSpec``; both return a ``LoadResult``) and stops (``stop``: every process it
 started is killed and reaped, its directories removed). Systems whose client lives in this process (Aeron, etcd)
 get ``run_load``/``run_failover`` from ``LocalClientSystem``: the generator of ``load.py`` drives their
@@ -15,7 +15,8 @@ import socket
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from benchmarks.cluster.load import FailoverSpec, KvClient, LoadResult, LoadSpec, run_failover, run_open_loop
+from benchmarks.cluster.load import (FailoverSpec, KvClient, LoadResult, LoadSpec, kill_process_group, run_failover,
+                                     run_open_loop)
 
 START_TIMEOUT_S = 60.0
 
@@ -43,8 +44,12 @@ class KvSystem(ABC):
         """The leading node's index (0..2), None while there is none."""
 
     @abstractmethod
-    def leader_pgid(self) -> int:
-        """The process group whose SIGKILL kills the leading node (every process of it)."""
+    def leader_kill_target(self) -> int:
+        """What ``kill`` takes to kill the leading node, every process of it: its process group by default."""
+
+    def kill(self, target: int) -> None:
+        """Kill a node at once (``target`` from ``leader_kill_target``): SIGKILL to its process group."""
+        kill_process_group(target)
 
     @abstractmethod
     def run_load(self, spec: LoadSpec) -> LoadResult: ...
@@ -77,7 +82,7 @@ class LocalClientSystem(KvSystem):
     def run_failover(self, spec: FailoverSpec) -> LoadResult:
         client = self.client(failover=True)
         try:
-            return run_failover(client, spec)
+            return run_failover(client, spec, kill=self.kill)
         finally:
             client.close()
 

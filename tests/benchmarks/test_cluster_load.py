@@ -250,7 +250,7 @@ def test_failover_runs_from_the_kill_to_the_first_ack_of_a_put_sent_after_it():
     def kill(pgid):
         killed.append((pgid, clock()))
 
-    spec = L.FailoverSpec(rate=1_000, kill_pgid=4242, kill_after_s=0.5, timeout_s=10.0)
+    spec = L.FailoverSpec(rate=1_000, kill_target=4242, kill_after_s=0.5, timeout_s=10.0)
     result = L.run_failover(client, spec, clock, kill=kill)
     assert [pgid for pgid, _ in killed] == [4242]
     kill_ns = killed[0][1]
@@ -271,7 +271,7 @@ def test_failover_without_a_new_leader_has_no_figure():
     killed = []
     client = FakeClient(clock, refusing=lambda now: bool(killed))
     client.POLL_COST_NS = 100_000
-    spec = L.FailoverSpec(rate=1_000, kill_pgid=1, kill_after_s=0.1, timeout_s=1.0)
+    spec = L.FailoverSpec(rate=1_000, kill_target=1, kill_after_s=0.1, timeout_s=1.0)
     result = L.run_failover(client, spec, clock, kill=lambda pgid: killed.append(clock()))
     assert L.failover_ns(result) is None and L.failover_figures(result)["failover_ns"] is None
     assert clock.now - killed[0] == pytest.approx(1e9, abs=2_000_000)

@@ -68,7 +68,7 @@ def test_pysyncobj_failover_is_measured(tmp_path):
     system.start(tmp_path, timeout_s=60)
     try:
         old = system.leader()
-        result = system.run_failover(L.FailoverSpec(rate=200, kill_pgid=system.leader_pgid(), kill_after_s=0.3,
+        result = system.run_failover(L.FailoverSpec(rate=200, kill_target=system.leader_kill_target(), kill_after_s=0.3,
                                                     timeout_s=30))
         figures = L.failover_figures(result)
         assert figures["failover_ns"] is not None and figures["failover_ns"] > 0
