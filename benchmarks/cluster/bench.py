@@ -209,7 +209,8 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
     if entry.failover:
         def failover():
             spec = L.FailoverSpec(rate=profile["failover_rate"], kill_target=system.leader_kill_target(),
-                                  kill_after_s=profile["failover_kill_after_s"], timeout_s=profile["failover_timeout_s"])
+                                  kill_after_s=profile["failover_kill_after_s"],
+                                  timeout_s=profile["failover_timeout_s"])
             result = system.run_failover(spec)
             figures = L.failover_figures(result)
             if figures["failover_ns"] is None:
@@ -385,7 +386,8 @@ def run(profile: str = "quick", only: list[str] | None = None, out_dir: str | os
         raise ValueError(f"profile={profile!r} must be one of {sorted(PROFILES)}")
     names = select_systems(only)
     p = PROFILES[profile]
-    out = Path(out_dir) if out_dir else Path("/tmp/aeron-numba-bench") / f"cluster-{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = Path(out_dir) if out_dir else (Path("/tmp/aeron-numba-bench")
+                                         / f"cluster-{profile}-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     meta = {"profile": profile, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "python": platform.python_version(),
             "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "load_avg_start": round(os.getloadavg()[0], 2),

@@ -29,11 +29,11 @@ system's limit), then ``refine`` bisections (geometric) between the last sustain
 The highest sustained rate is the answer; every trial is reported.
 
 **Failover** (``FailoverSpec``): an open loop at a fixed rate; ``kill_after_s`` into it the generator itself
-SIGKILLs the leader (its process group, or the system's own kill: so the kill time and the send/ack times are stamped on one clock, in one
-process, wherever the generator runs) and keeps sending until an operation *sent after the kill* is
-acknowledged: the failover time runs from the kill to that acknowledgement. An operation sent after the kill can
-only be committed by a new leader, so this is "leader SIGKILLed to the first acknowledged response from the new
-leader" without asking the system who answered. Operations in flight at the kill may be lost: they are counted,
+SIGKILLs the leader (its process group, or the system's own kill), so the kill time and the send and acknowledgement
+times are stamped on one clock in one process, wherever the generator runs; it keeps sending until an operation
+*sent after the kill* is acknowledged: the failover time runs from the kill to that acknowledgement. An operation
+sent after the kill can only be committed by a new leader, so this is "leader SIGKILLed to the first acknowledged
+response from the new leader" without asking the system who answered. Operations in flight at the kill may be lost: they are counted,
 not waited for.
 
 A client (``KvClient``) has three methods: ``put(key, value, token) -> bool`` queues an asynchronous put,
