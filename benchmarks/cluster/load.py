@@ -33,8 +33,8 @@ SIGKILLs the leader (its process group, or the system's own kill), so the kill t
 times are stamped on one clock in one process, wherever the generator runs; it keeps sending until an operation
 *sent after the kill* is acknowledged: the failover time runs from the kill to that acknowledgement. An operation
 sent after the kill can only be committed by a new leader, so this is "leader SIGKILLed to the first acknowledged
-response from the new leader" without asking the system who answered. Operations in flight at the kill may be lost: they are counted,
-not waited for.
+response from the new leader" without asking the system who answered. Operations in flight at the kill may be
+lost: they are counted, not waited for.
 
 A client (``KvClient``) has three methods: ``put(key, value, token) -> bool`` queues an asynchronous put,
 ``poll(on_complete, timeout_ns) -> int`` delivers acknowledgements by calling ``on_complete(token, ok)`` (it may
