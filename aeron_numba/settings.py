@@ -15,6 +15,8 @@ from aeron_numba.errors import ConfigurationError
 
 #: The project's data folder (the benchmark history's home): read by ``aeron_numba.spark.history_table``.
 DATA_DIR_ENV = "AERON_NUMBA_DATA_DIR"
+#: cluster-tool's live commands: the least time they wait for a node (Aeron's aeron.cluster.tool.timeout).
+CLUSTER_TOOL_TIMEOUT_ENV = "AERON_CLUSTER_TOOL_TIMEOUT"
 
 
 def duration(value: str, name: str) -> int:

@@ -18,7 +18,7 @@ from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.cli import LOG_LEVEL_ENV, add_version_argument
 from aeron_numba.cluster.context import AeronClusterContext, ClusteredServiceContext, ConsensusModuleContext
 from aeron_numba.driver.context import DriverContext
-from aeron_numba.settings import DATA_DIR_ENV, boolean, duration, size
+from aeron_numba.settings import CLUSTER_TOOL_TIMEOUT_ENV, DATA_DIR_ENV, boolean, duration, size
 
 DOC_PATH = "docs/settings.md"
 
@@ -41,6 +41,8 @@ def client_variables() -> dict[str, tuple[str, str]]:
 PROCESS_VARIABLES = {
     LOG_LEVEL_ENV: ("WARNING", "Level of the log lines the driver, archive and tools write to stderr (DEBUG, INFO, "
                                "WARNING, ERROR); -v / --verbose overrides it."),
+    CLUSTER_TOOL_TIMEOUT_ENV: ("0", "Least time cluster-tool's live commands wait for a node's answer (Aeron's "
+                                        "aeron.cluster.tool.timeout); 0: each command's own (1 s, 30 s for snapshot)."),
     DATA_DIR_ENV: ("$XDG_DATA_HOME/aeron-numba, else ~/.local/share/aeron-numba",
                    "The project's data folder: the benchmark history (benchmark-history/) lives there."),
 }

@@ -232,6 +232,17 @@ class ClusterNode:
                     return state
         return None
 
+    def timers_fired(self) -> tuple[int, int] | None:
+        """The ``KeyValueProbeService``'s (timers fired, sum of their correlation ids), or None."""
+        from harness.cluster_services import TIMERS_FIRED_SUM_TYPE_ID, TIMERS_FIRED_TYPE_ID
+
+        counters = self._counters()
+        if counters is None:
+            return None
+        with counters:
+            fired, total = counters.find(type_id=TIMERS_FIRED_TYPE_ID), counters.find(type_id=TIMERS_FIRED_SUM_TYPE_ID)
+            return None if fired is None or total is None else (fired.value, total.value)
+
     def output(self) -> str:
         return self.process.output() if self.process is not None else ""
 
@@ -350,14 +361,23 @@ class ClusterHarness:
         self._await_gone(node, timeout_s)
         return code
 
-    def pause(self, member_id: int) -> None:
-        """SIGSTOP the node and its children: it stays up but does nothing (a stalled member)."""
-        for pid in self.nodes[member_id].pids():
+    def pause(self, member_id: int, only: str | None = None) -> None:
+        """SIGSTOP the node and its children: it stays up but does nothing (a stalled member). ``only``: just that
+        child (``"service container"``: a slow service; ``"archive"``; ``"media driver"``)."""
+        for pid in self._targets(member_id, only):
             _signal(pid, signal.SIGSTOP)
 
-    def resume(self, member_id: int) -> None:
-        for pid in self.nodes[member_id].pids():
+    def resume(self, member_id: int, only: str | None = None) -> None:
+        for pid in self._targets(member_id, only):
             _signal(pid, signal.SIGCONT)
+
+    def _targets(self, member_id: int, only: str | None) -> set[int]:
+        node = self.nodes[member_id]
+        if only is None:
+            return node.pids()
+        if only not in node.child_pids:
+            raise ValueError(f"only={only!r} must be one of {sorted(node.child_pids)}")
+        return {node.child_pids[only]}
 
     def wipe(self, member_id: int) -> None:
         """Remove a stopped member's aeron, cluster and archive dirs (a restart then starts it empty)."""

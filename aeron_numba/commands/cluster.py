@@ -251,8 +251,10 @@ class _ChildWatch:
 
     def _on_sigchld(self, signum, frame) -> None:
         for name, child in self.children:
-            if not child.stopping and name not in self.died and child.exit_code() is not None:
-                self.died[name] = f"the {name} (pid {child.pid}) exited with code {child.exit_code()}"
+            code = None if child.stopping or name in self.died else child.exit_code()
+            # A service container that the consensus module terminated (a cluster shutdown or abort) exits 0.
+            if code is not None and not (code == 0 and name == "service container"):
+                self.died[name] = f"the {name} (pid {child.pid}) exited with code {code}"
                 self.stop()
 
     def __enter__(self) -> "_ChildWatch":

@@ -63,6 +63,7 @@ from typing import Callable
 from aeron_numba import cli
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout import cnc
+from aeron_numba.settings import CLUSTER_TOOL_TIMEOUT_ENV
 from aeron_numba.tools._common import EXIT_FAILURE, EXIT_OK, epoch_ms
 
 TOOL = "cluster-tool"
@@ -89,7 +90,7 @@ COMMANDS: dict[str, str] = {
 #: ClusterTool's commands this tool does not have (there is no cluster backup): named in the error a user gets.
 NEEDS_RUNNING_NODE = ("backup-query",)
 #: Aeron's aeron.cluster.tool.timeout: the least time the live commands wait (0: each command's own default).
-TOOL_TIMEOUT_ENV = "AERON_CLUSTER_TOOL_TIMEOUT"
+TOOL_TIMEOUT_ENV = CLUSTER_TOOL_TIMEOUT_ENV
 ARCHIVE_DIR_NAMES = ("archive", "aeron-archive")
 
 
