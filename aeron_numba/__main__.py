@@ -28,6 +28,8 @@ COMMANDS = {
                      "inspect and repair an archive dir offline (ArchiveTool)"),
     "cluster-tool": ("aeron_numba.tools.cluster_tool", "cluster-tool",
                      "read a cluster node's dir offline: recording.log, recovery plan, mark files (ClusterTool)"),
+    "cluster-service": ("aeron_numba.commands.cluster_service", "aeron-numba-cluster-service",
+                        "run a clustered service container (a ClusteredService class of yours) for a node"),
     "spark": ("aeron_numba.spark.__main__", None,
               "run a Spark job over recordings, chaos runs or benchmark runs (PySpark, Java 17+)"),
     "demo": ("aeron_numba.demo", None, "driver + publisher + subscriber processes over aeron:ipc"),

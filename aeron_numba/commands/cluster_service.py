@@ -79,4 +79,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"aeron-numba clustered service {ctx.service_name!r} (service {ctx.service_id}, cluster "
               f"{ctx.cluster_id}) in {ctx.cluster_dir}, pid {os.getpid()}", flush=True)
         container.run()
+        if not container.agent.is_started and not container.agent.is_termination_requested:
+            return fail(parser.prog, f"the service did not start (see the error log of {container.mark_file.path})")
         return 0

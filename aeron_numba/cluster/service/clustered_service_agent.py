@@ -128,10 +128,12 @@ class ClusteredServiceAgent:
         Used by the agent's waits (the runner has its own).
     nano_clock, epoch_clock_ms : callable() -> int
     mark_file : ClusterMarkFile or None
+    on_snapshot_duration : callable(duration_ns), optional
+        Given how long each ``service.on_take_snapshot`` took (the container's snapshot duration counters).
     """
 
     def __init__(self, ctx, service, aeron, *, error_handler, archive_connect, idle_strategy, nano_clock,
-                 epoch_clock_ms, mark_file=None, app_version: int = 0):
+                 epoch_clock_ms, mark_file=None, app_version: int = 0, on_snapshot_duration=None):
         check_service(service)
         self.ctx = ctx
         self.service = service
@@ -143,6 +145,7 @@ class ClusteredServiceAgent:
         self._epoch_clock_ms = epoch_clock_ms
         self.mark_file = mark_file
         self.app_version = app_version
+        self._on_snapshot_duration = on_snapshot_duration or (lambda duration_ns: None)
         self.service_id = ctx.service_id
         self._member_id = NULL_VALUE
         self._ack_id = 0
@@ -159,6 +162,7 @@ class ClusteredServiceAgent:
         self._commit_position_counter_id = NULL_VALUE
         self._commit_position_registration_id = NULL_VALUE
         self._is_service_active = False
+        self.is_started = False  # on_start completed (a container whose agent never started exits with an error)
         self._terminate_requested = False
         self.active_lifecycle_callback = LIFECYCLE_CALLBACK_NONE
         self._sessions: list[ContainerClientSession] = []  # ordered by id, as Aeron keeps them
@@ -188,6 +192,7 @@ class ClusteredServiceAgent:
             self._commit_position_counter_id)
         self._recover_state()
         self._is_service_active = True
+        self.is_started = True
 
     def on_close(self) -> None:
         if self._is_service_active:
@@ -228,6 +233,10 @@ class ClusteredServiceAgent:
     def request_termination(self) -> None:
         """Make the agent's waits end (a signal to the container): only sets a flag."""
         self._terminate_requested = True
+
+    @property
+    def is_termination_requested(self) -> bool:
+        return self._terminate_requested
 
     # ---------------------------------------------------------------------------------------- Cluster API
     def member_id(self) -> int:
@@ -675,7 +684,9 @@ class ClusteredServiceAgent:
                 for session in self._sessions:
                     taker.snapshot_session(session)
                 taker.mark_end(log_position, leadership_term_id, time_unit, self.app_version)
+                start_ns = self._nano_clock()
                 self.service.on_take_snapshot(publication)
+                self._on_snapshot_duration(self._nano_clock() - start_ns)
                 self._await_recording_complete(recording_id, publication.position, counter_id, archive)
                 return recording_id
             finally:

@@ -3,8 +3,9 @@
 
 Start-up: validate the context; take the service's mark file ``cluster-mark-service-<id>.dat`` (refusing one a live
 container holds; its error log records every error of this container); connect the Aeron client to the node's
-driver; allocate the container's counters (errors, max cycle time, cycle time threshold exceeded; keyed by cluster
-id and service id as Aeron's ``ClusterCounters.allocateServiceCounter``); then run the ``ClusteredServiceAgent`` on an
+driver; allocate the container's counters (errors, max cycle time, cycle time threshold exceeded, max snapshot
+duration, snapshot duration threshold exceeded; keyed by cluster id and service id as Aeron's
+``ClusterCounters.allocateServiceCounter``); then run the ``ClusteredServiceAgent`` on an
 ``AgentRunner`` with the cluster's idle strategy until SIGINT/SIGTERM or the consensus module's termination.
 
 Snapshots are recorded by, and loaded from, the node's local archive over its local control channel; the archive
@@ -91,11 +92,20 @@ class ClusteredServiceContainer:
                 C.CLUSTERED_SERVICE_CYCLE_TIME_THRESHOLD_EXCEEDED_TYPE_ID, key,
                 service_counter_label(f"Cluster container work cycle time exceeded count: threshold="
                                       f"{ctx.cycle_threshold_ns}ns", ctx.cluster_id, ctx.service_id))
+            self.max_snapshot_duration_counter = self.aeron.add_counter(
+                C.CLUSTERED_SERVICE_MAX_SNAPSHOT_DURATION_TYPE_ID, key,
+                service_counter_label("Clustered service max snapshot duration in ns", ctx.cluster_id,
+                                      ctx.service_id))
+            self.snapshot_duration_threshold_exceeded_counter = self.aeron.add_counter(
+                C.CLUSTERED_SERVICE_SNAPSHOT_DURATION_THRESHOLD_EXCEEDED_TYPE_ID, key,
+                service_counter_label(f"Clustered service max snapshot duration exceeded count: threshold="
+                                      f"{ctx.snapshot_duration_threshold_ns}", ctx.cluster_id, ctx.service_id))
             clock = nano_clock or SystemNanoClock.nano_time
             self.agent = ClusteredServiceAgent(
                 self.ctx, service, self.aeron, error_handler=self.record_error,
                 archive_connect=self._connect_archive, idle_strategy=idle_strategy_from_name(self.ctx.idle_strategy),
-                nano_clock=clock, epoch_clock_ms=epoch_clock_ms, mark_file=self.mark_file)
+                nano_clock=clock, epoch_clock_ms=epoch_clock_ms, mark_file=self.mark_file,
+                on_snapshot_duration=self._on_snapshot_duration)
             self.runner = AgentRunner(
                 self.agent, idle_strategy_from_name(self.ctx.idle_strategy), self.record_error,
                 duty_cycle_tracker=DutyCycleTracker(self._propose_max_cycle_time,
@@ -129,6 +139,13 @@ class ClusteredServiceContainer:
         from aeron_numba.archive.client import AeronArchive
 
         return AeronArchive.connect(self.aeron, archive_context(self.ctx))
+
+    def _on_snapshot_duration(self, duration_ns: int) -> None:
+        """Aeron's SnapshotDurationTracker: the longest service snapshot, and how many took over the threshold."""
+        if duration_ns > self.max_snapshot_duration_counter.get_weak():
+            self.max_snapshot_duration_counter.set(duration_ns)
+        if duration_ns > self.ctx.snapshot_duration_threshold_ns:
+            self.snapshot_duration_threshold_exceeded_counter.increment()
 
     def _propose_max_cycle_time(self, cycle_ns: int) -> None:
         if cycle_ns > self.max_cycle_time_counter.get_weak():

@@ -10,6 +10,7 @@ on the consensus module stream, and the command line's one-line errors."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import pytest
@@ -26,6 +27,7 @@ from aeron_numba.cluster.examples.key_value_service import (
     encode_put,
 )
 from aeron_numba.codecs.cluster_messages import CLUSTER
+from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, align
 from aeron_numba.layout.cluster_schema import ENUMS
 from aeron_numba.layout.frame import FRAME_ALIGNMENT, HEADER_LENGTH
@@ -157,6 +159,10 @@ def test_log_applied_up_to_commit_then_snapshot_loaded_by_a_fresh_container(node
     assert (ack.log_position, ack.ack_id, ack.timestamp) == (snapshot_position, 2, 6)
     recording_id = ack.relevant_id
     assert recording_id >= 0
+    durations = [node.aeron.counters_reader.get_counter_value(info.counter_id)
+                 for info in node.aeron.counters_reader.for_each()
+                 if info.type_id == C.CLUSTERED_SERVICE_MAX_SNAPSHOT_DURATION_TYPE_ID]
+    assert len(durations) == 1 and durations[0] > 0, "the container's max snapshot duration counter"
     assert cm.service_proxy.service_termination_position(snapshot_position)
     assert first.wait(30) == 0, first.tail()
     node.processes.remove(first)
@@ -210,3 +216,18 @@ def test_command_line_errors_are_one_line_and_exit_2(process_manager):
         assert process.wait(120) == 2, process.tail()
         lines = process.stderr().strip().splitlines()
         assert len(lines) == 1 and text in lines[0], process.stderr()
+
+
+def test_sigterm_while_waiting_for_the_consensus_module_is_a_clean_exit(process_manager, aeron_dir, tmp_path):
+    _, cnc = start_driver(process_manager, aeron_dir)
+    cnc.close()
+    process = process_manager.spawn_module(
+        "service", "aeron_numba.cluster.service", "--service", f"{KV}:KeyValueService",
+        env={"AERON_DIR": str(aeron_dir), "AERON_CLUSTER_DIR": str(tmp_path / "cluster")})
+    process.await_output("aeron-numba clustered service", 120)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0, process.tail()
+    from aeron_numba.cluster.mark_file import ClusterMarkFile
+
+    with ClusterMarkFile.open(tmp_path / "cluster" / "cluster-mark-service-0.dat") as mark_file:
+        assert mark_file.activity_timestamp == -1 and mark_file.component_type == "CONTAINER"

@@ -273,3 +273,16 @@ def test_key_value_service_applies_the_log_and_the_leader_answers(node, service_
     for request in requests:
         reference.apply(request)
     assert service.state_hash == reference.state_hash and dict(service.entries()) == {b"k2": big}
+
+
+def test_try_claim_to_the_cluster_puts_the_session_header_first(node):
+    _, aeron = node
+    service = RecordingService()
+    cm, agent = joined(aeron, service)
+    claim = agent.try_claim(5)
+    assert not isinstance(claim, int)
+    claim.buffer[claim.offset + 32:claim.offset + 37] = np.frombuffer(b"hello", dtype=np.uint8)
+    claim.commit()
+    run_until(agent, lambda: cm.messages("SessionMessageHeader"), "the claimed message")
+    (message,) = cm.messages("SessionMessageHeader")
+    assert (message.cluster_session_id, message.payload) == (SERVICE_ID, b"hello")
