@@ -69,6 +69,12 @@ def warm_up_client_kernels() -> None:
             offer(log, state, limit, message, 0, message.size, 0)
             offer_message(log, state, limit, message[::2])  # Publication binds its fast kernels with layout "A"
             offer_range(log, state, limit, message[::2], 0, 8)
+            # ... and with the example messages every new Publication binds its entries with (publication.py's
+            # _ANY_BYTES and _ANY_BUFFER: one item each, which Numba types as layout "C"), or a cold cache compiles
+            # them inside a connected client's duty cycle, past the driver's client liveness timeout
+            for example in (np.zeros(2, np.uint8)[::2], memoryview(bytes(2))[::2]):
+                offer_message(log, state, limit, example)
+                offer_range(log, state, limit, example, 0, 0)
             try_claim(log, state, limit, 8, claim)
             term_appender.commit_claim(log, claim)
             try_claim(log, state, limit, 8, claim)

@@ -24,8 +24,8 @@ Where this differs from Aeron: no ConsensusModuleExtension, no cluster backup, s
 state (their queries are answered as unsupported, see ``consensus_adapter.py``); the ClusterMembersQuery
 extended form is refused with an error (the basic one is answered). Log replay, log replication, the CM's
 snapshot writer/loader and cluster termination are Aeron's LogReplay, RecordingReplication,
-ConsensusModuleSnapshotTaker/Loader and ClusterTermination, built on branch cluster-recovery: this agent calls
-them by their Aeron names and says clearly when one is missing.
+ConsensusModuleSnapshotTaker/Loader and ClusterTermination (log_replay.py, recording_replication.py,
+consensus_module_snapshot.py, cluster_termination.py), called by their Aeron names.
 """
 
 from __future__ import annotations
@@ -486,15 +486,19 @@ class ConsensusModuleAgent:
         return recovery_state.allocate(self.aeron, self.leadership_term_id, 0, 0, self.ctx.cluster_id, [])
 
     def _load_snapshot(self, snapshot) -> None:
-        try:
-            from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotLoader
-        except ImportError:
-            raise ClusterError("loading the consensus module snapshot needs ConsensusModuleSnapshotLoader, "
-                               "not built yet (branch cluster-recovery)") from None
-        loader = ConsensusModuleSnapshotLoader(self, self.archive, self.aeron, self.ctx)
+        """Restore sessions, timers and pending service messages from the CM's snapshot (Aeron's loadSnapshot):
+        the log then counts as committed up to the snapshot's position, where the services are expected to ack."""
+        from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotLoader
+        loader = ConsensusModuleSnapshotLoader(self, self.archive, self.aeron, self.ctx,
+                                               idle_strategy=self.idle_strategy,
+                                               poll_archive_events=self.poll_archive_events)
         loader.load(snapshot)
-        self.expected_ack_position = snapshot.log_position
+        for tracker in self.pending_service_message_trackers:
+            tracker.reset()
+        self.timer_service.current_time(self.cluster_clock.time())
+        self.counters.commit_position.set(snapshot.log_position)
         self.set_leadership_term_id(snapshot.leadership_term_id)
+        self.expected_ack_position = snapshot.log_position
 
     def _capture_service_client_ids(self) -> None:
         for i, queue in enumerate(self.service_ack_queues):
@@ -1184,11 +1188,7 @@ class ConsensusModuleAgent:
 
     # =========================================================================================== termination
     def _new_cluster_termination(self, deadline_ns: int):
-        try:
-            from aeron_numba.cluster.cluster_termination import ClusterTermination
-        except ImportError:
-            raise ClusterError("an orderly shutdown or abort needs ClusterTermination, not built yet "
-                               "(branch cluster-recovery)") from None
+        from aeron_numba.cluster.cluster_termination import ClusterTermination
         return ClusterTermination(deadline_ns, self.service_count)
 
     def _begin_termination(self, now_ns: int, position: int) -> None:
@@ -1250,11 +1250,7 @@ class ConsensusModuleAgent:
     def _take_snapshot(self, timestamp: int, log_position: int, service_acks: list[ServiceAck]) -> None:
         """Record the CM's snapshot, then the snapshot set in recording.log: services in descending id, the CM
         last (spec §2.2)."""
-        try:
-            from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotTaker
-        except ImportError:
-            raise ClusterError("taking the consensus module snapshot needs ConsensusModuleSnapshotTaker, not built "
-                               "yet (branch cluster-recovery)") from None
+        from aeron_numba.cluster.consensus_module_snapshot import ConsensusModuleSnapshotTaker
         publication = self.aeron.add_exclusive_publication(self.ctx.snapshot_channel, self.ctx.snapshot_stream_id)
         try:
             channel = _with_params(self.ctx.snapshot_channel, session_id=publication.session_id)
@@ -1364,7 +1360,7 @@ class ConsensusModuleAgent:
                 return position
             self.idle()
 
-    def _await_services_ready(self, log_channel: str, stream_id: int, log_session_id: int, log_position: int,
+    def await_services_ready(self, log_channel: str, stream_id: int, log_session_id: int, log_position: int,
                               max_log_position: int, is_startup: bool, role: ClusterRole) -> None:
         if self.service_count > 0:
             self.idle_strategy.reset()
@@ -1377,6 +1373,21 @@ class ConsensusModuleAgent:
             for queue in self.service_ack_queues:
                 queue.popleft()
             self.service_ack_id += 1
+
+    def replay_log_poll(self, log_adapter, stop_position: int) -> int:
+        """A LogReplay's duty: read the replayed log into the agent, committing as it goes (Aeron's
+        replayLogPoll)."""
+        work_count = 0
+        if self.state in (ConsensusModuleState.ACTIVE, ConsensusModuleState.SUSPENDED):
+            log_adapter.poll(stop_position)
+            position = log_adapter.position
+            if self.counters.commit_position.get() < position:
+                self.counters.commit_position.set(position)
+                work_count += 1
+            elif log_adapter.is_image_closed and position < stop_position:
+                raise ClusterEvent(f"unexpected image close when replaying log: position={position}")
+        work_count += self.consensus_module_adapter.poll()
+        return work_count
 
     # =========================================================================================== positions
     def _update_leader_position_now(self, now_ns: int) -> int:
@@ -1538,13 +1549,9 @@ class ConsensusModuleAgent:
                 publisher.commit_position(self.leadership_term_id, position, self.member_id)
 
     def new_log_replay(self, from_position: int, to_position: int):
-        try:
-            from aeron_numba.cluster.log_replay import LogReplay
-        except ImportError:
-            raise ClusterError(f"replaying the log from {from_position} to {to_position} needs LogReplay, not "
-                               f"built yet (branch cluster-recovery)") from None
+        from aeron_numba.cluster.log_replay import LogReplay
         return LogReplay(self.archive, self._log_recording_id, from_position, to_position, self.log_adapter,
-                         self.ctx)
+                         self.ctx, self)
 
     def join_log_as_leader(self, leadership_term_id: int, log_position: int, log_session_id: int,
                            is_startup: bool) -> None:
@@ -1557,7 +1564,7 @@ class ConsensusModuleAgent:
         while not self._try_create_append_position(log_session_id):
             self.idle()
         self.local_log_channel = channel if is_ipc else SPY_PREFIX + channel
-        self._await_services_ready(self.local_log_channel, self.ctx.log_stream_id, log_session_id, log_position,
+        self.await_services_ready(self.local_log_channel, self.ctx.log_stream_id, log_session_id, log_position,
                                    LONG_MAX, is_startup, ClusterRole.LEADER)
 
     def update_leader_position(self, now_ns: int, position: int) -> int:
@@ -1629,11 +1636,7 @@ class ConsensusModuleAgent:
 
     def new_log_replication(self, leader: ClusterMember, leader_recording_id: int, stop_position: int,
                             now_ns: int):
-        try:
-            from aeron_numba.cluster.recording_replication import RecordingReplication
-        except ImportError:
-            raise ClusterError(f"replicating the leader's log up to {stop_position} needs RecordingReplication, "
-                               f"not built yet (branch cluster-recovery)") from None
+        from aeron_numba.cluster.recording_replication import RecordingReplication
         return RecordingReplication.for_log(self, leader, leader_recording_id, stop_position, now_ns)
 
     def add_follower_log_subscription(self, log_session_id: int) -> None:
@@ -1700,7 +1703,7 @@ class ConsensusModuleAgent:
             self.log_adapter.set_image(image)
             self.last_append_position = image.join_position
             self.time_of_last_append_position_update_ns = now_ns
-            self._await_services_ready(subscription.channel, subscription.stream_id, image.session_id,
+            self.await_services_ready(subscription.channel, subscription.stream_id, image.session_id,
                                        image.join_position, LONG_MAX, is_leader_startup, ClusterRole.FOLLOWER)
             return True
         return False
