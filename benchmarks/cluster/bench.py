@@ -73,6 +73,12 @@ SETTLE_TIMEOUT_S = 60.0
 WINDOWS = 5
 
 
+def _aeron():
+    from benchmarks.cluster.aeron_system import AeronClusterSystem
+
+    return AeronClusterSystem()
+
+
 def _pysyncobj():
     from benchmarks.cluster.pysyncobj_system import PySyncObjSystem
 
@@ -102,6 +108,7 @@ class SystemEntry:
 #: The systems of a run, in run order. ``pysyncobj-batch`` keeps PySyncObj's default timeouts (its batch period
 #: is its heartbeat period), so its failover is not comparable and is not measured.
 SYSTEMS: dict[str, SystemEntry] = {
+    AERON: SystemEntry(AERON, _aeron, False, True),
     "pysyncobj": SystemEntry("pysyncobj", _pysyncobj, True, True),
     "pysyncobj-batch": SystemEntry("pysyncobj-batch", _pysyncobj_batch, True, False),
     "etcd": SystemEntry("etcd", _etcd, True, True),

@@ -1,6 +1,7 @@
-"""The cluster benchmark's peers start three nodes, take puts that every node then holds, and stop without
-leaving a process or a directory behind; the command's table and summary, and its one-line refusals. No timing
-is asserted (the machine is shared): only that operations round-trip and that the figures are well-formed."""
+"""The cluster benchmark's systems start three nodes, take puts that every node then holds, and stop without
+leaving a process or a directory behind; the command's table and summary (a tiny run with aeron-numba's cluster
+beside PySyncObj, end to end), and its one-line refusals. No timing is asserted (the machine is shared): only that
+operations round-trip and that the figures are well-formed."""
 
 from __future__ import annotations
 
@@ -95,6 +96,25 @@ def test_the_command_runs_pysyncobj_and_prints_the_table(tmp_path, capsys):
     assert {"cluster.pysyncobj.sync", "cluster.pysyncobj.fixed.1k"} <= set(histograms)
     assert summary["ratios"]["sustained rate aeron / pysyncobj"]["value"] is None  # aeron not in this run
     assert (out / "logs" / "pysyncobj").is_dir()
+
+
+@pytest.mark.slow
+def test_the_command_runs_aeron_beside_a_peer_end_to_end(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = bench.main(["--tiny", "--only", "aeron", "pysyncobj", "--out", str(out)])
+    text = capsys.readouterr().out
+    summary = json.loads((out / bench.SUMMARY_FILE).read_text())
+    aeron = summary["systems"]["aeron"]
+    assert set(aeron["cases"]) == {"sync", "fixed.1k", "fixed.10k", "sustained", "failover"}
+    failed = {name: c.get("error") for name, c in aeron["cases"].items() if not c["ok"]}
+    assert failed == {} and code == 0, text
+    assert aeron["describe"]["service"] == "KeyValueService"
+    assert aeron["cases"]["failover"]["figures"]["failover_s"] > 0
+    ratios = summary["ratios"]
+    assert ratios["p99 at 1k/s aeron / pysyncobj sync p99"]["value"] > 0
+    assert summary["targets"]["aeron p50 at 1k/s"]["value"] > 0
+    assert "aeron-numba cluster benchmark (tiny)" in text and "aeron      " in text
+    assert (out / "logs" / "aeron").is_dir()
 
 
 def _case(**figures):
