@@ -122,7 +122,8 @@ class FailoverSpec:
 @dataclass
 class LoadResult:
     """Per operation (index = token): scheduled, sent and acknowledged times (ns, ``NOT_DONE`` when not) and
-    whether the acknowledgement was a success. For a closed loop ``scheduled_ns == sent_ns``."""
+    whether the acknowledgement was a success. For a closed loop ``scheduled_ns == sent_ns``. ``back_pressured``
+    counts refused put attempts (a put refused on ten turns counts ten)."""
 
     rate: float | None
     warmup: int
@@ -159,10 +160,6 @@ class LoadResult:
 
 def keys_and_value(keys: int, value_size: int) -> tuple[list[str], bytes]:
     return [f"k{i}" for i in range(keys)], bytes((i * 7 + 1) & 0xFF for i in range(value_size))
-
-
-def _deadline_error(what: str, sent: int, done: int, count: int) -> str:
-    return f"{what}: {sent} sent, {done} acknowledged of {count} before the deadline"
 
 
 def run_open_loop(client: KvClient, spec: LoadSpec, clock: Callable[[], int] = time.perf_counter_ns) -> LoadResult:
