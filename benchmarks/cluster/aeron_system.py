@@ -151,6 +151,18 @@ class AeronClusterSystem(LocalClientSystem):
         node = self.harness.leader()
         return None if node is None else node.member_id
 
+    def status_text(self) -> str:
+        parts = []
+        for node in self.harness.nodes:
+            if not node.is_running:
+                parts.append(f"member {node.member_id} down")
+                continue
+            role, election = node.role(), node.election_state()
+            parts.append(f"member {node.member_id} {getattr(role, 'name', role)}, election "
+                         f"{getattr(election, 'name', election)}, term {node.leadership_term_id()}, commit "
+                         f"{node.commit_position()}")
+        return "; ".join(parts)
+
     def leader_kill_target(self) -> int:
         index = self.leader()
         if index is None:

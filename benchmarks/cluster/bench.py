@@ -223,8 +223,9 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
             result = system.run_failover(spec)
             figures = L.failover_figures(result)
             if figures["failover_ns"] is None:
+                status = system.status_text()
                 raise RuntimeError(f"no put sent after the kill was acknowledged within {spec.timeout_s:.0f}s "
-                                   f"({figures['sent']} sent)")
+                                   f"({figures['sent']} sent)" + (f"; nodes: {status}" if status else ""))
             return {"kind": "failover", "figures": {"failover_s": figures["failover_ns"] / 1e9}, **figures,
                     "rate": spec.rate}
         case("failover", failover)

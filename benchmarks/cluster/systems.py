@@ -60,6 +60,10 @@ class KvSystem(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
+    def status_text(self) -> str:
+        """The nodes' state in a line, for a failure's message (what each node thinks it is)."""
+        return ""
+
     def describe(self) -> dict:
         """Settings worth printing beside the figures (versions, timeouts, batching, where the client runs)."""
         return {}
