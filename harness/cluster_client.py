@@ -84,9 +84,12 @@ class KeyValueClient:
             sent.acknowledged, sent.status, sent.value = True, status, value
 
     def poll(self) -> int:
-        """Poll the egress (responses, new leader, session events) and keep the session alive."""
+        """Poll the egress (responses, new leader, session events) and keep the session alive; nothing once the
+        session is closed."""
+        if self.cluster.is_closed:
+            return 0
         work = self.cluster.poll_egress()
-        if time.monotonic() - self._last_keep_alive > 1.0:
+        if not self.cluster.is_closed and time.monotonic() - self._last_keep_alive > 1.0:
             if self.cluster.send_keep_alive():
                 self._last_keep_alive = time.monotonic()
         return work

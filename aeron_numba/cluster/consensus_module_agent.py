@@ -739,7 +739,8 @@ class ConsensusModuleAgent:
         return work_count
 
     def _send_new_leader_event(self, session: ClusterSession) -> int:
-        if self.egress_publisher.new_leader(session, self.leadership_term_id, self.leader_member.id,
+        # the session's publication was added again for this term (asynchronously): send once it is connected
+        if session.is_response_publication_connected(self.aeron) and self.egress_publisher.new_leader(session, self.leadership_term_id, self.leader_member.id,
                                             self.ingress_endpoints):
             session.has_new_leader_event_pending = False
             return 1
@@ -1281,7 +1282,7 @@ class ConsensusModuleAgent:
         if self.pending_service_message_trackers:
             first = self.pending_service_message_trackers[0]
             taker.snapshot_consensus_module_state(self.next_session_id, first.next_service_session_id,
-                                                  first.log_service_session_id, first.capacity)
+                                                  first.log_service_session_id, first.size)
         else:
             taker.snapshot_consensus_module_state(self.next_session_id, 0, 0, 0)
         for session in self.sessions:

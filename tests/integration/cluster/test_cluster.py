@@ -10,12 +10,25 @@ from __future__ import annotations
 
 import pytest
 
+from aeron_numba.layout import cluster as C
+from harness.awaiting import await_condition
 from harness.cluster_client import KeyValueClient, verify_members
 
 pytestmark = pytest.mark.slow  # three nodes of four processes each: a minute or more per test on two cores
 
 START_S = 180.0
 MESSAGES = 20
+
+
+def _start(cluster):
+    cluster.start(timeout_s=START_S)
+    leader = cluster.await_leader(START_S)
+    cluster.await_followers(2, START_S)
+    return leader
+
+
+def _follower(cluster, leader):
+    return next(node for node in cluster.nodes if node is not leader and node.is_running)
 
 
 def test_should_elect_leader_and_echo_messages(cluster):
@@ -29,5 +42,56 @@ def test_should_elect_leader_and_echo_messages(cluster):
         assert client.cluster.leader_member_id == leader.member_id
         states = verify_members(cluster, client)
         assert {s.applied for s in states.values()} == {MESSAGES} and len(states) == 3
+    finally:
+        client.close()
+
+
+def test_should_elect_new_leader_after_graceful_leader_close(cluster):
+    leader = _start(cluster)
+    assert cluster.stop(leader.member_id) == 0
+    new_leader = cluster.await_leader(START_S, exclude=(leader.member_id,))
+    assert new_leader.leadership_term_id() > 0
+    assert len(cluster.await_followers(1, START_S)) == 1
+
+
+def test_should_lose_leadership_when_no_active_quorum_of_followers(cluster):
+    leader = _start(cluster)
+    for node in cluster.nodes:
+        if node is not leader:
+            cluster.stop(node.member_id)
+    await_condition(lambda: not leader.is_leader(), START_S, "the leader without a quorum to step down")
+    assert leader.election_state() is not C.ElectionState.CLOSED  # it is electing again, as Aeron's does
+
+
+def test_should_remain_stable_when_there_is_a_slow_follower(cluster):
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(5)
+        slow = _follower(cluster, leader)
+        cluster.pause(slow.member_id, only="service container")  # its consensus module keeps up, its service not
+        client.put_many(MESSAGES)  # the leader and the other follower carry on
+        assert cluster.leader() is leader and slow.is_follower()
+        cluster.resume(slow.member_id, only="service container")
+        client.put_many(5)
+        verify_members(cluster, client)
+        assert cluster.leader() is leader
+    finally:
+        client.close()
+
+
+
+def test_should_close_client_session_on_timeout(cluster_factory):
+    cluster = cluster_factory(env={"AERON_CLUSTER_SESSION_TIMEOUT": "2s"})
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(2)
+        # the client now neither polls nor keeps alive
+        await_condition(lambda: leader.counter(C.CLIENT_TIMEOUT_COUNT_TYPE_ID) == 1, 30.0,
+                        "the leader to time the session out")
+        await_condition(lambda: client.cluster.poll_egress() >= 0 and client.cluster.is_closed, 30.0,
+                        "the client to hear its session closed")
+        verify_members(cluster, client)
     finally:
         client.close()

@@ -15,6 +15,7 @@ from aeron_numba.client.fragment_assembler import ABORT
 from aeron_numba.client.header import Header
 from aeron_numba.cluster.cluster_time import ClusterClock, ClusterTimeUnit
 from aeron_numba.cluster.context import ConsensusModuleContext
+from aeron_numba.codecs.channel_uri import parse_size
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.layout import archive as A
 from aeron_numba.layout import frame
@@ -247,7 +248,13 @@ class FakeAeron:
         return publication
 
     def add_exclusive_publication(self, channel: str, stream_id: int) -> FakePublication:
-        return self._publication(channel, stream_id)
+        publication = self._publication(channel, stream_id)
+        params = dict(p.split("=", 1) for p in channel.partition("?")[2].split("|") if "=" in p)
+        if "term-id" in params and "term-length" in params:  # a log continued at its append position
+            term_length = parse_size("term-length", params["term-length"])
+            publication.position = ((int(params["term-id"]) - int(params["init-term-id"])) * term_length
+                                    + int(params["term-offset"]))
+        return publication
 
     def async_add_publication(self, channel: str, stream_id: int) -> int:
         if "bad" in channel:
@@ -459,7 +466,8 @@ class World:
     agent: object = None
 
 
-def make_agent(tmp_path, member_count: int = 1, member_id: int = 0, service_count: int = 1, **overrides) -> World:
+def make_agent(tmp_path, member_count: int = 1, member_id: int = 0, service_count: int = 1, clock=None,
+               **overrides) -> World:
     from aeron_numba.cluster.consensus_module_agent import ConsensusModuleAgent
     from aeron_numba.cluster.node_state_file import NodeStateFile
     from aeron_numba.cluster.recording_log import RecordingLog
@@ -468,7 +476,7 @@ def make_agent(tmp_path, member_count: int = 1, member_id: int = 0, service_coun
     aeron = FakeAeron()
     archive = FakeArchive(aeron)
     counters = FakeCounters()
-    clock = Clock()
+    clock = clock or Clock()
     service = FakeService(aeron) if service_count else None
     idle = StepIdle(clock, service)
     errors: list = []
@@ -482,5 +490,5 @@ def make_agent(tmp_path, member_count: int = 1, member_id: int = 0, service_coun
         recording_log=RecordingLog(ctx.cluster_dir, create_new=True),
         node_state_file=NodeStateFile.open(ctx.cluster_dir, create_new=True), mark_file=FakeMarkFile(),
         counters=counters, cluster_clock=ClusterClock(ClusterTimeUnit.MILLIS, clock), idle_strategy=idle,
-        error_handler=on_error, random=__import__("random").Random(1))
+        error_handler=on_error, random=__import__("random").Random(member_id + 1))
     return World(ctx, aeron, archive, counters, clock, idle, service, errors, agent)

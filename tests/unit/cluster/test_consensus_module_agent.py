@@ -533,3 +533,45 @@ def test_consensus_publications_go_to_every_other_member(tmp_path):
     run(world, 10)
     sent = world.aeron.publication(108, "127.0.0.2").of("CanvassPosition")
     assert sent and sent[0].follower_member_id == 0
+
+
+# ------------------------------------------------------------------------------------------------ snapshot, abort
+def test_a_snapshot_is_taken_once_the_service_acked_it_and_indexed_services_first(tmp_path):
+    world = started_leader(tmp_path)
+    world.counters.control_toggle.set(int(ClusterControlToggle.SNAPSHOT))
+    run(world, 2)
+    position = log_publication(world).of("ClusterActionRequest")[0].log_position
+
+    def recorded():  # the archive records the CM's snapshot publication as fast as it is written
+        for publication in world.aeron.publications:
+            if publication.stream_id == 107:
+                for info in world.aeron.counters_reader.counters.values():
+                    if info.counter_id != 100:
+                        info.value = publication.position
+    world.idle.on_idle = recorded
+    world.service.ack(position, relevant_id=55)  # the service's snapshot is recording 55
+    run(world, 2)
+    assert world.agent.state == ConsensusModuleState.ACTIVE
+    assert world.counters.snapshot_counter.value == 1
+    assert world.counters.control_toggle.value == int(ClusterControlToggle.NEUTRAL)
+    snapshot = world.aeron.publication(107)
+    names = snapshot.names()
+    assert names[0] == "SnapshotMarker" and names[-1] == "SnapshotMarker" and "ConsensusModule" in names
+    entries = [e for e in world.agent.recording_log.entries if e.type == C.ENTRY_TYPE_SNAPSHOT]
+    assert [(e.service_id, e.recording_id, e.log_position) for e in entries] == [(0, 55, position), (-1, 1, position)]
+
+
+def test_abort_tells_the_service_where_to_stop_and_ends_once_it_acked(tmp_path):
+    from aeron_numba.cluster.consensus_module_agent import ClusterTerminationException
+
+    world = started_leader(tmp_path)
+    position = log_publication(world).position
+    world.counters.control_toggle.set(int(ClusterControlToggle.ABORT))
+    run(world, 2)
+    assert world.agent.state == ConsensusModuleState.TERMINATING
+    assert world.aeron.publication(104).of("ServiceTerminationPosition")[0].log_position == position
+    world.service.ack(position)
+    with pytest.raises(ClusterTerminationException) as ended:
+        run(world, 2)
+    assert ended.value.is_expected and world.agent.state == ConsensusModuleState.CLOSED
+    assert world.agent.recording_log.find_term_entry(0).log_position == position

@@ -286,3 +286,42 @@ def test_try_claim_to_the_cluster_puts_the_session_header_first(node):
     run_until(agent, lambda: cm.messages("SessionMessageHeader"), "the claimed message")
     (message,) = cm.messages("SessionMessageHeader")
     assert (message.cluster_session_id, message.payload) == (SERVICE_ID, b"hello")
+
+
+class MarkFile:
+    def __init__(self):
+        self.touched = []
+
+    def update_activity_timestamp(self, now_ms):
+        self.touched.append(now_ms)
+
+
+def test_mark_file_touched_once_a_second_and_a_closed_commit_counter_terminates(node):
+    from aeron_numba.agent import NoOpIdleStrategy
+    from aeron_numba.cluster.context import ClusteredServiceContext
+    from aeron_numba.cluster.service.clustered_service_agent import ClusteredServiceAgent
+    from tests.unit.cluster.service.support import Clock
+
+    _, aeron = node
+    cm = ConsensusModuleStandIn(aeron)
+    now_ms = [5_000]
+    mark_file, errors = MarkFile(), []
+    agent = ClusteredServiceAgent(ClusteredServiceContext().conclude(), RecordingService(), aeron,
+                                  error_handler=errors.append, archive_connect=lambda: None,
+                                  idle_strategy=NoOpIdleStrategy(), nano_clock=Clock(),
+                                  epoch_clock_ms=lambda: now_ms[0], mark_file=mark_file)
+    agent.on_start()
+    agent.do_work()
+    touched = len(mark_file.touched)
+    assert mark_file.touched[-1] == 5_000
+    for step in (400, 400, 199):
+        now_ms[0] += step
+        agent.do_work()
+    assert len(mark_file.touched) == touched, "touched again before a second passed"
+    now_ms[0] += 1
+    agent.do_work()
+    assert mark_file.touched[-1] == 6_000
+    cm.commit_position.close()
+    with pytest.raises(ClusterTerminationException):
+        run_until(agent, lambda: False, "termination on the commit counter's close")
+    assert any("commit-pos counter unexpectedly closed" in str(e) for e in errors)
