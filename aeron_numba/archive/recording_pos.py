@@ -17,7 +17,8 @@ _I64 = struct.Struct("<q")
 
 
 def _archive_id(key: bytes) -> int:
-    length = min(_I32.unpack_from(key, A.REC_POS_SOURCE_IDENTITY_LENGTH_OFFSET)[0], A.REC_POS_MAX_SOURCE_IDENTITY_LENGTH)
+    length = min(_I32.unpack_from(key, A.REC_POS_SOURCE_IDENTITY_LENGTH_OFFSET)[0],
+                 A.REC_POS_MAX_SOURCE_IDENTITY_LENGTH)
     offset = A.REC_POS_SOURCE_IDENTITY_OFFSET + max(length, 0)
     return _I64.unpack_from(key, offset)[0] if offset + 8 <= len(key) else A.NULL_VALUE
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from aeron_numba.agent.agent import AgentTerminationException
 from aeron_numba.archive import recording_pos
+from aeron_numba.client.fragment_assembler import ABORT, CONTINUE
 from aeron_numba.cluster import cluster_member as cm
 from aeron_numba.cluster import pending_service_message_tracker as psmt
 from aeron_numba.cluster import recovery_state
@@ -55,14 +56,15 @@ from aeron_numba.cluster.pending_service_message_tracker import PendingServiceMe
 from aeron_numba.cluster.recovery_plan import RecordingExtent
 from aeron_numba.cluster.timer_service import TIMER_SERVICE_SUPPLIER_DEFAULT, new_timer_service
 from aeron_numba.codecs.channel_uri import (
-    ALIAS_PARAM, ENDPOINT_PARAM, EOS_PARAM, INITIAL_TERM_ID_PARAM, IPC_CHANNEL, LINGER_PARAM, MTU_LENGTH_PARAM,
-    SESSION_ID_PARAM, SPIES_SIMULATE_CONNECTION_PARAM, TAGS_PARAM, TERM_ID_PARAM, TERM_LENGTH_PARAM,
-    TERM_OFFSET_PARAM, ChannelUri)
+    AERON_SCHEME, ALIAS_PARAM, ENDPOINT_PARAM, INITIAL_TERM_ID_PARAM, IPC_CHANNEL, MTU_LENGTH_PARAM,
+    SESSION_ID_PARAM, SPIES_SIMULATE_CONNECTION_PARAM, SPY_QUALIFIER, TAGS_PARAM, TERM_ID_PARAM, TERM_LENGTH_PARAM,
+    TERM_OFFSET_PARAM, UDP_MEDIA, ChannelUri)
 from aeron_numba.codecs.cluster_proxies import ConsensusPublisher, ServiceProxy
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, semantic_version_major, semantic_version_string
 from aeron_numba.layout.cluster import ClusterControlToggle, ClusterRole, ConsensusModuleState, ElectionState
-from aeron_numba.layout.cluster_schema import ENUMS
+from aeron_numba.layout.cluster_schema import CLUSTER_SCHEMA, CLUSTER_SCHEMA_ID, ENUMS
+from aeron_numba.layout.counters import CHANNEL_STATUS_ERRORED
 
 log = logging.getLogger("aeron_numba.cluster")
 
@@ -76,11 +78,9 @@ CLUSTER_ACTION_FLAGS_DEFAULT = 0
 CLUSTER_ACTIONS = ENUMS["ClusterAction"]
 ADMIN_REQUEST_TYPES = ENUMS["AdminRequestType"]
 ADMIN_RESPONSE_CODES = ENUMS["AdminResponseCode"]
-SCHEMA_ID = 111
-ADMIN_REQUEST_TEMPLATE_ID = 26
-UDP_CHANNEL = "aeron:udp"
-SPY_PREFIX = "aeron-spy:"
-CHANNEL_STATUS_ERRORED = -1
+ADMIN_REQUEST_TEMPLATE_ID = CLUSTER_SCHEMA.message("AdminRequest").template_id
+UDP_CHANNEL = f"{AERON_SCHEME}:{UDP_MEDIA}"
+SPY_PREFIX = f"{SPY_QUALIFIER}:"
 SOURCE_LOCAL, SOURCE_REMOTE = "LOCAL", "REMOTE"
 
 
@@ -585,7 +585,7 @@ class ConsensusModuleAgent:
             return
         service = self.authorisation_service
         # Aeron's default service allows only the backup protocol's queries: an admin request needs one set
-        if service is None or not service.is_authorised(SCHEMA_ID, ADMIN_REQUEST_TEMPLATE_ID, request_type,
+        if service is None or not service.is_authorised(CLUSTER_SCHEMA_ID, ADMIN_REQUEST_TEMPLATE_ID, request_type,
                                                         session.encoded_principal):
             name = {v: k for k, v in ADMIN_REQUEST_TYPES.items()}.get(request_type, request_type)
             self.egress_publisher.send_admin_response(session, correlation_id, request_type,
@@ -607,7 +607,6 @@ class ConsensusModuleAgent:
 
     def on_ingress_message(self, leadership_term_id: int, cluster_session_id: int, payload) -> int:
         """An application message from a client: into the log (ABORT to retry while the log is back-pressured)."""
-        from aeron_numba.client.fragment_assembler import ABORT, CONTINUE
         if leadership_term_id == self.leadership_term_id and self.role == ClusterRole.LEADER:
             session = self.session_by_id.get(cluster_session_id)
             if session is not None and session.is_open:
@@ -740,8 +739,8 @@ class ConsensusModuleAgent:
 
     def _send_new_leader_event(self, session: ClusterSession) -> int:
         # the session's publication was added again for this term (asynchronously): send once it is connected
-        if session.is_response_publication_connected(self.aeron) and self.egress_publisher.new_leader(session, self.leadership_term_id, self.leader_member.id,
-                                            self.ingress_endpoints):
+        if session.is_response_publication_connected(self.aeron) and self.egress_publisher.new_leader(
+                session, self.leadership_term_id, self.leader_member.id, self.ingress_endpoints):
             session.has_new_leader_event_pending = False
             return 1
         return 0
