@@ -134,6 +134,9 @@ class AeronClusterSystem(LocalClientSystem):
         self.harness = ClusterHarness(ProcessManager(root / "logs"), service=self.service, env=self.env,
                                       name="bench")
         self.harness.start(timeout_s=timeout_s)
+        # Three members, not a leader and one follower: a member stuck catching up would leave no quorum to fail
+        # over to, and a lighter machine than the peers get.
+        self.harness.await_followers(2, timeout_s)
         self.client_dir = self.harness.root_dir / "bench-client" / "aeron"
         self.client_driver = self.harness.process_manager.spawn_module(
             "client-driver", "aeron_numba.driver",
