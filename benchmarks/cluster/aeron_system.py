@@ -5,9 +5,9 @@
 2 s, interval 200 ms, election timeout 1 s), and a client in this process: ``AeronCluster`` over a media driver of
 its own.
 
-A put is the service's PUT request (``encode_put``, the token as its request id) offered on the session's ingress;
-its acknowledgement is the leader's response on the egress (``decode_response``: status OK), matched by request
-id. A refused offer (back pressure, no leader while one is elected) is a refused ``put``: the generator offers it
+A put is the service's PUT request (``encode_put``, the run's base plus the token as its request id) offered on the
+ingress of one session kept for the system's life; its acknowledgement is the leader's response on the egress
+(``decode_response``: status OK), matched by request id. A refused offer (back pressure, no leader while one is elected) is a refused ``put``: the generator offers it
 again and the wait counts in its latency. The client polls the egress in its ``poll`` and yields the core
 (``sched_yield``) between empty polls: two cores are shared by the nodes' twelve processes, a driver and this one.
 
@@ -47,22 +47,33 @@ def _missing() -> str | None:
     return None
 
 
+#: Request ids of one run are ``run * RUN_ID_STRIDE + token``: an answer to an earlier run's put (an overloaded run
+#: leaves some in flight) is never taken for this run's.
+RUN_ID_STRIDE = 1 << 32
+
+
 class AeronClusterKvClient:
-    """``KvClient`` over an ``AeronCluster`` session with the key-value service."""
+    """``KvClient`` over an ``AeronCluster`` session with the key-value service.
+
+    One session serves every run of a system (as one client session served the golden run's whole history; a
+    session per run would add a connect per case): ``begin_run`` starts a run's request ids afresh and sends a
+    keep-alive, ``close`` ends a run and keeps the session, ``close_session`` closes it."""
 
     def __init__(self, aeron, ctx):
         from aeron_numba.cluster.client.aeron_cluster import AeronCluster
         from aeron_numba.cluster.client.egress_listener import EgressListener
         from aeron_numba.cluster.examples import key_value_service as kv
 
-        self._kv = kv
         self._pending = None
+        self._base = 0
         client = self
 
         class Listener(EgressListener):
             def on_message(self, cluster_session_id, timestamp, buffer, offset, length, header):
                 op, status, request_id, _ = kv.decode_response(bytes(buffer[offset:offset + length]))
-                client._pending(request_id, status == kv.OK)
+                token = request_id - client._base
+                if client._pending is not None and 0 <= token < RUN_ID_STRIDE:
+                    client._pending(token, status == kv.OK)
 
         self.session = AeronCluster.connect(ctx, aeron, egress_listener=Listener())
         self._offer = self.session.offer
@@ -70,11 +81,17 @@ class AeronClusterKvClient:
         self._encode = kv.encode_put
         self._keys: dict[str, bytes] = {}
 
+    def begin_run(self) -> "AeronClusterKvClient":
+        self._base += RUN_ID_STRIDE
+        self._pending = None
+        self.session.send_keep_alive()
+        return self
+
     def put(self, key: str, value: bytes, token: int) -> bool:
         encoded = self._keys.get(key)
         if encoded is None:
             encoded = self._keys[key] = key.encode()
-        return self._offer(self._encode(token, encoded, value)) > 0
+        return self._offer(self._encode(self._base + token, encoded, value)) > 0
 
     def poll(self, on_complete, timeout_ns: int) -> int:
         self._pending = on_complete
@@ -88,6 +105,9 @@ class AeronClusterKvClient:
         return work
 
     def close(self) -> None:
+        self._pending = None
+
+    def close_session(self) -> None:
         if not self.session.is_closed:
             self.session.close()
 
@@ -103,6 +123,7 @@ class AeronClusterSystem(LocalClientSystem):
         self.client_driver = None
         self.client_dir: Path | None = None
         self.aeron = None
+        self.session_client: AeronClusterKvClient | None = None
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -179,11 +200,19 @@ class AeronClusterSystem(LocalClientSystem):
     def client(self, *, failover: bool = False) -> AeronClusterKvClient:
         from aeron_numba.cluster.context import AeronClusterContext
 
-        ctx = AeronClusterContext.from_env(self.harness.layout.client_environment(self.client_dir),
-                                           message_timeout_ns=int(CONNECT_TIMEOUT_S * 1e9)).conclude()
-        return AeronClusterKvClient(self.aeron, ctx)
+        if self.session_client is None or self.session_client.session.is_closed:
+            ctx = AeronClusterContext.from_env(self.harness.layout.client_environment(self.client_dir),
+                                               message_timeout_ns=int(CONNECT_TIMEOUT_S * 1e9)).conclude()
+            self.session_client = AeronClusterKvClient(self.aeron, ctx)
+        return self.session_client.begin_run()
 
     def stop(self) -> None:
+        if self.session_client is not None:
+            try:
+                self.session_client.close_session()
+            except Exception:  # a session the cluster closed already, a client timed out: the nodes go anyway
+                pass
+            self.session_client = None
         if self.aeron is not None:
             self.aeron.close()
             self.aeron = None
