@@ -220,7 +220,11 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
             spec = L.FailoverSpec(rate=profile["failover_rate"], kill_target=system.leader_kill_target(),
                                   kill_after_s=profile["failover_kill_after_s"],
                                   timeout_s=profile["failover_timeout_s"])
-            result = system.run_failover(spec)
+            try:
+                result = system.run_failover(spec)
+            except Exception as exc:  # the client gave up (a session closed for want of a leader): say where nodes are
+                status = system.status_text()
+                raise RuntimeError(f"{type(exc).__name__}: {exc}" + (f"; nodes: {status}" if status else "")) from exc
             figures = L.failover_figures(result)
             if figures["failover_ns"] is None:
                 status = system.status_text()
