@@ -45,8 +45,9 @@ import numpy as np
 from benchmarks import stats
 from benchmarks.cluster import load as L
 
-DESCRIPTION = ("3-node clusters on loopback, aeron-numba's beside PySyncObj and etcd: synchronous put latency, open-loop "
-               "latency at 1 k and 10 k puts/s from the scheduled send time, the highest sustained rate, failover")
+DESCRIPTION = ("3-node clusters on loopback, aeron-numba's beside PySyncObj and etcd: synchronous put latency, "
+               "open-loop latency at 1 k and 10 k puts/s from the scheduled send time, the highest sustained rate, "
+               "failover")
 SUMMARY_FILE = "cluster_summary.json"
 HISTOGRAMS_FILE = "cluster_histograms.json"
 FIXED_RATES = (1_000, 10_000)
