@@ -8,8 +8,9 @@ its own.
 A put is the service's PUT request (``encode_put``, the run's base plus the token as its request id) offered on the
 ingress of one session kept for the system's life; its acknowledgement is the leader's response on the egress
 (``decode_response``: status OK), matched by request id. A refused offer (back pressure, no leader while one is
-elected) is a refused ``put``: the generator offers it again and the wait counts in its latency. The client polls the egress in its ``poll`` and yields the core
-(``sched_yield``) between empty polls: two cores are shared by the nodes' twelve processes, a driver and this one.
+elected) is a refused ``put``: the generator offers it again and the wait counts in its latency. The client polls
+the egress in its ``poll`` and yields the core (``sched_yield``) between empty polls: two cores are shared by the
+nodes' twelve processes, a driver and this one.
 
 Settings over the harness's test settings (``NODE_ENV``): every agent of a node and the client's driver idle with
 ``backoff`` (spin, yield, then park up to 1 ms; the harness's 1 ms ``sleeping`` would add up to a millisecond per
