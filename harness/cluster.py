@@ -6,7 +6,7 @@ cluster and archive dirs under one unique root in /dev/shm, and ports unique to 
 counter hands out blocks, so pytest-xdist workers and parallel runs do not collide). Settings come from
 ``aeron_numba.cluster.loopback_cluster.LoopbackCluster`` (what the node command's demo also uses) plus the test
 settings here: 64 KiB terms, sleeping idle strategies, the golden run's consensus timeouts (leader heartbeat 2 s,
-election 1 s, startup canvass 5 s), a client liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python
+election 1 s) but a startup canvass of 30 s (so the first election waits for members that start late), a client liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python
 processes start on two cores) and the driver's loss generator on.
 
 Usage::
@@ -112,6 +112,10 @@ def cluster_env_for_tests(**overrides: str) -> dict[str, str]:
         "AERON_TERM_BUFFER_LENGTH": "64k",
         "AERON_DEBUG_LOSS_CONTROL": "true",
         "AERON_CONDUCTOR_IDLE_STRATEGY": "sleeping",
+        # Members started together on two cores can be ready seconds apart: a long startup canvass lets the first
+        # election wait for all of them (it ends as soon as every member has answered), so no member starts as a
+        # late follower that must catch up (a separate test does that on purpose).
+        "AERON_CLUSTER_STARTUP_CANVASS_TIMEOUT": "30s",
         **overrides,
     }
 

@@ -95,3 +95,22 @@ def test_should_close_client_session_on_timeout(cluster_factory):
         verify_members(cluster, client)
     finally:
         client.close()
+
+
+
+def test_should_assemble_fragmented_session_messages(cluster):
+    from aeron_numba.cluster.examples.key_value_service import encode_put
+
+    _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(2)
+        # A request of 4 KiB goes as four fragments of the 1408-byte MTU (the 64 KiB terms take messages up to
+        # 8 KiB): every member must apply it whole (the store answers INVALID for a value over 256 bytes, but its
+        # hash covers all 4 KiB of the request).
+        big = client.await_acknowledged(client.send(encode_put(3, b"big", bytes(range(256)) * 16)))
+        assert big.status == 2  # INVALID: applied as one request of 4 KiB + 19 bytes
+        client.put_many(2)
+        verify_members(cluster, client)
+    finally:
+        client.close()
