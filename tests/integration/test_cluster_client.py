@@ -81,7 +81,7 @@ def driver(tmp_path_factory):
     manager = ProcessManager(tmp_path_factory.mktemp("cluster-client-processes"))
     aeron_dir = new_aeron_dir("aeron-cluster-client")
     try:
-        _, cnc = start_driver(manager, aeron_dir, **DRIVER_ENV)
+        _, cnc = start_driver(manager, aeron_dir, timeout_s=180, **DRIVER_ENV)  # a loaded machine starts it slowly
         cnc.close()
         yield aeron_dir, manager
     finally:
