@@ -1,9 +1,7 @@
 """A single-member consensus module process (``cm_worker``, no services) beside its media driver and archive: the
 SNAPSHOT control toggle makes the agent take its snapshot through ``ConsensusModuleSnapshotTaker``; the recording it
-indexes in recording.log plans as the latest snapshot and loads back through ``ConsensusModuleSnapshotLoader``.
-
-(A restart that recovers from it needs the agent's side of ``LogReplay`` and its loadSnapshot's commit position,
-branch cluster-cm: not tested here.)"""
+indexes in recording.log plans as the latest snapshot and loads back through ``ConsensusModuleSnapshotLoader``; a
+restarted module recovers from it (its election starts at the snapshot's log position) and leads again."""
 
 from __future__ import annotations
 
@@ -97,6 +95,14 @@ def test_a_snapshot_the_consensus_module_takes_on_the_toggle_is_indexed_and_load
                 "end_snapshot"
             assert "cluster_session" not in kinds  # no client connected
 
+        cm.terminate(20)
+        cm = process_manager.spawn_module("cm-restarted", "tests.integration.cluster.cm_worker", env=cm_env)
+        await_condition(lambda: cm.check_alive() or "new election" in cm.stdout() or NotYet(cm.tail(5)), 120,
+                        "the restarted module's election")
+        await_condition(leading, 120, "the restarted member leads again")
+        started = next(line for line in cm.stdout().splitlines() if "new election" in line)
+        assert f"logPosition={snapshots[0].log_position} " in started, started  # recovered from the snapshot
+        assert "consensus module error" not in cm.stdout(), cm.tail(20)
         cm.terminate(20)
     finally:
         counters.close()
