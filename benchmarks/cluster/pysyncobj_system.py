@@ -112,7 +112,10 @@ class PySyncObjSystem(KvSystem):
     def leader(self) -> int | None:
         for index, node in enumerate(self.nodes):
             if node.is_alive:
-                address = self.status(index)["leader"]
+                try:
+                    address = self.status(index)["leader"]
+                except (OSError, EOFError, TimeoutError):  # killed a moment ago: its reaping may lag; ask the next
+                    continue
                 return None if address is None else self.addresses.index(address)
         return None
 
