@@ -14,4 +14,8 @@ writes pyperf JSON, ``summary.json`` and percentile plots; ``gate`` judges the r
 Modules: ``plan`` (cases and profiles), ``runner`` (driver, workers, watchdog, clean-up), ``worker`` (the
 pinned worker processes), ``control`` (their barrier file), ``loops`` (every compiled loop), ``stats``
 (HdrHistogram and windows), ``aeron_pairs`` (registering publications/subscriptions), ``registry``.
+
+``python -m benchmarks cluster`` (``benchmarks/cluster/``) is a harness of its own: 3-node clusters on loopback
+(aeron-numba's, PySyncObj's, etcd's) behind one small interface, an open-loop load generator, the sustained-rate
+ladder and the failover measurement.
 """

@@ -2,7 +2,8 @@
 
 ``python -m benchmarks run [--quick|--tiny] [--out DIR] [--only PATTERN ...] [--history DIR | --no-history]``,
 ``python -m benchmarks gate [--quick] [--baseline FILE] [--summary FILE] [--update-baseline]``,
-``python -m benchmarks history [--history DIR] [--out DIR] [--master URL]`` and
+``python -m benchmarks history [--history DIR] [--out DIR] [--master URL]``,
+``python -m benchmarks cluster [--quick|--tiny] [--only SYSTEM ...] [--out DIR]`` and
 ``python -m benchmarks spark-scan [--size 2g] [--master URL] [--out DIR]``.
 
 ``run`` measures everything (``--quick``: CI-sized counts), prints the summary table and appends the run to
@@ -10,7 +11,8 @@ the benchmark history (``aeron_numba/spark/history_table.py`` says where); ``gat
 ``summary.json``) and compares its ratios with the stored baseline, failing (exit 1) when one got worse past
 its threshold; ``history`` reads the history with Spark, draws the ratios' trends and flags a step to a worse
 level (exit 1; the job ``bench-history`` of ``python -m aeron_numba.spark``); ``spark-scan`` times the
-``aeron-archive`` Spark source beside Parquet and a plain scan (``benchmarks/spark_scan.py``).
+``aeron-archive`` Spark source beside Parquet and a plain scan (``benchmarks/spark_scan.py``); ``cluster`` measures
+3-node clusters on loopback, aeron-numba's beside PySyncObj and etcd (``benchmarks/cluster/``).
 ``python -m benchmarks.kernels`` is the single-process kernel ceiling.
 """
 
@@ -33,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import spark_scan
 
         return spark_scan.main(argv[1:], "python -m benchmarks spark-scan")
+    if argv[:1] == ["cluster"]:  # its own profiles and options
+        from benchmarks.cluster.bench import main as cluster_main
+
+        return cluster_main(argv[1:], "python -m benchmarks cluster")
     if argv[:1] == ["history"]:  # the Spark job parses its own arguments (and answers its own --help)
         from aeron_numba.spark.jobs import bench_history
 
@@ -45,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     gate = sub.add_parser("gate", help="compare a run's ratios with the baseline")
     sub.add_parser("history", add_help=False,
                    help="read the benchmark history with Spark: trend plots and regressions ('history --help')")
+    sub.add_parser("cluster", add_help=False,
+                   help="3-node clusters (aeron-numba, PySyncObj, etcd): put latency, sustained rate, failover "
+                        "('cluster --help')")
     sub.add_parser("spark-scan", add_help=False,
                    help="Spark scan throughput of a recording beside Parquet and a plain scan ('spark-scan --help')")
     for p in (run, gate):
