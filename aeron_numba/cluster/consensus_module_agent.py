@@ -551,9 +551,9 @@ class ConsensusModuleAgent:
         session.last_activity_ns(now_ns, correlation_id)
         if self.role != ClusterRole.LEADER:
             self.redirect_user_sessions.append(session)
-        elif semantic_version_major(version) != semantic_version_major(C.CLUSTER_PROTOCOL_VERSION):
+        elif semantic_version_major(version) != semantic_version_major(C.CLIENT_PROTOCOL_SEMANTIC_VERSION):
             detail = (f"{SESSION_INVALID_VERSION_MSG} {semantic_version_string(version)}, cluster is "
-                      f"{semantic_version_string(C.CLUSTER_PROTOCOL_VERSION)}")
+                      f"{semantic_version_string(C.CLIENT_PROTOCOL_SEMANTIC_VERSION)}")
             session.reject(EVENT_CODES["ERROR"], detail)
             self.on_error(ClusterError(f"clusterSessionId={cluster_session_id} {detail}"))
             self.rejected_user_sessions.append(session)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aeron_numba.cluster.cluster_session import ClusterSession
 from aeron_numba.codecs.cluster_proxies import EgressPublisher as _EgressProxy
-from aeron_numba.layout.cluster import CLUSTER_PROTOCOL_VERSION
+from aeron_numba.layout.cluster import CLIENT_PROTOCOL_SEMANTIC_VERSION
 
 
 class EgressPublisher:
@@ -30,7 +30,7 @@ class EgressPublisher:
                    detail: str) -> bool:
         proxy = self._to(session)
         return proxy is not None and proxy.session_event(session.id, session.correlation_id, leadership_term_id,
-                                                         leader_member_id, code, CLUSTER_PROTOCOL_VERSION, detail)
+                                                         leader_member_id, code, CLIENT_PROTOCOL_SEMANTIC_VERSION, detail)
 
     def send_challenge(self, session: ClusterSession, encoded_challenge: bytes) -> bool:
         proxy = self._to(session)

@@ -44,7 +44,7 @@ class ElectionConfig:
     startup_canvass_timeout_ns: int = C.DEFAULT_STARTUP_CANVASS_TIMEOUT_NS
     appointed_leader_id: int = C.DEFAULT_APPOINTED_LEADER_ID
     app_version: int = 0
-    protocol_version: int = C.CLUSTER_PROTOCOL_VERSION
+    protocol_version: int = C.CONSENSUS_PROTOCOL_SEMANTIC_VERSION
 
     def __post_init__(self):
         for name in ("election_timeout_ns", "election_status_interval_ns", "leader_heartbeat_timeout_ns",

@@ -227,7 +227,9 @@ ELECTION_COUNT_TYPE_ID = 238
 
 APPEND_POSITION_FLAG_NONE = 0
 APPEND_POSITION_FLAG_CATCHUP = 1
-CLUSTER_PROTOCOL_VERSION = semantic_version(0, 3, 0)
+#: The consensus protocol's version members send in CanvassPosition and RequestVote: Aeron 1.48's
+#: ConsensusModule.Configuration.PROTOCOL_SEMANTIC_VERSION is 1.0.0 (spec §11 gives 0.3.0, which is the client's).
+CONSENSUS_PROTOCOL_SEMANTIC_VERSION = semantic_version(1, 0, 0)
 #: The session protocol's version a client sends in its SessionConnectRequest (spec §5: 0.3.0, Aeron's
 #: AeronCluster.Configuration.PROTOCOL_SEMANTIC_VERSION); a consensus module refuses another major version.
 CLIENT_PROTOCOL_SEMANTIC_VERSION = semantic_version(0, 3, 0)

@@ -93,7 +93,7 @@ def test_a_single_member_consensus_module_serves_a_client_and_its_service(proces
         ingress = aeron.add_exclusive_publication(f"aeron:udp?endpoint=127.0.0.1:{ports[0]}|term-length=64k", 101)
         await_condition(lambda: ingress.is_connected, WAIT_S, "ingress", processes=[cm])
         client = IngressProxy(ingress)
-        assert client.session_connect_request(77, 102, C.CLUSTER_PROTOCOL_VERSION, egress_channel, b"")
+        assert client.session_connect_request(77, 102, C.CLIENT_PROTOCOL_SEMANTIC_VERSION, egress_channel, b"")
         events: list = []
         await_condition(lambda: decoded(egress, events) or events, WAIT_S, "SessionEvent", processes=[cm])
         opened = events[0]

@@ -45,7 +45,7 @@ def log_publication(world):
 C_LOG_STREAM = 100
 
 
-def connect_client(world, correlation_id: int = 77, version: int = C.CLUSTER_PROTOCOL_VERSION,
+def connect_client(world, correlation_id: int = 77, version: int = C.CLIENT_PROTOCOL_SEMANTIC_VERSION,
                    channel: str = EGRESS):
     world.agent.on_session_connect(correlation_id, 102, version, channel, b"")
     run(world, 3)
@@ -121,12 +121,12 @@ def test_a_connect_opens_the_session_in_the_log_first_then_sends_ok(tmp_path):
     event = response.of("SessionEvent")[0]
     assert (event.cluster_session_id, event.correlation_id, event.code, event.leader_member_id,
             event.leadership_term_id, event.version, event.detail) == (1, 77, EVENT["OK"], 0, 0,
-                                                                       C.CLUSTER_PROTOCOL_VERSION, "")
+                                                                       C.CLIENT_PROTOCOL_SEMANTIC_VERSION, "")
 
 
 def test_the_ok_waits_for_the_response_publication_to_connect(tmp_path):
     world = started_leader(tmp_path)
-    world.agent.on_session_connect(5, 102, C.CLUSTER_PROTOCOL_VERSION, EGRESS, b"")
+    world.agent.on_session_connect(5, 102, C.CLIENT_PROTOCOL_SEMANTIC_VERSION, EGRESS, b"")
     response = world.aeron.publication(102)
     response.connected = False
     run(world, 3)
@@ -217,7 +217,7 @@ def test_a_follower_redirects_a_client_to_the_members_ingress_endpoints(tmp_path
     agent.role = ClusterRole.FOLLOWER
     agent.leader_member = agent.member_by_id[2]
     agent.leadership_term_id = 4
-    agent.on_session_connect(9, 102, C.CLUSTER_PROTOCOL_VERSION, EGRESS, b"")
+    agent.on_session_connect(9, 102, C.CLIENT_PROTOCOL_SEMANTIC_VERSION, EGRESS, b"")
     agent._send_redirects(agent.redirect_user_sessions, world.clock.now_ns)
     event = world.aeron.publication(102).of("SessionEvent")[0]
     assert (event.code, event.leader_member_id, event.leadership_term_id, event.cluster_session_id) == \

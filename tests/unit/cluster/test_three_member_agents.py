@@ -119,7 +119,7 @@ def test_three_members_elect_a_leader_commit_its_log_and_elect_again_when_it_die
         assert entry is not None and entry.term_base_log_position == 0
 
     # a client session opened on the leader is committed, and the followers learn of it from the log
-    leader.on_session_connect(7, 102, C.CLUSTER_PROTOCOL_VERSION, "aeron:udp?endpoint=127.0.0.9:40000", b"")
+    leader.on_session_connect(7, 102, C.CLIENT_PROTOCOL_SEMANTIC_VERSION, "aeron:udp?endpoint=127.0.0.9:40000", b"")
     network.run_until(lambda: all(1 in network.agent(i).session_by_id for i in followers), 5_000)
     leader.on_ingress_message(term, 1, b"replicated")
     log_end = network.worlds[leader_id].aeron.publication(100, "alias=log").position
