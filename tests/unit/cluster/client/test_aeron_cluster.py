@@ -110,6 +110,20 @@ def test_a_new_leader_is_followed_through_await_new_leader_connection():
     assert cluster.context.ingress_endpoints == ENDPOINTS
 
 
+def test_an_offer_before_the_new_leader_event_is_polled_goes_to_the_old_leader():
+    # As Aeron's: the session only learns of a new leader by polling its egress; until then its offers go to the
+    # old leader's publication, which stays connected for the driver's publication connection timeout after the
+    # leader died (the failover test polls until the client follows before it sends again).
+    cluster, aeron, _, _, old = make(immediate=True)
+    aeron.subscription.deliver(new_leader_event(), session_id=22)  # waiting in the egress, not polled yet
+    assert cluster.offer(b"lost") > 0
+    assert [m.payload for m in old.messages()] == [b"lost"] and cluster.leader_member_id == LEADER
+    cluster.poll_egress()
+    assert cluster.offer(b"kept") > 0
+    (message,) = aeron.publication_to("127.0.0.2:9001").messages()
+    assert (message.leadership_term_id, message.payload) == (TERM + 1, b"kept")
+
+
 def test_a_successful_offer_to_the_new_leader_also_ends_the_wait():
     cluster, aeron, _, _, _ = make(immediate=True)
     aeron.connected_channels = set()  # its connected flag lags: the first offer that goes through says it all
