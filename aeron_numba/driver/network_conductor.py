@@ -325,11 +325,14 @@ class NetworkConductor:
         destination.close()
 
     def link_existing_images(self, link) -> None:
-        """After ON_SUBSCRIPTION_READY: a late joiner starts at each image's current rebuild position."""
+        """After ON_SUBSCRIPTION_READY: a late joiner starts where the image's slowest subscriber is (its rebuild
+        position when it has none), as Aeron's ``PublicationImage.joinPosition``: what the others have still to
+        read is still in the image, and a cluster follower's service must join its log where the consensus module
+        is, not where the catch-up replay has got to."""
         for image in self.images:
             if image.endpoint is link.endpoint and image.stream_id == link.stream_id and \
                     image.state is ImageState.ACTIVE and link.wants_session(image.session_id):
-                self._link_subscriber(image, link, image.rebuild_position)
+                self._link_subscriber(image, link, min(image.min_subscriber_position(), image.rebuild_position))
 
     # ------------------------------------------------------------------------------------------ spies
     def spy_channel(self, channel: str) -> UdpChannel:

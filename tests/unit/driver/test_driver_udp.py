@@ -512,3 +512,23 @@ def test_session_id_on_a_udp_subscription_filters_its_images(harness):
         by_subscription.setdefault(image.subscription_registration_id, set()).add(image.session_id)
     first = min(by_subscription)
     assert by_subscription == {first: {7001}, late: {7002}, every: {7001, 7002}}
+
+
+def test_a_late_subscriber_joins_an_image_at_its_slowest_subscriber_not_its_rebuild_position(harness):
+    """Aeron's PublicationImage.joinPosition: a subscription added to an image that has subscribers starts at the
+    lowest of their positions (capped by the rebuild position), so it sees everything they have still to read. A
+    cluster follower relies on it: its service joins the catch-up image the consensus module has not read yet."""
+    stream = Stream(harness, channel_params="|tags=9001")
+    payloads = [bytes([i]) * 100 for i in range(20)]
+    stream.offer_all(payloads)
+    run(harness, stream.client, 30)  # delivered, not consumed: the first subscriber stays at its join position
+    image = next(image for image in harness.conductor.network.images if image.session_id == stream.image.session_id)
+    assert image.rebuild_position > stream.position
+    late = stream.client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                              stream_id=STREAM, channel="aeron:udp?tags=9001")
+    run(harness, stream.client, 10)
+    (joined,) = [m for t, m in stream.client.responses()
+                 if t == cp.ON_AVAILABLE_IMAGE and m.subscription_registration_id == late]
+    assert harness.reader.get_counter_value(joined.subscriber_position_id) == stream.position == 0
+    assert stream.drain() == payloads  # and the image still holds all of it
+    stream.close()
