@@ -114,3 +114,35 @@ def test_should_assemble_fragmented_session_messages(cluster):
         verify_members(cluster, client)
     finally:
         client.close()
+
+
+def test_should_notify_client_of_new_leader(cluster):
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(2)
+        cluster.kill(leader.member_id)
+        new_leader = cluster.await_leader(START_S, exclude=(leader.member_id,))
+        await_condition(lambda: client.poll() >= 0 and client.events.new_leaders, 30.0, "a NewLeaderEvent")
+        assert client.events.new_leaders[-1][1] == new_leader.member_id
+        assert client.cluster.leader_member_id == new_leader.member_id
+    finally:
+        client.close()
+
+
+def test_the_demo_kills_the_leader_and_reads_every_key_back(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from harness.cluster import allocate_base_port
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    base = allocate_base_port(21)  # a block of 210 ports: the demo's members take base + 100 n + 1..5
+    result = subprocess.run([sys.executable, "-m", "aeron_numba.cluster", "demo", "--messages", "10", "--base-port",
+                             str(base), "--timeout", "280"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "killed the leader" in result.stdout
+    assert "all 10 keys read back from the new leader" in result.stdout
+    assert not [p for p in os.listdir("/dev/shm") if p.startswith("aeron-numba-cluster-demo-")]

@@ -4,9 +4,10 @@ Each is moved to ``test_cluster.py`` once it passes for real. Run them by naming
 
     pytest -m slow tests/integration/cluster/wip_test_cluster.py -k <name>
 
-They fail today for three reasons, recorded in issue 19's notes: after a killed leader the new leader is elected
-but does not answer the client (failover), a member that starts late or restarts never catches up, and a snapshot
-taken through a running 3-member cluster fails in the service ("recording stopped unexpectedly").
+Why they fail today (issue 19's notes): a snapshot taken through a running 3-member cluster fails in the service
+("recording stopped unexpectedly"), which the snapshot and recovery tests need; the stop/restart tests call blocking
+harness methods without polling the client, whose session then times out; echo-then-continue and timers across a
+failover failed in the last run for reasons not yet looked at; a cut leaves the other two members in CANVASS.
 """
 
 from __future__ import annotations
@@ -49,20 +50,6 @@ def test_should_stop_follower_and_restart_follower(cluster):
         client.put_many(MESSAGES)
         verify_members(cluster, client)
         assert cluster.leader() is leader
-    finally:
-        client.close()
-
-
-def test_should_notify_client_of_new_leader(cluster):
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(2)
-        cluster.kill(leader.member_id)
-        new_leader = cluster.await_leader(START_S, exclude=(leader.member_id,))
-        await_condition(lambda: client.poll() >= 0 and client.events.new_leaders, 30.0, "a NewLeaderEvent")
-        assert client.events.new_leaders[-1][1] == new_leader.member_id
-        assert client.cluster.leader_member_id == new_leader.member_id
     finally:
         client.close()
 
@@ -222,25 +209,6 @@ def test_should_schedule_and_cancel_timers_across_a_failover(cluster):
         verify_members(cluster, client)
     finally:
         client.close()
-
-
-def test_the_demo_kills_the_leader_and_reads_every_key_back(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from harness.cluster import allocate_base_port
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    base = allocate_base_port(21)  # a block of 210 ports: the demo's members take base + 100 n + 1..5
-    result = subprocess.run([sys.executable, "-m", "aeron_numba.cluster", "demo", "--messages", "10", "--base-port",
-                             str(base), "--timeout", "280"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                            env=dict(os.environ, PYTHONPATH=root))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "killed the leader" in result.stdout
-    assert "all 10 keys read back from the new leader" in result.stdout
-    assert not [p for p in os.listdir("/dev/shm") if p.startswith("aeron-numba-cluster-demo-")]
-
 
 
 def test_cutting_the_leader_off_makes_the_others_elect_a_new_one(cluster):
