@@ -472,6 +472,8 @@ def test_console_scripts_are_declared():
         "aeron-loss-stat": "aeron_numba.tools.loss_stat:main",
         "aeron-numba-driver": "aeron_numba.commands.driver:main",
         "aeron-numba-archive": "aeron_numba.commands.archive:main",
+        "aeron-numba-cluster": "aeron_numba.commands.cluster:main",
+        "aeron-numba-cluster-service": "aeron_numba.commands.cluster_service:main",
         "archive-tool": "aeron_numba.tools.archive_tool:main",
         "cluster-tool": "aeron_numba.tools.cluster_tool:main",
     }
