@@ -239,7 +239,9 @@ def test_join_at_another_position_than_the_log_is_refused(node):
         run_until(agent, lambda: False, "join")
 
 
-@pytest.mark.parametrize("service_class", [KeyValueService, CompiledKeyValueService])
+# The compiled service polls through image.compiled(), whose methods are Numba overloads (no JIT, no handles).
+@pytest.mark.parametrize("service_class", [KeyValueService,
+                                           pytest.param(CompiledKeyValueService, marks=pytest.mark.requires_jit)])
 def test_key_value_service_applies_the_log_and_the_leader_answers(node, service_class):
     _, aeron = node
     egress = aeron.add_subscription(EGRESS_CHANNEL, EGRESS_STREAM_ID)

@@ -50,6 +50,7 @@ def _poll(image, limit, fragment_limit, state, outbox, result):
                                   fragment_limit, _echo, state, outbox, result)
 
 
+@pytest.mark.requires_jit  # polls through image.compiled(): Numba overloads, refused without the JIT
 def test_bounded_poll_stops_at_the_limit_and_before_other_messages(ipc):
     publication, image = _log(ipc)
     log = LogPublisher(publication)
@@ -68,6 +69,7 @@ def test_bounded_poll_stops_at_the_limit_and_before_other_messages(ipc):
     assert _poll(image, 1 << 40, 10, state, outbox, result) == 0 and image.position == ends[2]
 
 
+@pytest.mark.requires_jit  # polls through image.compiled(): Numba overloads, refused without the JIT
 def test_outbox_refuses_what_does_not_fit_and_offers_each_sessions_replies_in_order(ipc):
     outbox = K.new_outbox(256)
     outbox[K.OUTBOX_LEADERSHIP_TERM_ID_OFFSET:K.OUTBOX_LEADERSHIP_TERM_ID_OFFSET + 8].view(np.int64)[0] = 7
