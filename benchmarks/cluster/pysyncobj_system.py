@@ -85,8 +85,11 @@ class PySyncObjSystem(KvSystem):
                 "--ports", ",".join(map(str, ports)), "--control", str(control),
                 *(["--batch"] if self.batch else []), *options))
         for node, control in zip(self.nodes, controls):
-            await_condition(control.exists, timeout_s, f"{node.name}'s control socket", processes=[node])
-            self.connections.append(Client(str(control), family="AF_UNIX", authkey=CONTROL_AUTHKEY))
+            # The socket file appears at bind(), before listen(): a connect in between is refused, so retry it.
+            self.connections.append(await_condition(
+                lambda: Client(str(control), family="AF_UNIX", authkey=CONTROL_AUTHKEY), timeout_s,
+                f"{node.name}'s control socket", processes=[node],
+                ignore=(FileNotFoundError, ConnectionRefusedError)))
 
         def agreed_leader():
             statuses = [self._ask(i, "status", None, 10.0) for i in range(3)]
