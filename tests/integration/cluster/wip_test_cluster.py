@@ -12,29 +12,15 @@ failover failed in the last run for reasons not yet looked at; a cut leaves the 
 
 from __future__ import annotations
 
-
 import pytest
 
 from aeron_numba.cluster.recording_log import RecordingLog
 from aeron_numba.layout import cluster as C
 from harness.awaiting import await_condition
 from harness.cluster_client import KeyValueClient, verify_members
+from tests.integration.cluster.test_cluster import MESSAGES, START_S, _follower, _start
 
 pytestmark = pytest.mark.slow
-
-START_S = 180.0
-MESSAGES = 20
-
-
-def _start(cluster):
-    cluster.start(timeout_s=START_S)
-    leader = cluster.await_leader(START_S)
-    cluster.await_followers(2, START_S)
-    return leader
-
-
-def _follower(cluster, leader):
-    return next(node for node in cluster.nodes if node is not leader and node.is_running)
 
 
 def test_should_stop_follower_and_restart_follower(cluster):
