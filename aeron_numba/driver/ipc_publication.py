@@ -136,6 +136,16 @@ class IpcPublication:
         """Positions of the subscribers that hold the publisher back (every one but the RESTING)."""
         return [self._get_counter(s.counter_id) for s in self.subscribers if s.counts_for_flow_control]
 
+    def is_drained(self) -> bool:
+        producer = self.producer_position()
+        return all(position >= producer for position in self.subscriber_positions())
+
+    def is_accepting_subscriptions(self) -> bool:
+        """ACTIVE, or closed but with data a subscriber has still to read (Aeron's rule): a subscriber that comes
+        while an archive replay's publication drains (the replay sent everything and closed, the consensus module
+        has not read it yet) gets the image too, at the join position."""
+        return self.state is State.ACTIVE or (self.state is State.DRAINING and not self.is_drained())
+
     def join_position(self) -> int:
         """Where a new subscriber starts (Aeron's ``joinPosition``): the slowest subscriber that still holds the
         publisher back, or the consumer position. Not the producer position: a subscriber that arrives while
@@ -189,7 +199,7 @@ class IpcPublication:
         elif self.state is State.DRAINING:
             producer = self.producer_position()
             self._set_counter(self.pub_pos_counter_id, producer)
-            if all(position >= producer for position in self.subscriber_positions()):
+            if self.is_drained():
                 self.state = State.LINGER
             else:
                 self._check_for_blocked_publisher(now_ns, producer, system_counters)

@@ -120,6 +120,25 @@ def test_late_subscriber_joins_at_the_slowest_subscriber(driver, aeron_dir):
             assert received == [f"early-{i}".encode() for i in range(100)]
 
 
+def test_a_subscriber_added_while_a_closed_publication_drains_still_reads_it(driver, aeron_dir):
+    # Aeron's isAcceptingSubscriptions: a closed publication whose data a subscriber has not read yet still links
+    # new subscribers (an archive replay that sent everything and closed before the cluster service subscribed).
+    with _client(aeron_dir) as aeron, _client(aeron_dir) as publisher_client:
+        publication = publisher_client.add_exclusive_publication("aeron:ipc?term-length=64k", STREAM)
+        first = aeron.add_subscription("aeron:ipc", STREAM)
+        await_condition(lambda: publication.is_connected, 10, "publication connected")
+        for i in range(10):
+            await_condition(lambda: publication.offer(f"replayed-{i}".encode()) > 0, 10, "offer")
+        publication.close()
+        second = aeron.add_subscription("aeron:ipc", STREAM)
+        await_condition(lambda: second.image_count == 1, 10, "an image for the late subscriber")
+        for subscription in (first, second):
+            received = []
+            await_condition(lambda: subscription.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 100) == 0
+                            and len(received) == 10, 10, "every message")
+            assert received == [f"replayed-{i}".encode() for i in range(10)]
+
+
 def test_stalled_subscriber_back_pressures_and_loses_nothing(driver, aeron_dir):
     with _client(aeron_dir) as aeron:
         publication = aeron.add_publication("aeron:ipc?term-length=64k", STREAM)
