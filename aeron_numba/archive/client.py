@@ -187,6 +187,11 @@ class AeronArchive:
         is none."""
         self._call(self._proxy.stop_recording_request, stream_id=stream_id, channel=channel)
 
+    def add_idle_watch(self, watch) -> None:
+        """The control response image's next frame (responses, recording signals, errors): for an agent that
+        parks in compiled code (``agent/idle_watch.py``) between its polls of this client."""
+        self._subscription.add_idle_watch(watch)
+
     def stop_recording_subscription(self, subscription_id: int) -> None:
         """Stop the recording subscription of ``subscription_id`` (what ``start_recording`` returned); ``ArchiveError``
         if there is none."""

@@ -31,6 +31,7 @@ consensus_module_snapshot.py, cluster_termination.py), called by their Aeron nam
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -64,7 +65,7 @@ from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, semantic_version_major, semantic_version_string
 from aeron_numba.layout.cluster import ClusterControlToggle, ClusterRole, ConsensusModuleState, ElectionState
 from aeron_numba.layout.cluster_schema import CLUSTER_SCHEMA, CLUSTER_SCHEMA_ID, ENUMS
-from aeron_numba.layout.counters import CHANNEL_STATUS_ERRORED
+from aeron_numba.layout.counters import CHANNEL_STATUS_ERRORED, COUNTER_VALUE_OFFSET, counter_offset
 
 log = logging.getLogger("aeron_numba.cluster")
 
@@ -125,6 +126,9 @@ class _ReadableCounter:
 
     def get(self) -> int:
         return self._counters.get_counter_value(self.counter_id)
+
+    def add_idle_watch(self, watch) -> None:
+        watch.watch_int64(self._counters.values_buffer, counter_offset(self.counter_id) + COUNTER_VALUE_OFFSET)
 
     @property
     def is_closed(self) -> bool:
@@ -415,6 +419,26 @@ class ConsensusModuleAgent:
         self._election_do_work(self.cluster_clock.time_nanos())
 
     # =========================================================================================== idle / waits
+    def add_idle_watch(self, watch) -> bool:
+        """What an idle cycle between elections waits on (``agent/idle_watch.py``), so a backed-off module parks in
+        compiled code rather than running a Python cycle a millisecond: a fragment on ingress, consensus, the
+        services' stream, the log (a follower) or the archive's responses; the local archive's recording position
+        (the append position a leader commits from); a driver event. Everything else it does on a clock (slow
+        tick, heartbeats, timers, session timeouts, retries of a back-pressured offer, the control toggle) waits at
+        most one slow tick, 10 ms. An election runs on its own timers: no watch while one is in progress."""
+        if self.election is not None or self.state is not ConsensusModuleState.ACTIVE:
+            return False
+        self.aeron.add_idle_watch(watch)
+        for adapter in (self.ingress_adapter, self.consensus_adapter, self.consensus_module_adapter, self.log_adapter):
+            if adapter is not None and adapter.subscription is not None:
+                adapter.subscription.add_idle_watch(watch)
+        if self.archive is not None:
+            self.archive.add_idle_watch(watch)
+        if self.append_position is not None:
+            self.append_position.add_idle_watch(watch)
+        watch.run_by(time.monotonic_ns() + SLOW_TICK_INTERVAL_NS)
+        return True
+
     def idle(self, work_count: int = 0) -> None:
         """Wait inside a duty cycle (Aeron's agent as its own idle strategy); ends when the agent must close."""
         if self._should_stop():
