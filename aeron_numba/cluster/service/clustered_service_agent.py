@@ -30,16 +30,19 @@ handler and the log goes on from the next message (Aeron's runner does the same 
 from __future__ import annotations
 
 import struct
+import time
 
 import numpy as np
 
 from aeron_numba.agent import AgentTerminationException
+from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.cluster import recovery_state
 from aeron_numba.cluster.cluster_error import ClusterError, ClusterEvent
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
 from aeron_numba.cluster.service.bounded_log_adapter import BoundedLogAdapter
 from aeron_numba.cluster.service.client_session import ContainerClientSession
-from aeron_numba.cluster.service.clustered_service import MOCKED_OFFER, CloseReason, Role, check_service
+from aeron_numba.cluster.service.clustered_service import (MOCKED_OFFER, ClusteredServiceBase, CloseReason, Role,
+                                                            check_service)
 from aeron_numba.cluster.service.service_adapter import ServiceAdapter
 from aeron_numba.cluster.service.service_snapshot import (
     ServiceSnapshotLoader,
@@ -58,6 +61,8 @@ from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, 
 NULL_POSITION = -1
 ONE_MILLISECOND_NS = 1_000_000
 MARK_FILE_UPDATE_INTERVAL_MS = 1_000
+#: Longest compiled idle wait (``add_idle_watch``): the clock-driven work it cannot watch runs at least this often.
+IDLE_WATCH_MAX_WAIT_NS = 10_000_000
 SNAPSHOT_ACTION = ENUMS["ClusterAction"]["SNAPSHOT"]
 CLUSTER_ACTION_FLAGS_DEFAULT = 0
 CLUSTER_ACTION_FLAGS_STANDBY_SNAPSHOT = 1
@@ -214,6 +219,28 @@ class ClusteredServiceAgent:
             self._disconnect_egress()
         if self.mark_file is not None:
             self.mark_file.update_activity_timestamp(NULL_VALUE)
+
+    def add_idle_watch(self, watch) -> bool:
+        """What an idle cycle waits on (``agent/idle_watch.py``), so a backed-off container parks in compiled code
+        rather than running a Python cycle a millisecond: the log's next frame and the commit position bounding it,
+        the consensus module's stream, a driver event; its clocks (mark file, commit-pos check, back-pressured
+        replies) wait at most 10 ms. Not while a join, an ack or the termination is pending, and not for a service
+        with its own ``do_background_work``, which Aeron calls every duty cycle."""
+        if (self._nano_clock not in (time.monotonic_ns, SystemNanoClock.nano_time) or not self._is_service_active
+                or self._active_log_event is not None or self._requested_ack_position != NULL_POSITION
+                or self._termination_position != NULL_POSITION
+                or getattr(type(self.service), "do_background_work", None)
+                not in (None, ClusteredServiceBase.do_background_work)):
+            return False
+        self.aeron.add_idle_watch(watch)
+        self.service_adapter.subscription.add_idle_watch(watch)
+        image = self.log_adapter.image
+        if image is not None:
+            image.add_idle_watch(watch)
+            watch.watch_int64(self.counters.values_buffer, counters_layout.counter_offset(
+                self._commit_position_counter_id) + counters_layout.COUNTER_VALUE_OFFSET)
+        watch.run_by(time.monotonic_ns() + IDLE_WATCH_MAX_WAIT_NS)
+        return True
 
     def do_work(self) -> int:
         work_count = 0
