@@ -210,15 +210,19 @@ class ArchiveConductor:
     def add_idle_watch(self, watch) -> bool:
         """What the next idle cycle depends on (``agent/idle_watch.py``): a request arriving on a control image, a
         session's response publication connecting or not, the client conductor handling a driver event (new or
-        gone images, on its own thread), a session's liveness check and the mark file's activity update. Recordings,
-        replays and replications move data every cycle, and a subscription still being added awaits the driver's
-        answer or its timeout: with any of them, or a clock other than the monotonic one a compiled wait reads, the
-        archive idles a cycle at a time."""
-        if self.nano_clock is not time.monotonic_ns or self.recordings or self.replays or self.replications or \
+        gone images, on its own thread), a session's liveness check and the mark file's activity update, and each
+        recording's next frame (a cluster member's log is recorded all its life). Replays and replications move
+        data every cycle, and a subscription still being added awaits the driver's answer or its timeout: with any
+        of them, or a clock other than the monotonic one a compiled wait reads, the archive idles a cycle at a
+        time."""
+        if self.nano_clock is not time.monotonic_ns or self.replays or self.replications or \
                 self._replay_tokens or self._pending_subscriptions or self._images or self._gone_request_images:
             return False
         for session in self.control_sessions.values():
             if not session.add_idle_watch(watch):
+                return False
+        for recording in self.recordings.values():
+            if not recording.add_idle_watch(watch):
                 return False
         self.aeron.add_idle_watch(watch)
         for subscription in self.control_subscriptions:

@@ -80,6 +80,16 @@ class RecordingSession:
         """Stop at the next duty cycle, after what has been polled so far."""
         self._stop_requested = True
 
+    def add_idle_watch(self, watch) -> bool:
+        """The image's next frame: all an idle recording waits on (``agent/idle_watch.py``); the image closing comes
+        as a driver event, which the conductor watches. False while an event or a stop is still to be done."""
+        if (self.state is RecordingState.STOPPED or self._stop_requested or self.image.log_buffer is None
+                or (self.recording_events is not None
+                    and (not self._started_sent or self._progress_event_position < self.writer.position))):
+            return False
+        self.image.add_idle_watch(watch)
+        return True
+
     def do_work(self) -> int:
         if self.state is RecordingState.STOPPED:
             return 0

@@ -154,6 +154,11 @@ class Image:
         self.session_id, self.source_identity = 77, "aeron:ipc"
         self.is_closed = self.is_end_of_stream = False
 
+    def add_idle_watch(self, watch) -> None:
+        """The frame at this subscriber's position (what ``client.image.Image`` watches)."""
+        position = int(self.position_buffer[self.position_offset:self.position_offset + 8].view(np.int64)[0])
+        watch.watch_int64(self.log_buffer, (position // TERM) % 3 * TERM + position % TERM)
+
     def publish(self, count: int) -> int:
         """Append ``count`` 500-byte messages (544-byte frames); returns the log's new end position."""
         from tests.unit.log_support import offer_until_done
@@ -560,11 +565,19 @@ def test_an_archive_with_a_session_not_yet_active_or_with_responses_queued_idles
     assert not idle_conductor.add_idle_watch(IdleWatch())  # a response waits for the back pressure to clear
 
 
-def test_an_archive_recording_or_on_a_test_clock_idles_a_cycle_at_a_time(idle_conductor, conductor, shm_dir):
+def test_an_archive_on_a_test_clock_idles_a_cycle_at_a_time(conductor):
     assert not conductor.add_idle_watch(IdleWatch())  # its cached clock is not the wait's
-    record(idle_conductor, shm_dir)
-    assert idle_conductor.recordings
-    assert not idle_conductor.add_idle_watch(IdleWatch())  # data to move each cycle
+
+
+def test_an_idle_recording_wakes_its_archive_when_the_next_frame_lands(idle_conductor, shm_dir):
+    # A cluster member's archive records the log all its life: it must be able to park between messages.
+    image, _ = record(idle_conductor, shm_dir)
+    watch = IdleWatch()
+    assert idle_conductor.add_idle_watch(watch)
+    watch.snapshot()
+    assert not watch.changed()
+    image.publish(1)
+    assert watch.changed()
 
 
 def test_an_archive_awaiting_the_drivers_answer_for_a_subscription_idles_a_cycle_at_a_time(idle_conductor):
