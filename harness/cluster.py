@@ -287,7 +287,21 @@ class ClusterHarness:
         self.nodes = [ClusterNode(self, n) for n in self.layout.member_ids]
         self.client_driver: ManagedProcess | None = None
         self._seen_pids: set[int] = set()
+        self._background_work: list[Callable[[], int]] = []
         self._closed = False
+
+    # ---------------------------------------------------------------------------------- background work
+    def add_background_work(self, work: Callable[[], int]) -> None:
+        """Run ``work`` (returning a work count) while any harness call waits: a cluster client's egress poll and
+        keep-alive, which must go on while a member stops or restarts, or its session times out meanwhile."""
+        self._background_work.append(work)
+
+    def remove_background_work(self, work: Callable[[], int]) -> None:
+        if work in self._background_work:
+            self._background_work.remove(work)
+
+    def _work(self) -> int:
+        return sum(work() for work in list(self._background_work))
 
     # --------------------------------------------------------------------------------------- lifecycle
     def node(self, member_id: int) -> ClusterNode:
@@ -321,7 +335,7 @@ class ClusterHarness:
 
     def _await_started(self, member_id: int, timeout_s: float) -> ClusterNode:
         node = self.nodes[member_id]
-        text = node.process.await_output("aeron-numba cluster node:", timeout_s)
+        text = node.process.await_output("aeron-numba cluster node:", timeout_s, work=self._work)
         match = _START_LINE.search(text)
         if match is not None:
             node.child_pids = {"media driver": int(match[3]), "archive": int(match[4]),
@@ -362,7 +376,7 @@ class ClusterHarness:
         """SIGTERM the node (it stops its service, consensus module, archive and driver in order); its exit code."""
         node = self.nodes[member_id]
         self._seen_pids |= node.pids()
-        code = node.process.terminate(timeout_s, group=False)
+        code = node.process.terminate(timeout_s, group=False, work=self._work)
         self._await_gone(node, timeout_s)
         return code
 
@@ -406,7 +420,7 @@ class ClusterHarness:
 
     def _await_gone(self, node: ClusterNode, timeout_s: float) -> None:
         await_condition(lambda: not node.pids() or NotYet(f"alive: {sorted(node.pids())}"), timeout_s,
-                        f"member {node.member_id}'s processes to be gone")
+                        f"member {node.member_id}'s processes to be gone", work=self._work)
 
     # ------------------------------------------------------------------------------------------ network
     def cut(self, a: int, b: int) -> None:
@@ -465,7 +479,7 @@ class ClusterHarness:
                     return node
             return NotYet(self._roles_text())
 
-        return await_condition(found, timeout_s, "a leader", processes=self.processes())
+        return await_condition(found, timeout_s, "a leader", processes=self.processes(), work=self._work)
 
     def await_followers(self, count: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[ClusterNode]:
         """Wait until ``count`` running members (default: every running one but the leader) follow with their
@@ -475,7 +489,7 @@ class ClusterHarness:
             wanted = count if count is not None else len(self.running_nodes()) - 1
             return followers if len(followers) >= wanted else NotYet(self._roles_text())
 
-        return await_condition(found, timeout_s, "followers", processes=self.processes())
+        return await_condition(found, timeout_s, "followers", processes=self.processes(), work=self._work)
 
     def await_commit_position(self, position: int, timeout_s: float = DEFAULT_TIMEOUT_S,
                               member_ids: Iterable[int] | None = None) -> None:
@@ -487,7 +501,7 @@ class ClusterHarness:
             behind = {k: v for k, v in behind.items() if v is None or v < position}
             return not behind or NotYet(f"commit positions below {position}: {behind}")
 
-        await_condition(reached, timeout_s, f"commit position {position}", processes=self.processes())
+        await_condition(reached, timeout_s, f"commit position {position}", processes=self.processes(), work=self._work)
 
     def await_service_state(self, predicate: Callable[[ServiceState], bool], timeout_s: float = DEFAULT_TIMEOUT_S,
                             member_ids: Iterable[int] | None = None,
@@ -502,7 +516,7 @@ class ClusterHarness:
                 return states
             return NotYet(f"{states}")
 
-        return await_condition(reached, timeout_s, description, processes=self.processes())
+        return await_condition(reached, timeout_s, description, processes=self.processes(), work=self._work)
 
     def await_applied(self, count: int, timeout_s: float = DEFAULT_TIMEOUT_S,
                       member_ids: Iterable[int] | None = None) -> dict[int, ServiceState]:

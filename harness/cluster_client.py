@@ -75,6 +75,8 @@ class KeyValueClient:
 
         self.cluster = AeronCluster.connect(cluster.client_context(**context_overrides), egress_listener=Listener())
         self._last_keep_alive = time.monotonic()
+        self._harness = cluster
+        cluster.add_background_work(self.poll)  # the session stays alive while the harness stops or starts members
 
     # ------------------------------------------------------------------------------------------ requests
     def _on_response(self, data: bytes) -> None:
@@ -95,23 +97,32 @@ class KeyValueClient:
         return work
 
     def send(self, request: bytes, timeout_s: float = 30.0) -> SentRequest:
-        """Offer one request (retrying while back pressured or between leaders); it then counts as sent."""
+        """Offer one request (retrying while back pressured or between leaders); it then counts as sent. The egress
+        is polled first, so a NewLeaderEvent already sent moves the session to the new leader before the offer."""
         request_id = self._next_id
         deadline = time.monotonic() + timeout_s
         while True:
+            self.poll()
             result = self.cluster.offer(request)
             if result > 0:
                 break
             if result not in (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED) or time.monotonic() > deadline:
                 raise AssertionError(f"request {request_id} not taken by the ingress: offer answered {result} "
                                      f"(session state {self.cluster.state})")
-            self.poll()
             time.sleep(0.001)
         self._next_id += 1
         sent = SentRequest(request_id, request, sent_at=time.monotonic())
         self.sent.append(sent)
         self._by_id[request_id] = sent
         return sent
+
+    def await_new_leader(self, leader_member_id: int, timeout_s: float = 30.0) -> None:
+        """Poll until the session heard a NewLeaderEvent naming ``leader_member_id`` (Aeron's
+        ``awaitNewLeadershipEvent``): before it, a request may still go to the dead leader's publication."""
+        await_condition(lambda: self.poll() >= 0 and self.cluster.leader_member_id == leader_member_id and
+                        any(event[1] == leader_member_id for event in self.events.new_leaders)
+                        or NotYet(f"leader {self.cluster.leader_member_id}, events {self.events.new_leaders}"),
+                        timeout_s, f"a NewLeaderEvent naming member {leader_member_id}")
 
     def await_acknowledged(self, sent: SentRequest, timeout_s: float = 30.0) -> SentRequest:
         def answered():
@@ -151,6 +162,7 @@ class KeyValueClient:
         return [s for s in self.sent if not s.acknowledged]
 
     def close(self) -> None:
+        self._harness.remove_background_work(self.poll)
         self.cluster.close()
 
 

@@ -16,10 +16,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from aeron_numba.child_processes import with_parent_death_signal
-from harness.awaiting import await_condition
+from harness.awaiting import ConditionTimeout, await_condition
 
 _REAP_TIMEOUT_S = 10.0
 
@@ -159,20 +159,23 @@ class ManagedProcess:
         """SIGCONT after ``pause()``."""
         self._signal(signal.SIGCONT, group)
 
-    def terminate(self, timeout_s: float = 5.0, *, group: bool = True) -> int:
-        """SIGTERM (then SIGCONT, so a paused process can act on it); SIGKILL if still alive after ``timeout_s``."""
+    def terminate(self, timeout_s: float = 5.0, *, group: bool = True, work: Callable[[], int] | None = None) -> int:
+        """SIGTERM (then SIGCONT, so a paused process can act on it); SIGKILL if still alive after ``timeout_s``.
+        ``work`` runs while it waits (``await_condition``'s), e.g. a client's poll that must go on meanwhile."""
         self._signal(signal.SIGTERM, group)
         self._signal(signal.SIGCONT, group)
         try:
-            return self._popen.wait(timeout_s)
-        except subprocess.TimeoutExpired:
+            self.wait(timeout_s, work=work)
+        except ConditionTimeout:
             return self.kill(group=group)
+        return self._popen.returncode
 
     # ------------------------------------------------------------------------------------------ waits
-    def wait(self, timeout_s: float) -> int:
+    def wait(self, timeout_s: float, *, work: Callable[[], int] | None = None) -> int:
         """Wait for exit and return the exit code; ``ConditionTimeout`` if still running at the deadline."""
         await_condition(
-            lambda: self._popen.poll() is not None, timeout_s, f"process {self.name!r} (pid {self.pid}) to exit"
+            lambda: self._popen.poll() is not None, timeout_s, f"process {self.name!r} (pid {self.pid}) to exit",
+            work=work,
         )
         return self._popen.returncode
 
@@ -181,7 +184,8 @@ class ManagedProcess:
         if self._popen.poll() is not None:
             raise ProcessExitedError(f"process {self.name!r} exited with code {self._popen.returncode}\n{self.tail()}")
 
-    def await_output(self, text: str, timeout_s: float, *, stream: str = "stdout") -> str:
+    def await_output(self, text: str, timeout_s: float, *, stream: str = "stdout",
+                     work: Callable[[], int] | None = None) -> str:
         """Wait until ``text`` appears in the process's ``stdout`` or ``stderr`` log; fail at once if it exits first."""
         if stream not in ("stdout", "stderr"):
             raise ValueError(f"stream={stream!r} must be 'stdout' or 'stderr'")
@@ -194,7 +198,7 @@ class ManagedProcess:
             self.check_alive()  # after the read: a process that printed, then exited, still counts
             return None
 
-        return await_condition(found, timeout_s, f"{text!r} in {self.name}'s {stream}")
+        return await_condition(found, timeout_s, f"{text!r} in {self.name}'s {stream}", work=work)
 
     def __repr__(self) -> str:
         return f"ManagedProcess({self.name!r}, pid={self.pid}, exit_code={self.exit_code})"

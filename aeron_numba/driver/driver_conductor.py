@@ -412,8 +412,8 @@ class DriverConductor:
         return publication
 
     def _link_image(self, subscription: SubscriptionLink, publication: IpcPublication) -> None:
-        """A subscriber joins at the publication's current position (late joiners see only new data)."""
-        join_position = publication.producer_position()
+        """A subscriber joins at the publication's join position (the slowest current subscriber's, as Aeron)."""
+        join_position = publication.join_position()
         label = ck.subscriber_position_label(
             subscription.registration_id, publication.session_id, publication.stream_id, subscription.channel,
             join_position,

@@ -136,6 +136,13 @@ class IpcPublication:
         """Positions of the subscribers that hold the publisher back (every one but the RESTING)."""
         return [self._get_counter(s.counter_id) for s in self.subscribers if s.counts_for_flow_control]
 
+    def join_position(self) -> int:
+        """Where a new subscriber starts (Aeron's ``joinPosition``): the slowest subscriber that still holds the
+        publisher back, or the consumer position. Not the producer position: a subscriber that arrives while
+        another is still reading (a cluster service joining a log replay after the consensus module subscribed)
+        must see the same data from the same place, or it joins mid-stream."""
+        return min([self.consumer_position, *self.subscriber_positions()])
+
     def check_untethered_subscriptions(self, now_ns: int) -> list[tuple[SubscriberPosition, ImageChange]]:
         """§15.2 on each timer tick while ACTIVE, against the consumer position (see ``check_untethered``)."""
         return check_untethered(self.subscribers, self.consumer_position, self.term_window_length, now_ns,

@@ -78,14 +78,19 @@ def _client(aeron_dir, **kwargs) -> Aeron:
     return Aeron.connect(Context(aeron_dir=str(aeron_dir), **kwargs))
 
 
-def test_late_subscriber_joins_at_the_live_position(driver, aeron_dir):
+def test_late_subscriber_joins_at_the_live_position_once_the_others_consumed(driver, aeron_dir):
     with _client(aeron_dir) as aeron:
         publication = aeron.add_publication("aeron:ipc?term-length=64k", STREAM)
         early = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: publication.is_connected, 10, "publication connected")
         for i in range(100):
             await_condition(lambda: publication.offer(f"early-{i}".encode()) > 0, 10, "offer")
+        early_received = []
+        await_condition(lambda: early.poll(lambda b, o, n, h: early_received.append(1), 1000) == 0
+                        and len(early_received) == 100, 10, "early subscriber consumed everything")
         live_position = publication.position
+        # the driver saw the early subscriber's position (it moved the limit to it plus the window, half the term)
+        await_condition(lambda: publication.position_limit == live_position + 32 * 1024, 10, "limit moved")
         late = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: late.image_count == 1, 10, "late image")
         assert late.images[0].position == live_position
@@ -94,9 +99,25 @@ def test_late_subscriber_joins_at_the_live_position(driver, aeron_dir):
         await_condition(lambda: late.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 10) or received,
                         10, "late subscriber message")
         assert received == [b"after-join"]
-        early_received = []
-        await_condition(lambda: early.poll(lambda b, o, n, h: early_received.append(1), 1000) == 0
-                        and len(early_received) == 101, 10, "early subscriber got everything")
+
+
+def test_late_subscriber_joins_at_the_slowest_subscriber(driver, aeron_dir):
+    # Aeron's joinPosition: a subscriber that arrives while another has not read what was published starts where
+    # that one is, so both see the same messages (a cluster's service container joining a log replay relies on it).
+    with _client(aeron_dir) as aeron:
+        publication = aeron.add_publication("aeron:ipc?term-length=64k", STREAM)
+        early = aeron.add_subscription("aeron:ipc", STREAM)
+        await_condition(lambda: publication.is_connected, 10, "publication connected")
+        for i in range(100):
+            await_condition(lambda: publication.offer(f"early-{i}".encode()) > 0, 10, "offer")
+        late = aeron.add_subscription("aeron:ipc", STREAM)
+        await_condition(lambda: late.image_count == 1, 10, "late image")
+        assert late.images[0].position == early.images[0].position == 0
+        for subscription in (early, late):
+            received = []
+            await_condition(lambda: subscription.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 1000) == 0
+                            and len(received) == 100, 10, "every message")
+            assert received == [f"early-{i}".encode() for i in range(100)]
 
 
 def test_stalled_subscriber_back_pressures_and_loses_nothing(driver, aeron_dir):
