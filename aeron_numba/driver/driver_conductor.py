@@ -551,7 +551,7 @@ class DriverConductor:
             self.network.link_spy(link)
             return
         for publication in self.publications:
-            if publication.state is State.ACTIVE and link.matches_ipc_publication(publication):
+            if publication.is_accepting_subscriptions() and link.matches_ipc_publication(publication):
                 self._link_image(link, publication)
 
     def on_remove_subscription(self, client_id: int, correlation_id: int, registration_id: int) -> None:

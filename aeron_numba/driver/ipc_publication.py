@@ -136,6 +136,16 @@ class IpcPublication:
         """Positions of the subscribers that hold the publisher back (every one but the RESTING)."""
         return [self._get_counter(s.counter_id) for s in self.subscribers if s.counts_for_flow_control]
 
+    def is_accepting_subscriptions(self) -> bool:
+        """ACTIVE, or DRAINING with a subscriber still behind the producer (Aeron's ``isAcceptingSubscriptions``):
+        a subscriber that comes after the publisher closed, while another has not read everything, joins and reads
+        the rest (a cluster service joining a bounded log replay the archive has already written and closed)."""
+        return self.state is State.ACTIVE or (self.state is State.DRAINING
+                                              and not self._is_drained(self.producer_position()))
+
+    def _is_drained(self, producer: int) -> bool:
+        return all(position >= producer for position in self.subscriber_positions())
+
     def join_position(self) -> int:
         """Where a new subscriber starts (Aeron's ``joinPosition``): the slowest subscriber that still holds the
         publisher back, or the consumer position. Not the producer position: a subscriber that arrives while
@@ -189,7 +199,7 @@ class IpcPublication:
         elif self.state is State.DRAINING:
             producer = self.producer_position()
             self._set_counter(self.pub_pos_counter_id, producer)
-            if all(position >= producer for position in self.subscriber_positions()):
+            if self._is_drained(producer):
                 self.state = State.LINGER
             else:
                 self._check_for_blocked_publisher(now_ns, producer, system_counters)
