@@ -129,10 +129,11 @@ def test_should_take_a_snapshot_after_receiving_admin_request_of_type_snapshot(c
         client.close()
 
 
-def _snapshot(cluster, leader):
+def _snapshot(cluster, leader, client):
     from tests.integration.cluster.tools import run_cluster_tool
 
-    code, out, _ = run_cluster_tool(leader.cluster_dir, "snapshot")
+    # The client keeps polling (its keep-alives) while the tool runs, as a user's client would.
+    code, out, _ = run_cluster_tool(leader.cluster_dir, "snapshot", work=client.poll)
     assert (code, out) == (0, f"Member [{leader.member_id}]: SNAPSHOT applied successfully\n")
 
 
@@ -141,7 +142,7 @@ def test_should_recover_from_snapshot_and_log(cluster):
     client = KeyValueClient(cluster)
     try:
         client.put_many(MESSAGES)
-        _snapshot(cluster, leader)
+        _snapshot(cluster, leader, client)
         client.put_many(MESSAGES)
         before = verify_members(cluster, client)
     finally:
@@ -160,9 +161,9 @@ def test_should_recover_when_last_snapshot_is_marked_invalid(cluster):
     client = KeyValueClient(cluster)
     try:
         client.put_many(MESSAGES)
-        _snapshot(cluster, leader)
+        _snapshot(cluster, leader, client)
         client.put_many(MESSAGES)
-        _snapshot(cluster, leader)
+        _snapshot(cluster, leader, client)
         client.put_many(MESSAGES)
         before = verify_members(cluster, client)
     finally:
