@@ -491,6 +491,12 @@ class ClusterHarness:
 
         return await_condition(found, timeout_s, "followers", processes=self.processes(), work=self._work)
 
+    def await_follower(self, member_id: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> ClusterNode:
+        """Wait until member ``member_id`` follows with its election closed (a restarted or late member)."""
+        node = self.nodes[member_id]
+        return await_condition(lambda: node if node.is_follower() else NotYet(self._roles_text()), timeout_s,
+                               f"member {member_id} to follow", processes=self.processes(), work=self._work)
+
     def await_commit_position(self, position: int, timeout_s: float = DEFAULT_TIMEOUT_S,
                               member_ids: Iterable[int] | None = None) -> None:
         """Wait until the commit position of each given member (default: every running one) is >= ``position``."""

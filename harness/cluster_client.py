@@ -20,6 +20,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
+from aeron_numba.cluster.client.aeron_cluster import State
 from aeron_numba.cluster.examples.key_value_service import (KeyValueService, decode_response, encode_put)
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 from harness.awaiting import NotYet, await_condition
@@ -73,7 +74,9 @@ class KeyValueClient:
                                   payload, payload_offset, payload_length):
                 client.events.admin_responses.append((correlation_id, request_type, response_code, message))
 
-        self.cluster = AeronCluster.connect(cluster.client_context(**context_overrides), egress_listener=Listener())
+        self._connect = lambda: AeronCluster.connect(cluster.client_context(**context_overrides),
+                                                     egress_listener=Listener())
+        self.cluster = self._connect()
         self._last_keep_alive = time.monotonic()
         self._harness = cluster
         cluster.add_background_work(self.poll)  # the session stays alive while the harness stops or starts members
@@ -91,7 +94,7 @@ class KeyValueClient:
         if self.cluster.is_closed:
             return 0
         work = self.cluster.poll_egress()
-        if not self.cluster.is_closed and time.monotonic() - self._last_keep_alive > 1.0:
+        if self.cluster.state is State.CONNECTED and time.monotonic() - self._last_keep_alive > 1.0:
             if self.cluster.send_keep_alive():
                 self._last_keep_alive = time.monotonic()
         return work
@@ -160,6 +163,14 @@ class KeyValueClient:
     @property
     def unknown(self) -> list[SentRequest]:
         return [s for s in self.sent if not s.acknowledged]
+
+    def reconnect(self) -> None:
+        """A new session in place of this one (Aeron's ``reconnectClient``: after the cluster closed it, e.g. no
+        leader within the new leader timeout). Requests keep their ids; those unanswered stay unknown."""
+        if not self.cluster.is_closed:
+            self.cluster.close()
+        self.cluster = self._connect()
+        self._last_keep_alive = time.monotonic()
 
     def close(self) -> None:
         self._harness.remove_background_work(self.poll)

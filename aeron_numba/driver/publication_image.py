@@ -194,12 +194,20 @@ class PublicationImage:
         """The stream ends once every connection has ended it (one replay ending must not end the live stream
         fed through another destination), at the furthest end of stream seen, as Aeron decides."""
         if connection is None:
-            self.end_of_stream_position = position
+            self._set_end_of_stream(position)
             return
         connection.end_of_stream_position = position
         ends = [c.end_of_stream_position for c in self.connections]
         if None not in ends:
-            self.end_of_stream_position = max(ends)
+            self._set_end_of_stream(max(ends))
+
+    def _set_end_of_stream(self, position: int) -> None:
+        """Once, as Aeron: the log's metadata tells the subscribers where the stream ends (``Image.isEndOfStream``:
+        a cluster follower tells a leader that closed from one that vanished by it)."""
+        if self.end_of_stream_position is None:
+            self.end_of_stream_position = position
+            atomics_for_python.put_int64_release(
+                self.log.buffer, self.log.metadata_offset + lb.LOG_END_OF_STREAM_POSITION_OFFSET, position)
 
     def _propose_hwm(self, position: int) -> None:
         if position > self.hwm_position:

@@ -464,3 +464,23 @@ def test_a_multi_destination_subscription_reads_one_session_from_a_replay_then_t
         with pytest.raises(RegistrationError, match="channel does not allow manual control") as error:
             ordinary.add_destination(replay_channel)
         assert error.value.error_code_name == "INVALID_CHANNEL"
+
+
+def test_a_subscriber_sees_the_end_of_a_closed_udp_stream(drivers):
+    """The receiver writes the end-of-stream position into the image's log when the EOS heartbeat arrives, so a
+    subscriber can tell a publication that closed from one that vanished (a cluster follower needs it)."""
+    with Aeron.connect(Context(aeron_dir=str(drivers.dir_b))) as receiver, \
+            Aeron.connect(Context(aeron_dir=str(drivers.dir_a))) as sender:
+        subscription = receiver.add_subscription(drivers.channel, STREAM)
+        publication = sender.add_publication(drivers.channel + "|term-length=64k", STREAM)
+        await_condition(lambda: publication.is_connected and subscription.image_count == 1, 30, "connected")
+        await_condition(lambda: publication.offer(b"last words") > 0, 10, "offer")
+        end = publication.position
+        image = subscription.images[0]
+        received = []
+        await_condition(lambda: subscription.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 10) or
+                        received, 30, "the message")
+        publication.close()
+        await_condition(lambda: subscription.poll(lambda *a: None, 10) >= 0 and image.is_closed, 30, "image closed")
+        assert received == [b"last words"]
+        assert image.is_end_of_stream and image.position == end == image.end_of_stream_position

@@ -80,7 +80,6 @@ def test_should_remain_stable_when_there_is_a_slow_follower(cluster):
         client.close()
 
 
-
 def test_should_close_client_session_on_timeout(cluster_factory):
     cluster = cluster_factory(env={"AERON_CLUSTER_SESSION_TIMEOUT": "2s"})
     leader = _start(cluster)
@@ -95,7 +94,6 @@ def test_should_close_client_session_on_timeout(cluster_factory):
         verify_members(cluster, client)
     finally:
         client.close()
-
 
 
 def test_should_assemble_fragmented_session_messages(cluster):
@@ -126,6 +124,73 @@ def test_should_notify_client_of_new_leader(cluster):
         await_condition(lambda: client.poll() >= 0 and client.events.new_leaders, 30.0, "a NewLeaderEvent")
         assert client.events.new_leaders[-1][1] == new_leader.member_id
         assert client.cluster.leader_member_id == new_leader.member_id
+    finally:
+        client.close()
+
+
+def test_should_stop_follower_and_restart_follower(cluster):
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        follower = _follower(cluster, leader)
+        assert cluster.stop(follower.member_id) == 0
+        client.put_many(MESSAGES)  # the leader and the other follower are a quorum
+        cluster.restart(follower.member_id, START_S)
+        cluster.await_follower(follower.member_id, START_S)
+        client.put_many(MESSAGES)
+        verify_members(cluster, client)
+        assert cluster.leader() is leader
+    finally:
+        client.close()
+
+
+def test_should_echo_messages_then_continue_on_new_leader(cluster):
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        cluster.kill(leader.member_id)
+        new_leader = cluster.await_leader(START_S, exclude=(leader.member_id,))
+        client.await_new_leader(new_leader.member_id)  # as Aeron's test: before it, a send may reach the dead one
+        client.put_many(MESSAGES, timeout_s=START_S)
+        assert client.cluster.leader_member_id == new_leader.member_id
+        states = verify_members(cluster, client)
+        assert len(states) == 2 and {s.applied for s in states.values()} == {2 * MESSAGES}
+    finally:
+        client.close()
+
+
+def test_should_catchup_from_empty_log(cluster):
+    cluster.start([0, 1], timeout_s=START_S)  # a quorum of two; member 2 starts later with nothing
+    cluster.await_leader(START_S)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        cluster.start_node(2, START_S)
+        cluster.await_follower(2, START_S)
+        verify_members(cluster, client)
+    finally:
+        client.close()
+
+
+def test_should_schedule_and_cancel_timers_across_a_failover(cluster):
+    from harness.cluster_services import TIMER_KEY, timer_command
+
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put(TIMER_KEY, timer_command("schedule", 1, 100))  # fires before the failover
+        await_condition(lambda: all(n.timers_fired() == (1, 1) for n in cluster.nodes), 30.0, "timer 1 on all",
+                        work=client.poll)
+        client.put(TIMER_KEY, timer_command("schedule", 2, 60_000))  # cancelled after the failover
+        client.put(TIMER_KEY, timer_command("schedule", 3, 8_000))  # fires on the new leader
+        cluster.kill(leader.member_id)
+        client.await_new_leader(cluster.await_leader(START_S, exclude=(leader.member_id,)).member_id)
+        client.put(TIMER_KEY, timer_command("cancel", 2), timeout_s=START_S)
+        await_condition(lambda: all(n.timers_fired() == (2, 4) for n in cluster.running_nodes()), 60.0,
+                        "timer 3 on the members left, timer 2 never", work=client.poll)
+        verify_members(cluster, client)
     finally:
         client.close()
 

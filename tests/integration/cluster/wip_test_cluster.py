@@ -5,9 +5,9 @@ Each is moved to ``test_cluster.py`` once it passes for real. Run them by naming
     pytest -m slow tests/integration/cluster/wip_test_cluster.py -k <name>
 
 Why they fail today (issue 19's notes): a snapshot taken through a running 3-member cluster fails in the service
-("recording stopped unexpectedly"), which the snapshot and recovery tests need; the stop/restart tests call blocking
-harness methods without polling the client, whose session then times out; echo-then-continue and timers across a
-failover failed in the last run for reasons not yet looked at; a cut leaves the other two members in CANVASS.
+("recording stopped unexpectedly"), which the snapshot and recovery tests need; a leader stopped and restarted
+sometimes stays in FOLLOWER_REPLAY (seen once in four runs, cause not found yet), which the stop-leader and
+multiple-terms tests need; a cut leaves the other two members in CANVASS.
 """
 
 from __future__ import annotations
@@ -23,38 +23,6 @@ from tests.integration.cluster.test_cluster import MESSAGES, START_S, _follower,
 pytestmark = pytest.mark.slow
 
 
-def test_should_stop_follower_and_restart_follower(cluster):
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(MESSAGES)
-        follower = _follower(cluster, leader)
-        assert cluster.stop(follower.member_id) == 0
-        client.put_many(MESSAGES)  # the leader and the other follower are a quorum
-        cluster.restart(follower.member_id, START_S)
-        await_condition(follower.is_follower, START_S, "the restarted follower to follow")
-        client.put_many(MESSAGES)
-        verify_members(cluster, client)
-        assert cluster.leader() is leader
-    finally:
-        client.close()
-
-
-def test_should_echo_messages_then_continue_on_new_leader(cluster):
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(MESSAGES)
-        cluster.kill(leader.member_id)
-        new_leader = cluster.await_leader(START_S, exclude=(leader.member_id,))
-        client.put_many(MESSAGES, timeout_s=START_S)
-        assert client.cluster.leader_member_id == new_leader.member_id
-        states = verify_members(cluster, client)
-        assert len(states) == 2 and {s.applied for s in states.values()} == {2 * MESSAGES}
-    finally:
-        client.close()
-
-
 def test_should_stop_leader_and_restart_as_follower(cluster):
     leader = _start(cluster)
     client = KeyValueClient(cluster)
@@ -63,46 +31,34 @@ def test_should_stop_leader_and_restart_as_follower(cluster):
         assert cluster.stop(leader.member_id) == 0
         cluster.await_leader(START_S, exclude=(leader.member_id,))
         cluster.restart(leader.member_id, START_S)
-        await_condition(leader.is_follower, START_S, "the old leader to follow")
+        cluster.await_follower(leader.member_id, START_S)
         client.put_many(MESSAGES, timeout_s=START_S)
         verify_members(cluster, client)
     finally:
         client.close()
 
 
-
-
-def test_should_catchup_from_empty_log(cluster):
-    cluster.start([0, 1], timeout_s=START_S)  # a quorum of two; member 2 starts later with nothing
-    cluster.await_leader(START_S)
+def test_should_recover_when_follower_is_multiple_terms_behind(cluster):
+    # As Aeron's: the original leader stops; the new one leads a term, stops and restarts (one more election);
+    # then the original leader comes back two terms behind and must catch up.
+    original = _start(cluster)
     client = KeyValueClient(cluster)
     try:
         client.put_many(MESSAGES)
-        cluster.start_node(2, START_S)
-        await_condition(cluster.node(2).is_follower, START_S, "the empty member to follow")
-        verify_members(cluster, client)
-    finally:
-        client.close()
-
-
-def test_should_recover_when_follower_is_multiple_terms_behind(cluster):
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(5)
-        behind = _follower(cluster, leader)
-        cluster.stop(behind.member_id)
-        # two more terms without it: the leader is stopped and restarted, twice
-        for _ in range(2):
-            current = cluster.await_leader(START_S)
-            client.put_many(5, timeout_s=START_S)
-            cluster.stop(current.member_id)
-            cluster.restart(current.member_id, START_S)
-            cluster.await_leader(START_S)
-        cluster.restart(behind.member_id, START_S)
-        await_condition(behind.is_follower, START_S, "the member terms behind to follow")
-        client.put_many(5, timeout_s=START_S)
-        verify_members(cluster, client)
+        cluster.stop(original.member_id)
+        new_leader = cluster.await_leader(START_S, exclude=(original.member_id,))
+        client.await_new_leader(new_leader.member_id)
+        client.put_many(MESSAGES, timeout_s=START_S)
+        cluster.stop(new_leader.member_id)
+        cluster.restart(new_leader.member_id, START_S)
+        cluster.await_leader(START_S, exclude=(original.member_id,))
+        client.reconnect()  # one member was left alone meanwhile: no leader within the client's timeout
+        client.put_many(MESSAGES, timeout_s=START_S)
+        cluster.restart(original.member_id, START_S)
+        cluster.await_follower(original.member_id, START_S)
+        assert original.leadership_term_id() >= 2
+        states = verify_members(cluster, client)
+        assert len(states) == 3
     finally:
         client.close()
 
@@ -175,27 +131,6 @@ def test_should_recover_when_last_snapshot_is_marked_invalid(cluster):
     cluster.start(timeout_s=START_S)
     after = cluster.await_service_state(lambda s: s.applied >= 3 * MESSAGES, START_S)
     assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
-
-
-
-def test_should_schedule_and_cancel_timers_across_a_failover(cluster):
-    from harness.cluster_services import TIMER_KEY, timer_command
-
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put(TIMER_KEY, timer_command("schedule", 1, 100))  # fires before the failover
-        await_condition(lambda: all(n.timers_fired() == (1, 1) for n in cluster.nodes), 30.0, "timer 1 on all")
-        client.put(TIMER_KEY, timer_command("schedule", 2, 60_000))  # cancelled after the failover
-        client.put(TIMER_KEY, timer_command("schedule", 3, 8_000))  # fires on the new leader
-        cluster.kill(leader.member_id)
-        cluster.await_leader(START_S, exclude=(leader.member_id,))
-        client.put(TIMER_KEY, timer_command("cancel", 2), timeout_s=START_S)
-        await_condition(lambda: all(n.timers_fired() == (2, 4) for n in cluster.running_nodes()), 60.0,
-                        "timer 3 on the members left, timer 2 never")
-        verify_members(cluster, client)
-    finally:
-        client.close()
 
 
 def test_cutting_the_leader_off_makes_the_others_elect_a_new_one(cluster):
