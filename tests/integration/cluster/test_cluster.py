@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from aeron_numba.cluster.recording_log import RecordingLog
 from aeron_numba.layout import cluster as C
 from harness.awaiting import await_condition
 from harness.cluster_client import KeyValueClient, verify_members
@@ -193,6 +194,76 @@ def test_should_schedule_and_cancel_timers_across_a_failover(cluster):
         verify_members(cluster, client)
     finally:
         client.close()
+
+
+def test_should_take_a_snapshot_after_receiving_admin_request_of_type_snapshot(cluster_factory):
+    # As Aeron's test: admin requests are refused (UNAUTHORISED_ACCESS) unless an authorisation service allows them.
+    cluster = cluster_factory(env={"AERON_CLUSTER_AUTHORISATION_SERVICE_SUPPLIER":
+                                   "aeron_numba.archive.authentication:AllowAllAuthorisationService"})
+    _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        assert client.cluster.send_admin_request_to_take_a_snapshot(4242)
+        await_condition(lambda: client.poll() >= 0 and client.events.admin_responses, 60.0, "the admin response")
+        correlation_id, _, code, _ = client.events.admin_responses[0]
+        assert correlation_id == 4242 and code == 0  # OK
+        await_condition(lambda: all(n.counter(C.SNAPSHOT_COUNTER_TYPE_ID) == 1 for n in cluster.nodes), 60.0,
+                        "a snapshot on every member")
+        for node in cluster.nodes:
+            with RecordingLog(node.cluster_dir, read_only=True) as log:
+                assert log.get_latest_snapshot(C.CONSENSUS_MODULE_SERVICE_ID) is not None
+        verify_members(cluster, client)
+    finally:
+        client.close()
+
+
+def _snapshot(cluster, leader, client):
+    from tests.integration.cluster.tools import run_cluster_tool
+
+    # The client keeps polling (its keep-alives) while the tool runs, as a user's client would.
+    code, out, _ = run_cluster_tool(leader.cluster_dir, "snapshot", work=client.poll)
+    assert (code, out) == (0, f"Member [{leader.member_id}]: SNAPSHOT applied successfully\n")
+
+
+def test_should_recover_from_snapshot_and_log(cluster):
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        _snapshot(cluster, leader, client)
+        client.put_many(MESSAGES)
+        before = verify_members(cluster, client)
+    finally:
+        client.close()
+    for node in cluster.nodes:
+        cluster.stop(node.member_id)
+    cluster.start(timeout_s=START_S)
+    after = cluster.await_service_state(lambda s: s.applied >= 2 * MESSAGES, START_S)
+    assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
+
+
+def test_should_recover_when_last_snapshot_is_marked_invalid(cluster):
+    from tests.integration.cluster.tools import run_cluster_tool
+
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        _snapshot(cluster, leader, client)
+        client.put_many(MESSAGES)
+        _snapshot(cluster, leader, client)
+        client.put_many(MESSAGES)
+        before = verify_members(cluster, client)
+    finally:
+        client.close()
+    for node in cluster.nodes:
+        cluster.stop(node.member_id)
+        code, out, _ = run_cluster_tool(node.cluster_dir, "invalidate-latest-snapshot")
+        assert (code, out) == (0, " invalidate latest snapshot: true\n")
+    cluster.start(timeout_s=START_S)
+    after = cluster.await_service_state(lambda s: s.applied >= 3 * MESSAGES, START_S)
+    assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
 
 
 def test_the_demo_kills_the_leader_and_reads_every_key_back(tmp_path):

@@ -4,19 +4,16 @@ Each is moved to ``test_cluster.py`` once it passes for real. Run them by naming
 
     pytest -m slow tests/integration/cluster/wip_test_cluster.py -k <name>
 
-Why they fail today (issue 19's notes): a snapshot taken through a running 3-member cluster fails in the service
-("recording stopped unexpectedly"), which the snapshot and recovery tests need; a leader stopped and restarted
-sometimes stays in FOLLOWER_REPLAY (seen once in four runs, cause not found yet), which the stop-leader and
-multiple-terms tests need; a cut leaves the other two members in CANVASS.
+Why they fail today (issue 19's notes): a leader stopped and restarted sometimes stays in FOLLOWER_REPLAY (seen
+once in four runs, cause not confirmed; the driver then refused a subscription to a closed IPC publication that a
+subscriber had not finished reading, which hung a service joining a bounded log replay after a full restart, fixed
+since and not yet re-run with these), which the stop-leader and multiple-terms tests need; a cut leaves the other
+two members in CANVASS.
 """
-
 from __future__ import annotations
 
 import pytest
 
-from aeron_numba.cluster.recording_log import RecordingLog
-from aeron_numba.layout import cluster as C
-from harness.awaiting import await_condition
 from harness.cluster_client import KeyValueClient, verify_members
 from tests.integration.cluster.test_cluster import MESSAGES, START_S, _follower, _start
 
@@ -61,76 +58,6 @@ def test_should_recover_when_follower_is_multiple_terms_behind(cluster):
         assert len(states) == 3
     finally:
         client.close()
-
-
-def test_should_take_a_snapshot_after_receiving_admin_request_of_type_snapshot(cluster_factory):
-    # As Aeron's test: admin requests are refused (UNAUTHORISED_ACCESS) unless an authorisation service allows them.
-    cluster = cluster_factory(env={"AERON_CLUSTER_AUTHORISATION_SERVICE_SUPPLIER":
-                                   "aeron_numba.archive.authentication:AllowAllAuthorisationService"})
-    _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(MESSAGES)
-        assert client.cluster.send_admin_request_to_take_a_snapshot(4242)
-        await_condition(lambda: client.poll() >= 0 and client.events.admin_responses, 60.0, "the admin response")
-        correlation_id, _, code, _ = client.events.admin_responses[0]
-        assert correlation_id == 4242 and code == 0  # OK
-        await_condition(lambda: all(n.counter(C.SNAPSHOT_COUNTER_TYPE_ID) == 1 for n in cluster.nodes), 60.0,
-                        "a snapshot on every member")
-        for node in cluster.nodes:
-            with RecordingLog(node.cluster_dir, read_only=True) as log:
-                assert log.get_latest_snapshot(C.CONSENSUS_MODULE_SERVICE_ID) is not None
-        verify_members(cluster, client)
-    finally:
-        client.close()
-
-
-def _snapshot(cluster, leader, client):
-    from tests.integration.cluster.tools import run_cluster_tool
-
-    # The client keeps polling (its keep-alives) while the tool runs, as a user's client would.
-    code, out, _ = run_cluster_tool(leader.cluster_dir, "snapshot", work=client.poll)
-    assert (code, out) == (0, f"Member [{leader.member_id}]: SNAPSHOT applied successfully\n")
-
-
-def test_should_recover_from_snapshot_and_log(cluster):
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(MESSAGES)
-        _snapshot(cluster, leader, client)
-        client.put_many(MESSAGES)
-        before = verify_members(cluster, client)
-    finally:
-        client.close()
-    for node in cluster.nodes:
-        cluster.stop(node.member_id)
-    cluster.start(timeout_s=START_S)
-    after = cluster.await_service_state(lambda s: s.applied >= 2 * MESSAGES, START_S)
-    assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
-
-
-def test_should_recover_when_last_snapshot_is_marked_invalid(cluster):
-    from tests.integration.cluster.tools import run_cluster_tool
-
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(MESSAGES)
-        _snapshot(cluster, leader, client)
-        client.put_many(MESSAGES)
-        _snapshot(cluster, leader, client)
-        client.put_many(MESSAGES)
-        before = verify_members(cluster, client)
-    finally:
-        client.close()
-    for node in cluster.nodes:
-        cluster.stop(node.member_id)
-        code, out, _ = run_cluster_tool(node.cluster_dir, "invalidate-latest-snapshot")
-        assert (code, out) == (0, " invalidate latest snapshot: true\n")
-    cluster.start(timeout_s=START_S)
-    after = cluster.await_service_state(lambda s: s.applied >= 3 * MESSAGES, START_S)
-    assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
 
 
 def test_cutting_the_leader_off_makes_the_others_elect_a_new_one(cluster):
