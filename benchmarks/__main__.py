@@ -6,8 +6,8 @@
 ``python -m benchmarks cluster [--quick|--tiny] [--only SYSTEM ...] [--out DIR]`` and
 ``python -m benchmarks spark-scan [--size 2g] [--master URL] [--out DIR]``.
 
-``run`` measures everything (``--quick``: CI-sized counts), prints the summary table and appends the run to
-the benchmark history (``aeron_numba/spark/history_table.py`` says where); ``gate`` runs (or reads a run's
+``run`` measures everything (``--quick``: CI-sized counts; the full profile ends with the cluster benchmark's
+quick profile unless ``--no-cluster``), prints the summary table and appends the run to the benchmark history (``aeron_numba/spark/history_table.py`` says where); ``gate`` runs (or reads a run's
 ``summary.json``) and compares its ratios with the stored baseline, failing (exit 1) when one got worse past
 its threshold; ``history`` reads the history with Spark, draws the ratios' trends and flags a step to a worse
 level (exit 1; the job ``bench-history`` of ``python -m aeron_numba.spark``); ``spark-scan`` times the
@@ -23,6 +23,10 @@ import sys
 from pathlib import Path
 
 from aeron_numba.cli import fail, user_error_line
+
+
+#: The cluster benchmark's profile inside ``run``'s full profile.
+CLUSTER_PROFILE_IN_RUN = "quick"
 
 
 def _profile(args) -> str:
@@ -56,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                         "('cluster --help')")
     sub.add_parser("spark-scan", add_help=False,
                    help="Spark scan throughput of a recording beside Parquet and a plain scan ('spark-scan --help')")
+    run.add_argument("--no-cluster", action="store_true",
+                     help="the full profile without the 3-node cluster benchmark ('python -m benchmarks cluster')")
     for p in (run, gate):
         p.add_argument("--quick", action="store_true", help="short counts (what CI runs)")
         p.add_argument("--tiny", action="store_true", help="smoke-test counts: checks that everything works")
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks import gate as gate_module
     from benchmarks.plan import build_plan
-    from benchmarks.runner import run_suite
+    from benchmarks.runner import default_out_dir, run_suite
 
     # What the user typed is checked before anything starts: a pattern matching nothing, an --out that cannot
     # be a directory get one line, not a traceback.
@@ -96,8 +102,16 @@ def main(argv: list[str] | None = None) -> int:
         return fail(parser.prog, user_error_line(exc, "--history directory"))
 
     if args.command == "run":
-        summary = run_suite(_profile(args), args.out, args.only, history_dir=history_dir)
-        return 0 if all(c.get("ok") for c in summary["cases"].values()) and "history_error" not in summary else 1
+        out = Path(args.out) if args.out else default_out_dir(_profile(args))
+        summary = run_suite(_profile(args), out, args.only, history_dir=history_dir)
+        passed = all(c.get("ok") for c in summary["cases"].values()) and "history_error" not in summary
+        if _profile(args) == "full" and not args.only and not args.no_cluster:
+            # The 3-node clusters, in the same run (their own harness and table; the quick counts keep it to
+            # minutes a system): 'python -m benchmarks cluster' runs them alone, with more profiles.
+            from benchmarks.cluster import bench as cluster_bench
+
+            passed = cluster_bench.ok(cluster_bench.run(CLUSTER_PROFILE_IN_RUN, None, out / "cluster")) and passed
+        return 0 if passed else 1
     if args.summary:
         try:
             summary = gate_module.load_summary(args.summary)

@@ -39,6 +39,9 @@ from benchmarks.control import Control
 from benchmarks.plan import build_plan
 from benchmarks.worker import DRIVER_CODE, worker_main
 
+#: Where runs write their outputs unless ``--out`` says.
+DEFAULT_OUT_ROOT = Path("/tmp/aeron-numba-bench")
+
 #: The driver of a benchmark run: Aeron's defaults except a sleeping conductor, no linger, generous client
 #: timeouts (a worker's conductor thread shares its core with a spinning loop) and log buffers pre-touched
 #: (without, every page of a log's first pass cost a fault of about 36 us in the middle of the stream: one
@@ -200,6 +203,11 @@ def _merge(plan: list[dict], raw: dict[str, dict], cut_short: str | None) -> lis
     return merged
 
 
+def default_out_dir(name: str) -> Path:
+    """Where a run's outputs go unless told: ``<name>-<time>`` under ``DEFAULT_OUT_ROOT``."""
+    return DEFAULT_OUT_ROOT / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def run_suite(profile: str = "quick", out_dir: str | os.PathLike | None = None, only: list[str] | None = None,
               echo=print, history_dir: str | os.PathLike | None = None) -> dict:
     """Run the ``profile``'s benchmarks (optionally ``only`` some), write the outputs to ``out_dir``, append the
@@ -211,7 +219,7 @@ def run_suite(profile: str = "quick", out_dir: str | os.PathLike | None = None, 
 
     plan = build_plan(profile, only)
     started_utc = datetime.datetime.now(datetime.timezone.utc)
-    out_dir = Path(out_dir) if out_dir else Path("/tmp/aeron-numba-bench") / f"{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = Path(out_dir) if out_dir else default_out_dir(profile)
     out_dir.mkdir(parents=True, exist_ok=True)
     tsc_hz = loops.calibrate_tsc()  # also compiles (or loads) every compiled loop before the workers start
     cpus = choose_cpus()

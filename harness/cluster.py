@@ -31,6 +31,8 @@ Faults: ``kill`` (SIGSTOP the node and its children, then SIGKILL them all, so n
 ``pause``/``resume`` (SIGSTOP/SIGCONT of all of them), ``stop`` (SIGTERM: the node stops its children in order),
 ``restart``, ``wipe`` (remove a stopped member's dirs), ``cut``/``heal`` (the link between two members: each one's
 driver drops what it sends to the other's address, ``driver/loss_generator.py``; kept across restarts).
+Clients: work registered with ``add_background_work`` (``KeyValueClient`` registers its egress poll and keep-alive)
+runs whenever a harness call waits, so a session outlives a member's stop or restart as an application's would.
 ``close()`` (the ``with`` block's end, the fixture's teardown) kills every process the harness started, every
 child of theirs it has seen, and removes the root dir, whether the test passed or not.
 """

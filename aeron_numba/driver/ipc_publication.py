@@ -139,15 +139,15 @@ class IpcPublication:
         """Positions of the subscribers that hold the publisher back (every one but the RESTING)."""
         return [self._get_counter(s.counter_id) for s in self.subscribers if s.counts_for_flow_control]
 
-    def is_accepting_subscriptions(self) -> bool:
-        """ACTIVE, or DRAINING with a subscriber still behind the producer (Aeron's ``isAcceptingSubscriptions``):
-        a subscriber that comes after the publisher closed, while another has not read everything, joins and reads
-        the rest (a cluster service joining a bounded log replay the archive has already written and closed)."""
-        return self.state is State.ACTIVE or (self.state is State.DRAINING
-                                              and not self._is_drained(self.producer_position()))
-
-    def _is_drained(self, producer: int) -> bool:
+    def is_drained(self) -> bool:
+        producer = self.producer_position()
         return all(position >= producer for position in self.subscriber_positions())
+
+    def is_accepting_subscriptions(self) -> bool:
+        """ACTIVE, or closed but with data a subscriber has still to read (Aeron's rule): a subscriber that comes
+        while an archive replay's publication drains (the replay sent everything and closed, the consensus module
+        has not read it yet) gets the image too, at the join position."""
+        return self.state is State.ACTIVE or (self.state is State.DRAINING and not self.is_drained())
 
     def join_position(self) -> int:
         """Where a new subscriber starts (Aeron's ``joinPosition``): the slowest subscriber that still holds the
@@ -202,7 +202,7 @@ class IpcPublication:
         elif self.state is State.DRAINING:
             producer = self.producer_position()
             self._set_counter(self.pub_pos_counter_id, producer)
-            if self._is_drained(producer):
+            if self.is_drained():
                 self.state = State.LINGER
             else:
                 self._check_for_blocked_publisher(now_ns, producer, system_counters)

@@ -44,6 +44,7 @@ import numpy as np
 
 from benchmarks import stats
 from benchmarks.cluster import load as L
+from benchmarks.runner import default_out_dir
 
 DESCRIPTION = ("3-node clusters on loopback, aeron-numba's beside PySyncObj and etcd: synchronous put latency, "
                "open-loop latency at 1 k and 10 k puts/s from the scheduled send time, the highest sustained rate, "
@@ -401,8 +402,7 @@ def run(profile: str = "quick", only: list[str] | None = None, out_dir: str | os
         raise ValueError(f"profile={profile!r} must be one of {sorted(PROFILES)}")
     names = select_systems(only)
     p = PROFILES[profile]
-    out = Path(out_dir) if out_dir else (Path("/tmp/aeron-numba-bench")
-                                         / f"cluster-{profile}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(out_dir) if out_dir else default_out_dir(f"cluster-{profile}")
     out.mkdir(parents=True, exist_ok=True)
     meta = {"profile": profile, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "python": platform.python_version(),
             "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "load_avg_start": round(os.getloadavg()[0], 2),

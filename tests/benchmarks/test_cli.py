@@ -49,3 +49,20 @@ def test_history_and_no_history_exclude_each_other(tmp_path, capsys):
         main(["run", "--tiny", "--history", str(tmp_path), "--no-history"])
     assert info.value.code == 2  # argparse's usage error
     assert "argument --no-history: not allowed with argument --history" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, cluster_runs", [(["run"], True), (["run", "--no-cluster"], False),
+                                               (["run", "--quick"], False), (["run", "--only", "rtt.*"], False)])
+def test_the_full_run_ends_with_the_cluster_benchmark(tmp_path, monkeypatch, argv, cluster_runs):
+    # The suite and the clusters are stubbed: this checks which runs include the clusters and that a failed
+    # cluster benchmark fails the run, not the measuring (the smoke tests and 'benchmarks cluster --tiny' do).
+    import benchmarks.cluster.bench as cluster_bench
+    import benchmarks.runner as runner
+
+    calls = []
+    monkeypatch.setattr(runner, "run_suite", lambda profile, out, only, history_dir=None:
+                        {"cases": {"rtt.x": {"ok": True}}})
+    monkeypatch.setattr(cluster_bench, "run", lambda profile, only, out: calls.append((profile, out)) or {
+        "systems": {"aeron": {"error": "RuntimeError: no leader"}}})
+    assert main([*argv, "--out", str(tmp_path), "--no-history"]) == (1 if cluster_runs else 0)
+    assert calls == ([("quick", tmp_path / "cluster")] if cluster_runs else [])

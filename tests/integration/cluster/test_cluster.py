@@ -196,6 +196,60 @@ def test_should_schedule_and_cancel_timers_across_a_failover(cluster):
         client.close()
 
 
+def test_should_stop_leader_and_restart_as_follower(cluster):
+    leader = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        assert cluster.stop(leader.member_id) == 0
+        cluster.await_leader(START_S, exclude=(leader.member_id,))
+        cluster.restart(leader.member_id, START_S)
+        cluster.await_follower(leader.member_id, START_S)
+        client.put_many(MESSAGES, timeout_s=START_S)
+        verify_members(cluster, client)
+    finally:
+        client.close()
+
+
+def test_should_recover_when_follower_is_multiple_terms_behind(cluster):
+    # As Aeron's: the original leader stops; the new one leads a term, stops and restarts (one more election);
+    # then the original leader comes back two terms behind and must catch up.
+    original = _start(cluster)
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(MESSAGES)
+        cluster.stop(original.member_id)
+        new_leader = cluster.await_leader(START_S, exclude=(original.member_id,))
+        client.await_new_leader(new_leader.member_id)
+        client.put_many(MESSAGES, timeout_s=START_S)
+        cluster.stop(new_leader.member_id)
+        cluster.restart(new_leader.member_id, START_S)
+        cluster.await_leader(START_S, exclude=(original.member_id,))
+        client.reconnect()  # one member was left alone meanwhile: no leader within the client's timeout
+        client.put_many(MESSAGES, timeout_s=START_S)
+        cluster.restart(original.member_id, START_S)
+        cluster.await_follower(original.member_id, START_S)
+        assert original.leadership_term_id() >= 2
+        states = verify_members(cluster, client)
+        assert len(states) == 3
+    finally:
+        client.close()
+
+
+def test_cutting_the_leader_off_makes_the_others_elect_a_new_one(cluster):
+    """A leader cut off from the others (its driver drops what it sends them, theirs what they send it) is replaced
+    by a new leader elected by the two that still hear each other."""
+    cluster.start(timeout_s=START_S)
+    leader = cluster.await_leader(START_S)
+    cluster.await_followers(2, START_S)
+    cluster.isolate(leader.member_id)  # its driver sends nothing to the others, theirs nothing to it
+    assert leader.blocked_hosts == {node.host for node in cluster.nodes if node is not leader}
+    new_leader = cluster.await_leader(START_S, exclude=(leader.member_id,))
+    assert new_leader.leadership_term_id() > 0 and leader.is_running
+    cluster.heal_all()
+    assert not any(node.blocked_hosts for node in cluster.nodes)
+
+
 def test_should_take_a_snapshot_after_receiving_admin_request_of_type_snapshot(cluster_factory):
     # As Aeron's test: admin requests are refused (UNAUTHORISED_ACCESS) unless an authorisation service allows them.
     cluster = cluster_factory(env={"AERON_CLUSTER_AUTHORISATION_SERVICE_SUPPLIER":
