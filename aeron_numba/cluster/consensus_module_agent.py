@@ -60,6 +60,7 @@ from aeron_numba.codecs.channel_uri import (
     AERON_SCHEME, ALIAS_PARAM, ENDPOINT_PARAM, INITIAL_TERM_ID_PARAM, IPC_CHANNEL, MTU_LENGTH_PARAM,
     SESSION_ID_PARAM, SPIES_SIMULATE_CONNECTION_PARAM, SPY_QUALIFIER, TAGS_PARAM, TERM_ID_PARAM, TERM_LENGTH_PARAM,
     TERM_OFFSET_PARAM, UDP_MEDIA, ChannelUri)
+from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.codecs.cluster_proxies import ConsensusPublisher, ServiceProxy
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, semantic_version_major, semantic_version_string
@@ -877,13 +878,24 @@ class ConsensusModuleAgent:
         return acks
 
     def on_cluster_members_query(self, correlation_id: int, is_extended: bool) -> None:
-        if is_extended:
-            self.on_error(ClusterError(f"ClusterMembersQuery correlationId={correlation_id}: the extended response "
-                                       f"is not supported; ask without extended"))
-            return
+        """ClusterTool's members query (it always asks for the extended response, which its snapshot, suspend,
+        resume and shutdown commands read first to find the leader)."""
         leader_id = self.leader_member.id if self.leader_member is not None else NULL_VALUE
-        self.service_proxy.cluster_members_response(correlation_id, leader_id,
-                                                    cm.encode_cluster_members(self.active_members), "")
+        if is_extended:
+            entry = CLUSTER.group_class("ClusterMembersExtendedResponse", "active_members")
+            active = tuple(entry(leadership_term_id=m.leadership_term_id, log_position=m.log_position,
+                                 time_of_last_append_ns=m.time_of_last_append_position_ns, member_id=m.id,
+                                 ingress_endpoint=m.ingress_endpoint, consensus_endpoint=m.consensus_endpoint,
+                                 log_endpoint=m.log_endpoint, catchup_endpoint=m.catchup_endpoint,
+                                 archive_endpoint=m.archive_endpoint) for m in self.active_members)
+            sent = self.service_proxy.cluster_members_extended_response(
+                correlation_id, self.cluster_clock.time_nanos(), leader_id, self.member_id, active, ())
+        else:
+            sent = self.service_proxy.cluster_members_response(correlation_id, leader_id,
+                                                               cm.encode_cluster_members(self.active_members), "")
+        if not sent:  # the asker times out; the module carries on
+            self.on_error(ClusterError(f"failed to send cluster members response: correlationId={correlation_id} "
+                                       f"result={self.service_proxy.last_result}"))
 
     # =========================================================================================== the log, follower
     def on_replay_session_message(self, cluster_session_id: int, timestamp: int) -> None:

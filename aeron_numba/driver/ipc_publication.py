@@ -123,6 +123,9 @@ class IpcPublication:
         self._set_metadata_i32(lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, len(self.subscribers))
 
     def remove_subscriber(self, subscription) -> SubscriberPosition | None:
+        # As Aeron: take the leaving subscriber's position into the consumer position first, or a subscriber that
+        # joins next (at the consumer position, when no other is left) reads again what this one had read.
+        self.update_pub_pos_and_pub_lmt()
         for index, subscriber in enumerate(self.subscribers):
             if subscriber.subscription is subscription:
                 del self.subscribers[index]

@@ -176,11 +176,13 @@ def query_cluster_members(aeron_dir: str, control_channel: str, consensus_module
     from aeron_numba.codecs.cluster_proxies import ConsensusModuleProxy
     from aeron_numba.codecs.sbe_adapter import SbeAdapter
 
-    deadline = time.monotonic() + timeout_ms / 1000
     membership = ClusterMembership()
     with Aeron.connect(Context(aeron_dir=aeron_dir, client_name="cluster-tool")) as aeron:
         publication = aeron.add_publication(control_channel, consensus_module_stream_id)
         subscription = aeron.add_subscription(control_channel, service_stream_id)
+        # As Aeron's: the timeout is the node's time to answer, from when the client and its streams exist (our
+        # client's start alone, loading its kernels, can take more than the 1 s the toggle commands allow).
+        deadline = time.monotonic() + timeout_ms / 1000
         correlation_id = aeron.next_correlation_id()
         listener = ClusterControlAdapter(correlation_id, membership)
         adapter = SbeAdapter(CLUSTER, listener, TO_SERVICE, name="ClusterControlAdapter")

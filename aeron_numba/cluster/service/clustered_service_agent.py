@@ -36,6 +36,7 @@ import numpy as np
 
 from aeron_numba.agent import AgentTerminationException
 from aeron_numba.agent.clock import SystemNanoClock
+from aeron_numba.archive import recording_pos
 from aeron_numba.cluster import recovery_state
 from aeron_numba.cluster.cluster_error import ClusterError, ClusterEvent
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
@@ -44,11 +45,7 @@ from aeron_numba.cluster.service.client_session import ContainerClientSession
 from aeron_numba.cluster.service.clustered_service import (MOCKED_OFFER, ClusteredServiceBase, CloseReason, Role,
                                                             check_service)
 from aeron_numba.cluster.service.service_adapter import ServiceAdapter
-from aeron_numba.cluster.service.service_snapshot import (
-    ServiceSnapshotLoader,
-    ServiceSnapshotTaker,
-    find_recording_counter,
-)
+from aeron_numba.cluster.service.service_snapshot import ServiceSnapshotLoader, ServiceSnapshotTaker
 from aeron_numba.codecs.cluster_proxies import ConsensusModuleProxy
 from aeron_numba.kernels import cluster_service_log as K
 from aeron_numba.layout import cluster as C
@@ -728,14 +725,14 @@ class ClusteredServiceAgent:
 
     def _await_recording_counter(self, session_id: int, archive) -> tuple[int, int]:
         self.idle_strategy.reset()
-        found = find_recording_counter(self.counters, session_id, archive.archive_id)
-        while found is None:
+        counter_id = recording_pos.find_counter_id_by_session(self.counters, session_id, archive.archive_id)
+        while counter_id == recording_pos.NULL_COUNTER_ID:
             self.idle()
             error = archive.poll_for_error_response()
             if error is not None:
                 raise ClusterError(f"snapshot recording refused by the archive: {error}")
-            found = find_recording_counter(self.counters, session_id, archive.archive_id)
-        return found
+            counter_id = recording_pos.find_counter_id_by_session(self.counters, session_id, archive.archive_id)
+        return counter_id, recording_pos.get_recording_id(self.counters, counter_id)
 
     def _await_recording_complete(self, recording_id: int, position: int, counter_id: int, archive) -> None:
         self.idle_strategy.reset()
@@ -744,8 +741,8 @@ class ClusteredServiceAgent:
             error = archive.poll_for_error_response()
             if error is not None:
                 raise ClusterError(f"snapshot recording {recording_id}: {error}")
-            if self.counters.get_counter_state(counter_id) != counters_layout.RECORD_ALLOCATED or \
-                    self.counters.get_counter_reference_id(counter_id) != recording_id:
+            # The recording id is in the rec-pos counter's key; the archive leaves its reference id at the default.
+            if not recording_pos.is_active(self.counters, counter_id, recording_id):
                 raise ClusterError(f"recording stopped unexpectedly: {recording_id}")
 
     # ---------------------------------------------------------------------------------------------- misc

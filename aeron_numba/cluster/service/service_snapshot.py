@@ -12,15 +12,12 @@ synchronously, as Aeron's is); NOT_CONNECTED, CLOSED and MAX_POSITION_EXCEEDED e
 
 from __future__ import annotations
 
-import struct
-
 from aeron_numba.client.fragment_assembler import BREAK, CONTINUE, ControlledFragmentAssembler
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
 from aeron_numba.codecs.cluster_messages import CLUSTER, SERVICE_SNAPSHOT
 from aeron_numba.codecs.cluster_proxies import ServiceSnapshotTaker as ServiceSnapshotProxy
 from aeron_numba.codecs.sbe import MalformedMessageError, UnknownMessageError
-from aeron_numba.layout import archive as A
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout.cluster_schema import ENUMS
 from aeron_numba.layout.publication_status import ADMIN_ACTION, BACK_PRESSURED, CLOSED, MAX_POSITION_EXCEEDED, \
@@ -127,21 +124,3 @@ class ServiceSnapshotLoader:
             self.agent.add_session(message.cluster_session_id, message.response_stream_id, message.response_channel,
                                    message.encoded_principal)
         return CONTINUE
-
-
-_REC_POS_HEAD = struct.Struct("<qii")  # recordingId, sessionId, source identity length
-
-
-def find_recording_counter(counters_reader, session_id: int, archive_id: int) -> tuple[int, int] | None:
-    """The ``rec-pos`` counter of the recording of ``session_id`` by archive ``archive_id``: (counter id,
-    recording id), or None while there is none (Aeron's RecordingPos.findCounterIdBySession)."""
-    for info in counters_reader.for_each():
-        if info.type_id != A.RECORDING_POSITION_TYPE_ID:
-            continue
-        recording_id, recorded_session_id, identity_length = _REC_POS_HEAD.unpack_from(info.key, 0)
-        if recorded_session_id != session_id:
-            continue
-        at = A.REC_POS_SOURCE_IDENTITY_OFFSET + min(identity_length, A.REC_POS_MAX_SOURCE_IDENTITY_LENGTH)
-        if at + 8 <= len(info.key) and struct.unpack_from("<q", info.key, at)[0] == archive_id:
-            return info.counter_id, recording_id
-    return None

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from aeron_numba.archive import recording_pos
+from aeron_numba.archive.client import AeronArchive
 from aeron_numba.client import Aeron, Context, FragmentAssembler
 from aeron_numba.cluster import recovery_state
 from aeron_numba.cluster.examples.key_value_service import (
@@ -108,6 +110,24 @@ class Node:
         with ClusterMarkFile.open(self.tmp_path / "cluster" / "cluster-mark-service-0.dat") as mark_file:
             return [o.encoded_exception for o in ErrorLogReader.read(mark_file.error_log_buffer)]
 
+    def record_log(self) -> int:
+        """Have the archive record the stand-in's log, as the consensus module does; its recording id."""
+        publication, counters = self.cm.log_publication, self.aeron.counters_reader
+        archive = AeronArchive.connect(self.aeron)
+        try:
+            archive.start_recording(f"{publication.channel}|session-id={publication.session_id}",
+                                    publication.stream_id, "LOCAL", auto_stop=True)
+
+            def recorded():
+                counter_id = recording_pos.find_counter_id_by_session(counters, publication.session_id,
+                                                                      archive.archive_id)
+                if counter_id == recording_pos.NULL_COUNTER_ID:
+                    return NotYet("no rec-pos counter for the log")
+                return (recording_pos.get_recording_id(counters, counter_id),)  # id 0 is a value, not "not yet"
+            return await_condition(recorded, 30, "the log recorded")[0]
+        finally:
+            archive.close()
+
     def close(self):
         self.aeron.close()
 
@@ -128,6 +148,9 @@ def action_position(position: int) -> int:
 @pytest.mark.parametrize("variant", ["KeyValueService", "CompiledKeyValueService"])
 def test_log_applied_up_to_commit_then_snapshot_loaded_by_a_fresh_container(node, variant):
     cm = node.cm
+    # The log is the archive's first recording, as in a node, so the snapshot's is not recording 0 (which the
+    # rec-pos counter's default reference id, 0, matched when the container checked that field instead of the key).
+    log_recording_id = node.record_log()
     first = node.start_container(f"{KV}:{variant}")
     (ack,) = node.acks(1)
     assert (ack.log_position, ack.ack_id, ack.service_id) == (0, 0, 0)
@@ -158,7 +181,7 @@ def test_log_applied_up_to_commit_then_snapshot_loaded_by_a_fresh_container(node
     ack = node.acks(3)[2]
     assert (ack.log_position, ack.ack_id, ack.timestamp) == (snapshot_position, 2, 6)
     recording_id = ack.relevant_id
-    assert recording_id >= 0
+    assert recording_id >= 0 and recording_id != log_recording_id
     durations = [node.aeron.counters_reader.get_counter_value(info.counter_id)
                  for info in node.aeron.counters_reader.for_each()
                  if info.type_id == C.CLUSTERED_SERVICE_MAX_SNAPSHOT_DURATION_TYPE_ID]

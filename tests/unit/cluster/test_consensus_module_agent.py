@@ -417,6 +417,29 @@ def test_commit_position_is_the_quorum_of_the_append_positions_and_followers_hea
     assert len(to_follower.of("CommitPosition")) == sent + 1
 
 
+def test_cluster_tools_members_query_is_answered_extended_or_plain_on_the_service_stream(tmp_path):
+    from tests.unit.cluster.cm_fakes import member_endpoints
+
+    world = three_member_leader(tmp_path)
+    agent = world.agent
+    agent.on_append_position(3, 512, 1, 0)
+    agent.on_cluster_members_query(73, True)  # what ClusterTool asks, before snapshot/suspend/resume/shutdown
+    agent.on_cluster_members_query(74, False)
+    to_services = world.aeron.publication(104)
+    (extended,) = to_services.of("ClusterMembersExtendedResponse")
+    assert (extended.correlation_id, extended.leader_member_id, extended.member_id) == (73, 0, 0)
+    assert extended.current_time_ns == agent.cluster_clock.time_nanos() and extended.passive_members == ()
+    rows = [(m.member_id, m.leadership_term_id, m.log_position,
+             ",".join((m.ingress_endpoint, m.consensus_endpoint, m.log_endpoint, m.catchup_endpoint,
+                       m.archive_endpoint))) for m in extended.active_members]
+    assert rows[1] == (1, agent.active_members[1].leadership_term_id, 512, member_endpoints(1))  # as last heard
+    assert [r[0] for r in rows] == [0, 1, 2] and [r[3] for r in rows] == [member_endpoints(i) for i in range(3)]
+    (plain,) = to_services.of("ClusterMembersResponse")
+    assert (plain.correlation_id, plain.leader_member_id) == (74, 0)
+    assert plain.active_members == "|".join(f"{i},{member_endpoints(i)}" for i in range(3))
+    assert world.errors == []
+
+
 def test_a_leader_without_an_active_follower_quorum_starts_an_election(tmp_path):
     world = three_member_leader(tmp_path)
     for member_id in (1, 2):

@@ -650,6 +650,32 @@ def test_an_untethered_subscriber_that_falls_behind_is_dropped_rests_and_rejoins
     assert client.responses() == []  # caught up: stays ACTIVE; the tethered one was never dropped
 
 
+def test_a_subscriber_that_replaces_one_that_read_everything_joins_where_it_left_off(harness):
+    """Aeron's removeSubscriber takes the leaving subscriber's position into the consumer position before it goes:
+    the next subscriber (at the consumer position, none other being left) must not read again what was read (a
+    restarted cluster service read a ServiceTerminationPosition meant for the one before it, and stopped)."""
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc")
+    first_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                           stream_id=7, channel="aeron:ipc")
+    harness.work(2)
+    responses = client.responses()
+    pub = responses[0][1]
+    (first,) = [m for t, m in responses if t == cp.ON_AVAILABLE_IMAGE]
+    producer = 4096
+    with LogBuffers.open(pub.log_file_name) as log:  # the publisher wrote up to `producer`
+        tail_offset = log.metadata_offset + lb.term_tail_counter_offset(0)
+        log.buffer[tail_offset:tail_offset + 8].view(np.int64)[0] += producer
+    ck.set_counter_value(harness.cnc.counters_values_buffer, first.subscriber_position_id, producer)  # read it all
+    client.send(cp.REMOVE_SUBSCRIPTION, dc.RemoveMessage, registration_id=first_id)  # and left at once
+    second_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                            stream_id=7, channel="aeron:ipc")
+    harness.work(1)
+    (second,) = [m for t, m in client.responses() if t == cp.ON_AVAILABLE_IMAGE]
+    assert second.subscription_registration_id == second_id
+    assert harness.reader.get_counter_value(second.subscriber_position_id) == producer
+
+
 def test_a_tethered_subscriber_is_never_dropped_however_far_behind(harness):
     client = RawClient(harness.cnc)
     client.send(cp.ADD_EXCLUSIVE_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc")
