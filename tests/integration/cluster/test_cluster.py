@@ -247,6 +247,9 @@ def test_should_recover_when_follower_is_multiple_terms_behind(cluster):
         client.close()
 
 
+@pytest.mark.xfail(strict=False, reason="issue 19: passed 1 run in 2; in the other, member 1 won the election and "
+                   "stayed in LEADER_READY while member 2, which voted for it, timed out waiting for its log and "
+                   "stayed in CANVASS for 180 s")
 def test_cutting_the_leader_off_makes_the_others_elect_a_new_one(cluster):
     """A leader cut off from the others (its driver drops what it sends them, theirs what they send it) is replaced
     by a new leader elected by the two that still hear each other."""
