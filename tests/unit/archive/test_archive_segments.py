@@ -218,7 +218,10 @@ def test_a_short_write_records_the_whole_frames_it_wrote_and_leaves_no_torn_fram
 
 
 @SETTINGS
-@given(sizes=st.lists(st.integers(1, 6000), min_size=10, max_size=40), max_block=st.sampled_from([4096, 8192, TERM]))
+# Messages up to 4000 bytes: a frame (with its 32-byte header) always fits the smallest block, as a recorder's block
+# always holds at least one frame (Aeron's file I/O length is never below the MTU); a 6000-byte message with 4096-byte
+# blocks made the test's recorder stall on its first frame, not the code under test fail.
+@given(sizes=st.lists(st.integers(1, 4000), min_size=10, max_size=40), max_block=st.sampled_from([4096, 8192, TERM]))
 def test_a_recorder_killed_inside_any_write_recovers_only_frames_written_whole(tmp_path_factory, sizes, max_block):
     """SIGKILL inside ``pwrite`` leaves a page-granular prefix of it in the file. Cut the recording at every such
     point of every write: recovery must stop at an end of whole frames, no earlier than the blocks written
