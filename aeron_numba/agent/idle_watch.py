@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from aeron_numba.kernels.idle_wait import first_changed_word, park_until_changed, snapshot_words
+from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, counter_offset
 
 _WORD_LENGTH = 8
 
@@ -43,6 +44,10 @@ class IdleWatch:
         # so another thread letting go of the log meanwhile (a client conductor's linger) cannot unmap it under us.
         self._arrays.append(buffer)
         self._addresses.append(address)
+
+    def watch_counter(self, values_buffer: np.ndarray, counter_id: int) -> None:
+        """Watch the value of counter ``counter_id`` in a counters values buffer (``cnc.dat``'s)."""
+        self.watch_int64(values_buffer, counter_offset(counter_id) + COUNTER_VALUE_OFFSET)
 
     def run_by(self, deadline_ns: int) -> None:
         """The agent must run again by ``deadline_ns`` (``time.monotonic_ns`` time); the earliest one wins."""

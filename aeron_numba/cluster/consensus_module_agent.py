@@ -66,7 +66,7 @@ from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, semantic_version_major, semantic_version_string
 from aeron_numba.layout.cluster import ClusterControlToggle, ClusterRole, ConsensusModuleState, ElectionState
 from aeron_numba.layout.cluster_schema import CLUSTER_SCHEMA, CLUSTER_SCHEMA_ID, ENUMS
-from aeron_numba.layout.counters import CHANNEL_STATUS_ERRORED, COUNTER_VALUE_OFFSET, counter_offset
+from aeron_numba.layout.counters import CHANNEL_STATUS_ERRORED
 
 log = logging.getLogger("aeron_numba.cluster")
 
@@ -129,7 +129,7 @@ class _ReadableCounter:
         return self._counters.get_counter_value(self.counter_id)
 
     def add_idle_watch(self, watch) -> None:
-        watch.watch_int64(self._counters.values_buffer, counter_offset(self.counter_id) + COUNTER_VALUE_OFFSET)
+        watch.watch_counter(self._counters.values_buffer, self.counter_id)
 
     @property
     def is_closed(self) -> bool:

@@ -19,7 +19,7 @@ from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
 from aeron_numba.layout import log_buffer_descriptor as lb
-from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, UNBLOCKED_PUBLICATIONS, counter_offset
+from aeron_numba.layout.counters import UNBLOCKED_PUBLICATIONS
 from aeron_numba.layout.log_buffers import LogBuffers
 
 
@@ -192,7 +192,7 @@ class IpcPublication:
         for partition in range(lb.PARTITION_COUNT):
             watch.watch_int64(self.log.buffer, self.log.metadata_offset + lb.term_tail_counter_offset(partition))
         for subscriber in self.subscribers:
-            watch.watch_int64(self.values_buffer, counter_offset(subscriber.counter_id) + COUNTER_VALUE_OFFSET)
+            watch.watch_counter(self.values_buffer, subscriber.counter_id)
 
     def on_time_event(self, now_ns: int, system_counters) -> bool:
         """Timer tick: blocked-publisher check and the lifecycle. Returns True when the publication is DONE."""

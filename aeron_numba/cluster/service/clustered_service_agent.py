@@ -234,8 +234,7 @@ class ClusteredServiceAgent:
         image = self.log_adapter.image
         if image is not None:
             image.add_idle_watch(watch)
-            watch.watch_int64(self.counters.values_buffer, counters_layout.counter_offset(
-                self._commit_position_counter_id) + counters_layout.COUNTER_VALUE_OFFSET)
+            watch.watch_counter(self.counters.values_buffer, self._commit_position_counter_id)
         watch.run_by(time.monotonic_ns() + IDLE_WATCH_MAX_WAIT_NS)
         return True
 
