@@ -78,27 +78,37 @@ def _client(aeron_dir, **kwargs) -> Aeron:
     return Aeron.connect(Context(aeron_dir=str(aeron_dir), **kwargs))
 
 
+def _offer_all(publication, messages: list[bytes]) -> None:
+    for message in messages:
+        await_condition(lambda: publication.offer(message) > 0, 10, "offer")
+
+
+def _receive(subscription, count: int) -> list[bytes]:
+    """Poll until ``count`` messages came and the image has no more; returns them."""
+    received = []
+    await_condition(lambda: subscription.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 1000) == 0
+                    and len(received) == count, 10, f"{count} messages")
+    return received
+
+
+EARLY = [f"early-{i}".encode() for i in range(100)]
+
+
 def test_late_subscriber_joins_at_the_live_position_once_the_others_consumed(driver, aeron_dir):
     with _client(aeron_dir) as aeron:
         publication = aeron.add_publication("aeron:ipc?term-length=64k", STREAM)
         early = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: publication.is_connected, 10, "publication connected")
-        for i in range(100):
-            await_condition(lambda: publication.offer(f"early-{i}".encode()) > 0, 10, "offer")
-        early_received = []
-        await_condition(lambda: early.poll(lambda b, o, n, h: early_received.append(1), 1000) == 0
-                        and len(early_received) == 100, 10, "early subscriber consumed everything")
+        _offer_all(publication, EARLY)
+        assert _receive(early, len(EARLY)) == EARLY
         live_position = publication.position
         # the driver saw the early subscriber's position (it moved the limit to it plus the window, half the term)
         await_condition(lambda: publication.position_limit == live_position + 32 * 1024, 10, "limit moved")
         late = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: late.image_count == 1, 10, "late image")
         assert late.images[0].position == live_position
-        await_condition(lambda: publication.offer(b"after-join") > 0, 10, "offer")
-        received = []
-        await_condition(lambda: late.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 10) or received,
-                        10, "late subscriber message")
-        assert received == [b"after-join"]
+        _offer_all(publication, [b"after-join"])
+        assert _receive(late, 1) == [b"after-join"]
 
 
 def test_late_subscriber_joins_at_the_slowest_subscriber(driver, aeron_dir):
@@ -108,16 +118,12 @@ def test_late_subscriber_joins_at_the_slowest_subscriber(driver, aeron_dir):
         publication = aeron.add_publication("aeron:ipc?term-length=64k", STREAM)
         early = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: publication.is_connected, 10, "publication connected")
-        for i in range(100):
-            await_condition(lambda: publication.offer(f"early-{i}".encode()) > 0, 10, "offer")
+        _offer_all(publication, EARLY)
         late = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: late.image_count == 1, 10, "late image")
         assert late.images[0].position == early.images[0].position == 0
         for subscription in (early, late):
-            received = []
-            await_condition(lambda: subscription.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 1000) == 0
-                            and len(received) == 100, 10, "every message")
-            assert received == [f"early-{i}".encode() for i in range(100)]
+            assert _receive(subscription, len(EARLY)) == EARLY
 
 
 def test_a_subscriber_added_while_a_closed_publication_drains_still_reads_it(driver, aeron_dir):
@@ -127,16 +133,13 @@ def test_a_subscriber_added_while_a_closed_publication_drains_still_reads_it(dri
         publication = publisher_client.add_exclusive_publication("aeron:ipc?term-length=64k", STREAM)
         first = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: publication.is_connected, 10, "publication connected")
-        for i in range(10):
-            await_condition(lambda: publication.offer(f"replayed-{i}".encode()) > 0, 10, "offer")
+        replayed = [f"replayed-{i}".encode() for i in range(10)]
+        _offer_all(publication, replayed)
         publication.close()
         second = aeron.add_subscription("aeron:ipc", STREAM)
         await_condition(lambda: second.image_count == 1, 10, "an image for the late subscriber")
         for subscription in (first, second):
-            received = []
-            await_condition(lambda: subscription.poll(lambda b, o, n, h: received.append(bytes(b[o:o + n])), 100) == 0
-                            and len(received) == 10, 10, "every message")
-            assert received == [f"replayed-{i}".encode() for i in range(10)]
+            assert _receive(subscription, len(replayed)) == replayed
 
 
 def test_stalled_subscriber_back_pressures_and_loses_nothing(driver, aeron_dir):
