@@ -294,44 +294,43 @@ def _snapshot(cluster, leader, client):
     assert (code, out) == (0, f"Member [{leader.member_id}]: SNAPSHOT applied successfully\n")
 
 
-def test_should_recover_from_snapshot_and_log(cluster):
+def _requests_between_snapshots(cluster, snapshots: int) -> dict:
+    """MESSAGES requests, then ``snapshots`` times a snapshot on the leader and MESSAGES more; the members' states."""
     leader = _start(cluster)
     client = KeyValueClient(cluster)
     try:
         client.put_many(MESSAGES)
-        _snapshot(cluster, leader, client)
-        client.put_many(MESSAGES)
-        before = verify_members(cluster, client)
+        for _ in range(snapshots):
+            _snapshot(cluster, leader, client)
+            client.put_many(MESSAGES)
+        return verify_members(cluster, client)
     finally:
         client.close()
+
+
+def _assert_restart_recovers(cluster, before: dict, applied: int) -> None:
+    """Every member started again (after a full stop) reaches ``applied`` requests with the states it had."""
+    cluster.start(timeout_s=START_S)
+    after = cluster.await_service_state(lambda s: s.applied >= applied, START_S)
+    assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
+
+
+def test_should_recover_from_snapshot_and_log(cluster):
+    before = _requests_between_snapshots(cluster, 1)
     for node in cluster.nodes:
         cluster.stop(node.member_id)
-    cluster.start(timeout_s=START_S)
-    after = cluster.await_service_state(lambda s: s.applied >= 2 * MESSAGES, START_S)
-    assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
+    _assert_restart_recovers(cluster, before, 2 * MESSAGES)
 
 
 def test_should_recover_when_last_snapshot_is_marked_invalid(cluster):
     from tests.integration.cluster.tools import run_cluster_tool
 
-    leader = _start(cluster)
-    client = KeyValueClient(cluster)
-    try:
-        client.put_many(MESSAGES)
-        _snapshot(cluster, leader, client)
-        client.put_many(MESSAGES)
-        _snapshot(cluster, leader, client)
-        client.put_many(MESSAGES)
-        before = verify_members(cluster, client)
-    finally:
-        client.close()
+    before = _requests_between_snapshots(cluster, 2)
     for node in cluster.nodes:
         cluster.stop(node.member_id)
         code, out, _ = run_cluster_tool(node.cluster_dir, "invalidate-latest-snapshot")
         assert (code, out) == (0, " invalidate latest snapshot: true\n")
-    cluster.start(timeout_s=START_S)
-    after = cluster.await_service_state(lambda s: s.applied >= 3 * MESSAGES, START_S)
-    assert {(s.applied, s.state_hash) for s in after.values()} == {(s.applied, s.state_hash) for s in before.values()}
+    _assert_restart_recovers(cluster, before, 3 * MESSAGES)
 
 
 def test_the_demo_kills_the_leader_and_reads_every_key_back(tmp_path):
