@@ -17,8 +17,25 @@ from aeron_numba.settings import boolean, duration, from_env, integer, setting, 
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
-THREADING_MODE_SHARED = "SHARED"  # the one mode we run: conductor, sender and receiver on one thread
-AERON_THREADING_MODES = ("DEDICATED", "SHARED_NETWORK", "SHARED", "INVOKER")
+THREADING_MODE_SHARED = "SHARED"  # conductor, sender and receiver on one thread (our default)
+THREADING_MODE_SHARED_NETWORK = "SHARED_NETWORK"  # the conductor on one thread, sender and receiver on another
+THREADING_MODE_DEDICATED = "DEDICATED"  # a thread each (Aeron's default)
+THREADING_MODE_INVOKER = "INVOKER"  # Aeron's embedded driver driven by the application: refused here
+AERON_THREADING_MODES = (THREADING_MODE_DEDICATED, THREADING_MODE_SHARED_NETWORK, THREADING_MODE_SHARED,
+                         THREADING_MODE_INVOKER)
+#: The modes this driver runs (INVOKER needs an embedded driver the application invokes: there is no such API).
+SUPPORTED_THREADING_MODES = (THREADING_MODE_SHARED, THREADING_MODE_SHARED_NETWORK, THREADING_MODE_DEDICATED)
+#: Which idle strategy setting governs each agent thread of a mode (Aeron's rule, aeron_driver.c): in SHARED mode
+#: the *shared* one, not the conductor's.
+IDLE_STRATEGY_SETTINGS_BY_MODE = {
+    THREADING_MODE_SHARED: (("[conductor,sender,receiver]", "shared_idle_strategy"),),
+    THREADING_MODE_SHARED_NETWORK: (("conductor", "conductor_idle_strategy"),
+                                    ("[sender,receiver]", "shared_network_idle_strategy")),
+    THREADING_MODE_DEDICATED: (("conductor", "conductor_idle_strategy"), ("sender", "sender_idle_strategy"),
+                               ("receiver", "receiver_idle_strategy")),
+}
+IDLE_STRATEGY_SETTINGS = ("conductor_idle_strategy", "sender_idle_strategy", "receiver_idle_strategy",
+                          "shared_network_idle_strategy", "shared_idle_strategy")
 
 
 @dataclass
@@ -132,9 +149,20 @@ class DriverContext:
         doc="Lowest session id of the range the driver never assigns itself.")
     publication_reserved_session_id_high: int = setting(1000, "AERON_PUBLICATION_RESERVED_SESSION_ID_HIGH", integer,
         doc="Highest session id of the range the driver never assigns itself.")
+    # Aeron's five idle strategy settings, each "backoff" by default; which ones a driver uses depends on its
+    # threading mode (IDLE_STRATEGY_SETTINGS_BY_MODE): SHARED mode uses only the shared one, as aeronmd does.
     conductor_idle_strategy: str = setting("backoff", "AERON_CONDUCTOR_IDLE_STRATEGY", text,
-        doc="How the driver waits when it has no work: backoff, sleeping, yield, spin, noop (or an Agrona "
-            "class name).")
+        doc="How the conductor waits when it has no work, in DEDICATED and SHARED_NETWORK modes: backoff, "
+            "sleeping, yield, spin, noop (or an Agrona class name). SHARED mode uses AERON_SHARED_IDLE_STRATEGY.")
+    sender_idle_strategy: str = setting("backoff", "AERON_SENDER_IDLE_STRATEGY", text,
+        doc="How the sender waits when it has no work, in DEDICATED mode (names as for the conductor).")
+    receiver_idle_strategy: str = setting("backoff", "AERON_RECEIVER_IDLE_STRATEGY", text,
+        doc="How the receiver waits when it has no work, in DEDICATED mode (names as for the conductor).")
+    shared_network_idle_strategy: str = setting("backoff", "AERON_SHAREDNETWORK_IDLE_STRATEGY", text,
+        doc="How the thread of the sender and receiver waits in SHARED_NETWORK mode (names as for the conductor).")
+    shared_idle_strategy: str = setting("backoff", "AERON_SHARED_IDLE_STRATEGY", text,
+        doc="How the one driver thread (conductor, sender, receiver) waits in SHARED mode (names as for the "
+            "conductor).")
     conductor_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_CONDUCTOR_CYCLE_THRESHOLD", duration,
         doc="A conductor duty cycle longer than this is counted as exceeded.")
     sender_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_SENDER_CYCLE_THRESHOLD", duration,
@@ -146,11 +174,13 @@ class DriverContext:
         doc="Name shown in the Resolution changes counter's label.")
     allow_terminate_driver: bool = setting(False, "AERON_DRIVER_TERMINATION_VALIDATOR_ALLOW", boolean,
         doc="Allow a client's TERMINATE_DRIVER command to stop the driver.")
-    # Aeron's default is DEDICATED (a thread per agent); threads cannot share the GIL's work, so this driver runs its
-    # agents on one thread (DESIGN.md "Processes and agents"), and asking for another mode is refused, not ignored.
+    # Aeron's default is DEDICATED (a thread per agent). Ours is SHARED: under the GIL the agents' Python duty cycles
+    # cannot run in parallel, so more threads cost idle CPU and handoffs until the duty cycles release the GIL in
+    # compiled code (DESIGN.md "Processes and agents", docs/driver-threading.md).
     threading_mode: str = setting(THREADING_MODE_SHARED, "AERON_THREADING_MODE", text,
-        doc="How the driver's agents share threads: only SHARED (conductor, sender and receiver on one thread) is "
-            "supported; Aeron's DEDICATED, SHARED_NETWORK and INVOKER are refused.")
+        doc="How the driver's agents share threads: SHARED (conductor, sender and receiver on one thread), "
+            "SHARED_NETWORK (the conductor on one, sender and receiver on another) or DEDICATED (a thread each). "
+            "Aeron's INVOKER is refused: there is no embedded driver API to invoke.")
     driver_name: str = setting("", "AERON_DRIVER_NAME", text,
         doc="Name of this driver.")
 
@@ -210,25 +240,38 @@ class DriverContext:
                 f"publication_reserved_session_id_low={self.publication_reserved_session_id_low} >"
                 f" publication_reserved_session_id_high={self.publication_reserved_session_id_high}"
             )
-        mode = self.threading_mode.strip().upper()
+        mode = self.threading_mode.strip().upper() if isinstance(self.threading_mode, str) else self.threading_mode
         if mode not in AERON_THREADING_MODES:
             raise ConfigurationError(f"threading_mode={self.threading_mode!r} (AERON_THREADING_MODE) is not one of "
-                                     f"{', '.join(AERON_THREADING_MODES)}")
-        if mode != THREADING_MODE_SHARED:
+                                     f"{', '.join(SUPPORTED_THREADING_MODES)}")
+        if mode == THREADING_MODE_INVOKER:
             raise ConfigurationError(
-                f"threading_mode={self.threading_mode!r} (AERON_THREADING_MODE) is not supported: the aeron-numba "
-                f"media driver runs conductor, sender and receiver on one thread; unset AERON_THREADING_MODE or "
-                f"set it to {THREADING_MODE_SHARED}")
+                f"threading_mode={self.threading_mode!r} (AERON_THREADING_MODE) is not supported: INVOKER runs an "
+                f"embedded driver from the application's own loop, and aeron-numba has no embedded driver invoker "
+                f"API (its driver is a process); use one of {', '.join(SUPPORTED_THREADING_MODES)}")
         self.threading_mode = mode
         from aeron_numba.agent import idle_strategy_from_name
 
-        idle_strategy_from_name(self.conductor_idle_strategy)  # raises ConfigurationError if unknown
+        for name in IDLE_STRATEGY_SETTINGS:
+            try:
+                idle_strategy_from_name(getattr(self, name))
+            except ConfigurationError as exc:
+                env = next(f.metadata["env"] for f in fields(self) if f.name == name)
+                raise ConfigurationError(f"{name} ({env}): {exc}") from None
         return self
 
     @property
     def cnc_path(self) -> Path:
         """``<aeron_dir>/cnc.dat``."""
         return Path(self.aeron_dir) / cnc.CNC_FILE
+
+    def agent_idle_strategies(self) -> tuple[tuple[str, str], ...]:
+        """(agent thread, idle strategy name) for each thread of this context's threading mode, as Aeron picks."""
+        mode = self.threading_mode.strip().upper()
+        if mode not in IDLE_STRATEGY_SETTINGS_BY_MODE:
+            raise ConfigurationError(f"threading_mode={self.threading_mode!r} (AERON_THREADING_MODE) is not one of "
+                                     f"{', '.join(SUPPORTED_THREADING_MODES)}")
+        return tuple((agents, getattr(self, name)) for agents, name in IDLE_STRATEGY_SETTINGS_BY_MODE[mode])
 
     def environment(self) -> dict[str, str]:
         """These settings as environment variables (for launching a driver process with the same context)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,7 @@ class DriverConductor:
         self.next_session_id = random.randint(-(2**31), 2**31 - 1)
         self.now_ns = self.time_of_last_timer_ns = self.nano_clock()  # now_ns: this duty cycle's time
         self.terminate_requested = False
+        self._error_lock = threading.Lock()
         self.network = NetworkConductor(self)  # aeron:udp: endpoints, network publications, images
         self.command_adapter = ClientCommandAdapter(
             self.to_driver, self, self.client_proxy, self._record_error, self.system_counters,
@@ -186,7 +188,9 @@ class DriverConductor:
         self.to_driver.set_consumer_heartbeat_time(self.epoch_clock())
 
     def _record_error(self, error: BaseException | str) -> None:
-        self.error_log.record(error)
+        """Also the error handler of the sender's and receiver's runners, on their threads: one at a time."""
+        with self._error_lock:
+            self.error_log.record(error)
         self.system_counters.increment(cl.ERRORS)
         log.warning("error recorded in the error log: %s", error)
 
@@ -442,13 +446,13 @@ class DriverConductor:
     def on_add_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
                            channel: str) -> None:
         endpoint, address = self._manual_destination(client_id, registration_correlation_id, channel)
-        endpoint.add_destination(address, self.now_ns)
+        self.network.add_send_destination(endpoint, address, self.now_ns)
         self.client_proxy.on_operation_succeeded(correlation_id)
 
     def on_remove_destination(self, client_id: int, correlation_id: int, registration_correlation_id: int,
                               channel: str) -> None:
         endpoint, address = self._manual_destination(client_id, registration_correlation_id, channel)
-        if not endpoint.remove_destination(address):
+        if not self.network.remove_send_destination(endpoint, address):
             raise ControlProtocolError(cp.GENERIC_ERROR,
                                        f"destination {channel!r} was not added to publication"
                                        f" registration_id={registration_correlation_id}")

@@ -2,9 +2,24 @@
 
 ``DriverConductor`` keeps the command protocol, clients and links; for ``aeron:udp`` channels it asks this
 object to create or find the resources, and this object hands them to the ``Sender`` and ``Receiver`` agents
-(direct calls: in SHARED mode the three agents run on one thread). Endpoints are shared per canonical channel
-and closed with their last user. Images are created when a receive endpoint sees a SETUP for a subscribed
-stream; a SETUP with impossible parameters (term length, MTU) is counted as an invalid packet and ignored.
+through a ``SenderProxy`` and a ``ReceiverProxy``; they answer through a ``DriverConductorProxy`` (Aeron's three
+proxies). In SHARED mode the proxies call directly (the three agents share one thread); in SHARED_NETWORK and
+DEDICATED modes they queue commands the other thread applies at the start of its next duty cycle
+(``command_queue.py``). Endpoints are shared per canonical channel and closed with their last user. Images are
+created when a receive endpoint sees a SETUP for a subscribed stream (the receiver asks through
+``DriverConductorProxy.create_publication_image``); a SETUP with impossible parameters (term length, MTU) is
+counted as an invalid packet and ignored.
+
+Threads (what each owns; see the proxies' docstrings for the agents' side): this object runs on the conductor's
+thread and owns its lists (``publications``, ``images``, ``send_endpoints``, ``receive_endpoints``), every counter
+allocation and free, every log mapping and every socket close. Removing a resource is two-phase, as in Aeron: the
+conductor drops it from its lists and asks the sender or receiver to let go of it; only when that agent reports
+it released (``on_*_released`` / ``on_*_closed``, via the ``DriverConductorProxy``) are its counters freed, its log
+unmapped and its sockets closed. Until then it is "releasing" here and still counts as a user of its endpoint.
+Shared between the threads as plain attributes, each read or written in one GIL-atomic step: a publication's and
+an image's ``state`` and positions, an image's ``subscribers`` (replaced, never changed in place), an endpoint's
+``stream_refs`` (written only here), a publication's ``spies`` (changed only here, read by the sender: a spy
+removed during a sender cycle is at worst skipped in that cycle; its freed counter keeps its value until reused).
 
 Multicast (spec/transport.md §16): a channel's send endpoint binds and joins the control group (status
 messages and NAKs come back there) and sends to the data group; its receive endpoint binds and joins the data
@@ -21,9 +36,12 @@ labelled with the spy's channel. They are told the image is unavailable when the
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 from aeron_numba.codecs import channel_uri as cu
+from aeron_numba.driver.command_queue import CommandQueue
+from aeron_numba.driver.driver_conductor_proxy import DriverConductorProxy
 from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import flow_control_for
 from aeron_numba.driver.loss_generator import LossControl
@@ -33,8 +51,10 @@ from aeron_numba.driver.publication_image import ImageConnection, ImageState, Im
 from aeron_numba.driver.receive_channel_endpoint import ReceiveChannelEndpoint
 from aeron_numba.driver.receive_destination import ReceiveDestination
 from aeron_numba.driver.receiver import Receiver
+from aeron_numba.driver.receiver_proxy import ReceiverProxy
 from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
 from aeron_numba.driver.sender import Sender
+from aeron_numba.driver.sender_proxy import SenderProxy
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.driver.udp_transport import UdpTransport
 from aeron_numba.errors import AeronError, ChannelParameterError, LayoutError
@@ -85,6 +105,17 @@ class NetworkConductor:
         self.system_counters = conductor.system_counters
         self.sender = Sender(nano_clock=conductor.nano_clock, send_to_status_poll_ratio=self.ctx.send_to_status_poll_ratio)
         self.receiver = Receiver(nano_clock=conductor.nano_clock)
+        # Direct calls (SHARED mode) until ``use_command_queues`` gives the sender and receiver threads of their own.
+        self.conductor_proxy = DriverConductorProxy(self)
+        self.sender_proxy = SenderProxy(self.sender, self.conductor_proxy)
+        self.receiver_proxy = ReceiverProxy(self.receiver, self.conductor_proxy)
+        # Released by the conductor, not yet by the sender/receiver: their logs, counters and sockets stay open.
+        self.releasing_publications: list[NetworkPublication] = []
+        self.releasing_images: list[PublicationImage] = []
+        self.closing_endpoints: list = []  # send and receive endpoints the agents have not let go of yet
+        # control-mode=manual destinations per send endpoint, as the conductor added them (the sender's own dict
+        # is the sender's to iterate): REMOVE_DESTINATION answers from this.
+        self.manual_destinations: dict[SendChannelEndpoint, set[tuple[str, int]]] = {}
         self.images_dir = Path(self.ctx.aeron_dir) / IMAGES_DIR
         self.send_endpoints: dict[str, SendChannelEndpoint] = {}
         self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
@@ -92,6 +123,34 @@ class NetworkConductor:
         self.images: list[PublicationImage] = []
         self.receiver_id = random.getrandbits(63)
         self.loss_control = LossControl.create(self.ctx.aeron_dir) if self.ctx.loss_control_enabled else None
+
+    # -------------------------------------------------------------------------------------- threads
+    def use_command_queues(self) -> tuple[CommandQueue, CommandQueue]:
+        """The sender and receiver get threads of their own (SHARED_NETWORK, DEDICATED): from now on the proxies
+        queue commands. Returns the sender's and the receiver's queue, for their runners to drain."""
+        sender_queue, receiver_queue = CommandQueue("sender"), CommandQueue("receiver")
+        self.conductor_proxy.queue = CommandQueue("driver-conductor")
+        self.sender_proxy.queue = sender_queue
+        self.receiver_proxy.queue = receiver_queue
+        return sender_queue, receiver_queue
+
+    def run_proxies_directly(self) -> None:
+        """The sender and receiver threads have stopped (the driver closes): apply what they left queued, in order,
+        and call directly from now on, so closing releases everything on this thread."""
+        self.sender_proxy.run_directly()
+        self.receiver_proxy.run_directly()
+        self.conductor_proxy.run_directly()
+
+    def _await_endpoint_closes(self, timeout_ns: int = 1_000_000_000) -> None:
+        """Before binding a new socket: let endpoints that are closing close first, so a channel closed and opened
+        again at once finds its port free (unicast sockets are not shared). Only waits on another thread's next
+        duty cycle, in SHARED_NETWORK/DEDICATED modes."""
+        if not self.closing_endpoints or self.conductor_proxy.is_direct:
+            return
+        deadline = time.monotonic_ns() + timeout_ns
+        while self.closing_endpoints and time.monotonic_ns() < deadline:
+            if not self.conductor_proxy.drain():
+                time.sleep(0.0001)
 
     # ------------------------------------------------------------------------------------- counters
     def _stream_counter(self, name: str, type_id: int, registration_id: int, session_id: int, stream_id: int,
@@ -117,6 +176,7 @@ class NetworkConductor:
         return sockaddr_id
 
     def _transport(self, bind_address: tuple[str, int], channel: UdpChannel) -> UdpTransport:
+        self._await_endpoint_closes()
         try:
             return UdpTransport(bind_address, socket_rcvbuf=self.ctx.socket_rcvbuf_length,
                                 socket_sndbuf=self.ctx.socket_sndbuf_length,
@@ -169,17 +229,41 @@ class NetworkConductor:
         endpoint = SendChannelEndpoint(channel, transport, self.system_counters, status_id)
         endpoint.sockaddr_counter_id = sockaddr_id
         self.send_endpoints[_endpoint_key(self.send_endpoints, channel)] = endpoint
-        self.sender.add_endpoint(endpoint)
+        self.sender_proxy.register_send_channel_endpoint(endpoint)
         return endpoint
 
     def _release_send_endpoint(self, endpoint: SendChannelEndpoint) -> None:
-        if endpoint.ref_count > 0:
+        """Close the endpoint when no publication uses it (a releasing one still does): the sender lets go of it
+        first, then ``on_send_channel_endpoint_closed`` closes its socket. The conductor counts the users itself:
+        the endpoint's own ``publications`` are the sender's."""
+        if any(p.endpoint is endpoint for p in self.publications) or \
+                any(p.endpoint is endpoint for p in self.releasing_publications) or endpoint not in self.send_endpoints.values():
             return
-        self.sender.remove_endpoint(endpoint)
         _remove_endpoint(self.send_endpoints, endpoint)
+        self.manual_destinations.pop(endpoint, None)
+        self.closing_endpoints.append(endpoint)
+        self.sender_proxy.close_send_channel_endpoint(endpoint)
+
+    def on_send_channel_endpoint_closed(self, endpoint: SendChannelEndpoint) -> None:
+        """The sender no longer polls or sends through ``endpoint``: free its counters and close its socket."""
+        self.closing_endpoints.remove(endpoint)
         for counter_id in (endpoint.status_counter_id, endpoint.sockaddr_counter_id):
             self.counters.free(counter_id)
         endpoint.close()
+
+    def add_send_destination(self, endpoint: SendChannelEndpoint, address: tuple[str, int], now_ns: int) -> None:
+        """ADD_DESTINATION on a ``control-mode=manual`` publication: the sender sends there too."""
+        self.manual_destinations.setdefault(endpoint, set()).add(address)
+        self.sender_proxy.add_destination(endpoint, address, now_ns)
+
+    def remove_send_destination(self, endpoint: SendChannelEndpoint, address: tuple[str, int]) -> bool:
+        """REMOVE_DESTINATION: False when the endpoint has no such destination."""
+        destinations = self.manual_destinations.get(endpoint, set())
+        if address not in destinations:
+            return False
+        destinations.discard(address)
+        self.sender_proxy.remove_destination(endpoint, address)
+        return True
 
     # ------------------------------------------------------------------------------- publications
     def publications_of(self, channel: UdpChannel, stream_id: int) -> list[NetworkPublication]:
@@ -245,17 +329,21 @@ class NetworkConductor:
             log_path.unlink(missing_ok=True)
             self._release_send_endpoint(endpoint)
             raise
-        endpoint.add_publication(publication)
-        self.sender.add_publication(publication)
         self.publications.append(publication)
         self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, log.buffer.size)
+        self.sender_proxy.new_network_publication(publication)
         return publication
 
     def delete_publication(self, publication: NetworkPublication) -> None:
+        """DONE (or the driver closing): the sender lets go of it, then ``on_network_publication_released`` frees it."""
         self._unlink_spies(publication)
-        self.sender.remove_publication(publication)
         self.publications.remove(publication)
-        publication.endpoint.remove_publication(publication)
+        self.releasing_publications.append(publication)
+        self.sender_proxy.remove_network_publication(publication)
+
+    def on_network_publication_released(self, publication: NetworkPublication) -> None:
+        """The sender no longer sends ``publication``: free its counters, unmap its log, release its endpoint."""
+        self.releasing_publications.remove(publication)
         for counter_id in (publication.pub_pos_counter_id, publication.pub_lmt_counter_id,
                            publication.snd_pos_counter_id, publication.snd_lmt_counter_id,
                            publication.snd_bpe_counter_id):
@@ -293,10 +381,11 @@ class NetworkConductor:
                                                        link.registration_id)
             destinations.append(ReceiveDestination(channel, transport, sockaddr_id))
         endpoint = ReceiveChannelEndpoint(channel, destinations, self.system_counters, status_id, self.receiver_id,
-                                          self._on_setup, cool_down_ns=self.ctx.image_liveness_timeout_ns)
+                                          self.conductor_proxy.create_publication_image,
+                                          cool_down_ns=self.ctx.image_liveness_timeout_ns)
         endpoint.key = key
         self.receive_endpoints[key] = endpoint
-        self.receiver.add_endpoint(endpoint)
+        self.receiver_proxy.register_receive_channel_endpoint(endpoint)
         return endpoint
 
     def add_rcv_destination(self, link, channel: UdpChannel) -> None:
@@ -310,14 +399,15 @@ class NetworkConductor:
         except Exception:
             transport.close()
             raise
-        endpoint.add_destination(ReceiveDestination(channel, transport, sockaddr_id), self.conductor.nano_clock())
+        self.receiver_proxy.add_destination(endpoint, ReceiveDestination(channel, transport, sockaddr_id))
 
     def remove_rcv_destination(self, link, channel: UdpChannel) -> None:
-        """REMOVE_RCV_DESTINATION: close the destination ``channel`` names, if the endpoint has it (Aeron answers
-        OK either way)."""
-        destination = link.endpoint.remove_destination(channel)
-        if destination is not None:
-            self._close_destination(destination)
+        """REMOVE_RCV_DESTINATION: the receiver stops reading the destination ``channel`` names, if the endpoint has
+        it (Aeron answers OK either way); ``on_receive_destination_removed`` then closes it."""
+        self.receiver_proxy.remove_destination(link.endpoint, channel)
+
+    def on_receive_destination_removed(self, destination: ReceiveDestination) -> None:
+        self._close_destination(destination)
 
     def _close_destination(self, destination: ReceiveDestination) -> None:
         ck.set_counter_value(self.counters.values_buffer, destination.sockaddr_counter_id, cl.CHANNEL_STATUS_CLOSING)
@@ -378,11 +468,11 @@ class NetworkConductor:
 
     def _unlink_spies(self, publication: NetworkPublication) -> None:
         """The publication has drained (or goes): its spies' images are unavailable, their counters freed."""
-        for spy in publication.spies:
+        spies, publication.spies = publication.spies, []  # the sender may be scanning the old list: not cleared
+        for spy in spies:
             self._send_unavailable_spy_image(publication, spy.subscription)
             spy.subscription.images.pop(publication.registration_id, None)
             self.counters.free(spy.counter_id)
-        publication.spies.clear()
 
     def _check_untethered_spies(self, publication: NetworkPublication, now_ns: int) -> int:
         changes = publication.check_untethered_spies(now_ns)
@@ -402,9 +492,11 @@ class NetworkConductor:
             return
         endpoint = link.endpoint
         for image in self.images:
-            for subscriber in [s for s in image.subscribers if s.subscription is link]:
-                image.subscribers.remove(subscriber)
-                self.counters.free(subscriber.counter_id)
+            gone = [s for s in image.subscribers if s.subscription is link]
+            if gone:  # a new list: the receiver may be scanning the old one for its status message position
+                image.subscribers = [s for s in image.subscribers if s.subscription is not link]
+                for subscriber in gone:
+                    self.counters.free(subscriber.counter_id)
         endpoint.remove_subscription(link.stream_id)
         if link.stream_id not in endpoint.stream_refs:
             for image in self.images:  # nobody wants this stream here any more
@@ -416,34 +508,49 @@ class NetworkConductor:
             self._close_receive_endpoint(endpoint)
 
     def _close_receive_endpoint(self, endpoint: ReceiveChannelEndpoint) -> None:
-        self.receiver.remove_endpoint(endpoint)
+        """The receiver lets go of the endpoint; ``on_receive_channel_endpoint_closed`` then closes its sockets."""
         del self.receive_endpoints[endpoint.key]
+        self.closing_endpoints.append(endpoint)
+        self.receiver_proxy.close_receive_channel_endpoint(endpoint)
+
+    def on_receive_channel_endpoint_closed(self, endpoint: ReceiveChannelEndpoint) -> None:
+        """The receiver no longer reads ``endpoint`` (and applied every destination change before this): free its
+        counters and close its destinations' sockets."""
+        self.closing_endpoints.remove(endpoint)
         self.counters.free(endpoint.status_counter_id)
         for destination in endpoint.destinations:
             self._close_destination(destination)
         endpoint.destinations.clear()
 
+    def _is_open(self, endpoint: ReceiveChannelEndpoint) -> bool:
+        return self.receive_endpoints.get(endpoint.key) is endpoint
+
     # ----------------------------------------------------------------------------------------- images
-    def _on_setup(self, endpoint: ReceiveChannelEndpoint, destination: ReceiveDestination, setup: dict,
-                  source: tuple[str, int]) -> None:
-        """A SETUP for a subscribed stream and a new session: create the image (or count a bogus SETUP)."""
+    def on_create_publication_image(self, endpoint: ReceiveChannelEndpoint, destination: ReceiveDestination,
+                                    setup: dict, source: tuple[str, int]) -> None:
+        """A SETUP for a subscribed stream and a new session (from the receiver, through the DriverConductorProxy):
+        create the image (or count a bogus SETUP). An endpoint or destination closed since the SETUP arrived gets
+        none."""
+        if not self._is_open(endpoint) or destination not in endpoint.destinations:
+            self.receiver_proxy.remove_pending_setup(endpoint, setup["session_id"], setup["stream_id"])
+            return
         try:
             lb.check_term_length(setup["term_length"])
             frame.check_mtu_length(setup["mtu"])
             self._create_image(endpoint, destination, setup, source)
         except LayoutError:
             self.system_counters.increment(cl.INVALID_PACKETS)
-            endpoint.setup_failed(setup["session_id"], setup["stream_id"])
+            self.receiver_proxy.remove_pending_setup(endpoint, setup["session_id"], setup["stream_id"])
         except Exception as exc:  # noqa: BLE001 - e.g. no space for the log: recorded, the SETUP comes again
             self.conductor._record_error(exc)
-            endpoint.setup_failed(setup["session_id"], setup["stream_id"])
+            self.receiver_proxy.remove_pending_setup(endpoint, setup["session_id"], setup["stream_id"])
 
     def _create_image(self, endpoint, destination: ReceiveDestination, setup: dict, source: tuple[str, int]) -> None:
         conductor = self.conductor
         links = [s for s in conductor.subscriptions if getattr(s, "endpoint", None) is endpoint
                  and s.stream_id == setup["stream_id"] and s.wants_session(setup["session_id"])]
         if not links:
-            endpoint.setup_failed(setup["session_id"], setup["stream_id"])
+            self.receiver_proxy.remove_pending_setup(endpoint, setup["session_id"], setup["stream_id"])
             return
         correlation_id = conductor.to_driver.next_correlation_id()
         term_length = setup["term_length"]
@@ -493,8 +600,7 @@ class NetworkConductor:
         self.system_counters.increment(cl.BYTES_CURRENTLY_MAPPED, log.buffer.size)
         for link in links:
             self._link_subscriber(image, link, join_position)
-        endpoint.add_image(image)
-        self.receiver.add_image(image)
+        self.receiver_proxy.new_publication_image(endpoint, image)
 
     @staticmethod
     def _connections(endpoint: ReceiveChannelEndpoint, destination: ReceiveDestination, source: tuple[str, int],
@@ -515,7 +621,7 @@ class NetworkConductor:
                                             registration_id=link.registration_id, owner_id=link.client_id,
                                             reference_id=image.correlation_id)
         ck.set_counter_value(self.counters.values_buffer, counter_id, join_position)
-        image.subscribers.append(ImageSubscriber(link, counter_id))
+        image.subscribers = [*image.subscribers, ImageSubscriber(link, counter_id)]  # replaced: see the docstring
         link.images[image.correlation_id] = counter_id
         self.conductor.client_proxy.on_available_image(
             correlation_id=image.correlation_id, stream_id=image.stream_id, session_id=image.session_id,
@@ -523,24 +629,30 @@ class NetworkConductor:
             log_file_name=image.log_file_name, source_identity=image.source_identity)
 
     def _delete_image(self, image: PublicationImage) -> None:
-        self.receiver.remove_image(image)
-        image.endpoint.remove_image(image, self.conductor.nano_clock())
+        """DONE (or the driver closing): the receiver lets go of it, then ``on_publication_image_released`` frees
+        it."""
         self.images.remove(image)
+        self.releasing_images.append(image)
+        self.receiver_proxy.remove_publication_image(image)
+
+    def on_publication_image_released(self, image: PublicationImage) -> None:
+        """The receiver no longer feeds ``image``: free its counters, unmap its log, close an endpoint left unused."""
+        self.releasing_images.remove(image)
         for subscriber in image.subscribers:
             subscriber.subscription.images.pop(image.correlation_id, None)
             self.counters.free(subscriber.counter_id)
-        image.subscribers.clear()
+        image.subscribers = []
         for counter_id in (image.rcv_hwm_counter_id, image.rcv_pos_counter_id):
             self.counters.free(counter_id)
         self.conductor._close_log(image.log)
         endpoint = image.endpoint
-        if endpoint.key in self.receive_endpoints and not endpoint.has_subscriptions and \
+        if self._is_open(endpoint) and not endpoint.has_subscriptions and \
                 not any(i.endpoint is endpoint for i in self.images):
             self._close_receive_endpoint(endpoint)
 
     # ------------------------------------------------------------------------------------ duty cycle
     def do_work(self) -> int:
-        work = 0
+        work = self.conductor_proxy.drain()  # what the sender and receiver asked for or released
         for publication in self.publications:
             work += publication.update_pub_pos_and_pub_lmt()
         for image in self.images:
@@ -548,9 +660,23 @@ class NetworkConductor:
         return work
 
     def add_idle_watch(self, watch) -> bool:
-        """Only a conductor with no UDP endpoint, network publication or image can wait on memory words: the rest
-        needs its sockets polled (``agent/idle_watch.py``)."""
-        return not (self.publications or self.images or self.send_endpoints or self.receive_endpoints)
+        """What the conductor's UDP half waits for (``agent/idle_watch.py``). With the sender and receiver on threads
+        of their own: a command from them, a sender position or a spy's or subscriber's ``sub-pos`` moving (the
+        limits and log cleaning follow those); lifecycles run on the conductor's timer. In SHARED mode, only when
+        there is no socket: the rest needs its sockets polled on this thread."""
+        if self.conductor_proxy.is_direct:
+            return not (self.publications or self.images or self.send_endpoints or self.receive_endpoints or
+                        self.closing_endpoints)
+        watch.watch_int64(self.conductor_proxy.queue.offers, 0)
+        values = self.counters.values_buffer
+        for publication in self.publications:
+            watch.watch_counter(values, publication.snd_pos_counter_id)
+            for spy in publication.spies:
+                watch.watch_counter(values, spy.counter_id)
+        for image in self.images:
+            for subscriber in image.subscribers:
+                watch.watch_counter(values, subscriber.counter_id)
+        return True
 
     def on_timer(self, now_ns: int) -> int:
         work = 0
@@ -578,6 +704,9 @@ class NetworkConductor:
         return work
 
     def on_close(self) -> None:
+        """The driver closes (after the sender and receiver have stopped and ``run_proxies_directly``): release
+        everything on this thread."""
+        self.run_proxies_directly()
         for image in list(self.images):
             self._delete_image(image)
         for publication in list(self.publications):

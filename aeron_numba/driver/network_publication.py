@@ -393,7 +393,8 @@ class NetworkPublication:
         if self.has_receivers:
             if self.sender_position < end:
                 return False
-            live = [position for position, seen_ns in self.receiver_positions.values()
+            # tuple(): one GIL-atomic copy; the sender's thread may add a receiver while the conductor reads.
+            live = [position for position, seen_ns in tuple(self.receiver_positions.values())
                     if now_ns - seen_ns <= self.connection_timeout_ns]
             if any(position < end for position in live):
                 return False
