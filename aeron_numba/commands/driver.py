@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 
 from aeron_numba import cli
 from aeron_numba.cli import fail, user_error_line
@@ -50,5 +51,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except OSError as exc:  # the user's dir: missing parent, a file in the way, read-only, no room
         return fail(parser.prog, user_error_line(exc, "aeron dir"))
     print(f"aeron-numba media driver {DRIVER_VERSION} in {driver.ctx.aeron_dir}, pid {os.getpid()}", flush=True)
-    driver.run()
+    try:
+        driver.run()
+    except AeronError as exc:  # a network agent's thread failed and stopped the driver (recorded in its error log)
+        print(f"{parser.prog}: {exc}", file=sys.stderr, flush=True)
+        return 1
     return 0

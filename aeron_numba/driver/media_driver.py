@@ -1,8 +1,28 @@
-"""The media driver process: directory checks, cnc.dat, the conductor agent, and launching from Python.
+"""The media driver process: directory checks, cnc.dat, the agents and their threads, and launching from Python.
 
 ``python -m aeron_numba.driver`` (console script ``aeron-numba-driver``) runs a driver in the current
 process until SIGINT/SIGTERM or an allowed TERMINATE_DRIVER command. ``MediaDriverProcess.launch(context)`` starts
 one as a child process, waits until its cnc.dat is ready, and returns a handle that can close it.
+
+Threading modes (``AERON_THREADING_MODE``, Aeron's): SHARED runs conductor, sender and receiver as one
+``CompositeAgent`` on one thread (our default); SHARED_NETWORK runs the conductor on one thread and the sender and
+receiver together on another; DEDICATED gives each its own. Each thread has its own ``AgentRunner``, idle strategy
+(Aeron's rule: ``shared_idle_strategy`` in SHARED mode, ``conductor_idle_strategy`` for the conductor's own thread,
+``shared_network_idle_strategy`` / ``sender_idle_strategy`` / ``receiver_idle_strategy`` for the network threads)
+and duty-cycle tracker feeding its agents' max-cycle-time and threshold-exceeded system counters; every runner's
+errors go to the driver's error log and ERRORS counter and the runner carries on (Agrona's policy). The conductor
+runs on the thread that calls ``run()`` (the main thread: it takes the signals), the network agents on threads of
+their own; with threads, the agents talk only through the proxies (``sender_proxy.py``, ``receiver_proxy.py``,
+``driver_conductor_proxy.py``).
+
+Stopping: SIGINT/SIGTERM or TERMINATE_DRIVER ends the conductor's loop; its close stops the network threads (each
+ends after its current duty cycle and is joined), applies the commands they left, then runs the conductor's
+``on_close``, which releases everything on its thread. A network thread that ends any other way (an exception its
+runner does not catch) is recorded as an error and stops the whole driver, which then exits with an error: a
+driver never looks alive (its heartbeat fresh) while nothing sends or receives.
+
+Under the GIL only one thread runs Python at a time, so until the duty cycles release the GIL in compiled code the
+extra threads add parallelism only to waits; see docs/driver-threading.md for what each mode costs.
 """
 
 from __future__ import annotations
@@ -14,12 +34,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, close_on_signals
 from aeron_numba.agent import idle_strategy_from_name
-from aeron_numba.agent.duty_cycle_tracker import SharedDutyCycleTracker
+from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker, SharedDutyCycleTracker
 from aeron_numba.child_processes import with_parent_death_signal
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError, body_problem
 from aeron_numba.errors import AeronError, InsufficientStorageError, LayoutError
@@ -30,7 +51,9 @@ from aeron_numba.layout import counters as cl
 from aeron_numba.layout.bits import semantic_version
 from aeron_numba.layout.mapped_file import MappedFile
 
-from aeron_numba.driver.context import THREADING_MODE_SHARED, DriverContext
+from aeron_numba.driver.command_queue import CommandQueue
+from aeron_numba.driver.context import (THREADING_MODE_DEDICATED, THREADING_MODE_SHARED,
+                                        THREADING_MODE_SHARED_NETWORK, DriverContext)
 from aeron_numba.driver.driver_conductor import DriverConductor
 from aeron_numba.driver.warmup import warm_up_driver_kernels, warm_up_storage_length
 
@@ -114,7 +137,7 @@ def system_counter_label_suffixes(ctx: DriverContext) -> dict[int, str]:
     """What the C driver appends to the system counter labels (aeron_system_counters.c and the conductor's
     init): version and commit, the resolver name, the threading mode and each agent's cycle threshold."""
     version = f": version={DRIVER_VERSION} commit=aeron-numba"
-    mode = THREADING_MODE_SHARED
+    mode = ctx.threading_mode.strip().upper()  # as aeronmd: every cycle counter names the driver's mode
     return {
         cl.ERRORS: version,
         cl.AERON_VERSION: version,
@@ -168,38 +191,118 @@ class MediaDriver:
         counters.increment(cl.BYTES_CURRENTLY_MAPPED, self.cnc_file.buffer.size + self.ctx.loss_report_buffer_length)
         self.conductor.on_start()
         self.cnc_file.signal_ready()  # clients may connect from here on (§6.1)
-        # SHARED threading mode: conductor, sender and receiver take turns on this thread, and each one's cycle
-        # time counters get the shared cycle (with its own threshold), as in aeronmd.
-        network = self.conductor.network
-        self.runner = AgentRunner(
-            CompositeAgent(_TerminatingConductor(self.conductor), network.sender, network.receiver),
-            idle_strategy_from_name(self.ctx.conductor_idle_strategy),
-            self.conductor._record_error,
-            duty_cycle_tracker=SharedDutyCycleTracker([
-                (_max_proposer(counters, max_id), _incrementer(counters, exceeded_id), threshold_ns)
-                for max_id, exceeded_id, threshold_ns in (
-                    (cl.CONDUCTOR_MAX_CYCLE_TIME, cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED,
-                     self.ctx.conductor_cycle_threshold_ns),
-                    (cl.SENDER_MAX_CYCLE_TIME, cl.SENDER_CYCLE_TIME_THRESHOLD_EXCEEDED,
-                     self.ctx.sender_cycle_threshold_ns),
-                    (cl.RECEIVER_MAX_CYCLE_TIME, cl.RECEIVER_CYCLE_TIME_THRESHOLD_EXCEEDED,
-                     self.ctx.receiver_cycle_threshold_ns),
-                )
-            ]),
-        )
-
-        log.info("media driver %s ready in %s (pid %d, threading mode %s, idle strategy %s)", DRIVER_VERSION,
-                 self.ctx.aeron_dir, os.getpid(), self.ctx.threading_mode, self.ctx.conductor_idle_strategy)
+        self.threads: list[threading.Thread] = []
+        self.failure: BaseException | None = None  # why a network thread ended unasked, if one did
+        self._closing = False
+        self.runner, self.network_runners = self._agent_runners()
+        idle = ", ".join(f"{agents}={name}" for agents, name in self.ctx.agent_idle_strategies())
+        log.info("media driver %s ready in %s (pid %d, threading mode %s, idle strategies %s)", DRIVER_VERSION,
+                 self.ctx.aeron_dir, os.getpid(), self.ctx.threading_mode, idle)
         for name, value in sorted(vars(self.ctx).items()):
             log.debug("setting %s=%r", name, value)
 
+    # ----------------------------------------------------------------------------------- runners
+    def _tracker(self, max_id: int, exceeded_id: int, threshold_ns: int) -> DutyCycleTracker:
+        counters = self.conductor.system_counters
+        return DutyCycleTracker(_max_proposer(counters, max_id), _incrementer(counters, exceeded_id),
+                                cycle_time_threshold_ns=threshold_ns)
+
+    def _shared_tracker(self, *agents: tuple[int, int, int]) -> SharedDutyCycleTracker:
+        counters = self.conductor.system_counters
+        return SharedDutyCycleTracker([(_max_proposer(counters, max_id), _incrementer(counters, exceeded_id), threshold)
+                                       for max_id, exceeded_id, threshold in agents])
+
+    def _agent_runners(self) -> tuple[AgentRunner, list[AgentRunner]]:
+        """The conductor's runner (or SHARED mode's one runner) and the network agents' runners of this mode."""
+        ctx, network = self.ctx, self.conductor.network
+        conductor_cycle = (cl.CONDUCTOR_MAX_CYCLE_TIME, cl.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED,
+                           ctx.conductor_cycle_threshold_ns)
+        sender_cycle = (cl.SENDER_MAX_CYCLE_TIME, cl.SENDER_CYCLE_TIME_THRESHOLD_EXCEEDED, ctx.sender_cycle_threshold_ns)
+        receiver_cycle = (cl.RECEIVER_MAX_CYCLE_TIME, cl.RECEIVER_CYCLE_TIME_THRESHOLD_EXCEEDED,
+                          ctx.receiver_cycle_threshold_ns)
+        record_error = self.conductor._record_error
+        conductor = _TerminatingConductor(self.conductor, self)
+        if ctx.threading_mode == THREADING_MODE_SHARED:
+            # Conductor, sender and receiver take turns on this thread, and each one's cycle time counters get the
+            # shared cycle (with its own threshold), as in aeronmd.
+            runner = AgentRunner(CompositeAgent(conductor, network.sender, network.receiver),
+                                 idle_strategy_from_name(ctx.shared_idle_strategy), record_error,
+                                 duty_cycle_tracker=self._shared_tracker(conductor_cycle, sender_cycle, receiver_cycle))
+            return runner, []
+        sender_queue, receiver_queue = network.use_command_queues()
+        sender = _CommandDrivenAgent(sender_queue, network.sender)
+        receiver = _CommandDrivenAgent(receiver_queue, network.receiver)
+        runner = AgentRunner(conductor, idle_strategy_from_name(ctx.conductor_idle_strategy), record_error,
+                             duty_cycle_tracker=self._tracker(*conductor_cycle))
+        if ctx.threading_mode == THREADING_MODE_SHARED_NETWORK:
+            return runner, [AgentRunner(CompositeAgent(sender, receiver),
+                                        idle_strategy_from_name(ctx.shared_network_idle_strategy), record_error,
+                                        duty_cycle_tracker=self._shared_tracker(sender_cycle, receiver_cycle))]
+        assert ctx.threading_mode == THREADING_MODE_DEDICATED, ctx.threading_mode
+        return runner, [
+            AgentRunner(sender, idle_strategy_from_name(ctx.sender_idle_strategy), record_error,
+                        duty_cycle_tracker=self._tracker(*sender_cycle)),
+            AgentRunner(receiver, idle_strategy_from_name(ctx.receiver_idle_strategy), record_error,
+                        duty_cycle_tracker=self._tracker(*receiver_cycle)),
+        ]
+
+    def start_network_threads(self) -> None:
+        """Start each network agent's runner on a thread of its own (none in SHARED mode)."""
+        for runner in self.network_runners:
+            thread = threading.Thread(target=self._run_network_agent, args=(runner,),
+                                      name=f"aeron-numba-{runner.role_name()}", daemon=True)
+            runner._thread = thread
+            self.threads.append(thread)
+            thread.start()
+
+    def _run_network_agent(self, runner: AgentRunner) -> None:
+        try:
+            runner.run()
+        except BaseException as exc:  # noqa: BLE001 - the runner counted what it could; this ends the thread
+            self._network_agent_failed(runner, exc)
+            return
+        if not self._closing:
+            self._network_agent_failed(runner, None)
+
+    def _network_agent_failed(self, runner: AgentRunner, exc: BaseException | None) -> None:
+        """A network thread ended without being asked: record it and stop the driver (see the module docstring)."""
+        error = AeronError(f"the {runner.role_name()} agent's thread stopped"
+                           f"{f': {type(exc).__name__}: {exc}' if exc is not None else ''}; the driver stops")
+        if exc is not None:
+            error.__cause__ = exc
+        self.failure = self.failure or error
+        try:
+            self.conductor._record_error(error)
+        finally:
+            self.runner.request_close()
+
+    def stop_network_threads(self, timeout_s: float = 10.0) -> None:
+        """Stop every network agent (each after its current duty cycle) and wait for its thread to end; then the
+        proxies call directly, applying what the agents left queued, so the conductor can release everything."""
+        self._closing = True
+        for runner in self.network_runners:
+            runner.request_close()
+        for runner in self.network_runners:
+            try:
+                runner.close(timeout_s)
+            except TimeoutError as exc:  # a duty cycle that blocks: recorded, the process still exits (daemon)
+                self.conductor._record_error(exc)
+        for thread in self.threads:
+            thread.join(timeout_s)
+        self.conductor.network.run_proxies_directly()
+
     def run(self) -> None:
-        """Run until SIGINT/SIGTERM or TERMINATE_DRIVER, then release everything."""
+        """Run until SIGINT/SIGTERM or TERMINATE_DRIVER, then release everything. Raises ``AeronError`` if a
+        network thread stopped the driver by failing."""
         close_on_signals(self.runner)
         try:
-            self.runner.run()
+            self.start_network_threads()
+            self.runner.run()  # the conductor's close stops the network threads first (_TerminatingConductor)
         finally:
+            self.stop_network_threads()  # if the conductor never started
             self.close()
+        if self.failure is not None:
+            raise self.failure
 
     def close(self) -> None:
         """Unmap cnc.dat and loss-report.dat, and delete the aeron dir when ``dir_delete_on_shutdown`` is set."""
@@ -212,10 +315,12 @@ class MediaDriver:
 
 
 class _TerminatingConductor:
-    """Adapts the conductor to the runner: an allowed TERMINATE_DRIVER ends the run loop cleanly."""
+    """Adapts the conductor to the runner: an allowed TERMINATE_DRIVER ends the run loop cleanly, and closing stops
+    the network threads before the conductor's ``on_close`` releases what they used."""
 
-    def __init__(self, conductor: DriverConductor):
+    def __init__(self, conductor: DriverConductor, driver: MediaDriver):
         self.conductor = conductor
+        self.driver = driver
 
     def role_name(self) -> str:
         return self.conductor.role_name()
@@ -233,7 +338,37 @@ class _TerminatingConductor:
         return self.conductor.add_idle_watch(watch)
 
     def on_close(self) -> None:
+        self.driver.stop_network_threads()
         self.conductor.on_close()
+
+
+class _CommandDrivenAgent:
+    """A network agent on a thread of its own: applies the commands its proxy queued (``command_queue.py``) at the
+    start of each duty cycle, as Aeron's sender and receiver drain their command queues, then does its work."""
+
+    def __init__(self, queue: CommandQueue, agent):
+        self.queue = queue
+        self.agent = agent
+
+    def role_name(self) -> str:
+        return self.agent.role_name()
+
+    def on_start(self) -> None:
+        self.agent.on_start()
+
+    def do_work(self) -> int:
+        return self.queue.drain() + self.agent.do_work()
+
+    def add_idle_watch(self, watch) -> bool:
+        """Only an agent with nothing to poll can wait in compiled code: then for its next command."""
+        add = getattr(self.agent, "add_idle_watch", None)
+        if add is None or not add(watch):
+            return False
+        watch.watch_int64(self.queue.offers, 0)
+        return True
+
+    def on_close(self) -> None:
+        self.agent.on_close()
 
 
 class MediaDriverProcess:

@@ -36,9 +36,10 @@ def test_a_bad_log_level_is_a_usage_error(aeron_dir):
 
 
 def test_a_threading_mode_the_driver_does_not_run_is_refused_before_it_starts(aeron_dir):
-    env = {**os.environ, **driver_env_for_tests(AERON_DIR=str(aeron_dir)), "AERON_THREADING_MODE": "DEDICATED"}
+    env = {**os.environ, **driver_env_for_tests(AERON_DIR=str(aeron_dir)), "AERON_THREADING_MODE": "INVOKER"}
     result = subprocess.run([sys.executable, "-m", "aeron_numba", "driver"], env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 1 and result.stdout == ""
-    assert "threading_mode='DEDICATED' (AERON_THREADING_MODE) is not supported" in result.stderr
+    assert "threading_mode='INVOKER' (AERON_THREADING_MODE) is not supported" in result.stderr
+    assert "no embedded driver invoker API" in result.stderr
     assert not (aeron_dir / "cnc.dat").exists()

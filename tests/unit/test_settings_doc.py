@@ -9,7 +9,6 @@ import pytest
 from aeron_numba import settings_doc
 from aeron_numba.archive.context import ArchiveContext
 from aeron_numba.driver.context import DriverContext
-from aeron_numba.errors import ConfigurationError
 
 DOC = Path(__file__).resolve().parents[2] / settings_doc.DOC_PATH
 
@@ -53,20 +52,3 @@ def test_variables_nothing_reads_are_named():
     environ = {"AERON_DIR": "/x", "AERON_ARCHIVE_DIR": "a", "AERON_CLIENT_NAME": "c", "AERON_LOG_LEVEL": "INFO",
                "AERON_SOCKET_MULTICAST_TTL": "4", "AERON_PRINT_CONFIGURATION": "true", "HOME": "/root"}
     assert settings_doc.ignored_variables(environ) == ["AERON_PRINT_CONFIGURATION", "AERON_SOCKET_MULTICAST_TTL"]
-
-
-@pytest.mark.parametrize("mode", ["DEDICATED", "SHARED_NETWORK", "INVOKER", "dedicated"])
-def test_a_threading_mode_other_than_shared_is_refused(tmp_path, mode):
-    with pytest.raises(ConfigurationError) as info:
-        DriverContext.from_env({"AERON_THREADING_MODE": mode}, aeron_dir=str(tmp_path)).conclude()
-    assert str(info.value) == (
-        f"threading_mode={mode!r} (AERON_THREADING_MODE) is not supported: the aeron-numba media driver runs "
-        f"conductor, sender and receiver on one thread; unset AERON_THREADING_MODE or set it to SHARED")
-
-
-def test_shared_threading_mode_is_accepted_and_an_unknown_one_named(tmp_path):
-    assert DriverContext.from_env({"AERON_THREADING_MODE": "shared"}, aeron_dir=str(tmp_path)).conclude() \
-        .threading_mode == "SHARED"
-    with pytest.raises(ConfigurationError, match=r"threading_mode='FAST' \(AERON_THREADING_MODE\) is not one of "
-                                                 r"DEDICATED, SHARED_NETWORK, SHARED, INVOKER"):
-        DriverContext.from_env({"AERON_THREADING_MODE": "FAST"}, aeron_dir=str(tmp_path)).conclude()
