@@ -75,6 +75,18 @@ class Harness:
                 ck.set_counter_value(self.cnc.counters_values_buffer, counter_id, self.epoch.time())
             self.work()
 
+    def network_work(self) -> None:
+        """One duty cycle of the sender and of the receiver: in SHARED mode the agents themselves; with threads
+        (SHARED_NETWORK, DEDICATED) their runners' agents, which first apply the commands the conductor queued,
+        driven here by hand on this thread, in Aeron's order (conductor, sender, receiver)."""
+        if self.driver.network_runners:
+            for runner in self.driver.network_runners:
+                runner.agent.do_work()
+        else:
+            network = self.conductor.network
+            network.sender.do_work()
+            network.receiver.do_work()
+
     def system_counter(self, system_id: int) -> int:
         return self.conductor.system_counters.get(system_id)
 
@@ -87,15 +99,13 @@ class Harness:
 
 
 def run(harness, client, cycles: int, step_ms: int = 1) -> None:
-    """``cycles`` duty cycles of the conductor, sender and receiver in turn (SHARED mode), ``step_ms`` apart on the
-    cached clocks, with ``client``'s heartbeat kept fresh."""
-    network = harness.conductor.network
+    """``cycles`` duty cycles of the conductor, sender and receiver in turn, ``step_ms`` apart on the cached clocks,
+    with ``client``'s heartbeat kept fresh."""
     for _ in range(cycles):
         harness.nano.advance(step_ms * MS)
         harness.epoch.advance(step_ms)
         harness.conductor.do_work()
-        network.sender.do_work()
-        network.receiver.do_work()
+        harness.network_work()
         harness.conductor.counters.set_counter_value(
             harness.reader.find_by_type_id_and_registration_id(cl.CLIENT_HEARTBEAT_TYPE_ID, client.client_id),
             harness.epoch.time())

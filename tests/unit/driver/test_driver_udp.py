@@ -49,9 +49,11 @@ def multicast_channel(port: int) -> str:
     return f"aeron:udp?endpoint={MULTICAST_GROUP}:{port}|interface=127.0.0.1"
 
 
-@pytest.fixture
-def harness(shm_dir):
-    h = Harness(shm_dir / "aeron", loss_control_enabled=True, publication_connection_timeout_ns=1_000 * MS,
+# SHARED: the proxies call directly. DEDICATED: every conductor<->sender/receiver change is a queued command the
+# other agent applies on its next duty cycle (driven by hand here, in turn): the same behaviour must come out.
+@pytest.fixture(params=["SHARED", "DEDICATED"])
+def harness(shm_dir, request):
+    h = Harness(shm_dir / "aeron", threading_mode=request.param, loss_control_enabled=True, publication_connection_timeout_ns=1_000 * MS,
                 image_liveness_timeout_ns=2_000 * MS)
     yield h
     h.close()

@@ -22,9 +22,11 @@ from tests.unit.driver_support import MS, Harness, RawClient, run
 TERM_LENGTH = 64 * 1024
 
 
-@pytest.fixture
-def harness(shm_dir):
-    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS,
+# SHARED: the proxies call directly. DEDICATED: every conductor<->sender/receiver change is a queued command the
+# other agent applies on its next duty cycle (driven by hand here, in turn): the same behaviour must come out.
+@pytest.fixture(params=["SHARED", "DEDICATED"])
+def harness(shm_dir, request):
+    h = Harness(shm_dir / "aeron", threading_mode=request.param, publication_connection_timeout_ns=1_000 * MS,
                 image_liveness_timeout_ns=2_000 * MS)
     yield h
     h.close()
