@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from aeron_numba.driver.context import idle_strategy_environment
 from harness.aeron_dirs import await_cnc_ready, new_aeron_dir, remove_aeron_dir
 from harness.driver_settings import driver_env_for_benchmarks
 from harness.process_manager import ProcessManager
@@ -50,7 +51,7 @@ DRIVER_ENV = driver_env_for_benchmarks("sleep-ms", AERON_PRE_TOUCH_MAPPED_MEMORY
                                        AERON_IPC_TERM_BUFFER_LENGTH="1m")
 #: The UDP cases' driver: its sender and receiver share the conductor's thread (SHARED), which has to turn
 #: round as soon as a datagram or a message is there, so it yields instead of sleeping between duty cycles.
-UDP_DRIVER_ENV = {**DRIVER_ENV, "AERON_CONDUCTOR_IDLE_STRATEGY": "yield"}
+UDP_DRIVER_ENV = {**DRIVER_ENV, **idle_strategy_environment("yield")}
 DRIVER_ENVS = {"ipc": DRIVER_ENV, "udp": UDP_DRIVER_ENV}
 DRIVER_START_TIMEOUT_S = 180.0  # a cold Numba cache compiles the driver's kernels first
 WATCHDOG_GRACE_S = 30.0

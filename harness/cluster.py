@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from aeron_numba.cluster.loopback_cluster import CROWDED_MACHINE, PORTS_PER_MEMBER, LoopbackCluster, member_host
+from aeron_numba.driver.context import idle_strategy_environment
 from aeron_numba.layout import cluster as C
 from harness.aeron_dirs import SHM_ROOT, AeronCounters, new_aeron_dir, remove_aeron_dir, try_open_cnc
 from harness.awaiting import NotYet, await_condition
@@ -114,7 +115,7 @@ def cluster_env_for_tests(**overrides: str) -> dict[str, str]:
         "AERON_IPC_TERM_BUFFER_LENGTH": "64k",
         "AERON_TERM_BUFFER_LENGTH": "64k",
         "AERON_DEBUG_LOSS_CONTROL": "true",
-        "AERON_CONDUCTOR_IDLE_STRATEGY": "sleeping",
+        **idle_strategy_environment("sleeping"),
         # Members started together on two cores can be ready seconds apart: a long startup canvass lets the first
         # election wait for all of them (it ends as soon as every member has answered), so no member starts as a
         # late follower that must catch up (a separate test does that on purpose).

@@ -11,6 +11,8 @@ with ``test_``: pytest would collect it from the test modules that import it.)
 
 from __future__ import annotations
 
+from aeron_numba.driver.context import idle_strategy_environment
+
 # The test drivers' timeouts, in the units the scenarios and tests that wait on them use.
 CLIENT_LIVENESS_TIMEOUT_S = 2.0
 PUBLICATION_UNBLOCK_TIMEOUT_S = 3.0
@@ -26,7 +28,7 @@ LENIENT_CLIENT_TIMEOUTS = {
 
 def driver_env_for_tests(**overrides: str) -> dict[str, str]:
     """A test driver: client liveness 2 s, unblock 3 s, timer 100 ms, driver timeout 2 s, no linger, 1 MiB IPC
-    terms, 256 KiB counters, command and error buffers, and a backoff conductor."""
+    terms, 256 KiB counters, command and error buffers, and backoff idle strategies."""
     return {
         "AERON_CLIENT_LIVENESS_TIMEOUT": f"{CLIENT_LIVENESS_TIMEOUT_S:g}s",
         "AERON_PUBLICATION_UNBLOCK_TIMEOUT": f"{PUBLICATION_UNBLOCK_TIMEOUT_S:g}s",
@@ -34,7 +36,7 @@ def driver_env_for_tests(**overrides: str) -> dict[str, str]:
         "AERON_DRIVER_TIMEOUT": str(DRIVER_TIMEOUT_MS),
         "AERON_IPC_TERM_BUFFER_LENGTH": "1m",
         "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
-        "AERON_CONDUCTOR_IDLE_STRATEGY": "backoff",
+        **idle_strategy_environment("backoff"),  # every agent thread, in any threading mode
         "AERON_COUNTERS_BUFFER_LENGTH": "256k",
         "AERON_CONDUCTOR_BUFFER_LENGTH": str(256 * 1024 + 768),  # 256 KiB plus the ring buffer's trailer
         "AERON_CLIENTS_BUFFER_LENGTH": str(256 * 1024 + 128),  # 256 KiB plus the broadcast buffer's trailer
@@ -57,10 +59,10 @@ def udp_settings_for_tests(*, term_buffer_length: str, liveness_timeout: str) ->
 
 
 def driver_env_for_benchmarks(idle_strategy: str, **overrides: str) -> dict[str, str]:
-    """A benchmark driver: Aeron's defaults except the conductor's ``idle_strategy``, no linger and the
+    """A benchmark driver: Aeron's defaults except ``idle_strategy`` for every agent thread, no linger and the
     lenient client timeouts set explicitly."""
     return {
-        "AERON_CONDUCTOR_IDLE_STRATEGY": idle_strategy,
+        **idle_strategy_environment(idle_strategy),  # every agent thread, in any threading mode
         "AERON_PUBLICATION_LINGER_TIMEOUT": "0",
         **LENIENT_CLIENT_TIMEOUTS,
         **overrides,

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aeron_numba.driver.context import idle_strategy_environment
 from aeron_numba.errors import ConfigurationError
 
 ARCHIVE_CONTROL_PORT = 1
@@ -44,7 +45,7 @@ GOLDEN_TIMEOUTS = {
 }
 #: Every agent of a node sleeps when it has no work (1 ms, the golden run's sleeping idle strategy).
 NODE_IDLE = {
-    "AERON_CONDUCTOR_IDLE_STRATEGY": "sleeping",
+    **idle_strategy_environment("sleeping"),  # every driver agent thread, in any threading mode
     "AERON_ARCHIVE_IDLE_STRATEGY": "sleeping",
     "AERON_CLUSTER_IDLE_STRATEGY": "sleeping",
 }

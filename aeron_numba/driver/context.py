@@ -36,6 +36,14 @@ IDLE_STRATEGY_SETTINGS_BY_MODE = {
 }
 IDLE_STRATEGY_SETTINGS = ("conductor_idle_strategy", "sender_idle_strategy", "receiver_idle_strategy",
                           "shared_network_idle_strategy", "shared_idle_strategy")
+IDLE_STRATEGY_ENV_VARS = ("AERON_CONDUCTOR_IDLE_STRATEGY", "AERON_SENDER_IDLE_STRATEGY", "AERON_RECEIVER_IDLE_STRATEGY",
+                          "AERON_SHAREDNETWORK_IDLE_STRATEGY", "AERON_SHARED_IDLE_STRATEGY")
+
+
+def idle_strategy_environment(name: str) -> dict[str, str]:
+    """Every driver idle strategy variable set to ``name``: every agent thread of a driver waits this way, whatever
+    its threading mode (setting only AERON_CONDUCTOR_IDLE_STRATEGY leaves a SHARED driver on the shared default)."""
+    return dict.fromkeys(IDLE_STRATEGY_ENV_VARS, name)
 
 
 @dataclass

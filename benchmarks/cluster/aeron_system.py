@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from aeron_numba.driver.context import idle_strategy_environment
 from harness.aeron_dirs import await_cnc_ready
 from harness.driver_settings import driver_env_for_benchmarks
 
@@ -33,7 +34,7 @@ from benchmarks.cluster.systems import START_TIMEOUT_S, LocalClientSystem, Syste
 SERVICE = "aeron_numba.cluster.examples.key_value_service:KeyValueService"
 COMPILED_SERVICE = "aeron_numba.cluster.examples.key_value_service:CompiledKeyValueService"
 IDLE_STRATEGY = "backoff"
-NODE_ENV = {"AERON_CONDUCTOR_IDLE_STRATEGY": IDLE_STRATEGY, "AERON_ARCHIVE_IDLE_STRATEGY": IDLE_STRATEGY,
+NODE_ENV = {**idle_strategy_environment(IDLE_STRATEGY), "AERON_ARCHIVE_IDLE_STRATEGY": IDLE_STRATEGY,
             "AERON_CLUSTER_IDLE_STRATEGY": IDLE_STRATEGY, "AERON_DEBUG_LOSS_CONTROL": "false"}
 CONNECT_TIMEOUT_S = 30.0
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from aeron_numba.cluster.recording_log import RecordingLog
+from aeron_numba.driver.context import idle_strategy_environment
 from aeron_numba.layout import cluster as C
 from harness.awaiting import await_condition
 from harness.cluster_client import KeyValueClient, verify_members
@@ -151,8 +152,8 @@ def test_should_stop_follower_and_restart_follower(cluster):
 
 #: Every agent of a node backs off to parks in compiled code when idle (the benchmark's setting; the suite's
 #: default is a 1 ms sleep, which never takes that path): what the consensus module waits on must wake it.
-BACKOFF = {name: "backoff" for name in ("AERON_CONDUCTOR_IDLE_STRATEGY", "AERON_ARCHIVE_IDLE_STRATEGY",
-                                        "AERON_CLUSTER_IDLE_STRATEGY")}
+BACKOFF = {**idle_strategy_environment("backoff"),
+           **{name: "backoff" for name in ("AERON_ARCHIVE_IDLE_STRATEGY", "AERON_CLUSTER_IDLE_STRATEGY")}}
 
 
 @pytest.mark.parametrize("idle", ["sleeping", "backoff"])
