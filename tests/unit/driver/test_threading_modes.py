@@ -9,6 +9,8 @@ import time
 import pytest
 
 from aeron_numba.agent import BackoffIdleStrategy, SleepingIdleStrategy, YieldingIdleStrategy
+from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.driver import DriverContext, MediaDriver
 from aeron_numba.driver.command_queue import CommandQueue
 from aeron_numba.driver.context import AERON_THREADING_MODES
@@ -17,7 +19,9 @@ from aeron_numba.driver.receiver_proxy import ReceiverProxy
 from aeron_numba.driver.sender_proxy import SenderProxy
 from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels import counters as ck
+from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
+from tests.unit.driver_support import RawClient
 
 MS = 1_000_000
 SMALL = dict(ipc_term_buffer_length=64 * 1024, term_buffer_length=64 * 1024, conductor_buffer_length=64 * 1024 + 768,
@@ -334,3 +338,44 @@ def test_an_exception_in_a_network_agent_is_counted_and_the_thread_carries_on(sh
     assert len(calls) > 10  # it kept running after the errors (Agrona's policy)
     assert errors_seen[-1] == before + 3 and driver.network_runners[0].error_count == 3
     assert driver.failure is None
+
+
+# --------------------------------------------------------------------------------------------- idle watches
+@pytest.mark.parametrize("mode", ["SHARED_NETWORK", "DEDICATED"])
+def test_a_conductor_on_its_own_thread_waits_in_compiled_code_even_with_udp_endpoints(shm_dir, mode):
+    """Its sockets are the network threads' to poll: the conductor wakes for a command, a queued request from the
+    sender or receiver, or a position its limits follow."""
+    driver = _driver(shm_dir, mode)
+    try:
+        client = RawClient(driver.cnc_file)
+        client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=3,
+                    channel="aeron:udp?endpoint=127.0.0.1:0")
+        driver.conductor.do_work()
+        network = driver.conductor.network
+        assert len(network.receive_endpoints) == 1
+        watch = IdleWatch()
+        assert driver.runner.agent.add_idle_watch(watch)
+        watch.snapshot()
+        assert not watch.changed()
+        network.conductor_proxy.queue.offer(lambda: None)
+        assert watch.changed()
+        # The network threads have sockets to poll: they idle as usual.
+        receiver_agent = driver.network_runners[-1].agent
+        receiver_agent.do_work()  # applies the endpoint registration the conductor queued
+        assert not receiver_agent.add_idle_watch(IdleWatch())
+    finally:
+        driver.conductor.on_close()
+        driver.close()
+
+
+def test_in_shared_mode_a_driver_with_udp_endpoints_polls_them_instead_of_waiting(shm_dir):
+    driver = _driver(shm_dir, "SHARED")
+    try:
+        client = RawClient(driver.cnc_file)
+        client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=3,
+                    channel="aeron:udp?endpoint=127.0.0.1:0")
+        driver.conductor.do_work()
+        assert not driver.runner.agent.add_idle_watch(IdleWatch())
+    finally:
+        driver.conductor.on_close()
+        driver.close()
