@@ -10,6 +10,7 @@ import signal
 
 import pytest
 
+from aeron_numba.driver.context import idle_strategy_environment
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
 from aeron_numba.layout import counters as cl
 from harness.aeron_dirs import AeronCounters, new_aeron_dir, remove_aeron_dir
@@ -21,11 +22,9 @@ MODES = ["SHARED", "SHARED_NETWORK", "DEDICATED"]
 
 
 def _env(mode: str) -> dict[str, str]:
-    # Every agent thread sleeps when idle, whichever idle strategy setting its mode reads.
-    idle = {name: "sleeping" for name in ("AERON_CONDUCTOR_IDLE_STRATEGY", "AERON_SENDER_IDLE_STRATEGY",
-                                          "AERON_RECEIVER_IDLE_STRATEGY", "AERON_SHAREDNETWORK_IDLE_STRATEGY",
-                                          "AERON_SHARED_IDLE_STRATEGY")}
-    return {**UDP_DRIVER_ENV, **idle, "AERON_THREADING_MODE": mode, "AERON_LOG_LEVEL": "INFO"}
+    # Every agent thread backs off when idle (the test drivers' setting), whichever variable its mode reads.
+    return {**UDP_DRIVER_ENV, **idle_strategy_environment("backoff"), "AERON_THREADING_MODE": mode,
+            "AERON_LOG_LEVEL": "INFO"}
 
 
 class ModeDrivers:
@@ -59,9 +58,9 @@ def mode_drivers(request, process_manager, aeron_dir):
 
 def test_a_lossy_udp_stream_is_recovered_in_every_threading_mode(mode_drivers, process_manager, tmp_path):
     drivers, mode = mode_drivers, mode_drivers.mode
-    threads = {"SHARED": "[conductor,sender,receiver]=sleeping",
-               "SHARED_NETWORK": "conductor=sleeping, [sender,receiver]=sleeping",
-               "DEDICATED": "conductor=sleeping, sender=sleeping, receiver=sleeping"}[mode]
+    threads = {"SHARED": "[conductor,sender,receiver]=backoff",
+               "SHARED_NETWORK": "conductor=backoff, [sender,receiver]=backoff",
+               "DEDICATED": "conductor=backoff, sender=backoff, receiver=backoff"}[mode]
     drivers.driver_b.await_output(f"threading mode {mode}, idle strategies {threads})", 30, stream="stderr")
     label = drivers.counters_b.reader.get_counter_label(cl.RECEIVER_MAX_CYCLE_TIME)
     assert label.endswith(f": {mode}"), label
