@@ -8,6 +8,11 @@ lifecycles. An idle cycle between timers counts no work, so the idle strategy ba
 heartbeat counted as work every millisecond kept a backoff strategy spinning). Responses go out through the
 ``ClientProxy``. A decision that refuses a command raises ``ControlProtocolError`` (or the error of what failed);
 the adapter answers it with ON_ERROR and records it, so the conductor never touches bytes.
+
+Threads: the conductor runs on its own thread or shares one with the sender and receiver (the driver's threading
+mode, ``media_driver.py``). Everything here is the conductor thread's; the UDP part talks to the sender and
+receiver only through their proxies (``network_conductor.py``). ``_record_error`` is also the network runners'
+error handler, so it writes the error log under a lock.
 """
 
 from __future__ import annotations
