@@ -3,6 +3,7 @@ queues behind the Sender/Receiver/DriverConductor proxies, and how a driver with
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -379,3 +380,76 @@ def test_in_shared_mode_a_driver_with_udp_endpoints_polls_them_instead_of_waitin
     finally:
         driver.conductor.on_close()
         driver.close()
+
+
+# ------------------------------------------------------------------------------- real threads, churning
+@pytest.mark.parametrize("mode", ["SHARED_NETWORK", "DEDICATED"])
+def test_udp_streams_opened_and_closed_while_every_agent_runs_on_its_thread_leave_nothing_behind(
+        shm_dir, mode):
+    """A client opens a UDP subscription and a publication to it, waits for the image, closes both, and again,
+    while the conductor and the network threads run for real (a tiny GIL switch interval interleaves them at
+    almost every bytecode): no error, every image and publication released, every counter but the system ones
+    and the client's heartbeat freed, no log file left."""
+    previous = sys.getswitchinterval()
+    driver = _driver(shm_dir, mode, publication_linger_timeout_ns=0, image_liveness_timeout_ns=500 * MS,
+                     publication_connection_timeout_ns=500 * MS, counter_free_to_reuse_timeout_ns=0,
+                     conductor_idle_strategy="backoff", sender_idle_strategy="backoff",
+                     receiver_idle_strategy="backoff", shared_network_idle_strategy="backoff")
+    network, counters = driver.conductor.network, driver.conductor.system_counters
+    aeron_dir = shm_dir / f"aeron-{mode}"
+    outcome: dict = {}
+
+    def responses_until(client, wanted, timeout_s=20.0):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for t, message in client.responses():
+                if t == cp.ON_ERROR:
+                    raise AssertionError(f"driver error: {message}")
+                if wanted(t, message):
+                    return message
+            time.sleep(0.001)
+        raise AssertionError("no such response in time")
+
+    def workload():
+        try:
+            client = RawClient(driver.cnc_file)
+            for round_number in range(8):
+                sub_id = client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
+                                     stream_id=5, channel="aeron:udp?endpoint=127.0.0.1:0")
+                responses_until(client, lambda t, m: t == cp.ON_SUBSCRIPTION_READY and m.correlation_id == sub_id)
+                (endpoint,) = list(network.receive_endpoints.values())
+                port = endpoint.local_address[1]
+                pub_id = client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=5,
+                                     channel=f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k")
+                responses_until(client, lambda t, m: t == cp.ON_AVAILABLE_IMAGE)
+                client.send(cp.REMOVE_PUBLICATION, dc.RemoveMessage, registration_id=pub_id)
+                if round_number % 2:  # half the rounds close the subscription before the image has gone
+                    client.send(cp.REMOVE_SUBSCRIPTION, dc.RemoveMessage, registration_id=sub_id)
+                else:
+                    responses_until(client, lambda t, m: t == cp.ON_UNAVAILABLE_IMAGE)
+                    client.send(cp.REMOVE_SUBSCRIPTION, dc.RemoveMessage, registration_id=sub_id)
+                deadline = time.monotonic() + 20
+                while (network.publications or network.images or network.receive_endpoints or network.send_endpoints
+                       or network.releasing_publications or network.releasing_images or network.closing_endpoints):
+                    assert time.monotonic() < deadline, "resources not released in time"
+                    time.sleep(0.005)
+            reader = ck.CountersReader(driver.cnc_file.counters_metadata_buffer, driver.cnc_file.counters_values_buffer)
+            outcome["counters"] = sorted(c.type_id for c in reader.counters() if c.type_id != cl.SYSTEM_COUNTER_TYPE_ID)
+            outcome["errors"] = counters.get(cl.ERRORS)
+            outcome["logs"] = sorted(p.name for p in aeron_dir.rglob("*.logbuffer"))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            outcome["failure"] = exc
+        finally:
+            driver.runner.request_close()
+
+    worker = threading.Thread(target=workload)
+    sys.setswitchinterval(1e-6)
+    try:
+        worker.start()
+        driver.run()
+    finally:
+        sys.setswitchinterval(previous)
+        worker.join()
+    assert "failure" not in outcome, outcome.get("failure")
+    assert outcome == {"counters": [cl.CLIENT_HEARTBEAT_TYPE_ID], "errors": 0, "logs": []}
+    assert not any(t.is_alive() for t in driver.threads)
