@@ -105,6 +105,12 @@ class LossSettings:
                 raise ConfigurationError(f"blocked host {host!r} must be an IPv4 address") from None
         return self
 
+    @property
+    def drops_anything(self) -> bool:
+        """Whether any datagram could be dropped under these settings (else the endpoints skip the checks)."""
+        return bool(self.receive_data_rate or self.receive_control_rate or self.send_data_rate or
+                    self.send_control_rate or self.gap_length > 0 or self.blocked_ports or self.blocked_hosts)
+
 
 # Plain field loads and stores: the version word (acquire/release) orders them, a seqlock; x86 keeps loads
 # in order, so the second version read sees whether a writer came by meanwhile.
@@ -210,6 +216,11 @@ class LossGenerator:
         self.version, self.settings = snapshot
         self.rng.seed(self.settings.seed)
         self.gap_dropped.clear()
+
+    @property
+    def is_active(self) -> bool:
+        """Settings that may drop something are in force: every datagram goes through ``should_drop_*``."""
+        return self.settings.drops_anything
 
     def _blocked(self, port: int) -> bool:
         return port in self.settings.blocked_ports

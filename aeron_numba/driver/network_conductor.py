@@ -35,6 +35,7 @@ labelled with the spy's channel. They are told the image is unavailable when the
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from pathlib import Path
@@ -122,6 +123,7 @@ class NetworkConductor:
         self.publications: list[NetworkPublication] = []
         self.images: list[PublicationImage] = []
         self.receiver_id = random.getrandbits(63)
+        self._endpoint_ids = itertools.count(1)
         self.loss_control = LossControl.create(self.ctx.aeron_dir) if self.ctx.loss_control_enabled else None
 
     # -------------------------------------------------------------------------------------- threads
@@ -382,7 +384,8 @@ class NetworkConductor:
             destinations.append(ReceiveDestination(channel, transport, sockaddr_id))
         endpoint = ReceiveChannelEndpoint(channel, destinations, self.system_counters, status_id, self.receiver_id,
                                           self.conductor_proxy.create_publication_image,
-                                          cool_down_ns=self.ctx.image_liveness_timeout_ns)
+                                          cool_down_ns=self.ctx.image_liveness_timeout_ns,
+                                          endpoint_id=next(self._endpoint_ids))
         endpoint.key = key
         self.receive_endpoints[key] = endpoint
         self.receiver_proxy.register_receive_channel_endpoint(endpoint)
@@ -582,7 +585,7 @@ class NetworkConductor:
                                                            self.ctx.nak_multicast_group_size)
         image = PublicationImage(
             correlation_id=correlation_id, session_id=setup["session_id"], stream_id=setup["stream_id"],
-            channel=channel, source_identity=f"{source[0]}:{source[1]}", connections=self._connections(
+            endpoint_id=endpoint.endpoint_id, channel=channel, source_identity=f"{source[0]}:{source[1]}", connections=self._connections(
                 endpoint, destination, source, conductor.nano_clock()),
             endpoint=endpoint, log=log, join_position=join_position, rcv_hwm_counter_id=counter_ids[0],
             rcv_pos_counter_id=counter_ids[1], values_buffer=self.counters.values_buffer,

@@ -21,6 +21,7 @@ the spies to read up to the end of stream.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,20 +30,19 @@ from aeron_numba.driver.flow_control import UnicastFlowControl
 from aeron_numba.driver.ipc_publication import ImageChange, State, SubscriberPosition, check_untethered
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
+from aeron_numba.kernels import publication_sender
 from aeron_numba.kernels import term_scanner
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
+from aeron_numba.kernels.udp_socket import SendBatch
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.layout import network_state as ns
 from aeron_numba.kernels import position as pos
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
-
-
-#: Data datagrams one publication may send per sender duty cycle (see ``_send_data``).
-MAX_DATAGRAMS_PER_SEND = 16
 
 
 @dataclass
@@ -97,16 +97,27 @@ class NetworkPublication:
         self.initial_term_id = log.initial_term_id
         self.bits = log.position_bits_to_shift
         start = self.start_position = self.producer_position()  # a concurrent publication joining must match it
-        self.sender_position = start
-        self.sender_limit = self.flow_control.initial_limit(start)
+        # The sender's hot state lives in one row the compiled path shares (layout/network_state.py).
+        self.row = row = np.zeros(ns.PUBLICATION_ROW_LENGTH, np.int64)
+        for column, value in ((ns.PUBLICATION_SESSION_ID, self.session_id), (ns.PUBLICATION_STREAM_ID, self.stream_id),
+                              (ns.PUBLICATION_LOG_ADDRESS, log.buffer.ctypes.data),
+                              (ns.PUBLICATION_LOG_LENGTH, log.buffer.size),
+                              (ns.PUBLICATION_TERM_LENGTH, self.term_length),
+                              (ns.PUBLICATION_POSITION_BITS, self.bits),
+                              (ns.PUBLICATION_INITIAL_TERM_ID, self.initial_term_id), (ns.PUBLICATION_MTU, self.mtu),
+                              (ns.PUBLICATION_SENDER_POSITION, start),
+                              (ns.PUBLICATION_SENDER_LIMIT, self.flow_control.initial_limit(start)),
+                              (ns.PUBLICATION_SND_POS_COUNTER_ID, self.snd_pos_counter_id),
+                              (ns.PUBLICATION_SND_BPE_COUNTER_ID, self.snd_bpe_counter_id),
+                              (ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS, self.now_ns)):
+            row[column] = value
+        self._collect_result = np.zeros(1, np.int64)
         self.clean_position = max(0, start - self.term_length)
         self.trip_limit = 0
-        self.has_receivers = False
         self.is_connected = False  # the log's is_connected: receivers, or spies simulating a connection
         self.is_setup_elicited = False  # a receiver asked for a SETUP (SM flagged send-setup)
         self.setup_flags = ul.SETUP_GROUP_FLAG if self.channel.has_group_semantics else 0
         self.time_of_last_setup_ns = self.now_ns - self.setup_timeout_ns
-        self.time_of_last_send_or_heartbeat_ns = self.now_ns
         self.time_of_last_sm_ns = self.now_ns
         # receiver id -> (consumption position, ns of its last SM): draining waits for these to reach the end.
         self.receiver_positions: dict[int, tuple[int, int]] = {}
@@ -119,6 +130,15 @@ class NetworkPublication:
             self._set_counter(counter_id, start)
         self._set_counter(self.snd_lmt_counter_id, self.sender_limit)
         log.buffer[log.metadata_offset + lb.LOG_SPIES_SIMULATE_CONNECTION_OFFSET] = int(self.spies_simulate_connection)
+
+    # ------------------------------------------------------------------------------ state kept in the row
+    sender_position = ns.row_field(ns.PUBLICATION_SENDER_POSITION)
+    sender_limit = ns.row_field(ns.PUBLICATION_SENDER_LIMIT)
+    time_of_last_send_or_heartbeat_ns = ns.row_field(ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS)
+
+    @property
+    def has_receivers(self) -> bool:
+        return bool(self.row[ns.PUBLICATION_HAS_RECEIVERS])
 
     # ------------------------------------------------------------------------------------------- helpers
     def _set_counter(self, counter_id: int, value: int) -> None:
@@ -135,7 +155,7 @@ class NetworkPublication:
         return str(self.log.path)
 
     def _set_has_receivers(self, has_receivers: bool) -> None:
-        self.has_receivers = has_receivers
+        self.row[ns.PUBLICATION_HAS_RECEIVERS] = 1 if has_receivers else 0
         self._update_connected_status()
 
     def _update_connected_status(self) -> None:
@@ -192,8 +212,8 @@ class NetworkPublication:
         self.endpoint.send(self.control[:length])
 
     # ------------------------------------------------------------------------------------ sender: duty
-    def send(self, now_ns: int) -> int:
-        """One sender duty cycle for this publication; returns the bytes sent."""
+    def send(self, now_ns: int, batch: SendBatch) -> int:
+        """One sender duty cycle for this publication; returns the bytes sent. ``batch``: the sender's."""
         sender_position = self.sender_position
         term_id = pos.compute_term_id_from_position(sender_position, self.bits, self.initial_term_id)
         term_offset = pos.compute_term_offset_from_position(sender_position, self.bits)
@@ -202,7 +222,7 @@ class NetworkPublication:
             self._send_setup(now_ns, term_id, term_offset)
             if self.has_receivers:
                 self.is_setup_elicited = False
-        bytes_sent = self._send_data(now_ns, sender_position, term_offset) if self.has_receivers else 0
+        bytes_sent = self._send_data(now_ns, batch) if self.has_receivers else 0
         if bytes_sent == 0:
             bytes_sent = self._heartbeat_check(now_ns, term_id, term_offset)
             if self.spies_simulate_connection and not self.has_receivers and self.spies:
@@ -238,39 +258,28 @@ class NetworkPublication:
         self.time_of_last_send_or_heartbeat_ns = now_ns
         return length
 
-    def _send_data(self, now_ns: int, sender_position: int, term_offset: int) -> int:
-        """Send MTU-sized datagrams of whole frames up to the sender limit, at most ``MAX_DATAGRAMS_PER_SEND``
-        of them (Aeron sends one or two per duty cycle; ours costs tens of microseconds of Python, so one
-        datagram per cycle would cap a stream at a few tens of thousands of datagrams a second)."""
-        window = self.sender_limit - sender_position
-        if window <= 0:
-            if self.producer_position() > sender_position:
-                counters_kernels.get_and_add_counter_value(self.values_buffer, self.snd_bpe_counter_id, 1)
-            return 0
-        buffer, term_length, mtu = self.log.buffer, self.term_length, self.mtu
-        bytes_sent = 0
-        for _ in range(MAX_DATAGRAMS_PER_SEND):
-            term_base = pos.index_by_position(sender_position, self.bits) * term_length
-            packed = term_scanner.scan_for_availability(buffer, term_base, term_offset, min(window, mtu), term_length)
-            available = term_scanner.available_of(packed)
-            if available <= 0:
-                break
-            step = available + term_scanner.padding_of(packed)
-            start = term_base + term_offset
-            self.endpoint.send(buffer[start:start + available])
-            bytes_sent += available
-            sender_position += step
-            window -= step
-            term_offset += step
-            if term_offset >= term_length:  # rotated into the next term
-                term_offset = 0
-            if window <= 0:
-                break
-        if bytes_sent:
-            self.sender_position = sender_position
-            self._set_counter(self.snd_pos_counter_id, sender_position)
-            self.time_of_last_send_or_heartbeat_ns = now_ns
-        return bytes_sent
+    def _send_data(self, now_ns: int, batch: SendBatch) -> int:
+        """Datagrams of whole frames up to the sender limit, at most a batch of them per duty cycle (Aeron sends one
+        or two: ours returns to Python between cycles, so a batch keeps a stream from being capped by that).
+        Compiled and sent in one ``sendmmsg`` when the endpoint sends to one address with no loss generator;
+        else the endpoint sends each datagram (``kernels/publication_sender.py``)."""
+        endpoint = self.endpoint
+        sockaddr = endpoint.remote_sockaddr
+        if sockaddr is not None and not endpoint.transport.may_drop:
+            sent = int(publication_sender.send_data(self.row, batch.msgs, batch.iovecs, batch.vlen,
+                                                    endpoint.transport.fd, sockaddr.ctypes.data, now_ns,
+                                                    self.values_buffer, self._collect_result))
+            if sent < 0:
+                raise OSError(-sent, os.strerror(-sent))
+            return sent
+        buffer = self.log.buffer
+        collected = int(publication_sender.collect_data(self.row, buffer, batch.msgs, batch.iovecs, batch.vlen, 0,
+                                                        now_ns, self.values_buffer, self._collect_result))
+        base = buffer.ctypes.data
+        for index in range(int(self._collect_result[publication_sender.COLLECTED])):
+            start, length = batch.entry(index)
+            endpoint.send(buffer[start - base:start - base + length])
+        return collected
 
     def _update_sender_limit(self, limit: int) -> None:
         if limit != self.sender_limit:

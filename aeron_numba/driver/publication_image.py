@@ -28,13 +28,14 @@ import numpy as np
 
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
+from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import loss_detector as ld
-from aeron_numba.kernels import term_rebuilder
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.layout import network_state as ns
 from aeron_numba.kernels import position as pos
 from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.driver.receive_destination import RECEIVE_DESTINATION_TIMEOUT_NS
@@ -105,26 +106,63 @@ class PublicationImage:
     loss_report: object = None  # the driver's LossReport (loss-report.dat), None when it has none
     epoch_clock: object = None  # ms since the epoch, for loss report timestamps
     subscribers: list[ImageSubscriber] = field(default_factory=list)
-    state: ImageState = ImageState.ACTIVE
+    endpoint_id: int = 0  # the receiver's id of ``endpoint`` (the compiled dispatcher's key)
 
     def __post_init__(self) -> None:
         log = self.log
         self.term_length = log.term_length
         self.initial_term_id = log.initial_term_id
         self.bits = log.position_bits_to_shift
-        self.hwm_position = self.rebuild_position = self.join_position
+        # The receiver's hot state lives in one row the compiled path shares (layout/network_state.py).
+        self.row = row = np.zeros(ns.IMAGE_ROW_LENGTH, np.int64)
+        for column, value in ((ns.IMAGE_SESSION_ID, self.session_id), (ns.IMAGE_STREAM_ID, self.stream_id),
+                              (ns.IMAGE_ENDPOINT_ID, self.endpoint_id), (ns.IMAGE_IS_ACTIVE, 1),
+                              (ns.IMAGE_LOG_ADDRESS, log.buffer.ctypes.data), (ns.IMAGE_LOG_LENGTH, log.buffer.size),
+                              (ns.IMAGE_METADATA_OFFSET, log.metadata_offset),
+                              (ns.IMAGE_TERM_LENGTH, self.term_length), (ns.IMAGE_POSITION_BITS, self.bits),
+                              (ns.IMAGE_INITIAL_TERM_ID, self.initial_term_id),
+                              (ns.IMAGE_HWM_POSITION, self.join_position),
+                              (ns.IMAGE_REBUILD_POSITION, self.join_position),
+                              # the sender may send up to last_sm_position + window
+                              (ns.IMAGE_LAST_SM_POSITION, self.join_position),
+                              (ns.IMAGE_LAST_SM_WINDOW, self.receiver_window),
+                              # send the first SM at once
+                              (ns.IMAGE_TIME_OF_LAST_SM_NS, self.now_ns - self.status_message_timeout_ns),
+                              (ns.IMAGE_TIME_OF_LAST_PACKET_NS, self.now_ns),
+                              (ns.IMAGE_END_OF_STREAM_POSITION, ns.NO_POSITION),
+                              (ns.IMAGE_RCV_HWM_COUNTER_ID, self.rcv_hwm_counter_id),
+                              (ns.IMAGE_RCV_POS_COUNTER_ID, self.rcv_pos_counter_id)):
+            row[column] = value
+        self._state = ImageState.ACTIVE
         self.clean_position = self.join_position
-        self.last_sm_position = self.join_position  # the sender may send up to last_sm_position + window
-        self.last_sm_window = self.receiver_window
-        self.time_of_last_sm_ns = self.now_ns - self.status_message_timeout_ns  # send the first SM at once
-        self.time_of_last_packet_ns = self.now_ns
-        self.end_of_stream_position: int | None = None
         self.loss_state = np.zeros(ld.LOSS_STATE_LENGTH, dtype=np.int64)
         self.loss_report_entry = None  # created at this image's first loss (§13.1), one per image
         self.control = np.zeros(64, dtype=np.uint8)
         self.active_transport_count = 0  # as written in the log's metadata
         for counter_id in (self.rcv_hwm_counter_id, self.rcv_pos_counter_id):
             self._set_counter(counter_id, self.join_position)
+
+    # ------------------------------------------------------------------------ state kept in the row
+    @property
+    def state(self) -> ImageState:
+        return self._state
+
+    @state.setter
+    def state(self, state: ImageState) -> None:
+        self._state = state
+        self.row[ns.IMAGE_IS_ACTIVE] = 1 if state is ImageState.ACTIVE else 0
+
+    hwm_position = ns.row_field(ns.IMAGE_HWM_POSITION)
+    rebuild_position = ns.row_field(ns.IMAGE_REBUILD_POSITION)
+    last_sm_position = ns.row_field(ns.IMAGE_LAST_SM_POSITION)
+    last_sm_window = ns.row_field(ns.IMAGE_LAST_SM_WINDOW)
+    time_of_last_sm_ns = ns.row_field(ns.IMAGE_TIME_OF_LAST_SM_NS)
+    time_of_last_packet_ns = ns.row_field(ns.IMAGE_TIME_OF_LAST_PACKET_NS)
+
+    @property
+    def end_of_stream_position(self) -> int | None:
+        position = int(self.row[ns.IMAGE_END_OF_STREAM_POSITION])
+        return None if position == ns.NO_POSITION else position
 
     def _set_counter(self, counter_id: int, value: int) -> None:
         counters_kernels.set_counter_value(self.values_buffer, counter_id, value)
@@ -160,59 +198,22 @@ class PublicationImage:
         self.connections = [c for c in self.connections if c.destination is not destination]
 
     # ------------------------------------------------------------------------------- receiver: packets
-    def insert_packet(self, buf: np.ndarray, length: int, now_ns: int, connection: ImageConnection | None = None) -> int:
-        """A validated DATA/PAD datagram (one or more frames) for this image; returns the bytes taken.
-        ``connection``: the MDS connection it came through (None on an ordinary endpoint)."""
-        if self.state is not ImageState.ACTIVE:
-            return 0
-        term_id = _i32(buf, frame.TERM_ID_FIELD_OFFSET)
-        term_offset = _i32(buf, frame.TERM_OFFSET_FIELD_OFFSET)
-        position = pos.compute_position(term_id, term_offset, self.bits, self.initial_term_id)
-        self.time_of_last_packet_ns = now_ns
-        frame_length = _i32(buf, frame.FRAME_LENGTH_FIELD_OFFSET)
-        if frame_length == 0:  # heartbeat: the sender is at `position`
-            self.system_counters.increment(cl.HEARTBEATS_RECEIVED)
-            if buf[frame.FLAGS_FIELD_OFFSET] & frame.EOS_FLAG:
-                self._on_end_of_stream(position, connection)
-            self._propose_hwm(position)
-            return 0
-        if position < self.last_sm_position:
-            self.system_counters.increment(cl.FLOW_CONTROL_UNDER_RUNS)  # before what we acknowledged: a late duplicate
-            return 0
-        if position + length > self.last_sm_position + self.last_sm_window:
-            self.system_counters.increment(cl.FLOW_CONTROL_OVER_RUNS)  # beyond the window we granted
-            return 0
-        index = pos.index_by_position(position, self.bits)
-        term = self.log.term(index)
-        if term_rebuilder.insert(term, term_offset, buf, 0, length) < 0:
-            self.system_counters.increment(cl.INVALID_PACKETS)
-            return 0
-        self._propose_hwm(position + length)
-        return length
-
-    def _on_end_of_stream(self, position: int, connection: ImageConnection | None) -> None:
-        """The stream ends once every connection has ended it (one replay ending must not end the live stream
-        fed through another destination), at the furthest end of stream seen, as Aeron decides."""
-        if connection is None:
-            self._set_end_of_stream(position)
-            return
-        connection.end_of_stream_position = position
-        ends = [c.end_of_stream_position for c in self.connections]
-        if None not in ends:
-            self._set_end_of_stream(max(ends))
-
-    def _set_end_of_stream(self, position: int) -> None:
-        """Once, as Aeron: the log's metadata tells the subscribers where the stream ends (``Image.isEndOfStream``:
-        a cluster follower tells a leader that closed from one that vanished by it)."""
-        if self.end_of_stream_position is None:
-            self.end_of_stream_position = position
-            atomics_for_python.put_int64_release(
-                self.log.buffer, self.log.metadata_offset + lb.LOG_END_OF_STREAM_POSITION_OFFSET, position)
-
-    def _propose_hwm(self, position: int) -> None:
-        if position > self.hwm_position:
-            self.hwm_position = position
-            self._set_counter(self.rcv_hwm_counter_id, position)
+    def insert_packet(self, buf: np.ndarray, length: int, now_ns: int, connection: ImageConnection | None = None,
+                      offset: int = 0) -> int:
+        """A validated DATA/PAD datagram (one or more frames) for this image at ``buf[offset:]``; returns the bytes
+        taken (``kernels/image_receiver.insert_packet``, as the compiled dispatcher does). ``connection``: the MDS
+        connection it came through (None on an ordinary endpoint), whose end of stream is only one of several."""
+        if connection is not None and self.state is ImageState.ACTIVE and \
+                _i32(buf, offset + frame.FRAME_LENGTH_FIELD_OFFSET) == 0 and \
+                buf[offset + frame.FLAGS_FIELD_OFFSET] & frame.EOS_FLAG:
+            connection.end_of_stream_position = pos.compute_position(
+                _i32(buf, offset + frame.TERM_ID_FIELD_OFFSET), _i32(buf, offset + frame.TERM_OFFSET_FIELD_OFFSET),
+                self.bits, self.initial_term_id)
+            ends = [c.end_of_stream_position for c in self.connections]
+            if None not in ends:  # every connection has ended it: at the furthest end of stream seen, as Aeron
+                image_receiver.set_end_of_stream(self.row, self.log.buffer, max(ends))
+        return int(image_receiver.insert_packet(self.row, self.log.buffer, buf, offset, length, now_ns,
+                                                self.values_buffer, connection is None))
 
     # -------------------------------------------------------------------------------- receiver: duty
     def do_receiver_work(self, now_ns: int) -> int:

@@ -6,7 +6,10 @@ group). A multi-destination subscription (``control-mode=manual``, one endpoint 
 has only the destinations its clients add: frames from any of them feed the same images, and each image
 tracks which destinations have seen it (its connections) so its SMs and NAKs go back through each of them.
 Every datagram is validated first: anything malformed is dropped and counted as an invalid packet (the driver
-never dies on network input). Then:
+never dies on network input). Each poll reads the waiting datagrams in batches (``recvmmsg``); data of a session
+with an image on an ordinary endpoint is inserted in compiled code (``kernels/image_receiver.dispatch_batch``),
+without a Python call per datagram, and the rest comes back here one by one (as does everything while the loss
+generator is on, since it decides per datagram). Then:
 
 * DATA / PAD for a (session, stream) with an image: rebuilt into that image (MDS: its connection noted).
 * DATA for a subscribed stream but an unknown session (we joined late, or lost the SETUP): answered with a
@@ -24,12 +27,14 @@ import numpy as np
 
 from aeron_numba.driver.receive_destination import ReceiveDestination
 from aeron_numba.driver.udp_channel import UdpChannel
+from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.kernels import udp_socket
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import udp_frames as ul
 
-MAX_DATAGRAMS_PER_POLL = 64
+MAX_DATAGRAMS_PER_POLL = 64  # per destination and duty cycle, as batches of the receiver's ReceiveBatch
 SETUP_ELICIT_INTERVAL_NS = 200_000_000
 MAX_ELICITED_SESSIONS = 1024  # forget sessions asked for a SETUP longer ago than the interval past this many
 
@@ -44,8 +49,10 @@ def _i64(buf: np.ndarray, offset: int) -> int:
 
 class ReceiveChannelEndpoint:
     def __init__(self, channel: UdpChannel, destinations: list[ReceiveDestination], system_counters,
-                 status_counter_id: int, receiver_id: int, on_setup, cool_down_ns: int = 10_000_000_000):
+                 status_counter_id: int, receiver_id: int, on_setup, cool_down_ns: int = 10_000_000_000,
+                 endpoint_id: int = 0):
         self.channel = channel
+        self.endpoint_id = endpoint_id  # how its images' state rows name it to the compiled dispatcher
         self.key = channel.canonical_form  # the conductor's key for it (an MDS endpoint's is unique)
         self.destinations = list(destinations)
         # Multi-destination subscription: frames may come through several sockets, so images track connections.
@@ -138,19 +145,43 @@ class ReceiveChannelEndpoint:
         return destination.control_address if destination.control_address is not None else source
 
     # ------------------------------------------------------------------------------------- receiving
-    def poll(self, now_ns: int) -> int:
+    def poll(self, now_ns: int, batch, images) -> int:
+        """Read and dispatch what waits on every destination; returns the datagrams read. ``batch``: the
+        receiver's ``ReceiveBatch``; ``images``: its ``ImageRows`` (the images the compiled path can find)."""
         received = 0
+        values = self.system_counters.values_buffer
+        slow = images.slow
         for destination in self.destinations:
             transport = destination.transport
             transport.poll_loss_settings()
-            for _ in range(MAX_DATAGRAMS_PER_POLL):
-                datagram = transport.receive()
-                if datagram is None:
+            may_drop = transport.may_drop
+            fast = not (self.is_multi_destination or may_drop)
+            read = 0
+            while read < MAX_DATAGRAMS_PER_POLL:
+                count = transport.receive_batch(batch)
+                if count == 0:
                     break
-                received += 1
-                length, source = datagram
-                self._on_datagram(destination, transport.receive_buffer, length, source, now_ns)
+                read += count
+                image_receiver.dispatch_batch(batch.msgs, batch.buffer, batch.slot_length, count, self.endpoint_id,
+                                              images.addresses, images.count, values, now_ns, fast, slow)
+                for index in slow[1:1 + slow[image_receiver.SLOW_COUNT]]:
+                    self._on_batch_datagram(destination, transport, batch, int(index), may_drop, now_ns)
+                if count < batch.vlen:
+                    break
+            received += read
         return received
+
+    def _on_batch_datagram(self, destination: ReceiveDestination, transport, batch, index: int, may_drop: bool,
+                           now_ns: int) -> None:
+        length = udp_socket.datagram_length(batch.msgs, index)
+        if length < 0:
+            self.system_counters.increment(cl.INVALID_PACKETS)
+            return
+        data = batch.datagram(index, length)
+        source = batch.source(index)
+        if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
+            return
+        self._on_datagram(destination, data, length, source, now_ns)
 
     def _on_datagram(self, destination: ReceiveDestination, buf: np.ndarray, length: int, source: tuple[str, int],
                      now_ns: int) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.driver.udp_transport import UdpTransport
 from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.kernels import udp_socket
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import udp_frames as ul
@@ -49,6 +50,9 @@ class SendChannelEndpoint:
         self.destinations: dict[tuple[str, int], _Destination] = {}
         self.ref_count = 0
         self.now_ns = 0
+        # Where data goes when it goes to one address (the compiled send path's sockaddr_in); None: several.
+        self.remote_sockaddr = None if channel.is_multi_destination or channel.remote_data is None else \
+            udp_socket.sockaddr_in(*channel.remote_data)
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -70,18 +74,29 @@ class SendChannelEndpoint:
             self.transport.send(data, self.channel.remote_data)
         self.system_counters.increment(cl.BYTES_SENT, len(data))
 
-    def poll(self, now_ns: int) -> int:
-        """Read and dispatch the control frames waiting on the socket; returns how many were read."""
+    def poll(self, now_ns: int, batch) -> int:
+        """Read and dispatch the control frames waiting on the socket (in batches: the sender's ``ReceiveBatch``);
+        returns how many were read."""
         self.now_ns = now_ns
-        self.transport.poll_loss_settings()
+        transport = self.transport
+        transport.poll_loss_settings()
+        may_drop = transport.may_drop
         received = 0
-        for _ in range(MAX_DATAGRAMS_PER_POLL):
-            datagram = self.transport.receive()
-            if datagram is None:
+        while received < MAX_DATAGRAMS_PER_POLL:
+            count = transport.receive_batch(batch)
+            for index in range(count):
+                length = udp_socket.datagram_length(batch.msgs, index)
+                if length < 0:
+                    self.system_counters.increment(cl.INVALID_PACKETS)
+                    continue
+                data = batch.datagram(index, length)
+                source = batch.source(index)
+                if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
+                    continue
+                self._on_datagram(data, length, source, now_ns)
+            received += count
+            if count < batch.vlen:
                 break
-            received += 1
-            length, source = datagram
-            self._on_datagram(self.transport.receive_buffer, length, source, now_ns)
         if self.channel.is_multi_destination and not self.channel.is_manual_destination_control and self.destinations:
             for address in [a for a, d in self.destinations.items()
                             if now_ns - d.time_of_last_activity_ns > DESTINATION_TIMEOUT_NS]:

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import time
 
+from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH
+from aeron_numba.kernels.udp_socket import ReceiveBatch, SendBatch
+
 DEFAULT_SEND_TO_STATUS_POLL_RATIO = 6
+#: Datagrams one publication may send per duty cycle, in one ``sendmmsg``.
+SEND_BATCH_LENGTH = 16
 
 
 class Sender:
@@ -21,6 +26,8 @@ class Sender:
         self.endpoints: list = []
         self._round_robin = 0
         self._cycles_since_poll = 0
+        self.control_batch = ReceiveBatch(RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH)  # what receivers send back
+        self.send_batch = SendBatch(SEND_BATCH_LENGTH)  # one publication's datagrams of a duty cycle
 
     def role_name(self) -> str:
         return "sender"
@@ -49,13 +56,13 @@ class Sender:
             start = self._round_robin % count
             self._round_robin = start + 1
             for index in range(count):
-                bytes_sent += publications[(start + index) % count].send(now_ns)
+                bytes_sent += publications[(start + index) % count].send(now_ns, self.send_batch)
         self._cycles_since_poll += 1
         received = 0
         if bytes_sent == 0 or self._cycles_since_poll >= self.send_to_status_poll_ratio:
             self._cycles_since_poll = 0
             for endpoint in self.endpoints:
-                received += endpoint.poll(now_ns)
+                received += endpoint.poll(now_ns, self.control_batch)
         return bytes_sent + received
 
     def add_idle_watch(self, watch) -> bool:

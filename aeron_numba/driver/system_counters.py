@@ -14,6 +14,11 @@ class SystemCounters:
     def __init__(self, values_buffer: np.ndarray):
         self._values = values_buffer
 
+    @property
+    def values_buffer(self) -> np.ndarray:
+        """cnc.dat's counter values, for kernels that count as they go."""
+        return self._values
+
     def increment(self, system_id: int, delta: int = 1) -> None:
         ck.get_and_add_counter_value(self._values, system_id, delta)
 

@@ -1,9 +1,10 @@
 """One non-blocking UDP socket of the driver, with its receive buffer and loss generator.
 
-The sender and receiver agents poll these every duty cycle: ``receive()`` returns at most one datagram
-(``None`` when there is nothing, or when the loss generator dropped it), ``send()`` never blocks (a full socket
-buffer counts as sent-and-lost, as UDP would). Socket errors from the network (ICMP port unreachable
-surfacing as ECONNREFUSED, a peer gone) never propagate: they are counted and the datagram is treated as lost.
+The sender and receiver agents poll these every duty cycle: ``receive_batch()`` reads every waiting datagram
+up to a batch (``recvmmsg``, in compiled code: ``kernels/udp_socket.py``) and leaves the loss generator's
+decisions to the endpoint, which makes them per datagram; ``send()`` never blocks (a full socket buffer counts
+as sent-and-lost, as UDP would). Socket errors from the network (ICMP port unreachable surfacing as
+ECONNREFUSED, a peer gone) never propagate: they are counted and the datagram is treated as lost.
 
 Bound to a multicast group (spec/transport.md §16), the socket is set up as Aeron's multicast transport:
 SO_REUSEADDR (and SO_REUSEPORT) so several drivers on one host can share the group and port, membership of
@@ -16,25 +17,17 @@ running both ends would otherwise read its own data on the control socket and th
 
 from __future__ import annotations
 
-import errno
 import ipaddress
+import os
 import socket
 
 import numpy as np
 
 from aeron_numba.driver.loss_generator import LossControl, LossGenerator
-from aeron_numba.layout import frame
+from aeron_numba.kernels import udp_socket
 
 # Errors the network hands back for a datagram (not for our socket): the datagram is lost, nothing else.
-TRANSIENT_SEND_ERRORS = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EAGAIN, errno.ENOBUFS,
-                         errno.EPERM, errno.EMSGSIZE)
-RECEIVE_BUFFER_ALIGNMENT = 64
-
-
-def _aligned_buffer(length: int) -> np.ndarray:
-    raw = np.zeros(length + RECEIVE_BUFFER_ALIGNMENT, dtype=np.uint8)
-    start = (-raw.ctypes.data) % RECEIVE_BUFFER_ALIGNMENT
-    return raw[start:start + length]
+TRANSIENT_SEND_ERRORS = udp_socket.TRANSIENT_ERRORS
 
 
 class UdpTransport:
@@ -62,8 +55,7 @@ class UdpTransport:
             self.socket.close()
             raise
         self.local_address: tuple[str, int] = self.socket.getsockname()
-        self.receive_buffer = _aligned_buffer(frame.MAX_UDP_PAYLOAD_LENGTH)
-        self._receive_view = memoryview(self.receive_buffer)
+        self.fd = self.socket.fileno()
         self.loss_control = loss_control
         self.loss = LossGenerator()
         self.send_errors = 0
@@ -102,20 +94,19 @@ class UdpTransport:
             self.send_errors += 1
         return length
 
-    def receive(self) -> tuple[int, tuple[str, int]] | None:
-        """One datagram into ``receive_buffer``: (length, source address), or None."""
-        try:
-            length, source = self.socket.recvfrom_into(self._receive_view)
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError as exc:  # e.g. ECONNREFUSED left over from an ICMP error: nothing to read
-            if exc.errno in TRANSIENT_SEND_ERRORS:
-                return None
-            raise
-        if self.loss_control is not None and self.loss.should_drop_receive(
-                self.receive_buffer, length, source[1], self.local_port):
-            return None
-        return length, source
+    @property
+    def may_drop(self) -> bool:
+        """The loss generator is on: each datagram read must go through ``loss.should_drop_receive``."""
+        return self.loss_control is not None and self.loss.is_active
+
+    def receive_batch(self, batch: udp_socket.ReceiveBatch) -> int:
+        """Read the waiting datagrams into ``batch`` (at most its ``vlen``); returns how many (0: none)."""
+        count = udp_socket.receive_datagrams(self.fd, batch.msgs, batch.vlen)
+        if count >= 0:
+            return count
+        if -count in TRANSIENT_SEND_ERRORS:  # e.g. ECONNREFUSED left over from an ICMP error: nothing to read
+            return 0
+        raise OSError(-count, os.strerror(-count))
 
     def close(self) -> None:
         if not self.closed:

@@ -12,11 +12,14 @@ they do no bounds checking: callers check offsets and lengths first.
 
 from __future__ import annotations
 
+import ctypes
+
 import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 from aeron_numba.kernels.atomics import _address, _check_buffer
 
@@ -113,6 +116,37 @@ def prefetch_for_write(typingctx, buf, offset):
     return types.void(buf, offset), codegen
 
 
+def _make_view_at(dtype):
+    """An intrinsic ``view(address, count)``: a 1-D C array of ``count`` ``dtype`` items over raw memory."""
+
+    @intrinsic
+    def view_at(typingctx, address, count):
+        if not (isinstance(address, types.Integer) and isinstance(count, types.Integer)):
+            return None
+        array_type = types.Array(dtype, 1, "C")
+
+        def codegen(context, builder, sig, args):
+            array = context.make_array(array_type)(context, builder)
+            item = context.get_data_type(dtype)
+            data = builder.inttoptr(context.cast(builder, args[0], sig.args[0], types.int64), item.as_pointer())
+            itemsize = context.get_constant(types.intp, context.get_abi_sizeof(item))
+            length = context.cast(builder, args[1], sig.args[1], types.intp)
+            populate_array(array, data=data, shape=cgutils.pack_array(builder, [length]),
+                           strides=cgutils.pack_array(builder, [itemsize]), itemsize=itemsize, meminfo=None)
+            return array._getvalue()
+
+        return array_type(address, count), codegen
+
+    return view_at
+
+
+#: ``bytes_at(address, length)`` / ``int64s_at(address, count)``: arrays over memory another array owns, found by
+#: address (``ndarray.ctypes.data``), so one kernel can reach many logs and state rows without a typed list. The
+#: caller keeps the owning arrays alive while the addresses are in use.
+bytes_at = _make_view_at(types.uint8)
+int64s_at = _make_view_at(types.int64)
+
+
 if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
 
     def copy_bytes(dst, dst_offset, src, src_offset, length):  # noqa: F811
@@ -125,3 +159,12 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
     def prefetch_for_write(buf, offset):  # noqa: F811
         pass
+
+    def _view_at(dtype):
+        def view_at(address, count):
+            size = int(count) * np.dtype(dtype).itemsize
+            return np.frombuffer((ctypes.c_uint8 * size).from_address(int(address)), dtype)
+
+        return view_at
+
+    bytes_at, int64s_at = _view_at(np.uint8), _view_at(np.int64)  # noqa: F811

@@ -1,0 +1,136 @@
+"""The receiver's per-datagram work in compiled code: a batch read off a socket, sorted into its network images.
+
+``dispatch_batch`` takes the datagrams ``udp_socket.receive_datagrams`` just read from one receive endpoint's
+socket. Each one is validated (``classify_datagram``: anything malformed is counted as an invalid packet and
+dropped, the driver never dies on network input); DATA and PAD datagrams of a session with an active image of this
+endpoint go straight into that image's log (``insert_packet``); the rest (SETUP, RTT measurements, data of a
+session the driver has no image for yet, anything of a multi-destination endpoint, or everything while the
+endpoint's loss generator is on) is left for the Python dispatcher, whose decisions are per image, not per
+message: the kernel lists their batch indices in ``slow``.
+
+``insert_packet`` is the one implementation of Aeron's ``PublicationImage.insertPacket`` here: the Python path
+calls it too. Images are found by the addresses of their state rows (``layout/network_state.py``), and their logs
+by the addresses the rows hold.
+"""
+
+from __future__ import annotations
+
+from aeron_numba.jit import kernel
+from aeron_numba.kernels import atomics
+from aeron_numba.kernels import counters as ck
+from aeron_numba.kernels import position as pos
+from aeron_numba.kernels import term_rebuilder
+from aeron_numba.kernels.memory import bytes_at, int64s_at
+from aeron_numba.kernels.udp_frames import classify_datagram
+from aeron_numba.kernels.udp_socket import datagram_length
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.layout import network_state as ns
+
+#: ``slow[0]`` after ``dispatch_batch``: how many batch indices follow it.
+SLOW_COUNT = 0
+
+
+@kernel
+def _propose_hwm(row, values, position):
+    if position > row[ns.IMAGE_HWM_POSITION]:
+        row[ns.IMAGE_HWM_POSITION] = position
+        ck.set_counter_value(values, row[ns.IMAGE_RCV_HWM_COUNTER_ID], position)
+
+
+@kernel
+def set_end_of_stream(row, log, position):
+    """Once, as Aeron: the log's metadata tells the subscribers where the stream ends."""
+    if row[ns.IMAGE_END_OF_STREAM_POSITION] == ns.NO_POSITION:
+        row[ns.IMAGE_END_OF_STREAM_POSITION] = position
+        atomics.put_int64_release(log, row[ns.IMAGE_METADATA_OFFSET] + lb.LOG_END_OF_STREAM_POSITION_OFFSET,
+                                  position)
+
+
+@kernel
+def insert_packet(row, log, packet, packet_offset, length, now_ns, values, end_of_stream_ends_image):
+    """A validated DATA/PAD datagram (one or more frames) of the image ``row`` at ``packet[packet_offset:]``.
+
+    Data goes into the log only inside the window the last status message granted (before it: an under-run,
+    past it: an over-run, each counted and dropped). A heartbeat (frame length 0) moves the high-water mark; one
+    flagged end of stream ends the image's stream when ``end_of_stream_ends_image`` (an ordinary endpoint; a
+    multi-destination image waits for every connection: its caller decides). Returns the bytes inserted.
+    """
+    if row[ns.IMAGE_IS_ACTIVE] == 0:
+        return 0
+    bits = row[ns.IMAGE_POSITION_BITS]
+    term_id = atomics.get_int32(packet, packet_offset + frame.TERM_ID_FIELD_OFFSET)
+    term_offset = atomics.get_int32(packet, packet_offset + frame.TERM_OFFSET_FIELD_OFFSET)
+    position = pos.compute_position(term_id, term_offset, bits, row[ns.IMAGE_INITIAL_TERM_ID])
+    row[ns.IMAGE_TIME_OF_LAST_PACKET_NS] = now_ns
+    if atomics.get_int32(packet, packet_offset + frame.FRAME_LENGTH_FIELD_OFFSET) == 0:
+        ck.get_and_add_counter_value(values, cl.HEARTBEATS_RECEIVED, 1)
+        if end_of_stream_ends_image and atomics.get_int8(packet, packet_offset + frame.FLAGS_FIELD_OFFSET) & \
+                frame.EOS_FLAG:
+            set_end_of_stream(row, log, position)
+        _propose_hwm(row, values, position)
+        return 0
+    window_start = row[ns.IMAGE_LAST_SM_POSITION]
+    if position < window_start:  # before what we acknowledged: a late duplicate
+        ck.get_and_add_counter_value(values, cl.FLOW_CONTROL_UNDER_RUNS, 1)
+        return 0
+    if position + length > window_start + row[ns.IMAGE_LAST_SM_WINDOW]:  # beyond the window we granted
+        ck.get_and_add_counter_value(values, cl.FLOW_CONTROL_OVER_RUNS, 1)
+        return 0
+    term_length = row[ns.IMAGE_TERM_LENGTH]
+    term_base = pos.index_by_position(position, bits) * term_length
+    if term_rebuilder.insert(log[term_base:term_base + term_length], term_offset, packet, packet_offset,
+                             length) < 0:
+        ck.get_and_add_counter_value(values, cl.INVALID_PACKETS, 1)
+        return 0
+    _propose_hwm(row, values, position + length)
+    return length
+
+
+@kernel
+def find_image(row_addresses, row_count, endpoint_id, session_id, stream_id):
+    """Index in ``row_addresses`` of the image of ``(session_id, stream_id)`` on endpoint ``endpoint_id``, or -1."""
+    for i in range(row_count):
+        row = int64s_at(row_addresses[i], ns.IMAGE_ROW_LENGTH)
+        if row[ns.IMAGE_SESSION_ID] == session_id and row[ns.IMAGE_STREAM_ID] == stream_id and \
+                row[ns.IMAGE_ENDPOINT_ID] == endpoint_id:
+            return i
+    return -1
+
+
+@kernel
+def dispatch_batch(msgs, buffer, slot_length, count, endpoint_id, row_addresses, row_count, values, now_ns, fast,
+                   slow):
+    """Sort the ``count`` datagrams of a ``ReceiveBatch`` (``msgs``, ``buffer``, ``slot_length``) read from
+    endpoint ``endpoint_id``'s socket. With ``fast``, invalid ones are counted and dropped and data of an image in
+    ``row_addresses[:row_count]`` is inserted; every other index goes to ``slow[1:]`` with its count in
+    ``slow[0]``. Without ``fast`` every index goes to ``slow``. Returns the bytes inserted."""
+    inserted = 0
+    slow_count = 0
+    for i in range(count):
+        if not fast:
+            slow[1 + slow_count] = i
+            slow_count += 1
+            continue
+        offset = i * slot_length
+        length = datagram_length(msgs, i)
+        frame_type = classify_datagram(buffer, offset, length) if length >= 0 else -1
+        if frame_type < 0:
+            ck.get_and_add_counter_value(values, cl.INVALID_PACKETS, 1)
+            continue
+        index = -1
+        if frame_type == frame.HDR_TYPE_DATA or frame_type == frame.HDR_TYPE_PAD:
+            index = find_image(row_addresses, row_count, endpoint_id,
+                               atomics.get_int32(buffer, offset + frame.SESSION_ID_FIELD_OFFSET),
+                               atomics.get_int32(buffer, offset + frame.STREAM_ID_FIELD_OFFSET))
+        if index < 0:
+            slow[1 + slow_count] = i
+            slow_count += 1
+            continue
+        ck.get_and_add_counter_value(values, cl.BYTES_RECEIVED, length)
+        row = int64s_at(row_addresses[index], ns.IMAGE_ROW_LENGTH)
+        log = bytes_at(row[ns.IMAGE_LOG_ADDRESS], row[ns.IMAGE_LOG_LENGTH])
+        inserted += insert_packet(row, log, buffer, offset, length, now_ns, values, True)
+    slow[SLOW_COUNT] = slow_count
+    return inserted

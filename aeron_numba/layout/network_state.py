@@ -1,0 +1,65 @@
+"""The hot state of a network image and a network publication, as int64 words the compiled UDP path reads and writes.
+
+Ours, not Aeron's (nothing outside the driver's process sees it). Each ``PublicationImage`` and
+``NetworkPublication`` owns one row (``np.zeros(*_ROW_LENGTH, np.int64)``); the receiver and sender hand the
+kernels the rows' addresses, and the Python objects read the same words through properties, so a field has one
+home whichever side moves it. Rows are written by the agent that owns the entity's data path (the receiver for an
+image, the sender for a publication) and read by the conductor for its timeouts: int64-aligned words, read whole.
+
+A position field with no value holds ``NO_POSITION``.
+"""
+
+from __future__ import annotations
+
+NO_POSITION = -1
+
+
+def row_field(column: int) -> property:
+    """A Python int attribute kept in word ``column`` of the object's ``row``."""
+
+    def get(self) -> int:
+        return int(self.row[column])
+
+    def set(self, value: int) -> None:
+        self.row[column] = value
+
+    return property(get, set)
+
+# ------------------------------------------------------------------------------------------------ image row
+IMAGE_SESSION_ID = 0
+IMAGE_STREAM_ID = 1
+IMAGE_ENDPOINT_ID = 2  # the receive endpoint it belongs to (the receiver's id for it)
+IMAGE_IS_ACTIVE = 3  # 1 while ACTIVE: data is taken only then
+IMAGE_LOG_ADDRESS = 4  # the mapped log file: terms, then metadata
+IMAGE_LOG_LENGTH = 5
+IMAGE_METADATA_OFFSET = 6
+IMAGE_TERM_LENGTH = 7
+IMAGE_POSITION_BITS = 8
+IMAGE_INITIAL_TERM_ID = 9
+IMAGE_HWM_POSITION = 10  # highest position received
+IMAGE_REBUILD_POSITION = 11  # the log is complete up to here
+IMAGE_LAST_SM_POSITION = 12  # the window granted by the last status message starts here ...
+IMAGE_LAST_SM_WINDOW = 13  # ... and is this long
+IMAGE_TIME_OF_LAST_SM_NS = 14
+IMAGE_TIME_OF_LAST_PACKET_NS = 15
+IMAGE_END_OF_STREAM_POSITION = 16  # NO_POSITION until a heartbeat flagged end of stream
+IMAGE_RCV_HWM_COUNTER_ID = 17
+IMAGE_RCV_POS_COUNTER_ID = 18
+IMAGE_ROW_LENGTH = 24
+
+# ---------------------------------------------------------------------------------------------- publication row
+PUBLICATION_SESSION_ID = 0
+PUBLICATION_STREAM_ID = 1
+PUBLICATION_LOG_ADDRESS = 2
+PUBLICATION_LOG_LENGTH = 3
+PUBLICATION_TERM_LENGTH = 4
+PUBLICATION_POSITION_BITS = 5
+PUBLICATION_INITIAL_TERM_ID = 6
+PUBLICATION_MTU = 7
+PUBLICATION_SENDER_POSITION = 8  # sent up to here (snd-pos)
+PUBLICATION_SENDER_LIMIT = 9  # flow control lets it send up to here (snd-lmt)
+PUBLICATION_SND_POS_COUNTER_ID = 10
+PUBLICATION_SND_BPE_COUNTER_ID = 11
+PUBLICATION_HAS_RECEIVERS = 12  # 1 once a receiver's status message arrived: data goes out only then
+PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS = 13
+PUBLICATION_ROW_LENGTH = 16

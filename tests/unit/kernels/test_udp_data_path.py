@@ -1,0 +1,212 @@
+"""The compiled UDP data path over real loopback sockets: a publication's log sent with ``sendmmsg``
+(``publication_sender``), read with ``recvmmsg`` and rebuilt into an image's log (``image_receiver``), with no
+driver around them: what the sender and receiver agents do per datagram."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from aeron_numba.kernels import image_receiver as IR
+from aeron_numba.kernels import publication_sender as PS
+from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.kernels import udp_socket as us
+from aeron_numba.kernels.counters import get_counter_value
+from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame as F
+from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.layout import network_state as ns
+from aeron_numba.layout.log_buffers import LogBuffers
+from tests.unit.log_support import Consumer, LimitCounter, new_pub_state, offer_until_done
+
+TERM_LENGTH = 64 * 1024
+MTU = 1408
+SESSION_ID, STREAM_ID, INITIAL_TERM_ID = 77, 1001, 5
+ENDPOINT_ID = 3
+SND_POS_ID, SND_BPE_ID, RCV_HWM_ID = 40, 41, 42  # counter ids past the system counters
+
+
+@pytest.fixture
+def sockets():
+    pair = []
+    for _ in range(2):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.setblocking(False)
+        pair.append(sock)
+    yield pair
+    for sock in pair:
+        sock.close()
+
+
+def _log(tmp_path, name: str) -> LogBuffers:
+    return LogBuffers.create(tmp_path / name, term_length=TERM_LENGTH, initial_term_id=INITIAL_TERM_ID,
+                             session_id=SESSION_ID, stream_id=STREAM_ID, mtu_length=MTU)
+
+
+def _publication_row(log: LogBuffers, sender_limit: int) -> np.ndarray:
+    row = np.zeros(ns.PUBLICATION_ROW_LENGTH, np.int64)
+    row[ns.PUBLICATION_SESSION_ID], row[ns.PUBLICATION_STREAM_ID] = SESSION_ID, STREAM_ID
+    row[ns.PUBLICATION_LOG_ADDRESS], row[ns.PUBLICATION_LOG_LENGTH] = log.buffer.ctypes.data, log.buffer.size
+    row[ns.PUBLICATION_TERM_LENGTH], row[ns.PUBLICATION_POSITION_BITS] = TERM_LENGTH, log.position_bits_to_shift
+    row[ns.PUBLICATION_INITIAL_TERM_ID], row[ns.PUBLICATION_MTU] = INITIAL_TERM_ID, MTU
+    row[ns.PUBLICATION_SENDER_LIMIT] = sender_limit
+    row[ns.PUBLICATION_SND_POS_COUNTER_ID], row[ns.PUBLICATION_SND_BPE_COUNTER_ID] = SND_POS_ID, SND_BPE_ID
+    row[ns.PUBLICATION_HAS_RECEIVERS] = 1
+    return row
+
+
+def _image_row(log: LogBuffers, window: int) -> np.ndarray:
+    row = np.zeros(ns.IMAGE_ROW_LENGTH, np.int64)
+    row[ns.IMAGE_SESSION_ID], row[ns.IMAGE_STREAM_ID], row[ns.IMAGE_ENDPOINT_ID] = SESSION_ID, STREAM_ID, ENDPOINT_ID
+    row[ns.IMAGE_IS_ACTIVE] = 1
+    row[ns.IMAGE_LOG_ADDRESS], row[ns.IMAGE_LOG_LENGTH] = log.buffer.ctypes.data, log.buffer.size
+    row[ns.IMAGE_METADATA_OFFSET] = log.metadata_offset
+    row[ns.IMAGE_TERM_LENGTH], row[ns.IMAGE_POSITION_BITS] = TERM_LENGTH, log.position_bits_to_shift
+    row[ns.IMAGE_INITIAL_TERM_ID] = INITIAL_TERM_ID
+    row[ns.IMAGE_LAST_SM_WINDOW] = window
+    row[ns.IMAGE_END_OF_STREAM_POSITION] = ns.NO_POSITION
+    row[ns.IMAGE_RCV_HWM_COUNTER_ID] = RCV_HWM_ID
+    return row
+
+
+class Link:
+    """A publication log sending to an image log over two loopback sockets, through the compiled kernels."""
+
+    def __init__(self, tmp_path, sockets, sender_limit: int, window: int):
+        self.sender, self.receiver = sockets
+        self.pub_log, self.image_log = _log(tmp_path, "pub.logbuffer"), _log(tmp_path, "image.logbuffer")
+        self.pub_row, self.image_row = _publication_row(self.pub_log, sender_limit), _image_row(self.image_log, window)
+        self.values = np.zeros(64 * cl.COUNTER_LENGTH, np.uint8)
+        self.send_batch = us.SendBatch(8)
+        self.receive_batch = us.ReceiveBatch(8, 65536)
+        self.destination = us.sockaddr_in(*self.receiver.getsockname())
+        self.rows = np.array([self.image_row.ctypes.data], np.int64)
+        self.slow = np.zeros(9, np.int64)
+        self.result = np.zeros(1, np.int64)
+        self.state = new_pub_state(self.pub_log.buffer, True)
+        self.limit = LimitCounter()
+
+    def offer(self, message: bytes) -> None:
+        assert offer_until_done(self.pub_log.buffer, self.state, self.limit, np.frombuffer(message, np.uint8),
+                                True) > 0
+
+    def send(self) -> int:
+        return PS.send_data(self.pub_row, self.send_batch.msgs, self.send_batch.iovecs, self.send_batch.vlen,
+                            self.sender.fileno(), self.destination.ctypes.data, 1, self.values, self.result)
+
+    def receive(self, fast: bool = True) -> tuple[int, int]:
+        """One batch: (datagrams read, bytes inserted)."""
+        count = us.receive_datagrams(self.receiver.fileno(), self.receive_batch.msgs, self.receive_batch.vlen)
+        assert count >= 0
+        inserted = IR.dispatch_batch(self.receive_batch.msgs, self.receive_batch.buffer,
+                                     self.receive_batch.slot_length, count, ENDPOINT_ID, self.rows, 1, self.values,
+                                     2, fast, self.slow)
+        return count, inserted
+
+    def counter(self, counter_id: int) -> int:
+        return int(get_counter_value(self.values, counter_id))
+
+    def slow_indices(self) -> list[int]:
+        return [int(i) for i in self.slow[1:1 + self.slow[IR.SLOW_COUNT]]]
+
+
+def _received_messages(link: Link) -> list[bytes]:
+    consumer = Consumer(link.image_log.buffer, TERM_LENGTH)
+    consumer.drain()
+    return consumer.messages
+
+
+def test_messages_sent_in_batches_arrive_whole_and_in_order_in_the_image(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    messages = [bytes([i % 251]) * (i * 37 % 3000) for i in range(120)]  # some fragmented across datagrams
+    sent = 0
+    for message in messages:
+        link.offer(message)
+    while link.pub_row[ns.PUBLICATION_SENDER_POSITION] < link.pub_row[ns.PUBLICATION_SENDER_LIMIT]:
+        sent_now = link.send()
+        assert sent_now >= 0
+        if sent_now == 0:
+            break
+        sent += sent_now
+        while link.receive()[0]:
+            pass
+    assert _received_messages(link) == messages
+    position = int(link.pub_row[ns.PUBLICATION_SENDER_POSITION])
+    assert link.counter(SND_POS_ID) == position == link.image_row[ns.IMAGE_HWM_POSITION] == link.counter(RCV_HWM_ID)
+    assert link.counter(cl.BYTES_SENT) == sent == link.counter(cl.BYTES_RECEIVED)
+
+
+def test_the_sender_stops_at_its_limit_and_counts_back_pressure(tmp_path, sockets):
+    frame_length = 1024 + F.HEADER_LENGTH  # a 1000-byte message's frame, aligned
+    link = Link(tmp_path, sockets, sender_limit=3 * frame_length, window=1 << 40)
+    for _ in range(10):
+        link.offer(b"x" * 1000)
+    assert link.send() == 3 * frame_length  # three datagrams of one aligned frame each (MTU 1408)
+    assert link.pub_row[ns.PUBLICATION_SENDER_POSITION] == 3 * frame_length == link.counter(SND_POS_ID)
+    assert link.counter(SND_BPE_ID) == 0
+    assert link.send() == 0
+    assert link.counter(SND_BPE_ID) == 1  # the window is shut and the producer is ahead
+    link.pub_row[ns.PUBLICATION_SENDER_LIMIT] += frame_length
+    assert link.send() == frame_length
+
+
+def test_data_past_the_granted_window_is_an_over_run_and_not_inserted(tmp_path, sockets):
+    frame_length = 1024 + F.HEADER_LENGTH
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=2 * frame_length)
+    for _ in range(4):
+        link.offer(b"y" * 1000)  # the third frame ends past the window
+    while link.send() > 0:
+        pass
+    received = 0
+    while (count := link.receive()[0]):
+        received += count
+    assert link.counter(cl.FLOW_CONTROL_OVER_RUNS) >= 1
+    assert link.image_row[ns.IMAGE_HWM_POSITION] == 2 * frame_length
+    assert _received_messages(link) == [b"y" * 1000] * 2
+
+
+def test_what_the_kernel_cannot_place_is_left_to_python_and_garbage_is_counted(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    sender, receiver = sockets
+    setup = np.zeros(64, np.uint8)
+    length = uf.encode_setup(setup, 0, 0, SESSION_ID, STREAM_ID, INITIAL_TERM_ID, INITIAL_TERM_ID, TERM_LENGTH, MTU,
+                             0, 0)
+    other_session = np.zeros(64, np.uint8)
+    uf.encode_heartbeat(other_session, 0, 0, SESSION_ID + 1, STREAM_ID, INITIAL_TERM_ID, False)
+    for datagram in (setup[:length].tobytes(), b"\x00garbage", other_session[:32].tobytes()):
+        sender.sendto(datagram, receiver.getsockname())
+    count, inserted = link.receive()
+    assert (count, inserted) == (3, 0)
+    assert link.slow_indices() == [0, 2]  # the SETUP and the unknown session; the garbage counted and dropped
+    assert link.counter(cl.INVALID_PACKETS) == 1
+    assert link.receive_batch.source(0) == sender.getsockname()
+    for datagram in (setup[:length].tobytes(),):
+        sender.sendto(datagram, receiver.getsockname())
+    assert link.receive(fast=False) == (1, 0) and link.slow_indices() == [0]
+
+
+def test_an_end_of_stream_heartbeat_marks_the_image_log_once(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    sender, receiver = sockets
+    heartbeat = np.zeros(32, np.uint8)
+    for term_offset in (512, 1024):
+        uf.encode_heartbeat(heartbeat, 0, term_offset, SESSION_ID, STREAM_ID, INITIAL_TERM_ID, True)
+        sender.sendto(heartbeat.tobytes(), receiver.getsockname())
+    assert link.receive() == (2, 0)
+    metadata = link.image_log.metadata_offset
+    eos = int(link.image_log.buffer[metadata + lb.LOG_END_OF_STREAM_POSITION_OFFSET:][:8].view(np.int64)[0])
+    assert eos == 512 == link.image_row[ns.IMAGE_END_OF_STREAM_POSITION]
+    assert link.image_row[ns.IMAGE_HWM_POSITION] == 1024
+    assert link.counter(cl.HEARTBEATS_RECEIVED) == 2
+
+
+def test_socket_errors_come_back_as_negative_errno(sockets):
+    batch = us.ReceiveBatch(2, 2048)
+    closed = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fd = closed.fileno()
+    closed.close()
+    assert us.receive_datagrams(fd, batch.msgs, batch.vlen) == -9  # EBADF
+    assert us.receive_datagrams(sockets[1].fileno(), batch.msgs, batch.vlen) == 0  # nothing waiting
