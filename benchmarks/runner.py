@@ -49,8 +49,9 @@ DEFAULT_OUT_ROOT = Path("/tmp/aeron-numba-bench")
 #: round trip in 64 during the first 49 k of a 1 MiB-term ping-pong, which made the quick run's p99).
 DRIVER_ENV = driver_env_for_benchmarks("sleep-ms", AERON_PRE_TOUCH_MAPPED_MEMORY="true",
                                        AERON_IPC_TERM_BUFFER_LENGTH="1m")
-#: The UDP cases' driver: its sender and receiver share the conductor's thread (SHARED), which has to turn
-#: round as soon as a datagram or a message is there, so it yields instead of sleeping between duty cycles.
+#: The UDP cases' driver: its sender and receiver share the conductor's thread (SHARED, unless
+#: AERON_THREADING_MODE in the environment says otherwise), which has to turn round as soon as a datagram or a
+#: message is there, so every driver thread yields instead of sleeping between duty cycles.
 UDP_DRIVER_ENV = {**DRIVER_ENV, **idle_strategy_environment("yield")}
 DRIVER_ENVS = {"ipc": DRIVER_ENV, "udp": UDP_DRIVER_ENV}
 DRIVER_START_TIMEOUT_S = 180.0  # a cold Numba cache compiles the driver's kernels first
