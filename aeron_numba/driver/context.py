@@ -171,6 +171,19 @@ class DriverContext:
     shared_idle_strategy: str = setting("backoff", "AERON_SHARED_IDLE_STRATEGY", text,
         doc="How the one driver thread (conductor, sender, receiver) waits in SHARED mode (names as for the "
             "conductor).")
+    # Aeron's *_IDLE_STRATEGY_INIT_ARGS: "sleep-ns" takes a duration, "backoff" spins-yields-minPark-maxPark.
+    conductor_idle_strategy_init_args: str | None = setting(None, "AERON_CONDUCTOR_IDLE_STRATEGY_INIT_ARGS", text,
+        doc="Arguments of the conductor's idle strategy: a duration for sleep-ns, spins-yields-minPark-maxPark for "
+            "backoff.")
+    sender_idle_strategy_init_args: str | None = setting(None, "AERON_SENDER_IDLE_STRATEGY_INIT_ARGS", text,
+        doc="Arguments of the sender's idle strategy (as for the conductor's).")
+    receiver_idle_strategy_init_args: str | None = setting(None, "AERON_RECEIVER_IDLE_STRATEGY_INIT_ARGS", text,
+        doc="Arguments of the receiver's idle strategy (as for the conductor's).")
+    shared_network_idle_strategy_init_args: str | None = setting(
+        None, "AERON_SHAREDNETWORK_IDLE_STRATEGY_INIT_ARGS", text,
+        doc="Arguments of the SHARED_NETWORK sender and receiver thread's idle strategy (as for the conductor's).")
+    shared_idle_strategy_init_args: str | None = setting(None, "AERON_SHARED_IDLE_STRATEGY_INIT_ARGS", text,
+        doc="Arguments of the SHARED mode thread's idle strategy (as for the conductor's).")
     conductor_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_CONDUCTOR_CYCLE_THRESHOLD", duration,
         doc="A conductor duty cycle longer than this is counted as exceeded.")
     sender_cycle_threshold_ns: int = setting(1 * NS_PER_S, "AERON_DRIVER_SENDER_CYCLE_THRESHOLD", duration,
@@ -258,20 +271,25 @@ class DriverContext:
                 f"embedded driver from the application's own loop, and aeron-numba has no embedded driver invoker "
                 f"API (its driver is a process); use one of {', '.join(SUPPORTED_THREADING_MODES)}")
         self.threading_mode = mode
-        from aeron_numba.agent import idle_strategy_from_name
-
         for name in IDLE_STRATEGY_SETTINGS:
             try:
-                idle_strategy_from_name(getattr(self, name))
-            except ConfigurationError as exc:
+                self.idle_strategy(name)
+            except (ConfigurationError, ValueError) as exc:
                 env = next(f.metadata["env"] for f in fields(self) if f.name == name)
-                raise ConfigurationError(f"{name} ({env}): {exc}") from None
+                raise ConfigurationError(f"{name} ({env}, init args {getattr(self, name + '_init_args')!r}): "
+                                         f"{exc}") from None
         return self
 
     @property
     def cnc_path(self) -> Path:
         """``<aeron_dir>/cnc.dat``."""
         return Path(self.aeron_dir) / cnc.CNC_FILE
+
+    def idle_strategy(self, name: str):
+        """A new idle strategy for setting ``name`` (one of ``IDLE_STRATEGY_SETTINGS``) with its init args."""
+        from aeron_numba.agent import idle_strategy_from_name
+
+        return idle_strategy_from_name(getattr(self, name), getattr(self, f"{name}_init_args"))
 
     def agent_idle_strategies(self) -> tuple[tuple[str, str], ...]:
         """(agent thread, idle strategy name) for each thread of this context's threading mode, as Aeron picks."""

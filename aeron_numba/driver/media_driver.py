@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, close_on_signals
-from aeron_numba.agent import idle_strategy_from_name
 from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker, SharedDutyCycleTracker
 from aeron_numba.child_processes import with_parent_death_signal
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError, body_problem
@@ -226,23 +225,23 @@ class MediaDriver:
             # Conductor, sender and receiver take turns on this thread, and each one's cycle time counters get the
             # shared cycle (with its own threshold), as in aeronmd.
             runner = AgentRunner(CompositeAgent(conductor, network.sender, network.receiver),
-                                 idle_strategy_from_name(ctx.shared_idle_strategy), record_error,
+                                 ctx.idle_strategy("shared_idle_strategy"), record_error,
                                  duty_cycle_tracker=self._shared_tracker(conductor_cycle, sender_cycle, receiver_cycle))
             return runner, []
         sender_queue, receiver_queue = network.use_command_queues()
         sender = _CommandDrivenAgent(sender_queue, network.sender)
         receiver = _CommandDrivenAgent(receiver_queue, network.receiver)
-        runner = AgentRunner(conductor, idle_strategy_from_name(ctx.conductor_idle_strategy), record_error,
+        runner = AgentRunner(conductor, ctx.idle_strategy("conductor_idle_strategy"), record_error,
                              duty_cycle_tracker=self._tracker(*conductor_cycle))
         if ctx.threading_mode == THREADING_MODE_SHARED_NETWORK:
             return runner, [AgentRunner(CompositeAgent(sender, receiver),
-                                        idle_strategy_from_name(ctx.shared_network_idle_strategy), record_error,
+                                        ctx.idle_strategy("shared_network_idle_strategy"), record_error,
                                         duty_cycle_tracker=self._shared_tracker(sender_cycle, receiver_cycle))]
         assert ctx.threading_mode == THREADING_MODE_DEDICATED, ctx.threading_mode
         return runner, [
-            AgentRunner(sender, idle_strategy_from_name(ctx.sender_idle_strategy), record_error,
+            AgentRunner(sender, ctx.idle_strategy("sender_idle_strategy"), record_error,
                         duty_cycle_tracker=self._tracker(*sender_cycle)),
-            AgentRunner(receiver, idle_strategy_from_name(ctx.receiver_idle_strategy), record_error,
+            AgentRunner(receiver, ctx.idle_strategy("receiver_idle_strategy"), record_error,
                         duty_cycle_tracker=self._tracker(*receiver_cycle)),
         ]
 

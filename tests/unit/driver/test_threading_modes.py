@@ -93,6 +93,21 @@ def test_each_mode_uses_aeron_s_idle_strategy_settings(tmp_path):
     assert strategies("DEDICATED") == (("conductor", "c"), ("sender", "s"), ("receiver", "r"))
 
 
+def test_idle_strategy_init_args_are_aeron_s_and_checked(tmp_path):
+    ctx = DriverContext.from_env({"AERON_RECEIVER_IDLE_STRATEGY": "sleep-ns",
+                                  "AERON_RECEIVER_IDLE_STRATEGY_INIT_ARGS": "50us",
+                                  "AERON_SHARED_IDLE_STRATEGY_INIT_ARGS": "1-2-3us-4ms"}, aeron_dir=str(tmp_path))
+    ctx.conclude()
+    assert ctx.idle_strategy("receiver_idle_strategy").sleep_period_ns == 50_000
+    shared = ctx.idle_strategy("shared_idle_strategy")
+    assert (shared.max_spins, shared.max_yields, shared.min_park_period_ns, shared.max_park_period_ns) == \
+        (1, 2, 3_000, 4_000_000)
+    bad = DriverContext.from_env({"AERON_SENDER_IDLE_STRATEGY_INIT_ARGS": "fast"}, aeron_dir=str(tmp_path))
+    with pytest.raises(ConfigurationError, match=r"^sender_idle_strategy \(AERON_SENDER_IDLE_STRATEGY, init args "
+                                                 r"'fast'\): backoff init_args='fast' must be"):
+        bad.conclude()
+
+
 # ----------------------------------------------------------------------------------- command queue, proxies
 class FakeSender:
     def __init__(self):
