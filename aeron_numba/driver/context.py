@@ -276,8 +276,9 @@ class DriverContext:
                 self.idle_strategy(name)
             except (ConfigurationError, ValueError) as exc:
                 env = next(f.metadata["env"] for f in fields(self) if f.name == name)
-                raise ConfigurationError(f"{name} ({env}, init args {getattr(self, name + '_init_args')!r}): "
-                                         f"{exc}") from None
+                init_args = getattr(self, f"{name}_init_args")
+                where = env if init_args is None else f"{env}, {env}_INIT_ARGS={init_args!r}"
+                raise ConfigurationError(f"{name} ({where}): {exc}") from None
         return self
 
     @property

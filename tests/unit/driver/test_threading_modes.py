@@ -103,8 +103,9 @@ def test_idle_strategy_init_args_are_aeron_s_and_checked(tmp_path):
     assert (shared.max_spins, shared.max_yields, shared.min_park_period_ns, shared.max_park_period_ns) == \
         (1, 2, 3_000, 4_000_000)
     bad = DriverContext.from_env({"AERON_SENDER_IDLE_STRATEGY_INIT_ARGS": "fast"}, aeron_dir=str(tmp_path))
-    with pytest.raises(ConfigurationError, match=r"^sender_idle_strategy \(AERON_SENDER_IDLE_STRATEGY, init args "
-                                                 r"'fast'\): backoff init_args='fast' must be"):
+    with pytest.raises(ConfigurationError, match=r"^sender_idle_strategy \(AERON_SENDER_IDLE_STRATEGY, "
+                                                 r"AERON_SENDER_IDLE_STRATEGY_INIT_ARGS='fast'\): backoff "
+                                                 r"init_args='fast' must be"):
         bad.conclude()
 
 
