@@ -306,6 +306,28 @@ def test_closing_a_dedicated_driver_stops_every_thread_before_the_conductor_clos
     assert not (shm_dir / "aeron-DEDICATED").exists()
 
 
+@pytest.mark.parametrize("mode", ["SHARED_NETWORK", "DEDICATED"])
+def test_terminate_driver_stops_every_thread(shm_dir, mode):
+    driver = _driver(shm_dir, mode, allow_terminate_driver=True)
+    client = RawClient(driver.cnc_file)
+
+    def terminate_when_running():
+        deadline = time.monotonic() + 30
+        while not all(t.is_alive() for t in driver.threads) or not driver.threads:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        client.send(cp.TERMINATE_DRIVER, dc.TerminateDriverMessage, token=b"")
+
+    helper = threading.Thread(target=terminate_when_running)
+    helper.start()
+    try:
+        driver.run()  # returns once the conductor has handled TERMINATE_DRIVER and every thread has stopped
+    finally:
+        helper.join()
+    assert len(driver.threads) == (1 if mode == "SHARED_NETWORK" else 2)
+    assert not any(t.is_alive() for t in driver.threads) and driver.failure is None
+
+
 def test_a_network_thread_that_dies_stops_the_driver_with_the_error_recorded(shm_dir, monkeypatch):
     driver = _driver(shm_dir, "SHARED_NETWORK")
     errors_before = driver.conductor.system_counters.get(cl.ERRORS)
