@@ -62,8 +62,10 @@ IDLE_STRATEGIES = (
     "media driver conductor: sleep-ms (Agrona SleepingMillisIdleStrategy: 1 ms sleep after a cycle without work), "
     "unpinned; "
     "Aeron client conductor threads: sleep 16 ms between duty cycles, on their worker's core; "
-    "UDP cases: a driver of their own with conductor, sender and receiver on one thread (SHARED), idle strategy "
-    "yield, unpinned, and compiled loops that sched_yield every 256 empty spins (the driver needs their cores)"
+    "UDP cases: a driver of their own in threading mode "
+    f"{os.environ.get('AERON_THREADING_MODE', 'SHARED').strip().upper() or 'SHARED'} (SHARED: conductor, sender and "
+    "receiver on one thread), every thread's idle strategy yield, unpinned, and compiled loops that sched_yield "
+    "every 256 empty spins (the driver needs their cores)"
 )
 
 
