@@ -32,6 +32,7 @@ from aeron_numba.layout.mapped_file import MappedFile
 
 from aeron_numba.driver.context import THREADING_MODE_SHARED, DriverContext
 from aeron_numba.driver.driver_conductor import DriverConductor
+from aeron_numba.driver.network_cycles import NetworkCycles
 from aeron_numba.driver.warmup import warm_up_driver_kernels, warm_up_storage_length
 
 LOSS_REPORT_FILE = "loss-report.dat"
@@ -172,7 +173,8 @@ class MediaDriver:
         # time counters get the shared cycle (with its own threshold), as in aeronmd.
         network = self.conductor.network
         self.runner = AgentRunner(
-            CompositeAgent(_TerminatingConductor(self.conductor), network.sender, network.receiver),
+            CompositeAgent(_TerminatingConductor(self.conductor), network.sender, network.receiver,
+                           self._network_cycles()),
             idle_strategy_from_name(self.ctx.conductor_idle_strategy),
             self.conductor._record_error,
             duty_cycle_tracker=SharedDutyCycleTracker([
@@ -192,6 +194,13 @@ class MediaDriver:
                  self.ctx.aeron_dir, os.getpid(), self.ctx.threading_mode, self.ctx.conductor_idle_strategy)
         for name, value in sorted(vars(self.ctx).items()):
             log.debug("setting %s=%r", name, value)
+
+    def _network_cycles(self) -> NetworkCycles:
+        """The compiled data path beside the sender and receiver; on the conductor's thread, it returns when a
+        client command arrives."""
+        network = self.conductor.network
+        return NetworkCycles(self.conductor.counters.values_buffer, network.sender, network.receiver,
+                             add_watch=self.conductor.command_adapter.add_idle_watch)
 
     def run(self) -> None:
         """Run until SIGINT/SIGTERM or TERMINATE_DRIVER, then release everything."""

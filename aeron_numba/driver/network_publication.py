@@ -109,7 +109,11 @@ class NetworkPublication:
                               (ns.PUBLICATION_SENDER_LIMIT, self.flow_control.initial_limit(start)),
                               (ns.PUBLICATION_SND_POS_COUNTER_ID, self.snd_pos_counter_id),
                               (ns.PUBLICATION_SND_BPE_COUNTER_ID, self.snd_bpe_counter_id),
-                              (ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS, self.now_ns)):
+                              (ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS, self.now_ns),
+                              (ns.PUBLICATION_SND_LMT_COUNTER_ID, self.snd_lmt_counter_id),
+                              (ns.PUBLICATION_UNICAST_FLOW_CONTROL,
+                               1 if type(self.flow_control) is UnicastFlowControl else 0),
+                              (ns.PUBLICATION_TIME_OF_LAST_SM_NS, self.now_ns)):
             row[column] = value
         self._collect_result = np.zeros(1, np.int64)
         self.clean_position = max(0, start - self.term_length)
@@ -118,7 +122,6 @@ class NetworkPublication:
         self.is_setup_elicited = False  # a receiver asked for a SETUP (SM flagged send-setup)
         self.setup_flags = ul.SETUP_GROUP_FLAG if self.channel.has_group_semantics else 0
         self.time_of_last_setup_ns = self.now_ns - self.setup_timeout_ns
-        self.time_of_last_sm_ns = self.now_ns
         # receiver id -> (consumption position, ns of its last SM): draining waits for these to reach the end.
         self.receiver_positions: dict[int, tuple[int, int]] = {}
         self.last_sender_position = start
@@ -135,6 +138,7 @@ class NetworkPublication:
     sender_position = ns.row_field(ns.PUBLICATION_SENDER_POSITION)
     sender_limit = ns.row_field(ns.PUBLICATION_SENDER_LIMIT)
     time_of_last_send_or_heartbeat_ns = ns.row_field(ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS)
+    time_of_last_sm_ns = ns.row_field(ns.PUBLICATION_TIME_OF_LAST_SM_NS)
 
     @property
     def has_receivers(self) -> bool:
@@ -298,6 +302,9 @@ class NetworkPublication:
         position = pos.compute_position(consumption_term_id, consumption_term_offset, self.bits,
                                         self.initial_term_id)
         self.receiver_positions[receiver_id] = (position, now_ns)
+        row = self.row  # the compiled path takes this receiver's next status messages (publication_sender)
+        row[ns.PUBLICATION_SM_RECEIVER_ID], row[ns.PUBLICATION_SM_POSITION] = receiver_id, position
+        row[ns.PUBLICATION_SM_RECEIVED_NS] = now_ns
         limit = position + max(0, receiver_window)
         self._update_sender_limit(self.flow_control.on_status_message(limit, receiver_id, self.sender_limit, now_ns))
         self.time_of_last_sm_ns = now_ns
@@ -402,11 +409,21 @@ class NetworkPublication:
         if self.has_receivers:
             if self.sender_position < end:
                 return False
-            live = [position for position, seen_ns in self.receiver_positions.values()
+            live = [position for position, seen_ns in self._receiver_positions().values()
                     if now_ns - seen_ns <= self.connection_timeout_ns]
             if any(position < end for position in live):
                 return False
         return all(position >= end for position in self.spy_positions())
+
+    def _receiver_positions(self) -> dict[int, tuple[int, int]]:
+        """Each receiver's last consumption position and when it came: what Python saw, updated by what the
+        compiled path took since (``PUBLICATION_SM_*``)."""
+        positions = dict(self.receiver_positions)
+        row = self.row
+        if row[ns.PUBLICATION_SM_RECEIVED_NS]:
+            positions[int(row[ns.PUBLICATION_SM_RECEIVER_ID])] = (int(row[ns.PUBLICATION_SM_POSITION]),
+                                                                  int(row[ns.PUBLICATION_SM_RECEIVED_NS]))
+        return positions
 
     def _check_for_blocked_publisher(self, now_ns: int) -> None:
         """§15.1 with the sender position as the consumer: a publisher died mid-claim ahead of the sender."""

@@ -145,6 +145,10 @@ class ReceiveChannelEndpoint:
         return destination.control_address if destination.control_address is not None else source
 
     # ------------------------------------------------------------------------------------- receiving
+    def is_fast(self, destination: ReceiveDestination) -> bool:
+        """Whether its data can be dispatched in compiled code: one destination per image, no loss generator."""
+        return not (self.is_multi_destination or destination.transport.may_drop)
+
     def poll(self, now_ns: int, batch, images) -> int:
         """Read and dispatch what waits on every destination; returns the datagrams read. ``batch``: the
         receiver's ``ReceiveBatch``; ``images``: its ``ImageRows`` (the images the compiled path can find)."""
@@ -154,8 +158,7 @@ class ReceiveChannelEndpoint:
         for destination in self.destinations:
             transport = destination.transport
             transport.poll_loss_settings()
-            may_drop = transport.may_drop
-            fast = not (self.is_multi_destination or may_drop)
+            fast = self.is_fast(destination)
             read = 0
             while read < MAX_DATAGRAMS_PER_POLL:
                 count = transport.receive_batch(batch)
@@ -164,24 +167,26 @@ class ReceiveChannelEndpoint:
                 read += count
                 image_receiver.dispatch_batch(batch.msgs, batch.buffer, batch.slot_length, count, self.endpoint_id,
                                               images.addresses, images.count, values, now_ns, fast, slow)
-                for index in slow[1:1 + slow[image_receiver.SLOW_COUNT]]:
-                    self._on_batch_datagram(destination, transport, batch, int(index), may_drop, now_ns)
+                self.on_slow_datagrams(destination, batch, slow, now_ns)
                 if count < batch.vlen:
                     break
             received += read
         return received
 
-    def _on_batch_datagram(self, destination: ReceiveDestination, transport, batch, index: int, may_drop: bool,
-                           now_ns: int) -> None:
-        length = udp_socket.datagram_length(batch.msgs, index)
-        if length < 0:
-            self.system_counters.increment(cl.INVALID_PACKETS)
-            return
-        data = batch.datagram(index, length)
-        source = batch.source(index)
-        if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
-            return
-        self._on_datagram(destination, data, length, source, now_ns)
+    def on_slow_datagrams(self, destination: ReceiveDestination, batch, slow: np.ndarray, now_ns: int) -> None:
+        """The datagrams of ``batch`` (read from ``destination``) the compiled dispatcher left: ``slow[1:]``."""
+        transport = destination.transport
+        may_drop = transport.may_drop
+        for index in slow[1:1 + slow[image_receiver.SLOW_COUNT]]:
+            length = udp_socket.datagram_length(batch.msgs, index)
+            if length < 0:
+                self.system_counters.increment(cl.INVALID_PACKETS)
+                continue
+            data = batch.datagram(index, length)
+            source = batch.source(index)
+            if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
+                continue
+            self._on_datagram(destination, data, length, source, now_ns)
 
     def _on_datagram(self, destination: ReceiveDestination, buf: np.ndarray, length: int, source: tuple[str, int],
                      now_ns: int) -> None:

@@ -5,6 +5,12 @@ datagram, up to the sender limit flow control set) and writes each datagram into
 into the term and a length: no copy. ``send_data`` then hands the batch to the kernel in one ``sendmmsg`` when the
 publication's endpoint sends to one unicast address and its loss generator is off; otherwise the Python endpoint
 sends each entry (fan-out to several destinations, loss decisions). Either way the scan is this one.
+
+``take_status_messages`` handles what comes back in compiled code where Python has nothing to decide: a status
+message from the receiver a unicast publication already knows (the one whose last status message Python saw,
+``PUBLICATION_SM_RECEIVER_ID``) moves its sender limit as ``UnicastFlowControl`` does and records the receiver's
+position and time. Anything else (a new receiver, a SETUP request, NAKs, RTT, errors, other flow control) is left
+to Python.
 """
 
 from __future__ import annotations
@@ -15,13 +21,22 @@ from aeron_numba.kernels import position as pos
 from aeron_numba.kernels import term_scanner
 from aeron_numba.kernels.memory import bytes_at
 from aeron_numba.kernels.term_appender import producer_position
-from aeron_numba.kernels.udp_socket import TRANSIENT_ERRORS, send_datagrams, set_send_entry
+from aeron_numba.kernels import atomics
+from aeron_numba.kernels.memory import int64s_at
+from aeron_numba.kernels.udp_frames import classify_datagram
+from aeron_numba.kernels.udp_socket import TRANSIENT_ERRORS, datagram_length, send_datagrams, set_send_entry
 from aeron_numba.layout import counters as cl
+from aeron_numba.layout import frame
+from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout import linux_socket as ls
 from aeron_numba.layout import network_state as ns
 
 #: ``collect_data``'s second result, in ``result[COLLECTED]``: the batch entries it filled.
 COLLECTED = 0
+#: Columns of a sender's table of fast publications: its state row's address, its socket, where it sends (a
+#: ``sockaddr_in``'s address), and which of the sender's control sockets (send endpoints) it answers to.
+TABLE_ROW, TABLE_FD, TABLE_SOCKADDR, TABLE_CONTROL = 0, 1, 2, 3
+TABLE_COLUMNS = 4
 
 
 @kernel
@@ -104,3 +119,57 @@ def send_data(row, msgs, iovecs, vlen, fd, sockaddr_address, now_ns, values, res
             return status
         ck.get_and_add_counter_value(values, cl.BYTES_SENT, collected)
     return collected
+
+
+@kernel
+def take_status_messages(msgs, buffer, slot_length, count, publications, publication_count, control_index, now_ns,
+                         values, slow):
+    """Sort the ``count`` datagrams control socket ``control_index`` returned (a ``ReceiveBatch``): status messages
+    the compiled path may take (see the module docstring) for the publications of ``publications`` (a table of
+    ``TABLE_COLUMNS``) that answer to that socket; every other index goes to ``slow[1:]``, with its count in
+    ``slow[0]``. Returns the messages taken."""
+    taken = 0
+    slow_count = 0
+    for i in range(count):
+        offset = i * slot_length
+        length = datagram_length(msgs, i)
+        handled = False
+        if length >= 0 and classify_datagram(buffer, offset, length) == frame.HDR_TYPE_SM and \
+                atomics.get_int8(buffer, offset + frame.FLAGS_FIELD_OFFSET) & ul.SM_SEND_SETUP_FLAG == 0:
+            session_id = atomics.get_int32(buffer, offset + ul.CONTROL_SESSION_ID_OFFSET)
+            stream_id = atomics.get_int32(buffer, offset + ul.CONTROL_STREAM_ID_OFFSET)
+            receiver_id = atomics.get_int64(buffer, offset + ul.SM_RECEIVER_ID_OFFSET)
+            for p in range(publication_count):
+                if publications[p, TABLE_CONTROL] != control_index:
+                    continue
+                row = int64s_at(publications[p, TABLE_ROW], ns.PUBLICATION_ROW_LENGTH)
+                if row[ns.PUBLICATION_SESSION_ID] != session_id or row[ns.PUBLICATION_STREAM_ID] != stream_id:
+                    continue
+                if row[ns.PUBLICATION_UNICAST_FLOW_CONTROL] == 1 and row[ns.PUBLICATION_HAS_RECEIVERS] == 1 and \
+                        row[ns.PUBLICATION_SM_RECEIVED_NS] != 0 and row[ns.PUBLICATION_SM_RECEIVER_ID] == receiver_id:
+                    _on_status_message(row, buffer, offset, now_ns, values)
+                    ck.get_and_add_counter_value(values, cl.BYTES_RECEIVED, length)
+                    ck.get_and_add_counter_value(values, cl.STATUS_MESSAGES_RECEIVED, 1)
+                    handled = True
+                break
+        if handled:
+            taken += 1
+        else:
+            slow[1 + slow_count] = i
+            slow_count += 1
+    slow[0] = slow_count
+    return taken
+
+
+@kernel
+def _on_status_message(row, buffer, offset, now_ns, values):
+    position = pos.compute_position(atomics.get_int32(buffer, offset + ul.SM_CONSUMPTION_TERM_ID_OFFSET),
+                                    atomics.get_int32(buffer, offset + ul.SM_CONSUMPTION_TERM_OFFSET_OFFSET),
+                                    row[ns.PUBLICATION_POSITION_BITS], row[ns.PUBLICATION_INITIAL_TERM_ID])
+    row[ns.PUBLICATION_SM_POSITION] = position
+    row[ns.PUBLICATION_SM_RECEIVED_NS] = now_ns
+    row[ns.PUBLICATION_TIME_OF_LAST_SM_NS] = now_ns
+    limit = position + max(0, atomics.get_int32(buffer, offset + ul.SM_RECEIVER_WINDOW_OFFSET))
+    if limit > row[ns.PUBLICATION_SENDER_LIMIT]:  # UnicastFlowControl: never backwards
+        row[ns.PUBLICATION_SENDER_LIMIT] = limit
+        ck.set_counter_value(values, row[ns.PUBLICATION_SND_LMT_COUNTER_ID], limit)

@@ -1,0 +1,114 @@
+"""Many sender and receiver duty cycles in one compiled call, for as long as nothing needs Python.
+
+A Python duty cycle of the driver costs tens of microseconds, which is the whole budget of a UDP round trip.
+``run_network_cycles`` repeats the per-datagram work of both agents back to back: every fast publication sends
+what its window allows (``publication_sender.send_data``), every fast receive socket is read and its data
+inserted (``image_receiver.dispatch_batch``). It returns to Python as soon as Python has something to do, and
+says why in ``result[RESULT_REASON]``:
+
+* ``RETURN_SLOW_DATAGRAMS``: a receive batch holds datagrams only Python handles (SETUP, RTTM, an unknown
+  session); they wait in the batch, ``result[RESULT_INDEX]`` names the socket, ``result[RESULT_COUNT]`` the
+  batch size, ``slow`` the indices (``dispatch_batch``'s list);
+* ``RETURN_CONTROL_FRAMES``: control frames only Python handles (a new receiver's status message, NAKs, RTT)
+  came back to a send socket; they wait in the control batch (``result[RESULT_INDEX]`` names the socket, ``slow``
+  their indices), the status messages of known receivers already taken (``publication_sender``);
+* ``RETURN_WATCH``: a watched word changed (the conductor's command queue, in SHARED mode);
+* ``RETURN_BUDGET``: ``budget_ns`` passed: the agents' per-image and timer work (status messages, loss
+  detection, heartbeats) runs in Python that often;
+* ``RETURN_IDLE``: nothing came for ``idle_ns`` (the runner's idle strategy takes over from there), or at once
+  when ``idle_ns`` is 0;
+* ``RETURN_ERROR``: a socket failed; ``result[RESULT_INDEX]`` = ``-errno``.
+
+While it waits for work it calls ``sched_yield`` every ``yield_mask + 1`` empty passes: on a machine with fewer
+cores than busy threads, the peers it waits for need the core.
+"""
+
+from __future__ import annotations
+
+from aeron_numba.jit import kernel
+from aeron_numba.kernels.idle_wait import first_changed_word, monotonic_ns, yield_cpu
+from aeron_numba.kernels.image_receiver import SLOW_COUNT, dispatch_batch
+from aeron_numba.kernels.memory import int64s_at
+from aeron_numba.kernels.publication_sender import TABLE_FD, TABLE_ROW, TABLE_SOCKADDR, send_data, take_status_messages
+from aeron_numba.kernels.udp_socket import receive_datagrams
+from aeron_numba.layout import network_state as ns
+
+RESULT_WORK, RESULT_REASON, RESULT_INDEX, RESULT_COUNT = 0, 1, 2, 3
+RESULT_LENGTH = 4
+RETURN_SLOW_DATAGRAMS, RETURN_CONTROL_FRAMES, RETURN_WATCH, RETURN_BUDGET, RETURN_IDLE, RETURN_ERROR = 1, 2, 3, 4, 5, 6
+
+#: Columns of the receive socket table.
+RECEIVE_FD, RECEIVE_ENDPOINT_ID = 0, 1
+RECEIVE_COLUMNS = 2
+
+
+@kernel
+def run_network_cycles(publications, publication_count, receive_sockets, receive_count, control_fds, control_count,
+                       image_rows, image_count, batch_msgs, batch_buffer, slot_length, batch_vlen, control_msgs,
+                       control_buffer, control_vlen, send_msgs, send_iovecs, send_vlen, watch_addresses, watch_values, values,
+                       budget_ns, idle_ns, yield_mask, slow, collect_result, result):
+    """Run sender and receiver cycles until Python is needed (see the module docstring); ``result`` gets the work
+    done (datagrams sent and received), why it returned and where."""
+    start = monotonic_ns()
+    last_work = start
+    work = 0
+    empty_passes = 0
+    while True:
+        now = monotonic_ns()
+        found = 0
+        for i in range(publication_count):
+            row = int64s_at(publications[i, TABLE_ROW], ns.PUBLICATION_ROW_LENGTH)
+            if row[ns.PUBLICATION_HAS_RECEIVERS] == 0:
+                continue
+            sent = send_data(row, send_msgs, send_iovecs, send_vlen, publications[i, TABLE_FD],
+                             publications[i, TABLE_SOCKADDR], now, values, collect_result)
+            if sent < 0:
+                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work, RETURN_ERROR, sent
+                return
+            if sent > 0:
+                found += collect_result[0]
+        for i in range(receive_count):
+            count = receive_datagrams(receive_sockets[i, RECEIVE_FD], batch_msgs, batch_vlen)
+            if count < 0:
+                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work, RETURN_ERROR, count
+                return
+            if count == 0:
+                continue
+            found += count
+            dispatch_batch(batch_msgs, batch_buffer, slot_length, count, receive_sockets[i, RECEIVE_ENDPOINT_ID],
+                           image_rows, image_count, values, now, True, slow)
+            if slow[SLOW_COUNT] > 0:
+                result[RESULT_WORK], result[RESULT_REASON] = work + found, RETURN_SLOW_DATAGRAMS
+                result[RESULT_INDEX], result[RESULT_COUNT] = i, count
+                return
+        for i in range(control_count):
+            count = receive_datagrams(control_fds[i], control_msgs, control_vlen)
+            if count < 0:
+                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work + found, RETURN_ERROR, count
+                return
+            if count == 0:
+                continue
+            found += count
+            take_status_messages(control_msgs, control_buffer, slot_length, count, publications, publication_count, i,
+                                 now, values, slow)
+            if slow[SLOW_COUNT] > 0:
+                result[RESULT_WORK], result[RESULT_REASON] = work + found, RETURN_CONTROL_FRAMES
+                result[RESULT_INDEX], result[RESULT_COUNT] = i, count
+                return
+        work += found
+        if watch_addresses.shape[0] > 0 and first_changed_word(watch_addresses, watch_values) >= 0:
+            result[RESULT_WORK], result[RESULT_REASON] = work, RETURN_WATCH
+            return
+        if now - start >= budget_ns:
+            result[RESULT_WORK], result[RESULT_REASON] = work, RETURN_BUDGET
+            return
+        if found > 0:
+            last_work = now
+            empty_passes = 0
+        elif now - last_work >= idle_ns:
+            result[RESULT_WORK], result[RESULT_REASON] = work, RETURN_IDLE
+            return
+        else:
+            empty_passes += 1
+            if (empty_passes & yield_mask) == 0:
+                yield_cpu()
