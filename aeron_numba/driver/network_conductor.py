@@ -406,7 +406,7 @@ class NetworkConductor:
         endpoint = link.endpoint
         for image in self.images:
             for subscriber in [s for s in image.subscribers if s.subscription is link]:
-                image.subscribers.remove(subscriber)
+                image.remove_subscriber(subscriber)
                 self.counters.free(subscriber.counter_id)
         endpoint.remove_subscription(link.stream_id)
         if link.stream_id not in endpoint.stream_refs:
@@ -518,7 +518,7 @@ class NetworkConductor:
                                             registration_id=link.registration_id, owner_id=link.client_id,
                                             reference_id=image.correlation_id)
         ck.set_counter_value(self.counters.values_buffer, counter_id, join_position)
-        image.subscribers.append(ImageSubscriber(link, counter_id))
+        image.add_subscriber(ImageSubscriber(link, counter_id))
         link.images[image.correlation_id] = counter_id
         self.conductor.client_proxy.on_available_image(
             correlation_id=image.correlation_id, stream_id=image.stream_id, session_id=image.session_id,

@@ -1,15 +1,16 @@
 """The agent that keeps the driver's UDP data path in compiled code between its Python duty cycles.
 
 The sender's and receiver's own duty cycles (``sender.py``, ``receiver.py``) do everything once per cycle,
-including the work Python must do (status messages, loss detection, heartbeats, SETUPs, timers), and cost tens of
-microseconds of interpreter each. This agent, composed after them, hands the per-datagram part to
-``kernels/network_duty_cycle.run_network_cycles``: it sends and receives for as long as nothing needs Python, at
-most ``budget_ns`` at a time, and hands back what does (SETUPs and other frames of no image, control frames from
-receivers) to the endpoints that handle them. Only fast paths go in: publications whose endpoint sends to one
-address and sockets of ordinary endpoints, with no loss generator on (the others stay with the Python cycles).
+including the work only Python does (heartbeats, SETUPs, retransmits, timers, frames of no image), and cost tens
+of microseconds of interpreter each. This agent, composed after them, hands the per-datagram part to
+``kernels/network_duty_cycle.run_network_cycles``: it sends, receives, takes the status messages of known
+receivers, detects loss and sends the images' status messages for as long as nothing needs Python, at most
+``budget_ns`` at a time, and hands back what does (SETUPs and other frames of no image, other control frames, a
+NAK due) to the endpoints and images that handle them. Only fast paths go in: publications whose endpoint sends to
+one address and sockets of ordinary endpoints, with no loss generator on (the others stay with the Python cycles).
 
-After a cycle that found work it keeps waiting for more in compiled code for up to ``idle_ns``, yielding the core
-now and then, since the next datagram of a busy stream is usually microseconds away; once a stream has been
+After a pass that found work it keeps polling in compiled code for up to ``idle_ns``, yielding the core after
+each empty pass, since the next datagram of a busy stream is usually microseconds away; once a stream has been
 quiet for ``recent_ns`` it takes one pass per duty cycle and leaves the waiting to the runner's idle strategy.
 
 In SHARED mode it also watches the conductor's command queue (``add_watch``), so a client's command does not wait
@@ -25,6 +26,7 @@ import numpy as np
 
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH
+from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import network_duty_cycle as ndc
 from aeron_numba.kernels import publication_sender
 
@@ -56,6 +58,8 @@ class NetworkCycles:
         self.result = np.zeros(ndc.RESULT_LENGTH, np.int64)
         self._collect_result = np.zeros(1, np.int64)
         self.slow = np.zeros(1 + RECEIVE_BATCH_LENGTH, np.int64)  # datagrams of a batch left to Python
+        self._scratch = np.zeros(64, np.uint8)  # an image's status message on its way
+        self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
         self._no_words = np.zeros(0, np.int64)
 
     def role_name(self) -> str:
@@ -126,7 +130,7 @@ class NetworkCycles:
             watch.addresses if watch is not None else self._no_words,
             watch.values if watch is not None else self._no_words,
             self.values_buffer, self.budget_ns, idle_ns, YIELD_MASK,
-            slow, self._collect_result, result)
+            slow, self._collect_result, self._scratch, self._work_result, result)
         work, reason, index = int(result[ndc.RESULT_WORK]), int(result[ndc.RESULT_REASON]), int(result[ndc.RESULT_INDEX])
         now_ns = self.nano_clock()
         if reason == ndc.RETURN_SLOW_DATAGRAMS:
@@ -134,6 +138,8 @@ class NetworkCycles:
             endpoint.on_slow_datagrams(destination, batch, slow, now_ns)
         elif reason == ndc.RETURN_CONTROL_FRAMES:
             control_endpoints[index].on_batch(control_batch, now_ns, slow)
+        elif reason == ndc.RETURN_NAK_DUE:
+            receiver.images[index].on_nak_due(now_ns)
         elif reason == ndc.RETURN_ERROR:
             raise OSError(-index, os.strerror(-index))
         if work:

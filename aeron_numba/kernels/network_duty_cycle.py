@@ -3,7 +3,8 @@
 A Python duty cycle of the driver costs tens of microseconds, which is the whole budget of a UDP round trip.
 ``run_network_cycles`` repeats the per-datagram work of both agents back to back: every fast publication sends
 what its window allows (``publication_sender.send_data``), every fast receive socket is read and its data
-inserted (``image_receiver.dispatch_batch``). It returns to Python as soon as Python has something to do, and
+inserted (``image_receiver.dispatch_batch``), every image with ``IMAGE_COMPILED_WORK`` detects loss and sends its
+status messages (``image_receiver.receiver_work``). It returns to Python as soon as Python has something to do, and
 says why in ``result[RESULT_REASON]``:
 
 * ``RETURN_SLOW_DATAGRAMS``: a receive batch holds datagrams only Python handles (SETUP, RTTM, an unknown
@@ -12,6 +13,8 @@ says why in ``result[RESULT_REASON]``:
 * ``RETURN_CONTROL_FRAMES``: control frames only Python handles (a new receiver's status message, NAKs, RTT)
   came back to a send socket; they wait in the control batch (``result[RESULT_INDEX]`` names the socket, ``slow``
   their indices), the status messages of known receivers already taken (``publication_sender``);
+* ``RETURN_NAK_DUE``: an image's loss detector wants a NAK sent (Python reports the loss and sends it);
+  ``result[RESULT_INDEX]`` names the image;
 * ``RETURN_WATCH``: a watched word changed (the conductor's command queue, in SHARED mode);
 * ``RETURN_BUDGET``: ``budget_ns`` passed: the agents' per-image and timer work (status messages, loss
   detection, heartbeats) runs in Python that often;
@@ -27,8 +30,8 @@ from __future__ import annotations
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels.idle_wait import first_changed_word, monotonic_ns, yield_cpu
-from aeron_numba.kernels.image_receiver import SLOW_COUNT, dispatch_batch
-from aeron_numba.kernels.memory import int64s_at
+from aeron_numba.kernels.image_receiver import NAK_DUE, SLOW_COUNT, WORK_DONE, WORK_FLAGS, dispatch_batch, receiver_work
+from aeron_numba.kernels.memory import bytes_at, int64s_at
 from aeron_numba.kernels.publication_sender import TABLE_FD, TABLE_ROW, TABLE_SOCKADDR, send_data, take_status_messages
 from aeron_numba.kernels.udp_socket import receive_datagrams
 from aeron_numba.layout import network_state as ns
@@ -36,6 +39,7 @@ from aeron_numba.layout import network_state as ns
 RESULT_WORK, RESULT_REASON, RESULT_INDEX, RESULT_COUNT = 0, 1, 2, 3
 RESULT_LENGTH = 4
 RETURN_SLOW_DATAGRAMS, RETURN_CONTROL_FRAMES, RETURN_WATCH, RETURN_BUDGET, RETURN_IDLE, RETURN_ERROR = 1, 2, 3, 4, 5, 6
+RETURN_NAK_DUE = 7
 
 #: Columns of the receive socket table.
 RECEIVE_FD, RECEIVE_ENDPOINT_ID = 0, 1
@@ -46,7 +50,7 @@ RECEIVE_COLUMNS = 2
 def run_network_cycles(publications, publication_count, receive_sockets, receive_count, control_fds, control_count,
                        image_rows, image_count, batch_msgs, batch_buffer, slot_length, batch_vlen, control_msgs,
                        control_buffer, control_vlen, send_msgs, send_iovecs, send_vlen, watch_addresses, watch_values, values,
-                       budget_ns, idle_ns, yield_mask, slow, collect_result, result):
+                       budget_ns, idle_ns, yield_mask, slow, collect_result, scratch, work_result, result):
     """Run sender and receiver cycles until Python is needed (see the module docstring); ``result`` gets the work
     done (datagrams sent and received), why it returned and where."""
     start = monotonic_ns()
@@ -94,6 +98,16 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
             if slow[SLOW_COUNT] > 0:
                 result[RESULT_WORK], result[RESULT_REASON] = work + found, RETURN_CONTROL_FRAMES
                 result[RESULT_INDEX], result[RESULT_COUNT] = i, count
+                return
+        for i in range(image_count):
+            row = int64s_at(image_rows[i], ns.IMAGE_ROW_LENGTH)
+            if row[ns.IMAGE_COMPILED_WORK] == 0 or row[ns.IMAGE_IS_ACTIVE] == 0:
+                continue
+            receiver_work(row, bytes_at(row[ns.IMAGE_LOG_ADDRESS], row[ns.IMAGE_LOG_LENGTH]), values, now, scratch,
+                          work_result)
+            found += work_result[WORK_DONE]
+            if work_result[WORK_FLAGS] & NAK_DUE:
+                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work + found, RETURN_NAK_DUE, i
                 return
         work += found
         if watch_addresses.shape[0] > 0 and first_changed_word(watch_addresses, watch_values) >= 0:

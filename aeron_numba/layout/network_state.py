@@ -45,7 +45,22 @@ IMAGE_TIME_OF_LAST_PACKET_NS = 15
 IMAGE_END_OF_STREAM_POSITION = 16  # NO_POSITION until a heartbeat flagged end of stream
 IMAGE_RCV_HWM_COUNTER_ID = 17
 IMAGE_RCV_POS_COUNTER_ID = 18
-IMAGE_ROW_LENGTH = 24
+# The image's own status messages and loss detection in compiled code (kernels/image_receiver.receiver_work), for an
+# image whose receiver work Python has nothing to decide in: one connection, reliable, unicast NAK delays.
+IMAGE_COMPILED_WORK = 19  # 1: receiver_work may run it
+IMAGE_CONTROL_FD = 20  # the socket its status messages and NAKs leave by ...
+IMAGE_CONTROL_SOCKADDR_ADDRESS = 21  # ... and where they go (a sockaddr_in's address)
+IMAGE_LOSS_STATE_ADDRESS = 22  # its loss detector's state (kernels/loss_detector.py)
+IMAGE_NAK_DELAY_NS = 23
+IMAGE_NAK_RETRY_DELAY_NS = 24
+IMAGE_STATUS_MESSAGE_TIMEOUT_NS = 25
+IMAGE_RECEIVER_WINDOW = 26
+IMAGE_RECEIVER_ID = 27
+IMAGE_IMAGE_LIVENESS_TIMEOUT_NS = 28
+IMAGE_ACTIVE_TRANSPORT_COUNT = 29  # as last written to the log's metadata
+IMAGE_SUBSCRIBER_COUNT = 30  # its subscribers' sub-pos counters: how many ...
+IMAGE_SUBSCRIBER_IDS_ADDRESS = 31  # ... and the address of their ids (an int64 array)
+IMAGE_ROW_LENGTH = 32
 
 # ---------------------------------------------------------------------------------------------- publication row
 PUBLICATION_SESSION_ID = 0
