@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from aeron_numba.kernels import image_receiver as IR
+from aeron_numba.kernels import network_duty_cycle as NDC
 from aeron_numba.kernels import publication_sender as PS
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import udp_socket as us
@@ -210,3 +211,81 @@ def test_socket_errors_come_back_as_negative_errno(sockets):
     closed.close()
     assert us.receive_datagrams(fd, batch.msgs, batch.vlen) == -9  # EBADF
     assert us.receive_datagrams(sockets[1].fileno(), batch.msgs, batch.vlen) == 0  # nothing waiting
+
+
+# ------------------------------------------------------------------------------ the compiled duty cycles
+class Cycles:
+    """``run_network_cycles`` over a Link: the publication sends from socket A to the image's socket B, the image
+    answers from B to A, A is the sender's control socket."""
+
+    def __init__(self, link: Link):
+        self.link = link
+        sender, receiver = link.sender, link.receiver
+        link.image_row[ns.IMAGE_COMPILED_WORK] = 1
+        link.image_row[ns.IMAGE_CONTROL_FD] = receiver.fileno()
+        self.answer_to = us.sockaddr_in(*sender.getsockname())
+        link.image_row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS] = self.answer_to.ctypes.data
+        link.image_row[ns.IMAGE_STATUS_MESSAGE_TIMEOUT_NS] = 200_000_000
+        link.image_row[ns.IMAGE_RECEIVER_WINDOW] = link.image_row[ns.IMAGE_LAST_SM_WINDOW]
+        link.image_row[ns.IMAGE_RECEIVER_ID] = 99
+        self.loss_state = np.zeros(16, np.int64)
+        link.image_row[ns.IMAGE_LOSS_STATE_ADDRESS] = self.loss_state.ctypes.data
+        link.image_row[ns.IMAGE_TIME_OF_LAST_SM_NS] = -(1 << 40)  # the first one is due at once
+        link.pub_row[ns.PUBLICATION_UNICAST_FLOW_CONTROL] = 1
+        self.publications = np.array([[link.pub_row.ctypes.data, sender.fileno(), link.destination.ctypes.data, 0]],
+                                     np.int64)
+        self.receive_sockets = np.array([[receiver.fileno(), ENDPOINT_ID]], np.int64)
+        self.control_fds = np.array([sender.fileno()], np.int64)
+        self.control_batch = us.ReceiveBatch(8, 65536)
+        self.slow = np.zeros(9, np.int64)
+        self.result = np.zeros(NDC.RESULT_LENGTH, np.int64)
+        self.no_words = np.zeros(0, np.int64)
+
+    def run(self, budget_ns: int = 50_000_000, idle_ns: int = 5_000_000) -> int:
+        link = self.link
+        NDC.run_network_cycles(self.publications, 1, self.receive_sockets, 1, self.control_fds, 1, link.rows, 1,
+                               link.receive_batch.msgs, link.receive_batch.buffer, link.receive_batch.slot_length,
+                               link.receive_batch.vlen, self.control_batch.msgs, self.control_batch.buffer,
+                               self.control_batch.vlen, link.send_batch.msgs, link.send_batch.iovecs,
+                               link.send_batch.vlen, self.no_words, self.no_words, link.values, budget_ns, idle_ns, 0,
+                               self.slow, link.result, np.zeros(64, np.uint8), np.zeros(3, np.int64), self.result)
+        return int(self.result[NDC.RESULT_REASON])
+
+
+def test_the_cycles_move_a_stream_through_its_window_with_status_messages_alone(tmp_path, sockets):
+    window = 4096
+    link = Link(tmp_path, sockets, sender_limit=window, window=window)
+    cycles = Cycles(link)
+    messages = [bytes([i]) * 200 for i in range(100)]  # 25 KiB of frames: the window must move six times
+    for message in messages:
+        link.offer(message)
+    # The first status message comes from a receiver the publication does not know yet: Python's to take.
+    assert cycles.run() == NDC.RETURN_CONTROL_FRAMES and cycles.slow[IR.SLOW_COUNT] == 1
+    assert uf.classify_datagram(cycles.control_batch.buffer, 0, us.datagram_length(cycles.control_batch.msgs, 0)) \
+        == F.HDR_TYPE_SM
+    link.pub_row[ns.PUBLICATION_SM_RECEIVER_ID] = 99  # what NetworkPublication.on_status_message records
+    link.pub_row[ns.PUBLICATION_SM_RECEIVED_NS] = 1
+    link.pub_row[ns.PUBLICATION_HAS_RECEIVERS] = 1
+    # From here the window moves in compiled code: the image's status messages, taken by the sender.
+    consumer = Consumer(link.image_log.buffer, TERM_LENGTH)  # no subscriber counters: the image answers for
+    end = len(messages) * 256  # its rebuild position
+    while link.image_row[ns.IMAGE_REBUILD_POSITION] < end:
+        reason = cycles.run(idle_ns=1_000_000)
+        assert reason in (NDC.RETURN_IDLE, NDC.RETURN_BUDGET), reason
+        consumer.drain()
+    consumer.drain()
+    assert consumer.messages == messages
+    assert link.counter(cl.STATUS_MESSAGES_RECEIVED) >= end // window  # each moved the window at most once over
+    assert link.pub_row[ns.PUBLICATION_SENDER_LIMIT] >= end
+
+
+def test_the_cycles_hand_python_the_datagrams_it_cannot_place(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=0, window=1 << 20)
+    cycles = Cycles(link)
+    link.image_row[ns.IMAGE_TIME_OF_LAST_SM_NS] = 1 << 62  # no status message due
+    setup = np.zeros(64, np.uint8)
+    length = uf.encode_setup(setup, 0, 0, SESSION_ID + 1, STREAM_ID, 0, 0, TERM_LENGTH, MTU, 0, 0)
+    link.sender.sendto(setup[:length].tobytes(), link.receiver.getsockname())
+    assert cycles.run() == NDC.RETURN_SLOW_DATAGRAMS
+    assert cycles.result[NDC.RESULT_INDEX] == 0 and list(cycles.slow[:2]) == [1, 0]  # socket 0, datagram 0
+    assert cycles.run(idle_ns=0) == NDC.RETURN_IDLE
