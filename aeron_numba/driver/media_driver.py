@@ -172,10 +172,11 @@ class MediaDriver:
         # SHARED threading mode: conductor, sender and receiver take turns on this thread, and each one's cycle
         # time counters get the shared cycle (with its own threshold), as in aeronmd.
         network = self.conductor.network
+        idle_strategy = idle_strategy_from_name(self.ctx.conductor_idle_strategy)
         self.runner = AgentRunner(
             CompositeAgent(_TerminatingConductor(self.conductor), network.sender, network.receiver,
-                           self._network_cycles()),
-            idle_strategy_from_name(self.ctx.conductor_idle_strategy),
+                           self._network_cycles(idle_strategy)),
+            idle_strategy,
             self.conductor._record_error,
             duty_cycle_tracker=SharedDutyCycleTracker([
                 (_max_proposer(counters, max_id), _incrementer(counters, exceeded_id), threshold_ns)
@@ -195,12 +196,12 @@ class MediaDriver:
         for name, value in sorted(vars(self.ctx).items()):
             log.debug("setting %s=%r", name, value)
 
-    def _network_cycles(self) -> NetworkCycles:
+    def _network_cycles(self, idle_strategy) -> NetworkCycles:
         """The compiled data path beside the sender and receiver; on the conductor's thread, it returns when a
         client command arrives."""
         network = self.conductor.network
         return NetworkCycles(self.conductor.counters.values_buffer, network.sender, network.receiver,
-                             add_watch=self.conductor.command_adapter.add_idle_watch)
+                             add_watch=self.conductor.command_adapter.add_idle_watch, idle_strategy=idle_strategy)
 
     def run(self) -> None:
         """Run until SIGINT/SIGTERM or TERMINATE_DRIVER, then release everything."""
