@@ -7,7 +7,8 @@ of microseconds of interpreter each. This agent, composed after them, hands the 
 receivers, detects loss and sends the images' status messages for as long as nothing needs Python, at most
 ``budget_ns`` at a time, and hands back what does (SETUPs and other frames of no image, other control frames, a
 NAK due) to the endpoints and images that handle them. Only fast paths go in: publications whose endpoint sends to
-one address and sockets of ordinary endpoints, with no loss generator on (the others stay with the Python cycles).
+one address and sockets of ordinary endpoints (multi-destination ones stay with the Python cycles); the loss
+generator decides in compiled code too.
 
 After a pass that found work it keeps polling in compiled code for up to ``idle_ns``, since the next datagram of a
 busy stream is usually microseconds away, waiting as the runner's idle strategy would (``compiled_idle``); once a
@@ -91,11 +92,22 @@ class NetworkCycles:
         return all(agent is None or agent.add_idle_watch(watch) for agent in (self.sender, self.receiver))
 
     # ------------------------------------------------------------------------------------------ tables
+    @staticmethod
+    def _socket_row(transport, endpoint_id: int = 0) -> tuple:
+        loss = transport.loss
+        return (transport.fd, endpoint_id, transport.local_port, loss.state.ctypes.data, loss.gap_dropped.ctypes.data,
+                loss.gap_dropped.size)
+
+    def _control_sockets(self) -> tuple[np.ndarray, list]:
+        endpoints = list(self.sender.endpoints) if self.sender is not None else []
+        table = np.array([self._socket_row(e.transport) for e in endpoints], np.int64)
+        return table.reshape(len(endpoints), ndc.SOCKET_COLUMNS), endpoints
+
     def _publications(self, control_endpoints: list) -> np.ndarray:
         rows = []
         for publication in self.sender.publications if self.sender is not None else ():
             endpoint = publication.endpoint
-            if endpoint.remote_sockaddr is not None and not endpoint.transport.may_drop:
+            if endpoint.remote_sockaddr is not None:
                 rows.append((publication.row.ctypes.data, endpoint.transport.fd, endpoint.remote_sockaddr.ctypes.data,
                              control_endpoints.index(endpoint)))
         return np.array(rows, np.int64).reshape(len(rows), publication_sender.TABLE_COLUMNS)
@@ -106,16 +118,12 @@ class NetworkCycles:
             for destination in endpoint.destinations:
                 if endpoint.is_fast(destination):
                     sources.append((endpoint, destination))
-        table = np.array([(d.transport.fd, e.endpoint_id) for e, d in sources], np.int64)
-        return table.reshape(len(sources), ndc.RECEIVE_COLUMNS), sources
-
-    def _control_sockets(self) -> tuple[np.ndarray, list]:
-        endpoints = list(self.sender.endpoints) if self.sender is not None else []
-        return np.array([e.transport.fd for e in endpoints], np.int64), endpoints
+        table = np.array([self._socket_row(d.transport, e.endpoint_id) for e, d in sources], np.int64)
+        return table.reshape(len(sources), ndc.SOCKET_COLUMNS), sources
 
     # -------------------------------------------------------------------------------------- duty cycle
     def do_work(self) -> int:
-        control_fds, control_endpoints = self._control_sockets()
+        control_sockets, control_endpoints = self._control_sockets()
         publications = self._publications(control_endpoints)
         receive_sockets, sources = self._receive_sockets()
         if not (len(publications) or len(sources) or len(control_endpoints)):
@@ -135,10 +143,10 @@ class NetworkCycles:
         result = self.result
         slow = self.slow
         ndc.run_network_cycles(
-            publications, len(publications), receive_sockets, len(sources), control_fds, len(control_endpoints),
+            publications, len(publications), receive_sockets, len(sources), control_sockets, len(control_endpoints),
             images.addresses if images is not None else self._no_words, images.count if images is not None else 0,
-            batch.msgs, batch.buffer, batch.slot_length, batch.vlen, control_batch.msgs, control_batch.buffer,
-            control_batch.vlen,
+            batch.msgs, batch.names, batch.buffer, batch.slot_length, batch.vlen, control_batch.msgs,
+            control_batch.names, control_batch.buffer, control_batch.vlen,
             send_batch.msgs if send_batch is not None else batch.msgs,
             send_batch.iovecs if send_batch is not None else batch.iovecs,
             send_batch.vlen if send_batch is not None else 0,

@@ -265,14 +265,16 @@ class NetworkPublication:
     def _send_data(self, now_ns: int, batch: SendBatch) -> int:
         """Datagrams of whole frames up to the sender limit, at most a batch of them per duty cycle (Aeron sends one
         or two: ours returns to Python between cycles, so a batch keeps a stream from being capped by that).
-        Compiled and sent in one ``sendmmsg`` when the endpoint sends to one address with no loss generator;
-        else the endpoint sends each datagram (``kernels/publication_sender.py``)."""
+        Compiled and sent in one ``sendmmsg`` when the endpoint sends to one address; else the endpoint sends each
+        datagram to each destination (``kernels/publication_sender.py``)."""
         endpoint = self.endpoint
         sockaddr = endpoint.remote_sockaddr
-        if sockaddr is not None and not endpoint.transport.may_drop:
-            sent = int(publication_sender.send_data(self.row, batch.msgs, batch.iovecs, batch.vlen,
-                                                    endpoint.transport.fd, sockaddr.ctypes.data, now_ns,
-                                                    self.values_buffer, self._collect_result))
+        if sockaddr is not None:
+            transport = endpoint.transport
+            sent = int(publication_sender.send_data(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
+                                                    sockaddr.ctypes.data, now_ns, self.values_buffer,
+                                                    transport.loss.state.ctypes.data, transport.local_port,
+                                                    self._collect_result))
             if sent < 0:
                 raise OSError(-sent, os.strerror(-sent))
             return sent

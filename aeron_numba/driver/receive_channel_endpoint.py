@@ -6,10 +6,10 @@ group). A multi-destination subscription (``control-mode=manual``, one endpoint 
 has only the destinations its clients add: frames from any of them feed the same images, and each image
 tracks which destinations have seen it (its connections) so its SMs and NAKs go back through each of them.
 Every datagram is validated first: anything malformed is dropped and counted as an invalid packet (the driver
-never dies on network input). Each poll reads the waiting datagrams in batches (``recvmmsg``); data of a session
-with an image on an ordinary endpoint is inserted in compiled code (``kernels/image_receiver.dispatch_batch``),
-without a Python call per datagram, and the rest comes back here one by one (as does everything while the loss
-generator is on, since it decides per datagram). Then:
+never dies on network input). Each poll reads the waiting datagrams in batches (``recvmmsg``); the loss generator's
+drops and data of a session with an image on an ordinary endpoint are dealt with in compiled code
+(``kernels/image_receiver.dispatch_batch``), without a Python call per datagram, and the rest comes back here one
+by one. Then:
 
 * DATA / PAD for a (session, stream) with an image: rebuilt into that image (MDS: its connection noted).
 * DATA for a subscribed stream but an unknown session (we joined late, or lost the SETUP): answered with a
@@ -146,8 +146,8 @@ class ReceiveChannelEndpoint:
 
     # ------------------------------------------------------------------------------------- receiving
     def is_fast(self, destination: ReceiveDestination) -> bool:
-        """Whether its data can be dispatched in compiled code: one destination per image, no loss generator."""
-        return not (self.is_multi_destination or destination.transport.may_drop)
+        """Whether its data can be dispatched in compiled code: an ordinary endpoint, one destination per image."""
+        return not self.is_multi_destination
 
     def poll(self, now_ns: int, batch, images) -> int:
         """Read and dispatch what waits on every destination; returns the datagrams read. ``batch``: the
@@ -165,8 +165,10 @@ class ReceiveChannelEndpoint:
                 if count == 0:
                     break
                 read += count
-                image_receiver.dispatch_batch(batch.msgs, batch.buffer, batch.slot_length, count, self.endpoint_id,
-                                              images.addresses, images.count, values, now_ns, fast, slow)
+                loss = transport.loss
+                image_receiver.dispatch_batch(batch.msgs, batch.names, batch.buffer, batch.slot_length, count,
+                                              self.endpoint_id, images.addresses, images.count, values, now_ns, fast,
+                                              loss.state, loss.gap_dropped, transport.local_port, slow)
                 self.on_slow_datagrams(destination, batch, slow, now_ns)
                 if count < batch.vlen:
                     break
@@ -175,18 +177,12 @@ class ReceiveChannelEndpoint:
 
     def on_slow_datagrams(self, destination: ReceiveDestination, batch, slow: np.ndarray, now_ns: int) -> None:
         """The datagrams of ``batch`` (read from ``destination``) the compiled dispatcher left: ``slow[1:]``."""
-        transport = destination.transport
-        may_drop = transport.may_drop
         for index in slow[1:1 + slow[image_receiver.SLOW_COUNT]]:
             length = udp_socket.datagram_length(batch.msgs, index)
             if length < 0:
                 self.system_counters.increment(cl.INVALID_PACKETS)
                 continue
-            data = batch.datagram(index, length)
-            source = batch.source(index)
-            if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
-                continue
-            self._on_datagram(destination, data, length, source, now_ns)
+            self._on_datagram(destination, batch.datagram(index, length), length, batch.source(index), now_ns)
 
     def _on_datagram(self, destination: ReceiveDestination, buf: np.ndarray, length: int, source: tuple[str, int],
                      now_ns: int) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.driver.udp_transport import UdpTransport
 from aeron_numba.kernels import udp_frames as uf
-from aeron_numba.kernels import image_receiver
+from aeron_numba.kernels import loss_generator
 from aeron_numba.kernels import udp_socket
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
@@ -50,7 +50,7 @@ class SendChannelEndpoint:
         self.publications: dict[tuple[int, int], object] = {}  # (session id, stream id) -> NetworkPublication
         self.destinations: dict[tuple[str, int], _Destination] = {}
         self.ref_count = 0
-        self._slow = np.zeros(1 + MAX_DATAGRAMS_PER_POLL, np.int64)
+        self._kept = np.zeros(1 + MAX_DATAGRAMS_PER_POLL, np.int64)  # a batch's datagrams the loss generator kept
         self.now_ns = 0
         # Where data goes when it goes to one address (the compiled send path's sockaddr_in); None: several.
         self.remote_sockaddr = None if channel.is_multi_destination or channel.remote_data is None else \
@@ -84,9 +84,10 @@ class SendChannelEndpoint:
         received = 0
         while received < MAX_DATAGRAMS_PER_POLL:
             count = self.transport.receive_batch(batch)
-            self._slow[image_receiver.SLOW_COUNT] = count
-            self._slow[1:1 + count] = np.arange(count)
-            self.on_batch(batch, now_ns, self._slow)
+            loss = self.transport.loss
+            loss_generator.keep_received(loss.state, loss.gap_dropped, batch.msgs, batch.names, batch.buffer,
+                                         batch.slot_length, count, self.transport.local_port, self._kept)
+            self.on_batch(batch, now_ns, self._kept)
             received += count
             if count < batch.vlen:
                 break
@@ -97,19 +98,14 @@ class SendChannelEndpoint:
         return received
 
     def on_batch(self, batch, now_ns: int, indices: np.ndarray) -> None:
-        """The datagrams of ``batch`` (read from this endpoint's socket) at ``indices[1:1 + indices[0]]``."""
-        transport = self.transport
-        may_drop = transport.may_drop
+        """The datagrams of ``batch`` (read from this endpoint's socket, past its loss generator) at
+        ``indices[1:1 + indices[0]]``."""
         for index in indices[1:1 + indices[0]]:
             length = udp_socket.datagram_length(batch.msgs, index)
             if length < 0:
                 self.system_counters.increment(cl.INVALID_PACKETS)
                 continue
-            data = batch.datagram(index, length)
-            source = batch.source(index)
-            if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
-                continue
-            self._on_datagram(data, length, source, now_ns)
+            self._on_datagram(batch.datagram(index, length), length, batch.source(index), now_ns)
 
     def _on_datagram(self, buf: np.ndarray, length: int, source: tuple[str, int], now_ns: int) -> None:
         frame_type = uf.classify_datagram(buf, 0, length)

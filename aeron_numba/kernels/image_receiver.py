@@ -1,12 +1,12 @@
 """The receiver's per-datagram work in compiled code: a batch read off a socket, sorted into its network images.
 
 ``dispatch_batch`` takes the datagrams ``udp_socket.receive_datagrams`` just read from one receive endpoint's
-socket. Each one is validated (``classify_datagram``: anything malformed is counted as an invalid packet and
-dropped, the driver never dies on network input); DATA and PAD datagrams of a session with an active image of this
-endpoint go straight into that image's log (``insert_packet``); the rest (SETUP, RTT measurements, data of a
-session the driver has no image for yet, anything of a multi-destination endpoint, or everything while the
-endpoint's loss generator is on) is left for the Python dispatcher, whose decisions are per image, not per
-message: the kernel lists their batch indices in ``slow``.
+socket. What the socket's loss generator drops goes no further (``kernels/loss_generator.py``); each other one is
+validated (``classify_datagram``: anything malformed is counted as an invalid packet and dropped, the driver never
+dies on network input); DATA and PAD datagrams of a session with an active image of this endpoint go straight into
+that image's log (``insert_packet``); the rest (SETUP, RTT measurements, data of a session the driver has no image
+for yet, anything of a multi-destination endpoint) is left for the Python dispatcher, whose decisions are per image,
+not per message: the kernel lists their batch indices in ``slow``.
 
 ``insert_packet`` is the one implementation of Aeron's ``PublicationImage.insertPacket`` here: the Python path
 calls it too. Images are found by the addresses of their state rows (``layout/network_state.py``), and their logs
@@ -19,9 +19,10 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import position as pos
-from aeron_numba.kernels import term_rebuilder
-from aeron_numba.kernels.memory import bytes_at, int64s_at
 from aeron_numba.kernels import loss_detector as ld
+from aeron_numba.kernels import term_rebuilder
+from aeron_numba.kernels.loss_generator import drops_received
+from aeron_numba.kernels.memory import bytes_at, int64s_at
 from aeron_numba.kernels.udp_frames import classify_datagram, encode_status_message
 from aeron_numba.kernels.udp_socket import address_of, datagram_length, send_datagram_to
 from aeron_numba.layout import counters as cl
@@ -107,15 +108,18 @@ def find_image(row_addresses, row_count, endpoint_id, session_id, stream_id):
 
 
 @kernel
-def dispatch_batch(msgs, buffer, slot_length, count, endpoint_id, row_addresses, row_count, values, now_ns, fast,
-                   slow):
-    """Sort the ``count`` datagrams of a ``ReceiveBatch`` (``msgs``, ``buffer``, ``slot_length``) read from
-    endpoint ``endpoint_id``'s socket. With ``fast``, invalid ones are counted and dropped and data of an image in
-    ``row_addresses[:row_count]`` is inserted; every other index goes to ``slow[1:]`` with its count in
-    ``slow[0]``. Without ``fast`` every index goes to ``slow``. Returns the bytes inserted."""
+def dispatch_batch(msgs, names, buffer, slot_length, count, endpoint_id, row_addresses, row_count, values, now_ns,
+                   fast, loss_state, gap_dropped, local_port, slow):
+    """Sort the ``count`` datagrams of a ``ReceiveBatch`` (``msgs``, ``names``, ``buffer``, ``slot_length``) read
+    from endpoint ``endpoint_id``'s socket (bound to ``local_port``). What its loss generator (``loss_state``,
+    ``gap_dropped``) drops goes no further. With ``fast``, invalid ones are counted and dropped and data of an image
+    in ``row_addresses[:row_count]`` is inserted; every other index goes to ``slow[1:]`` with its count in
+    ``slow[0]``. Without ``fast`` every index kept goes to ``slow``. Returns the bytes inserted."""
     inserted = 0
     slow_count = 0
     for i in range(count):
+        if drops_received(loss_state, gap_dropped, msgs, names, buffer, slot_length, i, local_port):
+            continue
         if not fast:
             slow[1 + slow_count] = i
             slow_count += 1

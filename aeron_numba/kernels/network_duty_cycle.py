@@ -32,7 +32,8 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels.idle_wait import first_changed_word, monotonic_ns, yield_cpu
 from aeron_numba.kernels.image_receiver import NAK_DUE, SLOW_COUNT, WORK_DONE, WORK_FLAGS, dispatch_batch, receiver_work
 from aeron_numba.kernels.memory import bytes_at, int64s_at
-from aeron_numba.kernels.publication_sender import TABLE_FD, TABLE_ROW, TABLE_SOCKADDR, send_data, take_status_messages
+from aeron_numba.kernels.publication_sender import (TABLE_CONTROL, TABLE_FD, TABLE_ROW, TABLE_SOCKADDR, send_data,
+                                                     take_status_messages)
 from aeron_numba.kernels.udp_socket import receive_datagrams
 from aeron_numba.layout import network_state as ns
 
@@ -41,15 +42,16 @@ RESULT_LENGTH = 4
 RETURN_SLOW_DATAGRAMS, RETURN_CONTROL_FRAMES, RETURN_WATCH, RETURN_BUDGET, RETURN_IDLE, RETURN_ERROR = 1, 2, 3, 4, 5, 6
 RETURN_NAK_DUE = 7
 
-#: Columns of the receive socket table.
-RECEIVE_FD, RECEIVE_ENDPOINT_ID = 0, 1
-RECEIVE_COLUMNS = 2
+#: Columns of the socket tables (receive sockets and the sender's control sockets): the socket, its endpoint's id
+#: (receive sockets), its bound port and its loss generator (state and gap bitmap, by address).
+SOCKET_FD, SOCKET_ENDPOINT_ID, SOCKET_LOCAL_PORT, SOCKET_LOSS_STATE, SOCKET_GAP_DROPPED, SOCKET_GAP_LENGTH = range(6)
+SOCKET_COLUMNS = 6
 
 
 @kernel
-def run_network_cycles(publications, publication_count, receive_sockets, receive_count, control_fds, control_count,
-                       image_rows, image_count, batch_msgs, batch_buffer, slot_length, batch_vlen, control_msgs,
-                       control_buffer, control_vlen, send_msgs, send_iovecs, send_vlen, watch_addresses, watch_values, values,
+def run_network_cycles(publications, publication_count, receive_sockets, receive_count, control_sockets, control_count,
+                       image_rows, image_count, batch_msgs, batch_names, batch_buffer, slot_length, batch_vlen,
+                       control_msgs, control_names, control_buffer, control_vlen, send_msgs, send_iovecs, send_vlen, watch_addresses, watch_values, values,
                        budget_ns, idle_ns, yield_mask, slow, collect_result, scratch, work_result, result):
     """Run sender and receiver cycles until Python is needed (see the module docstring); ``result`` gets the work
     done (datagrams sent and received), why it returned and where."""
@@ -64,37 +66,45 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
             row = int64s_at(publications[i, TABLE_ROW], ns.PUBLICATION_ROW_LENGTH)
             if row[ns.PUBLICATION_HAS_RECEIVERS] == 0:
                 continue
+            control = publications[i, TABLE_CONTROL]
             sent = send_data(row, send_msgs, send_iovecs, send_vlen, publications[i, TABLE_FD],
-                             publications[i, TABLE_SOCKADDR], now, values, collect_result)
+                             publications[i, TABLE_SOCKADDR], now, values, control_sockets[control, SOCKET_LOSS_STATE],
+                             control_sockets[control, SOCKET_LOCAL_PORT], collect_result)
             if sent < 0:
                 result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work, RETURN_ERROR, sent
                 return
             if sent > 0:
                 found += collect_result[0]
         for i in range(receive_count):
-            count = receive_datagrams(receive_sockets[i, RECEIVE_FD], batch_msgs, batch_vlen)
+            count = receive_datagrams(receive_sockets[i, SOCKET_FD], batch_msgs, batch_vlen)
             if count < 0:
                 result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work, RETURN_ERROR, count
                 return
             if count == 0:
                 continue
             found += count
-            dispatch_batch(batch_msgs, batch_buffer, slot_length, count, receive_sockets[i, RECEIVE_ENDPOINT_ID],
-                           image_rows, image_count, values, now, True, slow)
+            dispatch_batch(batch_msgs, batch_names, batch_buffer, slot_length, count,
+                           receive_sockets[i, SOCKET_ENDPOINT_ID], image_rows, image_count, values, now, True,
+                           int64s_at(receive_sockets[i, SOCKET_LOSS_STATE], ns.LOSS_STATE_LENGTH),
+                           bytes_at(receive_sockets[i, SOCKET_GAP_DROPPED], receive_sockets[i, SOCKET_GAP_LENGTH]),
+                           receive_sockets[i, SOCKET_LOCAL_PORT], slow)
             if slow[SLOW_COUNT] > 0:
                 result[RESULT_WORK], result[RESULT_REASON] = work + found, RETURN_SLOW_DATAGRAMS
                 result[RESULT_INDEX], result[RESULT_COUNT] = i, count
                 return
         for i in range(control_count):
-            count = receive_datagrams(control_fds[i], control_msgs, control_vlen)
+            count = receive_datagrams(control_sockets[i, SOCKET_FD], control_msgs, control_vlen)
             if count < 0:
                 result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work + found, RETURN_ERROR, count
                 return
             if count == 0:
                 continue
             found += count
-            take_status_messages(control_msgs, control_buffer, slot_length, count, publications, publication_count, i,
-                                 now, values, slow)
+            take_status_messages(control_msgs, control_names, control_buffer, slot_length, count, publications,
+                                 publication_count, i, now, values,
+                                 int64s_at(control_sockets[i, SOCKET_LOSS_STATE], ns.LOSS_STATE_LENGTH),
+                                 bytes_at(control_sockets[i, SOCKET_GAP_DROPPED], control_sockets[i, SOCKET_GAP_LENGTH]),
+                                 control_sockets[i, SOCKET_LOCAL_PORT], slow)
             if slow[SLOW_COUNT] > 0:
                 result[RESULT_WORK], result[RESULT_REASON] = work + found, RETURN_CONTROL_FRAMES
                 result[RESULT_INDEX], result[RESULT_COUNT] = i, count

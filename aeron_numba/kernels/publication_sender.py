@@ -2,9 +2,9 @@
 
 ``collect_data`` walks the log from the sender position (``term_scanner``: whole frames, at most an MTU per
 datagram, up to the sender limit flow control set) and writes each datagram into a ``SendBatch`` as a pointer
-into the term and a length: no copy. ``send_data`` then hands the batch to the kernel in one ``sendmmsg`` when the
-publication's endpoint sends to one unicast address and its loss generator is off; otherwise the Python endpoint
-sends each entry (fan-out to several destinations, loss decisions). Either way the scan is this one.
+into the term and a length: no copy. ``send_data`` then hands the batch to the kernel in one ``sendmmsg`` (less
+what the socket's loss generator drops) when the publication's endpoint sends to one unicast address; otherwise the
+Python endpoint sends each entry to each of its destinations. Either way the scan is this one.
 
 ``take_status_messages`` handles what comes back in compiled code where Python has nothing to decide: a status
 message from the receiver a unicast publication already knows (the one whose last status message Python saw,
@@ -16,20 +16,21 @@ to Python.
 from __future__ import annotations
 
 from aeron_numba.jit import kernel
+from aeron_numba.kernels import atomics
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import position as pos
 from aeron_numba.kernels import term_scanner
-from aeron_numba.kernels.memory import bytes_at
+from aeron_numba.kernels.loss_generator import drops_received, drops_sent
+from aeron_numba.kernels.memory import bytes_at, int64s_at
 from aeron_numba.kernels.term_appender import producer_position
-from aeron_numba.kernels import atomics
-from aeron_numba.kernels.memory import int64s_at
 from aeron_numba.kernels.udp_frames import classify_datagram
-from aeron_numba.kernels.udp_socket import TRANSIENT_ERRORS, datagram_length, send_datagrams, set_send_entry
+from aeron_numba.kernels.udp_socket import (TRANSIENT_ERRORS, address_of, datagram_length, send_datagrams,
+                                            set_send_entry)
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
-from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout import linux_socket as ls
 from aeron_numba.layout import network_state as ns
+from aeron_numba.layout import udp_frames as ul
 
 #: ``collect_data``'s second result, in ``result[COLLECTED]``: the batch entries it filled.
 COLLECTED = 0
@@ -84,10 +85,19 @@ def collect_data(row, log, msgs, iovecs, vlen, sockaddr_address, now_ns, values,
 
 
 @kernel
-def send_batch(fd, msgs, count, values):
-    """``sendmmsg`` the first ``count`` entries of a ``SendBatch``. A datagram the network refuses (a transient
-    error: full buffer, port unreachable) is lost, as UDP loses it, and the rest still go. Returns 0, or
-    ``-errno`` for an error of the socket itself."""
+def send_batch(fd, msgs, iovecs, count, values, loss_state, sockaddr, local_port):
+    """``sendmmsg`` the first ``count`` entries of a ``SendBatch``, all to ``sockaddr``, but those the socket's loss
+    generator drops. A datagram the network refuses (a transient error: full buffer, port unreachable) is lost, as
+    UDP loses it, and the rest still go. Returns 0, or ``-errno`` for an error of the socket itself."""
+    if loss_state[ns.LOSS_IS_ACTIVE] != 0:  # keep the entries it lets through, in order
+        kept = 0
+        for i in range(count):
+            address = atomics.get_int64(iovecs, i * ls.IOVEC_LENGTH + ls.IOVEC_BASE_OFFSET)
+            length = atomics.get_int64(iovecs, i * ls.IOVEC_LENGTH + ls.IOVEC_LENGTH_OFFSET)
+            if not drops_sent(loss_state, bytes_at(address, length), 0, length, sockaddr, local_port):
+                set_send_entry(msgs, iovecs, kept, address, length, address_of(sockaddr))
+                kept += 1
+        count = kept
     first = 0
     while first < count:
         sent = send_datagrams(fd, msgs[first * ls.MMSGHDR_LENGTH:], count - first)
@@ -108,13 +118,16 @@ def send_batch(fd, msgs, count, values):
 
 
 @kernel
-def send_data(row, msgs, iovecs, vlen, fd, sockaddr_address, now_ns, values, result):
-    """``collect_data`` and ``send_batch`` in one call, for a publication whose endpoint sends to one address with
-    no loss generator. Returns the bytes sent, or ``-errno`` for an error of the socket itself."""
+def send_data(row, msgs, iovecs, vlen, fd, sockaddr_address, now_ns, values, loss_state_address, local_port, result):
+    """``collect_data`` and ``send_batch`` in one call, for a publication whose endpoint sends to one address.
+    Returns the bytes collected (sent, or dropped by the loss generator), or ``-errno`` for an error of the socket
+    itself."""
     log = bytes_at(row[ns.PUBLICATION_LOG_ADDRESS], row[ns.PUBLICATION_LOG_LENGTH])
     collected = collect_data(row, log, msgs, iovecs, vlen, sockaddr_address, now_ns, values, result)
     if collected > 0:
-        status = send_batch(fd, msgs, result[COLLECTED], values)
+        status = send_batch(fd, msgs, iovecs, result[COLLECTED], values,
+                            int64s_at(loss_state_address, ns.LOSS_STATE_LENGTH),
+                            bytes_at(sockaddr_address, ls.SOCKADDR_IN_LENGTH), local_port)
         if status < 0:
             return status
         ck.get_and_add_counter_value(values, cl.BYTES_SENT, collected)
@@ -122,15 +135,18 @@ def send_data(row, msgs, iovecs, vlen, fd, sockaddr_address, now_ns, values, res
 
 
 @kernel
-def take_status_messages(msgs, buffer, slot_length, count, publications, publication_count, control_index, now_ns,
-                         values, slow):
-    """Sort the ``count`` datagrams control socket ``control_index`` returned (a ``ReceiveBatch``): status messages
-    the compiled path may take (see the module docstring) for the publications of ``publications`` (a table of
-    ``TABLE_COLUMNS``) that answer to that socket; every other index goes to ``slow[1:]``, with its count in
-    ``slow[0]``. Returns the messages taken."""
+def take_status_messages(msgs, names, buffer, slot_length, count, publications, publication_count, control_index,
+                         now_ns, values, loss_state, gap_dropped, local_port, slow):
+    """Sort the ``count`` datagrams control socket ``control_index`` (bound to ``local_port``) returned (a
+    ``ReceiveBatch``): what its loss generator drops goes no further; status messages the compiled path may take
+    (see the module docstring) for the publications of ``publications`` (a table of ``TABLE_COLUMNS``) that answer
+    to that socket are taken; every other index goes to ``slow[1:]``, with its count in ``slow[0]``. Returns the
+    messages taken."""
     taken = 0
     slow_count = 0
     for i in range(count):
+        if drops_received(loss_state, gap_dropped, msgs, names, buffer, slot_length, i, local_port):
+            continue
         offset = i * slot_length
         length = datagram_length(msgs, i)
         handled = False

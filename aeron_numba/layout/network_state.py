@@ -84,3 +84,22 @@ PUBLICATION_SM_RECEIVER_ID = 17  # the receiver whose status messages the compil
 PUBLICATION_SM_POSITION = 18  # ... the consumption position its last one reported ...
 PUBLICATION_SM_RECEIVED_NS = 19  # ... and when (0: none yet)
 PUBLICATION_ROW_LENGTH = 24
+
+# --------------------------------------------------------------------------- a transport's loss generator
+# driver/loss_generator.py fills these from loss-control.dat; kernels/loss_generator.py decides with them.
+LOSS_IS_ACTIVE = 0  # 1: some datagram may be dropped (else nothing is checked)
+LOSS_RECEIVE_DATA_PPM = 1
+LOSS_RECEIVE_CONTROL_PPM = 2
+LOSS_SEND_DATA_PPM = 3
+LOSS_SEND_CONTROL_PPM = 4
+LOSS_RANDOM_STATE = 5  # the random generator's state (kernels/loss_generator.py)
+LOSS_GAP_TERM_ID = 6
+LOSS_GAP_TERM_OFFSET = 7
+LOSS_GAP_LENGTH = 8
+LOSS_DROPPED = 9  # datagrams dropped so far
+LOSS_BLOCKED_PORT_COUNT = 10
+LOSS_BLOCKED_PORTS = 11  # LOSS_MAX_BLOCKED of them
+LOSS_MAX_BLOCKED = 16
+LOSS_BLOCKED_HOST_COUNT = LOSS_BLOCKED_PORTS + LOSS_MAX_BLOCKED
+LOSS_BLOCKED_HOSTS = LOSS_BLOCKED_HOST_COUNT + 1  # IPv4 addresses as the int32 of their 4 network-order bytes
+LOSS_STATE_LENGTH = LOSS_BLOCKED_HOSTS + LOSS_MAX_BLOCKED
