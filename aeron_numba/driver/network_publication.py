@@ -17,6 +17,11 @@ but only while the publication is connected. A publication with receivers is con
 connected only when it says spies simulate a connection (``ssc=true``, or the driver's
 ``AERON_SPIES_SIMULATE_CONNECTION``): then ``snd-pos`` follows the fastest spy, as in Aeron. Draining waits for
 the spies to read up to the end of stream.
+
+The sender's hot state (sender position and limit, the last status message of the receiver it knows) is a state
+row (``layout/network_state.py``) that the compiled path (``kernels/publication_sender.py``) moves: data is scanned
+and sent, and that receiver's status messages taken, without Python; the attributes naming those fields read the
+row. SETUPs, heartbeats, retransmits, RTT replies, other receivers and flow control strategies stay here.
 """
 
 from __future__ import annotations

@@ -17,6 +17,11 @@ stream of one session feed one image); end of stream then needs every connection
 
 Conductor side (its duty cycle and timer): cleans the log behind the slowest subscriber, and runs the lifecycle
 ACTIVE -> (no packet for the image liveness timeout, or end of stream consumed) DRAINING -> LINGER -> DONE.
+
+The receiver side is compiled (``kernels/image_receiver.py``: ``insert_packet`` and ``receiver_work``) and works on
+the image's state row (``layout/network_state.py``), which the compiled network cycles reach by address; the
+attributes below that name those fields read and write the row. Python keeps what it decides: the NAK itself
+(with its loss report), status messages to the several connections of a multi-destination image, the lifecycle.
 """
 
 from __future__ import annotations

@@ -49,6 +49,11 @@ SOCKET_COLUMNS = 6
 
 
 @kernel
+def _finish(result, work, reason, index, count):
+    result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX], result[RESULT_COUNT] = work, reason, index, count
+
+
+@kernel
 def run_network_cycles(publications, publication_count, receive_sockets, receive_count, control_sockets, control_count,
                        image_rows, image_count, batch_msgs, batch_names, batch_buffer, slot_length, batch_vlen,
                        control_msgs, control_names, control_buffer, control_vlen, send_msgs, send_iovecs, send_vlen, watch_addresses, watch_values, values,
@@ -71,14 +76,14 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                              publications[i, TABLE_SOCKADDR], now, values, control_sockets[control, SOCKET_LOSS_STATE],
                              control_sockets[control, SOCKET_LOCAL_PORT], collect_result)
             if sent < 0:
-                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work, RETURN_ERROR, sent
+                _finish(result, work + found, RETURN_ERROR, sent, 0)
                 return
             if sent > 0:
                 found += collect_result[0]
         for i in range(receive_count):
             count = receive_datagrams(receive_sockets[i, SOCKET_FD], batch_msgs, batch_vlen)
             if count < 0:
-                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work, RETURN_ERROR, count
+                _finish(result, work + found, RETURN_ERROR, count, 0)
                 return
             if count == 0:
                 continue
@@ -89,13 +94,12 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                            bytes_at(receive_sockets[i, SOCKET_GAP_DROPPED], receive_sockets[i, SOCKET_GAP_LENGTH]),
                            receive_sockets[i, SOCKET_LOCAL_PORT], slow)
             if slow[SLOW_COUNT] > 0:
-                result[RESULT_WORK], result[RESULT_REASON] = work + found, RETURN_SLOW_DATAGRAMS
-                result[RESULT_INDEX], result[RESULT_COUNT] = i, count
+                _finish(result, work + found, RETURN_SLOW_DATAGRAMS, i, count)
                 return
         for i in range(control_count):
             count = receive_datagrams(control_sockets[i, SOCKET_FD], control_msgs, control_vlen)
             if count < 0:
-                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work + found, RETURN_ERROR, count
+                _finish(result, work + found, RETURN_ERROR, count, 0)
                 return
             if count == 0:
                 continue
@@ -106,8 +110,7 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                                  bytes_at(control_sockets[i, SOCKET_GAP_DROPPED], control_sockets[i, SOCKET_GAP_LENGTH]),
                                  control_sockets[i, SOCKET_LOCAL_PORT], slow)
             if slow[SLOW_COUNT] > 0:
-                result[RESULT_WORK], result[RESULT_REASON] = work + found, RETURN_CONTROL_FRAMES
-                result[RESULT_INDEX], result[RESULT_COUNT] = i, count
+                _finish(result, work + found, RETURN_CONTROL_FRAMES, i, count)
                 return
         for i in range(image_count):
             row = int64s_at(image_rows[i], ns.IMAGE_ROW_LENGTH)
@@ -117,20 +120,20 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                           work_result)
             found += work_result[WORK_DONE]
             if work_result[WORK_FLAGS] & NAK_DUE:
-                result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX] = work + found, RETURN_NAK_DUE, i
+                _finish(result, work + found, RETURN_NAK_DUE, i, 0)
                 return
         work += found
         if watch_addresses.shape[0] > 0 and first_changed_word(watch_addresses, watch_values) >= 0:
-            result[RESULT_WORK], result[RESULT_REASON] = work, RETURN_WATCH
+            _finish(result, work, RETURN_WATCH, 0, 0)
             return
         if now - start >= budget_ns:
-            result[RESULT_WORK], result[RESULT_REASON] = work, RETURN_BUDGET
+            _finish(result, work, RETURN_BUDGET, 0, 0)
             return
         if found > 0:
             last_work = now
             empty_passes = 0
         elif now - last_work >= idle_ns:
-            result[RESULT_WORK], result[RESULT_REASON] = work, RETURN_IDLE
+            _finish(result, work, RETURN_IDLE, 0, 0)
             return
         else:
             empty_passes += 1
