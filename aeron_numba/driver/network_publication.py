@@ -36,12 +36,14 @@ from aeron_numba.driver.ipc_publication import ImageChange, State, SubscriberPos
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import publication_sender
-from aeron_numba.kernels import term_scanner
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
 from aeron_numba.kernels.udp_socket import SendBatch
+
+#: Datagrams of a retransmit per ``sendmmsg``.
+RESEND_BATCH_LENGTH = 16
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import network_state as ns
@@ -120,7 +122,8 @@ class NetworkPublication:
                                1 if type(self.flow_control) is UnicastFlowControl else 0),
                               (ns.PUBLICATION_TIME_OF_LAST_SM_NS, self.now_ns)):
             row[column] = value
-        self._collect_result = np.zeros(1, np.int64)
+        self._collect_result = np.zeros(2, np.int64)
+        self._resend_batch = SendBatch(RESEND_BATCH_LENGTH)
         self.clean_position = max(0, start - self.term_length)
         self.trip_limit = 0
         self.is_connected = False  # the log's is_connected: receivers, or spies simulating a connection
@@ -341,23 +344,30 @@ class NetworkPublication:
                 del self.retransmits[key]
 
     def _resend(self, term_id: int, term_offset: int, length: int) -> None:
-        position = pos.compute_position(term_id, term_offset, self.bits, self.initial_term_id)
-        if position < self.sender_position - self.term_length:
+        """The frames of the range again (``kernels/publication_sender.resend``): in ``sendmmsg`` batches to one
+        address, or entry by entry through the endpoint to each of its destinations."""
+        batch = self._resend_batch
+        endpoint = self.endpoint
+        transport = endpoint.transport
+        if endpoint.remote_sockaddr is not None:
+            sent = int(publication_sender.resend(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
+                                                 endpoint.remote_sockaddr.ctypes.data, term_id, term_offset, length,
+                                                 self.values_buffer, transport.loss.state.ctypes.data,
+                                                 transport.local_port, self._collect_result))
+            if sent < 0:
+                raise OSError(-sent, os.strerror(-sent))
             return
-        term_base = pos.index_by_position(position, self.bits) * self.term_length
-        remaining, offset = length, term_offset
-        while remaining > 0:
-            packed = term_scanner.scan_for_availability(self.log.buffer, term_base, offset,
-                                                         min(remaining, self.mtu), self.term_length)
-            available = term_scanner.available_of(packed)
-            if available <= 0:
-                break
-            self.endpoint.send(self.log.buffer[term_base + offset:term_base + offset + available])
-            self.system_counters.increment(cl.RETRANSMITS_SENT)
-            self.system_counters.increment(cl.RETRANSMITTED_BYTES, available)
-            step = available + term_scanner.padding_of(packed)
-            offset += step
-            remaining -= step
+        buffer, result = self.log.buffer, self._collect_result
+        base = buffer.ctypes.data
+        while length > 0:
+            if publication_sender.collect_resend(self.row, buffer, batch.msgs, batch.iovecs, batch.vlen, 0, term_id,
+                                                 term_offset, length, self.values_buffer, result) <= 0:
+                return
+            for index in range(int(result[publication_sender.COLLECTED])):
+                start, size = batch.entry(index)
+                endpoint.send(buffer[start - base:start - base + size])
+            term_offset += int(result[publication_sender.CONSUMED])
+            length -= int(result[publication_sender.CONSUMED])
 
     def on_rttm(self, echo_timestamp_ns: int, receiver_id: int, is_reply: bool, now_ns: int) -> None:
         """A receiver measuring the round trip: echo its timestamp straight back as a reply."""

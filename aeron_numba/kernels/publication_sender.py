@@ -189,3 +189,70 @@ def _on_status_message(row, buffer, offset, now_ns, values):
     if limit > row[ns.PUBLICATION_SENDER_LIMIT]:  # UnicastFlowControl: never backwards
         row[ns.PUBLICATION_SENDER_LIMIT] = limit
         ck.set_counter_value(values, row[ns.PUBLICATION_SND_LMT_COUNTER_ID], limit)
+
+
+#: ``collect_resend``'s third result, in ``result[CONSUMED]``: bytes of the range it walked (frames and padding).
+CONSUMED = 1
+
+
+@kernel
+def collect_resend(row, log, msgs, iovecs, vlen, sockaddr_address, term_id, term_offset, length, values, result):
+    """Fill up to ``vlen`` entries of a ``SendBatch`` with the datagrams of a retransmit: the frames of the range
+    ``length`` bytes from ``term_offset`` of term ``term_id`` (Aeron's ``RetransmitHandler`` resend), counted as
+    retransmits. Returns the bytes collected; ``result[COLLECTED]`` = entries, ``result[CONSUMED]`` = bytes of the
+    range walked (less than ``length`` when the batch filled up: call again from there)."""
+    result[COLLECTED] = 0
+    result[CONSUMED] = 0
+    bits = row[ns.PUBLICATION_POSITION_BITS]
+    term_length = row[ns.PUBLICATION_TERM_LENGTH]
+    position = pos.compute_position(term_id, term_offset, bits, row[ns.PUBLICATION_INITIAL_TERM_ID])
+    if position < row[ns.PUBLICATION_SENDER_POSITION] - term_length:
+        return 0  # cleaned already
+    term_base = pos.index_by_position(position, bits) * term_length
+    mtu = row[ns.PUBLICATION_MTU]
+    log_address = row[ns.PUBLICATION_LOG_ADDRESS]
+    collected = 0
+    entries = 0
+    offset = term_offset
+    remaining = length
+    while remaining > 0 and entries < vlen:
+        packed = term_scanner.scan_for_availability(log, term_base, offset, min(remaining, mtu), term_length)
+        available = term_scanner.available_of(packed)
+        if available <= 0:
+            break
+        set_send_entry(msgs, iovecs, entries, log_address + term_base + offset, available, sockaddr_address)
+        entries += 1
+        collected += available
+        step = available + term_scanner.padding_of(packed)
+        offset += step
+        remaining -= step
+    if entries:
+        ck.get_and_add_counter_value(values, cl.RETRANSMITS_SENT, entries)
+        ck.get_and_add_counter_value(values, cl.RETRANSMITTED_BYTES, collected)
+    result[COLLECTED] = entries
+    result[CONSUMED] = length - remaining if remaining > 0 else length
+    return collected
+
+
+@kernel
+def resend(row, msgs, iovecs, vlen, fd, sockaddr_address, term_id, term_offset, length, values, loss_state_address,
+           local_port, result):
+    """A retransmit to one address, in batches of ``sendmmsg`` (``collect_resend``, ``send_batch``). Returns the
+    bytes sent, or ``-errno`` for an error of the socket itself."""
+    log = bytes_at(row[ns.PUBLICATION_LOG_ADDRESS], row[ns.PUBLICATION_LOG_LENGTH])
+    loss_state = int64s_at(loss_state_address, ns.LOSS_STATE_LENGTH)
+    sockaddr = bytes_at(sockaddr_address, ls.SOCKADDR_IN_LENGTH)
+    sent = 0
+    while length > 0:
+        collected = collect_resend(row, log, msgs, iovecs, vlen, sockaddr_address, term_id, term_offset, length,
+                                   values, result)
+        if collected <= 0:
+            break
+        status = send_batch(fd, msgs, iovecs, result[COLLECTED], values, loss_state, sockaddr, local_port)
+        if status < 0:
+            return status
+        ck.get_and_add_counter_value(values, cl.BYTES_SENT, collected)
+        sent += collected
+        term_offset += result[CONSUMED]
+        length -= result[CONSUMED]
+    return sent

@@ -332,3 +332,24 @@ def test_the_compiled_send_path_drops_what_goes_to_a_blocked_host(tmp_path, sock
     link.offer(b"r" * 100)
     link.send()
     assert link.receive()[0] == 1
+
+
+def test_a_retransmit_resends_the_frames_of_the_naked_range_in_one_batch(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    frame_length = 1024 + F.HEADER_LENGTH
+    _loss(tmp_path, link.receive_loss, LossSettings(gap_term_id=INITIAL_TERM_ID, gap_term_offset=frame_length,
+                                                    gap_length=2 * frame_length))
+    for _ in range(4):
+        link.offer(b"n" * 1000)
+    link.send()
+    link.receive()
+    assert link.receive_loss.dropped == 2
+    result = np.zeros(2, np.int64)
+    sent = PS.resend(link.pub_row, link.send_batch.msgs, link.send_batch.iovecs, link.send_batch.vlen,
+                     link.sender.fileno(), link.destination.ctypes.data, INITIAL_TERM_ID, frame_length,
+                     2 * frame_length, link.values, link.send_loss.state.ctypes.data, link.sender.getsockname()[1],
+                     result)
+    assert sent == 2 * frame_length
+    assert link.counter(cl.RETRANSMITS_SENT) == 2 and link.counter(cl.RETRANSMITTED_BYTES) == 2 * frame_length
+    assert link.receive()[0] == 2
+    assert _received_messages(link) == [b"n" * 1000] * 4
