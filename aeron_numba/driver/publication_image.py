@@ -299,8 +299,8 @@ class PublicationImage:
 
     def refresh_compiled_work(self) -> None:
         """Tell ``receiver_work`` the subscribers' counters (a new array each time: a reader may still hold the
-        last one, kept alive until the next change) and whether it may send the status messages itself: one
-        connection, with an address to answer."""
+        last one, kept alive until the next change) and whether the compiled cycles may run it: one connection,
+        with an address to answer, unicast NAK delays."""
         row = self.row
         row[ns.IMAGE_COMPILED_WORK] = 0
         self._retired_subscriber_ids = self._subscriber_ids
@@ -309,8 +309,9 @@ class PublicationImage:
         row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS] = self._subscriber_ids.ctypes.data
         row[ns.IMAGE_SUBSCRIBER_COUNT] = len(self._subscriber_ids)
         connections = self.connections
+        # Group semantics draw a fresh random NAK backoff for each scan: that stays with the Python cycle.
         if len(connections) == 1 and connections[0].time_of_last_activity_ns is None and \
-                connections[0].control_address is not None:
+                connections[0].control_address is not None and self.feedback_delay is None:
             self._control_sockaddr = udp_socket.sockaddr_in(*connections[0].control_address)
             row[ns.IMAGE_CONTROL_FD] = connections[0].destination.transport.fd
             row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS] = self._control_sockaddr.ctypes.data
