@@ -36,22 +36,22 @@ offset   size  field
 from __future__ import annotations
 
 import os
-import random
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.kernels import atomics_for_python
+from aeron_numba.kernels import loss_generator as kernels
+from aeron_numba.kernels.loss_generator import PPM, random_seed
 from aeron_numba.layout import frame
+from aeron_numba.layout import network_state as ns
 from aeron_numba.layout.mapped_file import MappedFile
 
 LOSS_CONTROL_FILE = "loss-control.dat"
-MAX_BLOCKED_PORTS = 16
-MAX_BLOCKED_HOSTS = 16
-PPM = 1_000_000
+MAX_BLOCKED_PORTS = MAX_BLOCKED_HOSTS = ns.LOSS_MAX_BLOCKED
 VERSION_OFFSET = 0
 RECEIVE_DATA_RATE_OFFSET = 8
 RECEIVE_CONTROL_RATE_OFFSET = 12
@@ -197,15 +197,16 @@ class LossControl:
         self._mapped.close()
 
 
-@dataclass
 class LossGenerator:
-    """Per-endpoint drop decisions from the current ``LossSettings`` (refreshed by ``update``)."""
+    """Per-endpoint drop decisions from the current ``LossSettings`` (refreshed by ``update``): the settings live
+    in ``state`` (and the fixed gap's frames already dropped in ``gap_dropped``) for ``kernels/loss_generator.py``,
+    which the compiled data path and these methods both call."""
 
-    settings: LossSettings = field(default_factory=LossSettings)
-    version: int = -1
-    rng: random.Random = field(default_factory=random.Random)
-    gap_dropped: set[int] = field(default_factory=set)  # term offsets of the gap already dropped once
-    dropped: int = 0
+    def __init__(self):
+        self.settings = LossSettings()
+        self.version = -1
+        self.state = np.zeros(ns.LOSS_STATE_LENGTH, np.int64)
+        self.gap_dropped = np.zeros(0, np.uint8)
 
     def update(self, control: LossControl | None) -> None:
         if control is None or control.version() == self.version:
@@ -213,58 +214,49 @@ class LossGenerator:
         snapshot = control.read()
         if snapshot is None:
             return
-        self.version, self.settings = snapshot
-        self.rng.seed(self.settings.seed)
-        self.gap_dropped.clear()
+        self.version, settings = snapshot
+        self.settings = settings
+        state = np.zeros(ns.LOSS_STATE_LENGTH, np.int64)
+        for index, rate in ((ns.LOSS_RECEIVE_DATA_PPM, settings.receive_data_rate),
+                            (ns.LOSS_RECEIVE_CONTROL_PPM, settings.receive_control_rate),
+                            (ns.LOSS_SEND_DATA_PPM, settings.send_data_rate),
+                            (ns.LOSS_SEND_CONTROL_PPM, settings.send_control_rate)):
+            state[index] = round(rate * PPM)
+        state[ns.LOSS_RANDOM_STATE] = random_seed(settings.seed)
+        state[ns.LOSS_GAP_TERM_ID] = settings.gap_term_id
+        state[ns.LOSS_GAP_TERM_OFFSET] = settings.gap_term_offset
+        state[ns.LOSS_GAP_LENGTH] = settings.gap_length
+        state[ns.LOSS_BLOCKED_PORT_COUNT] = len(settings.blocked_ports)
+        state[ns.LOSS_BLOCKED_PORTS:ns.LOSS_BLOCKED_PORTS + len(settings.blocked_ports)] = settings.blocked_ports
+        hosts = [host_as_int32(host) for host in settings.blocked_hosts]
+        state[ns.LOSS_BLOCKED_HOST_COUNT] = len(hosts)
+        state[ns.LOSS_BLOCKED_HOSTS:ns.LOSS_BLOCKED_HOSTS + len(hosts)] = hosts
+        state[ns.LOSS_DROPPED] = self.state[ns.LOSS_DROPPED]
+        state[ns.LOSS_IS_ACTIVE] = 1 if settings.drops_anything else 0
+        self.gap_dropped = np.zeros(max(0, settings.gap_length) // (8 * frame.FRAME_ALIGNMENT) + 1, np.uint8)
+        self.state = state  # a new array: the compiled path reads whichever it was handed
 
     @property
     def is_active(self) -> bool:
-        """Settings that may drop something are in force: every datagram goes through ``should_drop_*``."""
+        """Settings that may drop something are in force."""
         return self.settings.drops_anything
 
-    def _blocked(self, port: int) -> bool:
-        return port in self.settings.blocked_ports
+    @property
+    def dropped(self) -> int:
+        return int(self.state[ns.LOSS_DROPPED])
 
     def should_drop_receive(self, buffer: np.ndarray, length: int, source_port: int, local_port: int) -> bool:
         """A datagram just received on ``local_port`` from ``source_port``."""
-        settings = self.settings
-        drop = self._blocked(source_port) or self._blocked(local_port)
-        if not drop and length >= frame.HEADER_LENGTH and _frame_type(buffer) in (frame.HDR_TYPE_DATA,
-                                                                                 frame.HDR_TYPE_PAD):
-            drop = (settings.receive_data_rate > 0 and self.rng.random() < settings.receive_data_rate) or \
-                self._in_gap(buffer)
-        elif not drop:
-            drop = settings.receive_control_rate > 0 and self.rng.random() < settings.receive_control_rate
-        self.dropped += drop
-        return drop
+        return bool(kernels.should_drop_receive(self.state, self.gap_dropped, buffer, 0, length, source_port,
+                                                local_port))
 
     def should_drop_send(self, buffer: np.ndarray, length: int, destination_port: int, local_port: int,
-                         destination_host: str = "") -> bool:
+                         destination_host: str = "0.0.0.0") -> bool:
         """A datagram about to be sent from ``local_port`` to ``destination_host:destination_port``."""
-        settings = self.settings
-        drop = (self._blocked(destination_port) or self._blocked(local_port)
-                or destination_host in settings.blocked_hosts)
-        if not drop and length >= frame.HEADER_LENGTH and _frame_type(buffer) in (frame.HDR_TYPE_DATA,
-                                                                                 frame.HDR_TYPE_PAD):
-            drop = settings.send_data_rate > 0 and self.rng.random() < settings.send_data_rate
-        elif not drop:
-            drop = settings.send_control_rate > 0 and self.rng.random() < settings.send_control_rate
-        self.dropped += drop
-        return drop
-
-    def _in_gap(self, buffer: np.ndarray) -> bool:
-        """The first datagram carrying a frame that starts inside the gap is dropped; later copies pass."""
-        settings = self.settings
-        if settings.gap_length <= 0 or _i32(buffer, frame.TERM_ID_FIELD_OFFSET) != settings.gap_term_id:
-            return False
-        term_offset = _i32(buffer, frame.TERM_OFFSET_FIELD_OFFSET)
-        if not settings.gap_term_offset <= term_offset < settings.gap_term_offset + settings.gap_length:
-            return False
-        if term_offset in self.gap_dropped:
-            return False
-        self.gap_dropped.add(term_offset)
-        return True
+        return bool(kernels.should_drop_send(self.state, buffer, 0, length, destination_port, local_port,
+                                             host_as_int32(destination_host)))
 
 
-def _frame_type(buffer: np.ndarray) -> int:
-    return int(buffer[frame.TYPE_FIELD_OFFSET:frame.TYPE_FIELD_OFFSET + 2].view(np.uint16)[0])
+def host_as_int32(host: str) -> int:
+    """An IPv4 address as the kernels compare it: its four network-order bytes read as a native int32."""
+    return int.from_bytes(socket.inet_aton(host), "little", signed=True)

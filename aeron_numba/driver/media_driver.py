@@ -54,6 +54,9 @@ from aeron_numba.driver.command_queue import CommandQueue
 from aeron_numba.driver.context import (THREADING_MODE_DEDICATED, THREADING_MODE_SHARED,
                                         THREADING_MODE_SHARED_NETWORK, DriverContext)
 from aeron_numba.driver.driver_conductor import DriverConductor
+from aeron_numba.driver.network_cycles import NetworkCycles
+from aeron_numba.driver.receiver import Receiver
+from aeron_numba.driver.sender import Sender
 from aeron_numba.driver.warmup import warm_up_driver_kernels, warm_up_storage_length
 
 LOSS_REPORT_FILE = "loss-report.dat"
@@ -221,28 +224,34 @@ class MediaDriver:
                           ctx.receiver_cycle_threshold_ns)
         record_error = self.conductor._record_error
         conductor = _TerminatingConductor(self.conductor, self)
+        values = self.conductor.counters.values_buffer
         if ctx.threading_mode == THREADING_MODE_SHARED:
             # Conductor, sender and receiver take turns on this thread, and each one's cycle time counters get the
-            # shared cycle (with its own threshold), as in aeronmd.
-            runner = AgentRunner(CompositeAgent(conductor, network.sender, network.receiver),
-                                 ctx.idle_strategy("shared_idle_strategy"), record_error,
+            # shared cycle (with its own threshold), as in aeronmd. The compiled data path (network_cycles.py)
+            # returns when a client command arrives.
+            idle = ctx.idle_strategy("shared_idle_strategy")
+            cycles = NetworkCycles(values, network.sender, network.receiver,
+                                   add_watch=self.conductor.command_adapter.add_idle_watch, idle_strategy=idle)
+            runner = AgentRunner(CompositeAgent(conductor, network.sender, network.receiver, cycles), idle, record_error,
                                  duty_cycle_tracker=self._shared_tracker(conductor_cycle, sender_cycle, receiver_cycle))
             return runner, []
         sender_queue, receiver_queue = network.use_command_queues()
-        sender = _CommandDrivenAgent(sender_queue, network.sender)
-        receiver = _CommandDrivenAgent(receiver_queue, network.receiver)
         runner = AgentRunner(conductor, ctx.idle_strategy("conductor_idle_strategy"), record_error,
                              duty_cycle_tracker=self._tracker(*conductor_cycle))
         if ctx.threading_mode == THREADING_MODE_SHARED_NETWORK:
-            return runner, [AgentRunner(CompositeAgent(sender, receiver),
-                                        ctx.idle_strategy("shared_network_idle_strategy"), record_error,
+            idle = ctx.idle_strategy("shared_network_idle_strategy")
+            agent = _NetworkAgent("[sender,receiver]", (sender_queue, receiver_queue),
+                                  (network.sender, network.receiver), values, idle)
+            return runner, [AgentRunner(agent, idle, record_error,
                                         duty_cycle_tracker=self._shared_tracker(sender_cycle, receiver_cycle))]
         assert ctx.threading_mode == THREADING_MODE_DEDICATED, ctx.threading_mode
+        sender_idle = ctx.idle_strategy("sender_idle_strategy")
+        receiver_idle = ctx.idle_strategy("receiver_idle_strategy")
         return runner, [
-            AgentRunner(sender, ctx.idle_strategy("sender_idle_strategy"), record_error,
-                        duty_cycle_tracker=self._tracker(*sender_cycle)),
-            AgentRunner(receiver, ctx.idle_strategy("receiver_idle_strategy"), record_error,
-                        duty_cycle_tracker=self._tracker(*receiver_cycle)),
+            AgentRunner(_NetworkAgent("sender", (sender_queue,), (network.sender,), values, sender_idle), sender_idle,
+                        record_error, duty_cycle_tracker=self._tracker(*sender_cycle)),
+            AgentRunner(_NetworkAgent("receiver", (receiver_queue,), (network.receiver,), values, receiver_idle),
+                        receiver_idle, record_error, duty_cycle_tracker=self._tracker(*receiver_cycle)),
         ]
 
     def start_network_threads(self) -> None:
@@ -341,33 +350,50 @@ class _TerminatingConductor:
         self.conductor.on_close()
 
 
-class _CommandDrivenAgent:
-    """A network agent on a thread of its own: applies the commands its proxy queued (``command_queue.py``) at the
-    start of each duty cycle, as Aeron's sender and receiver drain their command queues, then does its work."""
+class _NetworkAgent:
+    """The sender, the receiver or both on a thread of their own: at the start of each duty cycle it applies the
+    commands their proxies queued (``command_queue.py``), as Aeron's sender and receiver drain their command
+    queues, then runs their Python duty cycles and their compiled data path (``network_cycles.py``, which returns
+    when a command is queued)."""
 
-    def __init__(self, queue: CommandQueue, agent):
-        self.queue = queue
-        self.agent = agent
+    def __init__(self, role_name: str, queues: tuple[CommandQueue, ...], agents: tuple, values_buffer, idle_strategy):
+        self._role_name = role_name
+        self.queues = queues
+        self.agents = agents
+        sender = next((a for a in agents if isinstance(a, Sender)), None)
+        receiver = next((a for a in agents if isinstance(a, Receiver)), None)
+        self.cycles = NetworkCycles(values_buffer, sender, receiver, add_watch=self._watch_queues,
+                                    idle_strategy=idle_strategy)
+
+    def _watch_queues(self, watch) -> None:
+        for queue in self.queues:
+            watch.watch_int64(queue.offers, 0)
 
     def role_name(self) -> str:
-        return self.agent.role_name()
+        return self._role_name
 
     def on_start(self) -> None:
-        self.agent.on_start()
+        for agent in self.agents:
+            agent.on_start()
 
     def do_work(self) -> int:
-        return self.queue.drain() + self.agent.do_work()
+        work = 0
+        for queue in self.queues:
+            work += queue.drain()
+        for agent in self.agents:
+            work += agent.do_work()
+        return work + self.cycles.do_work()
 
     def add_idle_watch(self, watch) -> bool:
-        """Only an agent with nothing to poll can wait in compiled code: then for its next command."""
-        add = getattr(self.agent, "add_idle_watch", None)
-        if add is None or not add(watch):
+        """Only agents with nothing to poll can wait in compiled code: then for their next command."""
+        if not all(agent.add_idle_watch(watch) for agent in self.agents):
             return False
-        watch.watch_int64(self.queue.offers, 0)
+        self._watch_queues(watch)
         return True
 
     def on_close(self) -> None:
-        self.agent.on_close()
+        for agent in self.agents:
+            agent.on_close()
 
 
 class MediaDriverProcess:

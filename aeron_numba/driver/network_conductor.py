@@ -17,9 +17,12 @@ conductor drops it from its lists and asks the sender or receiver to let go of i
 it released (``on_*_released`` / ``on_*_closed``, via the ``DriverConductorProxy``) are its counters freed, its log
 unmapped and its sockets closed. Until then it is "releasing" here and still counts as a user of its endpoint.
 Shared between the threads as plain attributes, each read or written in one GIL-atomic step: a publication's and
-an image's ``state`` and positions, an image's ``subscribers`` (replaced, never changed in place), an endpoint's
-``stream_refs`` (written only here), a publication's ``spies`` (changed only here, read by the sender: a spy
-removed during a sender cycle is at worst skipped in that cycle; its freed counter keeps its value until reused).
+an image's ``state`` and positions, an image's ``subscribers`` (changed only here, through ``add_subscriber`` /
+``remove_subscriber``, which hand the compiled path a new array of counter ids each time; the receiver's Python scan
+of the list may miss an entry changed during that scan, for that one cycle), an endpoint's ``stream_refs`` (written
+only here), a publication's ``spies`` (changed only here, read by the sender: a spy removed during a sender cycle
+is at worst skipped in that cycle). A counter freed here keeps its value until it is reused, after
+``counter_free_to_reuse_timeout``, so a late read on the other thread sees the last value.
 
 Multicast (spec/transport.md §16): a channel's send endpoint binds and joins the control group (status
 messages and NAKs come back there) and sends to the data group; its receive endpoint binds and joins the data
@@ -495,11 +498,9 @@ class NetworkConductor:
             return
         endpoint = link.endpoint
         for image in self.images:
-            gone = [s for s in image.subscribers if s.subscription is link]
-            if gone:  # a new list: the receiver may be scanning the old one for its status message position
-                image.subscribers = [s for s in image.subscribers if s.subscription is not link]
-                for subscriber in gone:
-                    self.counters.free(subscriber.counter_id)
+            for subscriber in [s for s in image.subscribers if s.subscription is link]:
+                image.remove_subscriber(subscriber)
+                self.counters.free(subscriber.counter_id)
         endpoint.remove_subscription(link.stream_id)
         if link.stream_id not in endpoint.stream_refs:
             for image in self.images:  # nobody wants this stream here any more
@@ -624,7 +625,7 @@ class NetworkConductor:
                                             registration_id=link.registration_id, owner_id=link.client_id,
                                             reference_id=image.correlation_id)
         ck.set_counter_value(self.counters.values_buffer, counter_id, join_position)
-        image.subscribers = [*image.subscribers, ImageSubscriber(link, counter_id)]  # replaced: see the docstring
+        image.add_subscriber(ImageSubscriber(link, counter_id))
         link.images[image.correlation_id] = counter_id
         self.conductor.client_proxy.on_available_image(
             correlation_id=image.correlation_id, stream_id=image.stream_id, session_id=image.session_id,

@@ -17,6 +17,11 @@ but only while the publication is connected. A publication with receivers is con
 connected only when it says spies simulate a connection (``ssc=true``, or the driver's
 ``AERON_SPIES_SIMULATE_CONNECTION``): then ``snd-pos`` follows the fastest spy, as in Aeron. Draining waits for
 the spies to read up to the end of stream.
+
+The sender's hot state (sender position and limit, the last status message of the receiver it knows) is a state
+row (``layout/network_state.py``) that the compiled path (``kernels/publication_sender.py``) moves: data is scanned
+and sent, and that receiver's status messages taken, without Python; the attributes naming those fields read the
+row. SETUPs, heartbeats, retransmits, RTT replies, other receivers and flow control strategies stay here.
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ from aeron_numba.driver.ipc_publication import ImageChange, State, SubscriberPos
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import publication_sender
-from aeron_numba.kernels import term_scanner
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
 from aeron_numba.kernels.udp_socket import SendBatch
+
+#: Datagrams of a retransmit per ``sendmmsg``.
+RESEND_BATCH_LENGTH = 16
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import network_state as ns
@@ -109,16 +116,20 @@ class NetworkPublication:
                               (ns.PUBLICATION_SENDER_LIMIT, self.flow_control.initial_limit(start)),
                               (ns.PUBLICATION_SND_POS_COUNTER_ID, self.snd_pos_counter_id),
                               (ns.PUBLICATION_SND_BPE_COUNTER_ID, self.snd_bpe_counter_id),
-                              (ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS, self.now_ns)):
+                              (ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS, self.now_ns),
+                              (ns.PUBLICATION_SND_LMT_COUNTER_ID, self.snd_lmt_counter_id),
+                              (ns.PUBLICATION_UNICAST_FLOW_CONTROL,
+                               1 if type(self.flow_control) is UnicastFlowControl else 0),
+                              (ns.PUBLICATION_TIME_OF_LAST_SM_NS, self.now_ns)):
             row[column] = value
-        self._collect_result = np.zeros(1, np.int64)
+        self._collect_result = np.zeros(2, np.int64)
+        self._resend_batch = SendBatch(RESEND_BATCH_LENGTH)
         self.clean_position = max(0, start - self.term_length)
         self.trip_limit = 0
         self.is_connected = False  # the log's is_connected: receivers, or spies simulating a connection
         self.is_setup_elicited = False  # a receiver asked for a SETUP (SM flagged send-setup)
         self.setup_flags = ul.SETUP_GROUP_FLAG if self.channel.has_group_semantics else 0
         self.time_of_last_setup_ns = self.now_ns - self.setup_timeout_ns
-        self.time_of_last_sm_ns = self.now_ns
         # receiver id -> (consumption position, ns of its last SM): draining waits for these to reach the end.
         self.receiver_positions: dict[int, tuple[int, int]] = {}
         self.last_sender_position = start
@@ -135,6 +146,7 @@ class NetworkPublication:
     sender_position = ns.row_field(ns.PUBLICATION_SENDER_POSITION)
     sender_limit = ns.row_field(ns.PUBLICATION_SENDER_LIMIT)
     time_of_last_send_or_heartbeat_ns = ns.row_field(ns.PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS)
+    time_of_last_sm_ns = ns.row_field(ns.PUBLICATION_TIME_OF_LAST_SM_NS)
 
     @property
     def has_receivers(self) -> bool:
@@ -261,14 +273,16 @@ class NetworkPublication:
     def _send_data(self, now_ns: int, batch: SendBatch) -> int:
         """Datagrams of whole frames up to the sender limit, at most a batch of them per duty cycle (Aeron sends one
         or two: ours returns to Python between cycles, so a batch keeps a stream from being capped by that).
-        Compiled and sent in one ``sendmmsg`` when the endpoint sends to one address with no loss generator;
-        else the endpoint sends each datagram (``kernels/publication_sender.py``)."""
+        Compiled and sent in one ``sendmmsg`` when the endpoint sends to one address; else the endpoint sends each
+        datagram to each destination (``kernels/publication_sender.py``)."""
         endpoint = self.endpoint
         sockaddr = endpoint.remote_sockaddr
-        if sockaddr is not None and not endpoint.transport.may_drop:
-            sent = int(publication_sender.send_data(self.row, batch.msgs, batch.iovecs, batch.vlen,
-                                                    endpoint.transport.fd, sockaddr.ctypes.data, now_ns,
-                                                    self.values_buffer, self._collect_result))
+        if sockaddr is not None:
+            transport = endpoint.transport
+            sent = int(publication_sender.send_data(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
+                                                    sockaddr.ctypes.data, now_ns, self.values_buffer,
+                                                    transport.loss.state.ctypes.data, transport.local_port,
+                                                    self._collect_result))
             if sent < 0:
                 raise OSError(-sent, os.strerror(-sent))
             return sent
@@ -298,6 +312,9 @@ class NetworkPublication:
         position = pos.compute_position(consumption_term_id, consumption_term_offset, self.bits,
                                         self.initial_term_id)
         self.receiver_positions[receiver_id] = (position, now_ns)
+        row = self.row  # the compiled path takes this receiver's next status messages (publication_sender)
+        row[ns.PUBLICATION_SM_RECEIVER_ID], row[ns.PUBLICATION_SM_POSITION] = receiver_id, position
+        row[ns.PUBLICATION_SM_RECEIVED_NS] = now_ns
         limit = position + max(0, receiver_window)
         self._update_sender_limit(self.flow_control.on_status_message(limit, receiver_id, self.sender_limit, now_ns))
         self.time_of_last_sm_ns = now_ns
@@ -327,23 +344,30 @@ class NetworkPublication:
                 del self.retransmits[key]
 
     def _resend(self, term_id: int, term_offset: int, length: int) -> None:
-        position = pos.compute_position(term_id, term_offset, self.bits, self.initial_term_id)
-        if position < self.sender_position - self.term_length:
+        """The frames of the range again (``kernels/publication_sender.resend``): in ``sendmmsg`` batches to one
+        address, or entry by entry through the endpoint to each of its destinations."""
+        batch = self._resend_batch
+        endpoint = self.endpoint
+        transport = endpoint.transport
+        if endpoint.remote_sockaddr is not None:
+            sent = int(publication_sender.resend(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
+                                                 endpoint.remote_sockaddr.ctypes.data, term_id, term_offset, length,
+                                                 self.values_buffer, transport.loss.state.ctypes.data,
+                                                 transport.local_port, self._collect_result))
+            if sent < 0:
+                raise OSError(-sent, os.strerror(-sent))
             return
-        term_base = pos.index_by_position(position, self.bits) * self.term_length
-        remaining, offset = length, term_offset
-        while remaining > 0:
-            packed = term_scanner.scan_for_availability(self.log.buffer, term_base, offset,
-                                                         min(remaining, self.mtu), self.term_length)
-            available = term_scanner.available_of(packed)
-            if available <= 0:
-                break
-            self.endpoint.send(self.log.buffer[term_base + offset:term_base + offset + available])
-            self.system_counters.increment(cl.RETRANSMITS_SENT)
-            self.system_counters.increment(cl.RETRANSMITTED_BYTES, available)
-            step = available + term_scanner.padding_of(packed)
-            offset += step
-            remaining -= step
+        buffer, result = self.log.buffer, self._collect_result
+        base = buffer.ctypes.data
+        while length > 0:
+            if publication_sender.collect_resend(self.row, buffer, batch.msgs, batch.iovecs, batch.vlen, 0, term_id,
+                                                 term_offset, length, self.values_buffer, result) <= 0:
+                return
+            for index in range(int(result[publication_sender.COLLECTED])):
+                start, size = batch.entry(index)
+                endpoint.send(buffer[start - base:start - base + size])
+            term_offset += int(result[publication_sender.CONSUMED])
+            length -= int(result[publication_sender.CONSUMED])
 
     def on_rttm(self, echo_timestamp_ns: int, receiver_id: int, is_reply: bool, now_ns: int) -> None:
         """A receiver measuring the round trip: echo its timestamp straight back as a reply."""
@@ -402,12 +426,21 @@ class NetworkPublication:
         if self.has_receivers:
             if self.sender_position < end:
                 return False
-            # tuple(): one GIL-atomic copy; the sender's thread may add a receiver while the conductor reads.
-            live = [position for position, seen_ns in tuple(self.receiver_positions.values())
+            live = [position for position, seen_ns in self._receiver_positions().values()
                     if now_ns - seen_ns <= self.connection_timeout_ns]
             if any(position < end for position in live):
                 return False
         return all(position >= end for position in self.spy_positions())
+
+    def _receiver_positions(self) -> dict[int, tuple[int, int]]:
+        """Each receiver's last consumption position and when it came: what Python saw, updated by what the
+        compiled path took since (``PUBLICATION_SM_*``)."""
+        positions = dict(self.receiver_positions)
+        row = self.row
+        if row[ns.PUBLICATION_SM_RECEIVED_NS]:
+            positions[int(row[ns.PUBLICATION_SM_RECEIVER_ID])] = (int(row[ns.PUBLICATION_SM_POSITION]),
+                                                                  int(row[ns.PUBLICATION_SM_RECEIVED_NS]))
+        return positions
 
     def _check_for_blocked_publisher(self, now_ns: int) -> None:
         """§15.1 with the sender position as the consumer: a publisher died mid-claim ahead of the sender."""

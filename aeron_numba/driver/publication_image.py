@@ -17,6 +17,11 @@ stream of one session feed one image); end of stream then needs every connection
 
 Conductor side (its duty cycle and timer): cleans the log behind the slowest subscriber, and runs the lifecycle
 ACTIVE -> (no packet for the image liveness timeout, or end of stream consumed) DRAINING -> LINGER -> DONE.
+
+The receiver side is compiled (``kernels/image_receiver.py``: ``insert_packet`` and ``receiver_work``) and works on
+the image's state row (``layout/network_state.py``), which the compiled network cycles reach by address; the
+attributes below that name those fields read and write the row. Python keeps what it decides: the NAK itself
+(with its loss report), status messages to the several connections of a multi-destination image, the lifecycle.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy as np
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import image_receiver
+from aeron_numba.kernels import udp_socket
 from aeron_numba.kernels import loss_detector as ld
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
@@ -131,14 +137,24 @@ class PublicationImage:
                               (ns.IMAGE_TIME_OF_LAST_PACKET_NS, self.now_ns),
                               (ns.IMAGE_END_OF_STREAM_POSITION, ns.NO_POSITION),
                               (ns.IMAGE_RCV_HWM_COUNTER_ID, self.rcv_hwm_counter_id),
-                              (ns.IMAGE_RCV_POS_COUNTER_ID, self.rcv_pos_counter_id)):
+                              (ns.IMAGE_RCV_POS_COUNTER_ID, self.rcv_pos_counter_id),
+                              (ns.IMAGE_NAK_DELAY_NS, self.nak_delay_ns),
+                              (ns.IMAGE_NAK_RETRY_DELAY_NS, self.nak_retry_delay_ns),
+                              (ns.IMAGE_STATUS_MESSAGE_TIMEOUT_NS, self.status_message_timeout_ns),
+                              (ns.IMAGE_RECEIVER_WINDOW, self.receiver_window),
+                              (ns.IMAGE_RECEIVER_ID, self.receiver_id),
+                              (ns.IMAGE_IMAGE_LIVENESS_TIMEOUT_NS, self.image_liveness_timeout_ns)):
             row[column] = value
         self._state = ImageState.ACTIVE
         self.clean_position = self.join_position
         self.loss_state = np.zeros(ld.LOSS_STATE_LENGTH, dtype=np.int64)
+        row[ns.IMAGE_LOSS_STATE_ADDRESS] = self.loss_state.ctypes.data
+        self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
+        self._control_sockaddr = None  # kept alive while the row points at it
+        self._subscriber_ids = self._retired_subscriber_ids = np.zeros(0, np.int64)
+        self.refresh_compiled_work()
         self.loss_report_entry = None  # created at this image's first loss (§13.1), one per image
         self.control = np.zeros(64, dtype=np.uint8)
-        self.active_transport_count = 0  # as written in the log's metadata
         for counter_id in (self.rcv_hwm_counter_id, self.rcv_pos_counter_id):
             self._set_counter(counter_id, self.join_position)
 
@@ -158,6 +174,7 @@ class PublicationImage:
     last_sm_window = ns.row_field(ns.IMAGE_LAST_SM_WINDOW)
     time_of_last_sm_ns = ns.row_field(ns.IMAGE_TIME_OF_LAST_SM_NS)
     time_of_last_packet_ns = ns.row_field(ns.IMAGE_TIME_OF_LAST_PACKET_NS)
+    active_transport_count = ns.row_field(ns.IMAGE_ACTIVE_TRANSPORT_COUNT)  # as written in the log's metadata
 
     @property
     def end_of_stream_position(self) -> int | None:
@@ -217,37 +234,37 @@ class PublicationImage:
 
     # -------------------------------------------------------------------------------- receiver: duty
     def do_receiver_work(self, now_ns: int) -> int:
+        """Loss detection and status messages (``kernels/image_receiver.receiver_work``, which the compiled network
+        cycles also run for an image with ``compiled_work``); what it leaves is done here: a due NAK, and the status
+        message of an image with several connections."""
         if self.state is not ImageState.ACTIVE:
             return 0
-        return self._track_rebuild(now_ns) + self._send_pending_status_message(now_ns)
+        if self.feedback_delay is not None and self.hwm_position > self.rebuild_position:
+            # A fresh random backoff; the scan uses it only if it (re)arms a NAK.
+            self.row[ns.IMAGE_NAK_DELAY_NS] = self.row[ns.IMAGE_NAK_RETRY_DELAY_NS] = self.feedback_delay.delay_ns()
+        result = self._work_result
+        image_receiver.receiver_work(self.row, self.log.buffer, self.values_buffer, now_ns, self.control, result)
+        flags = int(result[image_receiver.WORK_FLAGS])
+        if flags & image_receiver.NAK_DUE:
+            self.on_nak_due(now_ns)
+        if flags & image_receiver.SM_PENDING:
+            self._send_to_connections(int(result[image_receiver.WORK_SM_LENGTH]), cl.STATUS_MESSAGES_SENT, now_ns)
+            self._update_active_transport_count(now_ns)
+        return int(result[image_receiver.WORK_DONE])
 
-    def _track_rebuild(self, now_ns: int) -> int:
-        rebuild = self.rebuild_position
-        if self.hwm_position <= rebuild:
-            return 0
-        term = self.log.term(pos.index_by_position(rebuild, self.bits))
-        nak_delay_ns, nak_retry_delay_ns = self.nak_delay_ns, self.nak_retry_delay_ns
-        if self.feedback_delay is not None:  # a fresh random backoff; the scan uses it only if it (re)arms a NAK
-            nak_delay_ns = nak_retry_delay_ns = self.feedback_delay.delay_ns()
-        result, flags = ld.loss_detector_scan(term, rebuild, self.hwm_position, now_ns, self.loss_state,
-                                              self.initial_term_id, nak_delay_ns, nak_retry_delay_ns)
-        work = 0
-        if result > rebuild:
-            self.rebuild_position = result
-            self._set_counter(self.rcv_pos_counter_id, result)
-            work = 1
-        if flags & ld.SCAN_CORRUPT:
-            self.system_counters.increment(cl.INVALID_PACKETS)
-        if flags & ld.SEND_NAK:
-            term_id, term_offset, length = (int(self.loss_state[i]) for i in (
-                ld.STATE_NAK_TERM_ID, ld.STATE_NAK_TERM_OFFSET, ld.STATE_NAK_LENGTH))
-            self._report_loss(length)
-            if self.reliable:
-                self._send_nak(term_id, term_offset, length, now_ns)
-            elif ld.fill_gap(term, term_id, term_offset, length, self.session_id, self.stream_id) == ld.GAP_FILLED:
-                self.system_counters.increment(cl.LOSS_GAP_FILLS)
-            work = 1
-        return work
+    def on_nak_due(self, now_ns: int) -> None:
+        """The loss detector's scan asked for the gap in its state: reported to loss-report.dat, then NAKed, or
+        for ``reliable=false`` filled with padding."""
+        term_id, term_offset, length = (int(self.loss_state[i]) for i in (
+            ld.STATE_NAK_TERM_ID, ld.STATE_NAK_TERM_OFFSET, ld.STATE_NAK_LENGTH))
+        self._report_loss(length)
+        if self.reliable:
+            self._send_nak(term_id, term_offset, length, now_ns)
+            return
+        term = self.log.term(pos.index_by_position(pos.compute_position(term_id, term_offset, self.bits,
+                                                                        self.initial_term_id), self.bits))
+        if ld.fill_gap(term, term_id, term_offset, length, self.session_id, self.stream_id) == ld.GAP_FILLED:
+            self.system_counters.increment(cl.LOSS_GAP_FILLS)
 
     def _report_loss(self, length: int) -> None:
         """Record a gap in loss-report.dat, as Aeron does each time a gap is NAKed or filled."""
@@ -271,28 +288,42 @@ class PublicationImage:
         size = uf.encode_nak(self.control, 0, self.session_id, self.stream_id, term_id, term_offset, length)
         self._send_to_connections(size, cl.NAK_MESSAGES_SENT, now_ns)
 
+    # ------------------------------------------------------------------------------------- subscribers
+    def add_subscriber(self, subscriber: ImageSubscriber) -> None:
+        self.subscribers.append(subscriber)
+        self.refresh_compiled_work()
+
+    def remove_subscriber(self, subscriber: ImageSubscriber) -> None:
+        self.subscribers.remove(subscriber)
+        self.refresh_compiled_work()
+
+    def refresh_compiled_work(self) -> None:
+        """Tell ``receiver_work`` the subscribers' counters (a new array each time: a reader may still hold the
+        last one, kept alive until the next change) and whether the compiled cycles may run it: one connection,
+        with an address to answer, unicast NAK delays."""
+        row = self.row
+        row[ns.IMAGE_COMPILED_WORK] = 0
+        self._retired_subscriber_ids = self._subscriber_ids
+        self._subscriber_ids = np.array([s.counter_id for s in self.subscribers], np.int64)
+        row[ns.IMAGE_SUBSCRIBER_COUNT] = 0
+        row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS] = self._subscriber_ids.ctypes.data
+        row[ns.IMAGE_SUBSCRIBER_COUNT] = len(self._subscriber_ids)
+        connections = self.connections
+        # Group semantics draw a fresh random NAK backoff for each scan: that stays with the Python cycle.
+        if len(connections) == 1 and connections[0].time_of_last_activity_ns is None and \
+                connections[0].control_address is not None and self.feedback_delay is None:
+            self._control_sockaddr = udp_socket.sockaddr_in(*connections[0].control_address)
+            row[ns.IMAGE_CONTROL_FD] = connections[0].destination.transport.fd
+            row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS] = self._control_sockaddr.ctypes.data
+            row[ns.IMAGE_COMPILED_WORK] = 1
+
+    @property
+    def compiled_work(self) -> bool:
+        return bool(self.row[ns.IMAGE_COMPILED_WORK])
+
     def min_subscriber_position(self) -> int:
         positions = [self._get_counter(s.counter_id) for s in self.subscribers]
         return min(positions) if positions else self.rebuild_position
-
-    def _send_pending_status_message(self, now_ns: int) -> int:
-        position = min(self.min_subscriber_position(), self.rebuild_position)
-        window = self.receiver_window
-        due = now_ns - self.time_of_last_sm_ns >= self.status_message_timeout_ns
-        moved = position - self.last_sm_position >= window // 4
-        # Consumed to the end of stream: tell the sender now, so its draining publication can go.
-        at_end = self.end_of_stream_position is not None and position >= self.end_of_stream_position > \
-            self.last_sm_position
-        if not (due or moved or at_end or window != self.last_sm_window):
-            return 0
-        term_id = pos.compute_term_id_from_position(position, self.bits, self.initial_term_id)
-        term_offset = pos.compute_term_offset_from_position(position, self.bits)
-        size = uf.encode_status_message(self.control, 0, self.session_id, self.stream_id, term_id, term_offset,
-                                        window, self.receiver_id, 0, False, 0)
-        self._send_to_connections(size, cl.STATUS_MESSAGES_SENT, now_ns)
-        self.last_sm_position, self.last_sm_window, self.time_of_last_sm_ns = position, window, now_ns
-        self._update_active_transport_count(now_ns)
-        return 1
 
     def _update_active_transport_count(self, now_ns: int) -> None:
         """The log's active transport count (what a client's ``Image.active_transport_count`` reads): the

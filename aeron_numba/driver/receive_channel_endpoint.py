@@ -6,10 +6,10 @@ group). A multi-destination subscription (``control-mode=manual``, one endpoint 
 has only the destinations its clients add: frames from any of them feed the same images, and each image
 tracks which destinations have seen it (its connections) so its SMs and NAKs go back through each of them.
 Every datagram is validated first: anything malformed is dropped and counted as an invalid packet (the driver
-never dies on network input). Each poll reads the waiting datagrams in batches (``recvmmsg``); data of a session
-with an image on an ordinary endpoint is inserted in compiled code (``kernels/image_receiver.dispatch_batch``),
-without a Python call per datagram, and the rest comes back here one by one (as does everything while the loss
-generator is on, since it decides per datagram). Then:
+never dies on network input). Each poll reads the waiting datagrams in batches (``recvmmsg``); the loss generator's
+drops and data of a session with an image on an ordinary endpoint are dealt with in compiled code
+(``kernels/image_receiver.dispatch_batch``), without a Python call per datagram, and the rest comes back here one
+by one. Then:
 
 * DATA / PAD for a (session, stream) with an image: rebuilt into that image (MDS: its connection noted).
 * DATA for a subscribed stream but an unknown session (we joined late, or lost the SETUP): answered with a
@@ -145,6 +145,10 @@ class ReceiveChannelEndpoint:
         return destination.control_address if destination.control_address is not None else source
 
     # ------------------------------------------------------------------------------------- receiving
+    def is_fast(self, destination: ReceiveDestination) -> bool:
+        """Whether its data can be dispatched in compiled code: an ordinary endpoint, one destination per image."""
+        return not self.is_multi_destination
+
     def poll(self, now_ns: int, batch, images) -> int:
         """Read and dispatch what waits on every destination; returns the datagrams read. ``batch``: the
         receiver's ``ReceiveBatch``; ``images``: its ``ImageRows`` (the images the compiled path can find)."""
@@ -154,34 +158,31 @@ class ReceiveChannelEndpoint:
         for destination in self.destinations:
             transport = destination.transport
             transport.poll_loss_settings()
-            may_drop = transport.may_drop
-            fast = not (self.is_multi_destination or may_drop)
+            fast = self.is_fast(destination)
             read = 0
             while read < MAX_DATAGRAMS_PER_POLL:
                 count = transport.receive_batch(batch)
                 if count == 0:
                     break
                 read += count
-                image_receiver.dispatch_batch(batch.msgs, batch.buffer, batch.slot_length, count, self.endpoint_id,
-                                              images.addresses, images.count, values, now_ns, fast, slow)
-                for index in slow[1:1 + slow[image_receiver.SLOW_COUNT]]:
-                    self._on_batch_datagram(destination, transport, batch, int(index), may_drop, now_ns)
+                loss = transport.loss
+                image_receiver.dispatch_batch(batch.msgs, batch.names, batch.buffer, batch.slot_length, count,
+                                              self.endpoint_id, images.addresses, images.count, values, now_ns, fast,
+                                              loss.state, loss.gap_dropped, transport.local_port, slow)
+                self.on_slow_datagrams(destination, batch, slow, now_ns)
                 if count < batch.vlen:
                     break
             received += read
         return received
 
-    def _on_batch_datagram(self, destination: ReceiveDestination, transport, batch, index: int, may_drop: bool,
-                           now_ns: int) -> None:
-        length = udp_socket.datagram_length(batch.msgs, index)
-        if length < 0:
-            self.system_counters.increment(cl.INVALID_PACKETS)
-            return
-        data = batch.datagram(index, length)
-        source = batch.source(index)
-        if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
-            return
-        self._on_datagram(destination, data, length, source, now_ns)
+    def on_slow_datagrams(self, destination: ReceiveDestination, batch, slow: np.ndarray, now_ns: int) -> None:
+        """The datagrams of ``batch`` (read from ``destination``) the compiled dispatcher left: ``slow[1:]``."""
+        for index in slow[1:1 + slow[image_receiver.SLOW_COUNT]]:
+            length = udp_socket.datagram_length(batch.msgs, index)
+            if length < 0:
+                self.system_counters.increment(cl.INVALID_PACKETS)
+                continue
+            self._on_datagram(destination, batch.datagram(index, length), length, batch.source(index), now_ns)
 
     def _on_datagram(self, destination: ReceiveDestination, buf: np.ndarray, length: int, source: tuple[str, int],
                      now_ns: int) -> None:

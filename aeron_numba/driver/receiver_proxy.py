@@ -9,9 +9,10 @@ Left with the conductor, as plain attributes the receiver only reads (each read 
 operation): an endpoint's ``stream_refs`` (the conductor is its only writer; the receiver only tests membership,
 as Aeron's receiver reads the subscription state its proxy set), an image's ``state`` (the conductor moves it
 ACTIVE -> DRAINING -> LINGER -> DONE; the receiver stops feeding an image that is not ACTIVE) and an image's
-``subscribers`` (the conductor replaces the list, never changes it in place, so the receiver's scan of the
-``sub-pos`` counters always sees one whole list; a counter freed meanwhile keeps its value until it is reused,
-after ``counter_free_to_reuse_timeout``).
+``subscribers`` (the conductor changes it through ``add_subscriber`` / ``remove_subscriber``, which give the
+compiled path a new array of counter ids each time; the receiver's Python scan of the list may miss an entry
+changed during that scan, for one cycle, and never fails: CPython iterates a list by index; a counter freed
+meanwhile keeps its value until it is reused, after ``counter_free_to_reuse_timeout``).
 
 Removal is two-phase, as in Aeron (an image is freed once the receiver has released it): the receiver drops the
 image, endpoint or destination and then tells the conductor (``DriverConductorProxy``), which only then frees

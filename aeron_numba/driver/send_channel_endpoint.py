@@ -17,6 +17,7 @@ import numpy as np
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.driver.udp_transport import UdpTransport
 from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.kernels import loss_generator
 from aeron_numba.kernels import udp_socket
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
@@ -49,6 +50,7 @@ class SendChannelEndpoint:
         self.publications: dict[tuple[int, int], object] = {}  # (session id, stream id) -> NetworkPublication
         self.destinations: dict[tuple[str, int], _Destination] = {}
         self.ref_count = 0
+        self._kept = np.zeros(1 + MAX_DATAGRAMS_PER_POLL, np.int64)  # a batch's datagrams the loss generator kept
         self.now_ns = 0
         # Where data goes when it goes to one address (the compiled send path's sockaddr_in); None: several.
         self.remote_sockaddr = None if channel.is_multi_destination or channel.remote_data is None else \
@@ -78,22 +80,14 @@ class SendChannelEndpoint:
         """Read and dispatch the control frames waiting on the socket (in batches: the sender's ``ReceiveBatch``);
         returns how many were read."""
         self.now_ns = now_ns
-        transport = self.transport
-        transport.poll_loss_settings()
-        may_drop = transport.may_drop
+        self.transport.poll_loss_settings()
         received = 0
         while received < MAX_DATAGRAMS_PER_POLL:
-            count = transport.receive_batch(batch)
-            for index in range(count):
-                length = udp_socket.datagram_length(batch.msgs, index)
-                if length < 0:
-                    self.system_counters.increment(cl.INVALID_PACKETS)
-                    continue
-                data = batch.datagram(index, length)
-                source = batch.source(index)
-                if may_drop and transport.loss.should_drop_receive(data, length, source[1], transport.local_port):
-                    continue
-                self._on_datagram(data, length, source, now_ns)
+            count = self.transport.receive_batch(batch)
+            loss = self.transport.loss
+            loss_generator.keep_received(loss.state, loss.gap_dropped, batch.msgs, batch.names, batch.buffer,
+                                         batch.slot_length, count, self.transport.local_port, self._kept)
+            self.on_batch(batch, now_ns, self._kept)
             received += count
             if count < batch.vlen:
                 break
@@ -102,6 +96,16 @@ class SendChannelEndpoint:
                             if now_ns - d.time_of_last_activity_ns > DESTINATION_TIMEOUT_NS]:
                 del self.destinations[address]
         return received
+
+    def on_batch(self, batch, now_ns: int, indices: np.ndarray) -> None:
+        """The datagrams of ``batch`` (read from this endpoint's socket, past its loss generator) at
+        ``indices[1:1 + indices[0]]``."""
+        for index in indices[1:1 + indices[0]]:
+            length = udp_socket.datagram_length(batch.msgs, index)
+            if length < 0:
+                self.system_counters.increment(cl.INVALID_PACKETS)
+                continue
+            self._on_datagram(batch.datagram(index, length), length, batch.source(index), now_ns)
 
     def _on_datagram(self, buf: np.ndarray, length: int, source: tuple[str, int], now_ns: int) -> None:
         frame_type = uf.classify_datagram(buf, 0, length)

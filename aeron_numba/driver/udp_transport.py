@@ -2,7 +2,7 @@
 
 The sender and receiver agents poll these every duty cycle: ``receive_batch()`` reads every waiting datagram
 up to a batch (``recvmmsg``, in compiled code: ``kernels/udp_socket.py``) and leaves the loss generator's
-decisions to the endpoint, which makes them per datagram; ``send()`` never blocks (a full socket buffer counts
+decisions (``loss``) to the endpoint's compiled dispatch; ``send()`` never blocks (a full socket buffer counts
 as sent-and-lost, as UDP would). Socket errors from the network (ICMP port unreachable surfacing as
 ECONNREFUSED, a peer gone) never propagate: they are counted and the datagram is treated as lost.
 
@@ -93,11 +93,6 @@ class UdpTransport:
                 raise
             self.send_errors += 1
         return length
-
-    @property
-    def may_drop(self) -> bool:
-        """The loss generator is on: each datagram read must go through ``loss.should_drop_receive``."""
-        return self.loss_control is not None and self.loss.is_active
 
     def receive_batch(self, batch: udp_socket.ReceiveBatch) -> int:
         """Read the waiting datagrams into ``batch`` (at most its ``vlen``); returns how many (0: none)."""

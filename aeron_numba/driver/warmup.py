@@ -20,12 +20,13 @@ import numpy as np
 from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.kernels.error_log import ErrorLogReader
 from aeron_numba.codecs import driver_commands as dc
-from aeron_numba.kernels import loss_detector, term_appender, term_rebuilder, udp_frames
+from aeron_numba.kernels import loss_detector, publication_sender, term_appender, term_rebuilder, udp_frames
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.errors import AeronError
 from aeron_numba.layout import cnc
+from aeron_numba.layout import frame
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import publication_status
@@ -33,6 +34,7 @@ from aeron_numba.layout.counters import COUNTER_LENGTH
 
 from aeron_numba.driver.context import DriverContext
 from aeron_numba.driver.driver_conductor import DriverConductor
+from aeron_numba.driver.network_cycles import NetworkCycles
 
 _MS = 1_000_000
 
@@ -148,14 +150,18 @@ def _exercise(conductor: DriverConductor, ring: ManyToOneRingBuffer, cnc_file: C
 
 
 def _exercise_udp(conductor: DriverConductor, send, tick, cnc_file: CncFile) -> None:
-    """A loopback UDP stream through the sender and receiver agents, plus the loss paths on the side."""
+    """A loopback UDP stream through the sender and receiver agents and their compiled cycles, plus the paths
+    Python takes with a loss generator on (each datagram sent and inserted from Python, retransmits, NAKs)."""
     network = conductor.network
+    cycles = NetworkCycles(conductor.counters.values_buffer, network.sender, network.receiver,
+                           add_watch=conductor.command_adapter.add_idle_watch, idle_ns=0)
 
     def tick_all(times: int) -> None:
         for _ in range(times):
             tick()
             network.sender.do_work()
             network.receiver.do_work()
+            cycles.do_work()
 
     send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=2,
          channel="aeron:udp?endpoint=127.0.0.1:0")
@@ -171,6 +177,7 @@ def _exercise_udp(conductor: DriverConductor, send, tick, cnc_file: CncFile) -> 
     term_appender.concurrent_offer(publication.log.buffer, state, cnc_file.counters_values_buffer,
                                    np.zeros(64, np.uint8), 0, 64, 0)
     tick_all(10)
+    _exercise_python_udp_paths(network, publication, cnc_file)
     term = np.zeros(64 * 1024, np.uint8)  # the loss paths: a gap NAKed, a gap filled
     loss_state = loss_detector.new_loss_state()
     term_rebuilder.insert(term, 64, np.zeros(64, np.uint8), 0, 64)
@@ -181,3 +188,19 @@ def _exercise_udp(conductor: DriverConductor, send, tick, cnc_file: CncFile) -> 
     entry = conductor.loss_report.create_entry(64, 0, 1, 2, "aeron:udp?endpoint=127.0.0.1:0", "127.0.0.1:1")
     entry.record_observation(64, 1)
     publication.close_by_clients()
+
+
+def _exercise_python_udp_paths(network, publication, cnc_file: CncFile) -> None:
+    """What runs from Python when a loss generator is on: the log scanned for the endpoint to send each datagram,
+    a datagram inserted from Python, a retransmit, a NAK falling due."""
+    values = cnc_file.counters_values_buffer
+    batch = network.sender.send_batch
+    publication_sender.collect_data(publication.row, publication.log.buffer, batch.msgs, batch.iovecs, batch.vlen, 0,
+                                    0, values, np.zeros(1, np.int64))
+    publication._resend(publication.initial_term_id, 0, publication.mtu)
+    (image,) = network.images
+    heartbeat = network.receiver.batch.datagram(0, frame.HEADER_LENGTH)  # a heartbeat is a bare data header
+    udp_frames.encode_heartbeat(heartbeat, 0, 0, image.session_id, image.stream_id, image.initial_term_id, False)
+    image.insert_packet(heartbeat, len(heartbeat), 0)
+    image.loss_state[loss_detector.STATE_NAK_LENGTH] = 64
+    image.on_nak_due(0)

@@ -17,6 +17,7 @@ another thread meanwhile. ``nanosleep`` and ``clock_gettime`` are libc's, called
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 
 import numba
@@ -92,6 +93,18 @@ def _monotonic_ns(typingctx):
     return types.int64(), codegen
 
 
+@intrinsic
+def _sched_yield(typingctx):
+    """libc ``sched_yield``: give the core to another runnable thread, if there is one."""
+
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
 if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
 
     def _load_acquire_int64_at(address):  # noqa: F811
@@ -103,6 +116,9 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
     def _monotonic_ns():  # noqa: F811
         return time.monotonic_ns()
+
+    def _sched_yield():  # noqa: F811
+        os.sched_yield()
 
 
 @kernel
@@ -161,3 +177,9 @@ def park_until_changed(addresses, values, park_ns, deadline_ns, result):
 def monotonic_ns():
     """``CLOCK_MONOTONIC`` as the wait reads it (for tests: it must agree with ``time.monotonic_ns``)."""
     return _monotonic_ns()
+
+
+@kernel
+def yield_cpu():
+    """``sched_yield`` from compiled code (for loops that spin and must let others run on a shared core)."""
+    _sched_yield()

@@ -1,12 +1,12 @@
 """The receiver's per-datagram work in compiled code: a batch read off a socket, sorted into its network images.
 
 ``dispatch_batch`` takes the datagrams ``udp_socket.receive_datagrams`` just read from one receive endpoint's
-socket. Each one is validated (``classify_datagram``: anything malformed is counted as an invalid packet and
-dropped, the driver never dies on network input); DATA and PAD datagrams of a session with an active image of this
-endpoint go straight into that image's log (``insert_packet``); the rest (SETUP, RTT measurements, data of a
-session the driver has no image for yet, anything of a multi-destination endpoint, or everything while the
-endpoint's loss generator is on) is left for the Python dispatcher, whose decisions are per image, not per
-message: the kernel lists their batch indices in ``slow``.
+socket. What the socket's loss generator drops goes no further (``kernels/loss_generator.py``); each other one is
+validated (``classify_datagram``: anything malformed is counted as an invalid packet and dropped, the driver never
+dies on network input); DATA and PAD datagrams of a session with an active image of this endpoint go straight into
+that image's log (``insert_packet``); the rest (SETUP, RTT measurements, data of a session the driver has no image
+for yet, anything of a multi-destination endpoint) is left for the Python dispatcher, whose decisions are per image,
+not per message: the kernel lists their batch indices in ``slow``.
 
 ``insert_packet`` is the one implementation of Aeron's ``PublicationImage.insertPacket`` here: the Python path
 calls it too. Images are found by the addresses of their state rows (``layout/network_state.py``), and their logs
@@ -19,10 +19,12 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import position as pos
+from aeron_numba.kernels import loss_detector as ld
 from aeron_numba.kernels import term_rebuilder
+from aeron_numba.kernels.loss_generator import drops_received
 from aeron_numba.kernels.memory import bytes_at, int64s_at
-from aeron_numba.kernels.udp_frames import classify_datagram
-from aeron_numba.kernels.udp_socket import datagram_length
+from aeron_numba.kernels.udp_frames import classify_datagram, encode_status_message
+from aeron_numba.kernels.udp_socket import address_of, datagram_length, send_datagram_to
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer_descriptor as lb
@@ -30,6 +32,12 @@ from aeron_numba.layout import network_state as ns
 
 #: ``slow[0]`` after ``dispatch_batch``: how many batch indices follow it.
 SLOW_COUNT = 0
+#: ``receiver_work`` results: ``result[WORK_DONE]``, ``result[WORK_FLAGS]`` (``NAK_DUE``, ``SM_PENDING``) and
+#: ``result[WORK_SM_LENGTH]`` (the status message left in ``scratch`` when ``SM_PENDING``).
+WORK_DONE, WORK_FLAGS, WORK_SM_LENGTH = 0, 1, 2
+WORK_RESULT_LENGTH = 3
+NAK_DUE = 1  # the loss detector's NAK is due (its range in the image's loss state): the caller sends it
+SM_PENDING = 2  # a status message is due and encoded in scratch: the caller sends it to every connection
 
 
 @kernel
@@ -100,15 +108,18 @@ def find_image(row_addresses, row_count, endpoint_id, session_id, stream_id):
 
 
 @kernel
-def dispatch_batch(msgs, buffer, slot_length, count, endpoint_id, row_addresses, row_count, values, now_ns, fast,
-                   slow):
-    """Sort the ``count`` datagrams of a ``ReceiveBatch`` (``msgs``, ``buffer``, ``slot_length``) read from
-    endpoint ``endpoint_id``'s socket. With ``fast``, invalid ones are counted and dropped and data of an image in
-    ``row_addresses[:row_count]`` is inserted; every other index goes to ``slow[1:]`` with its count in
-    ``slow[0]``. Without ``fast`` every index goes to ``slow``. Returns the bytes inserted."""
+def dispatch_batch(msgs, names, buffer, slot_length, count, endpoint_id, row_addresses, row_count, values, now_ns,
+                   fast, loss_state, gap_dropped, local_port, slow):
+    """Sort the ``count`` datagrams of a ``ReceiveBatch`` (``msgs``, ``names``, ``buffer``, ``slot_length``) read
+    from endpoint ``endpoint_id``'s socket (bound to ``local_port``). What its loss generator (``loss_state``,
+    ``gap_dropped``) drops goes no further. With ``fast``, invalid ones are counted and dropped and data of an image
+    in ``row_addresses[:row_count]`` is inserted; every other index goes to ``slow[1:]`` with its count in
+    ``slow[0]``. Without ``fast`` every index kept goes to ``slow``. Returns the bytes inserted."""
     inserted = 0
     slow_count = 0
     for i in range(count):
+        if drops_received(loss_state, gap_dropped, msgs, names, buffer, slot_length, i, local_port):
+            continue
         if not fast:
             slow[1 + slow_count] = i
             slow_count += 1
@@ -134,3 +145,84 @@ def dispatch_batch(msgs, buffer, slot_length, count, endpoint_id, row_addresses,
         inserted += insert_packet(row, log, buffer, offset, length, now_ns, values, True)
     slow[SLOW_COUNT] = slow_count
     return inserted
+
+
+@kernel
+def _min_subscriber_position(row, values):
+    """The slowest subscriber's position, or the rebuild position when there is none."""
+    count = row[ns.IMAGE_SUBSCRIBER_COUNT]
+    if count == 0:
+        return row[ns.IMAGE_REBUILD_POSITION]
+    ids = int64s_at(row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS], count)
+    position = ck.get_counter_value(values, ids[0])
+    for i in range(1, count):
+        position = min(position, ck.get_counter_value(values, ids[i]))
+    return position
+
+
+@kernel
+def receiver_work(row, log, values, now_ns, scratch, result):
+    """The receiver's duty for one active image (Aeron's ``PublicationImage`` receiver side), after its data:
+
+    * loss detection from the rebuild position to the high-water mark (``loss_detector_scan``): the rebuild
+      position (``rcv-pos``) moves over what is complete; a NAK that falls due is left to the caller
+      (``NAK_DUE``: it reports the loss, and NAKs or, for ``reliable=false``, fills the gap);
+    * a status message when the slowest subscriber has consumed a quarter of the window since the last one, every
+      status message timeout, when the stream's end has been consumed, or when the window changed. An image with
+      ``IMAGE_COMPILED_WORK`` sends it here (and keeps the log's active transport count); any other gets it in
+      ``scratch`` (``SM_PENDING``) for its connections.
+    """
+    result[WORK_DONE], result[WORK_FLAGS], result[WORK_SM_LENGTH] = 0, 0, 0
+    work = 0
+    flags = 0
+    bits = row[ns.IMAGE_POSITION_BITS]
+    initial_term_id = row[ns.IMAGE_INITIAL_TERM_ID]
+    rebuild = row[ns.IMAGE_REBUILD_POSITION]
+    if row[ns.IMAGE_HWM_POSITION] > rebuild:
+        term_length = row[ns.IMAGE_TERM_LENGTH]
+        term_base = pos.index_by_position(rebuild, bits) * term_length
+        loss_state = int64s_at(row[ns.IMAGE_LOSS_STATE_ADDRESS], ld.LOSS_STATE_LENGTH)
+        scanned, scan_flags = ld.loss_detector_scan(log[term_base:term_base + term_length], rebuild,
+                                                    row[ns.IMAGE_HWM_POSITION], now_ns, loss_state, initial_term_id,
+                                                    row[ns.IMAGE_NAK_DELAY_NS], row[ns.IMAGE_NAK_RETRY_DELAY_NS])
+        if scanned > rebuild:
+            rebuild = scanned
+            row[ns.IMAGE_REBUILD_POSITION] = rebuild
+            ck.set_counter_value(values, row[ns.IMAGE_RCV_POS_COUNTER_ID], rebuild)
+            work = 1
+        if scan_flags & ld.SCAN_CORRUPT:
+            ck.get_and_add_counter_value(values, cl.INVALID_PACKETS, 1)
+        if scan_flags & ld.SEND_NAK:
+            flags |= NAK_DUE
+            work = 1
+    position = min(_min_subscriber_position(row, values), rebuild)
+    window = row[ns.IMAGE_RECEIVER_WINDOW]
+    last_position = row[ns.IMAGE_LAST_SM_POSITION]
+    end_of_stream = row[ns.IMAGE_END_OF_STREAM_POSITION]
+    due = now_ns - row[ns.IMAGE_TIME_OF_LAST_SM_NS] >= row[ns.IMAGE_STATUS_MESSAGE_TIMEOUT_NS]
+    moved = position - last_position >= window // 4
+    # Consumed to the end of stream: tell the sender now, so its draining publication can go.
+    at_end = end_of_stream != ns.NO_POSITION and position >= end_of_stream > last_position
+    if due or moved or at_end or window != row[ns.IMAGE_LAST_SM_WINDOW]:
+        length = encode_status_message(scratch, 0, row[ns.IMAGE_SESSION_ID], row[ns.IMAGE_STREAM_ID],
+                                       pos.compute_term_id_from_position(position, bits, initial_term_id),
+                                       pos.compute_term_offset_from_position(position, bits), window,
+                                       row[ns.IMAGE_RECEIVER_ID], 0, False, 0)
+        row[ns.IMAGE_LAST_SM_POSITION], row[ns.IMAGE_LAST_SM_WINDOW] = position, window
+        row[ns.IMAGE_TIME_OF_LAST_SM_NS] = now_ns
+        work += 1
+        if row[ns.IMAGE_COMPILED_WORK] == 1:
+            # Lost if the network refuses it (a full buffer): the next one is due within the timeout anyway.
+            send_datagram_to(row[ns.IMAGE_CONTROL_FD], address_of(scratch), length,
+                             row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS])
+            ck.get_and_add_counter_value(values, cl.STATUS_MESSAGES_SENT, 1)
+            ck.get_and_add_counter_value(values, cl.BYTES_SENT, length)
+            alive = 1 if now_ns < row[ns.IMAGE_TIME_OF_LAST_PACKET_NS] + row[ns.IMAGE_IMAGE_LIVENESS_TIMEOUT_NS] else 0
+            if alive != row[ns.IMAGE_ACTIVE_TRANSPORT_COUNT]:
+                row[ns.IMAGE_ACTIVE_TRANSPORT_COUNT] = alive
+                atomics.put_int32_release(log, row[ns.IMAGE_METADATA_OFFSET] + lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET,
+                                          alive)
+        else:
+            flags |= SM_PENDING
+            result[WORK_SM_LENGTH] = length
+    result[WORK_DONE], result[WORK_FLAGS] = work, flags

@@ -183,7 +183,13 @@ def datagram_length(msgs, index):
 def send_datagram(fd, data_address, length, sockaddr):
     """Send ``length`` bytes at ``data_address`` to the ``sockaddr_in`` in ``sockaddr`` (16 bytes). Returns the
     bytes sent or ``-errno``."""
-    sent = _sendto(fd, data_address, length, 0, address_of(sockaddr))
+    return send_datagram_to(fd, data_address, length, address_of(sockaddr))
+
+
+@kernel
+def send_datagram_to(fd, data_address, length, sockaddr_address):
+    """``send_datagram`` to the ``sockaddr_in`` at ``sockaddr_address``."""
+    sent = _sendto(fd, data_address, length, 0, sockaddr_address)
     if sent >= 0:
         return sent
     return -_errno()

@@ -45,7 +45,22 @@ IMAGE_TIME_OF_LAST_PACKET_NS = 15
 IMAGE_END_OF_STREAM_POSITION = 16  # NO_POSITION until a heartbeat flagged end of stream
 IMAGE_RCV_HWM_COUNTER_ID = 17
 IMAGE_RCV_POS_COUNTER_ID = 18
-IMAGE_ROW_LENGTH = 24
+# The image's own status messages and loss detection in compiled code (kernels/image_receiver.receiver_work), for an
+# image whose receiver work Python has nothing to decide in: one connection, reliable, unicast NAK delays.
+IMAGE_COMPILED_WORK = 19  # 1: receiver_work may run it
+IMAGE_CONTROL_FD = 20  # the socket its status messages and NAKs leave by ...
+IMAGE_CONTROL_SOCKADDR_ADDRESS = 21  # ... and where they go (a sockaddr_in's address)
+IMAGE_LOSS_STATE_ADDRESS = 22  # its loss detector's state (kernels/loss_detector.py)
+IMAGE_NAK_DELAY_NS = 23
+IMAGE_NAK_RETRY_DELAY_NS = 24
+IMAGE_STATUS_MESSAGE_TIMEOUT_NS = 25
+IMAGE_RECEIVER_WINDOW = 26
+IMAGE_RECEIVER_ID = 27
+IMAGE_IMAGE_LIVENESS_TIMEOUT_NS = 28
+IMAGE_ACTIVE_TRANSPORT_COUNT = 29  # as last written to the log's metadata
+IMAGE_SUBSCRIBER_COUNT = 30  # its subscribers' sub-pos counters: how many ...
+IMAGE_SUBSCRIBER_IDS_ADDRESS = 31  # ... and the address of their ids (an int64 array)
+IMAGE_ROW_LENGTH = 32
 
 # ---------------------------------------------------------------------------------------------- publication row
 PUBLICATION_SESSION_ID = 0
@@ -62,4 +77,29 @@ PUBLICATION_SND_POS_COUNTER_ID = 10
 PUBLICATION_SND_BPE_COUNTER_ID = 11
 PUBLICATION_HAS_RECEIVERS = 12  # 1 once a receiver's status message arrived: data goes out only then
 PUBLICATION_TIME_OF_LAST_SEND_OR_HEARTBEAT_NS = 13
-PUBLICATION_ROW_LENGTH = 16
+PUBLICATION_SND_LMT_COUNTER_ID = 14
+PUBLICATION_UNICAST_FLOW_CONTROL = 15  # 1: the sender limit is the one receiver's (the compiled path may move it)
+PUBLICATION_TIME_OF_LAST_SM_NS = 16
+PUBLICATION_SM_RECEIVER_ID = 17  # the receiver whose status messages the compiled path takes ...
+PUBLICATION_SM_POSITION = 18  # ... the consumption position its last one reported ...
+PUBLICATION_SM_RECEIVED_NS = 19  # ... and when (0: none yet)
+PUBLICATION_ROW_LENGTH = 24
+
+# --------------------------------------------------------------------------- a transport's loss generator
+# driver/loss_generator.py fills these from loss-control.dat; kernels/loss_generator.py decides with them.
+LOSS_IS_ACTIVE = 0  # 1: some datagram may be dropped (else nothing is checked)
+LOSS_RECEIVE_DATA_PPM = 1
+LOSS_RECEIVE_CONTROL_PPM = 2
+LOSS_SEND_DATA_PPM = 3
+LOSS_SEND_CONTROL_PPM = 4
+LOSS_RANDOM_STATE = 5  # the random generator's state (kernels/loss_generator.py)
+LOSS_GAP_TERM_ID = 6
+LOSS_GAP_TERM_OFFSET = 7
+LOSS_GAP_LENGTH = 8
+LOSS_DROPPED = 9  # datagrams dropped so far
+LOSS_BLOCKED_PORT_COUNT = 10
+LOSS_BLOCKED_PORTS = 11  # LOSS_MAX_BLOCKED of them
+LOSS_MAX_BLOCKED = 16
+LOSS_BLOCKED_HOST_COUNT = LOSS_BLOCKED_PORTS + LOSS_MAX_BLOCKED
+LOSS_BLOCKED_HOSTS = LOSS_BLOCKED_HOST_COUNT + 1  # IPv4 addresses as the int32 of their 4 network-order bytes
+LOSS_STATE_LENGTH = LOSS_BLOCKED_HOSTS + LOSS_MAX_BLOCKED

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from aeron_numba.kernels import image_receiver as IR
+from aeron_numba.kernels import network_duty_cycle as NDC
 from aeron_numba.kernels import publication_sender as PS
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import udp_socket as us
 from aeron_numba.kernels.counters import get_counter_value
+from aeron_numba.driver.loss_generator import LossControl, LossGenerator, LossSettings
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame as F
 from aeron_numba.layout import log_buffer_descriptor as lb
@@ -87,6 +89,7 @@ class Link:
         self.slow = np.zeros(9, np.int64)
         self.result = np.zeros(1, np.int64)
         self.state = new_pub_state(self.pub_log.buffer, True)
+        self.send_loss, self.receive_loss = LossGenerator(), LossGenerator()  # off until a test turns one on
         self.limit = LimitCounter()
 
     def offer(self, message: bytes) -> None:
@@ -95,15 +98,17 @@ class Link:
 
     def send(self) -> int:
         return PS.send_data(self.pub_row, self.send_batch.msgs, self.send_batch.iovecs, self.send_batch.vlen,
-                            self.sender.fileno(), self.destination.ctypes.data, 1, self.values, self.result)
+                            self.sender.fileno(), self.destination.ctypes.data, 1, self.values,
+                            self.send_loss.state.ctypes.data, self.sender.getsockname()[1], self.result)
 
     def receive(self, fast: bool = True) -> tuple[int, int]:
         """One batch: (datagrams read, bytes inserted)."""
         count = us.receive_datagrams(self.receiver.fileno(), self.receive_batch.msgs, self.receive_batch.vlen)
         assert count >= 0
-        inserted = IR.dispatch_batch(self.receive_batch.msgs, self.receive_batch.buffer,
+        inserted = IR.dispatch_batch(self.receive_batch.msgs, self.receive_batch.names, self.receive_batch.buffer,
                                      self.receive_batch.slot_length, count, ENDPOINT_ID, self.rows, 1, self.values,
-                                     2, fast, self.slow)
+                                     2, fast, self.receive_loss.state, self.receive_loss.gap_dropped,
+                                     self.receiver.getsockname()[1], self.slow)
         return count, inserted
 
     def counter(self, counter_id: int) -> int:
@@ -210,3 +215,141 @@ def test_socket_errors_come_back_as_negative_errno(sockets):
     closed.close()
     assert us.receive_datagrams(fd, batch.msgs, batch.vlen) == -9  # EBADF
     assert us.receive_datagrams(sockets[1].fileno(), batch.msgs, batch.vlen) == 0  # nothing waiting
+
+
+# ------------------------------------------------------------------------------ the compiled duty cycles
+def _socket_row(sock, loss: LossGenerator, endpoint_id: int = 0) -> list[int]:
+    return [sock.fileno(), endpoint_id, sock.getsockname()[1], loss.state.ctypes.data, loss.gap_dropped.ctypes.data,
+            loss.gap_dropped.size]
+
+
+class Cycles:
+    """``run_network_cycles`` over a Link: the publication sends from socket A to the image's socket B, the image
+    answers from B to A, A is the sender's control socket."""
+
+    def __init__(self, link: Link):
+        self.link = link
+        sender, receiver = link.sender, link.receiver
+        link.image_row[ns.IMAGE_COMPILED_WORK] = 1
+        link.image_row[ns.IMAGE_CONTROL_FD] = receiver.fileno()
+        self.answer_to = us.sockaddr_in(*sender.getsockname())
+        link.image_row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS] = self.answer_to.ctypes.data
+        link.image_row[ns.IMAGE_STATUS_MESSAGE_TIMEOUT_NS] = 200_000_000
+        link.image_row[ns.IMAGE_RECEIVER_WINDOW] = link.image_row[ns.IMAGE_LAST_SM_WINDOW]
+        link.image_row[ns.IMAGE_RECEIVER_ID] = 99
+        self.loss_state = np.zeros(16, np.int64)
+        link.image_row[ns.IMAGE_LOSS_STATE_ADDRESS] = self.loss_state.ctypes.data
+        link.image_row[ns.IMAGE_TIME_OF_LAST_SM_NS] = -(1 << 40)  # the first one is due at once
+        link.pub_row[ns.PUBLICATION_UNICAST_FLOW_CONTROL] = 1
+        self.publications = np.array([[link.pub_row.ctypes.data, sender.fileno(), link.destination.ctypes.data, 0]],
+                                     np.int64)
+        self.control_sockets = np.array([_socket_row(sender, link.send_loss)], np.int64)
+        self.receive_sockets = np.array([_socket_row(receiver, link.receive_loss, ENDPOINT_ID)], np.int64)
+        self.control_batch = us.ReceiveBatch(8, 65536)
+        self.slow = np.zeros(9, np.int64)
+        self.result = np.zeros(NDC.RESULT_LENGTH, np.int64)
+        self.no_words = np.zeros(0, np.int64)
+
+    def run(self, budget_ns: int = 50_000_000, idle_ns: int = 5_000_000) -> int:
+        link = self.link
+        NDC.run_network_cycles(self.publications, 1, self.receive_sockets, 1, self.control_sockets, 1, link.rows, 1,
+                               link.receive_batch.msgs, link.receive_batch.names, link.receive_batch.buffer,
+                               link.receive_batch.slot_length, link.receive_batch.vlen, self.control_batch.msgs,
+                               self.control_batch.names, self.control_batch.buffer, self.control_batch.vlen, link.send_batch.msgs, link.send_batch.iovecs,
+                               link.send_batch.vlen, self.no_words, self.no_words, link.values, budget_ns, idle_ns, 0,
+                               self.slow, link.result, np.zeros(64, np.uint8), np.zeros(3, np.int64), self.result)
+        return int(self.result[NDC.RESULT_REASON])
+
+
+def test_the_cycles_move_a_stream_through_its_window_with_status_messages_alone(tmp_path, sockets):
+    window = 4096
+    link = Link(tmp_path, sockets, sender_limit=window, window=window)
+    cycles = Cycles(link)
+    messages = [bytes([i]) * 200 for i in range(100)]  # 25 KiB of frames: the window must move six times
+    for message in messages:
+        link.offer(message)
+    # The first status message comes from a receiver the publication does not know yet: Python's to take.
+    assert cycles.run() == NDC.RETURN_CONTROL_FRAMES and cycles.slow[IR.SLOW_COUNT] == 1
+    assert uf.classify_datagram(cycles.control_batch.buffer, 0, us.datagram_length(cycles.control_batch.msgs, 0)) \
+        == F.HDR_TYPE_SM
+    link.pub_row[ns.PUBLICATION_SM_RECEIVER_ID] = 99  # what NetworkPublication.on_status_message records
+    link.pub_row[ns.PUBLICATION_SM_RECEIVED_NS] = 1
+    link.pub_row[ns.PUBLICATION_HAS_RECEIVERS] = 1
+    # From here the window moves in compiled code: the image's status messages, taken by the sender.
+    consumer = Consumer(link.image_log.buffer, TERM_LENGTH)  # no subscriber counters: the image answers for
+    end = len(messages) * 256  # its rebuild position
+    while link.image_row[ns.IMAGE_REBUILD_POSITION] < end:
+        reason = cycles.run(idle_ns=1_000_000)
+        assert reason in (NDC.RETURN_IDLE, NDC.RETURN_BUDGET), reason
+        consumer.drain()
+    consumer.drain()
+    assert consumer.messages == messages
+    assert link.counter(cl.STATUS_MESSAGES_RECEIVED) >= end // window  # each moved the window at most once over
+    assert link.pub_row[ns.PUBLICATION_SENDER_LIMIT] >= end
+
+
+def test_the_cycles_hand_python_the_datagrams_it_cannot_place(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=0, window=1 << 20)
+    cycles = Cycles(link)
+    link.image_row[ns.IMAGE_TIME_OF_LAST_SM_NS] = 1 << 62  # no status message due
+    setup = np.zeros(64, np.uint8)
+    length = uf.encode_setup(setup, 0, 0, SESSION_ID + 1, STREAM_ID, 0, 0, TERM_LENGTH, MTU, 0, 0)
+    link.sender.sendto(setup[:length].tobytes(), link.receiver.getsockname())
+    assert cycles.run() == NDC.RETURN_SLOW_DATAGRAMS
+    assert cycles.result[NDC.RESULT_INDEX] == 0 and list(cycles.slow[:2]) == [1, 0]  # socket 0, datagram 0
+    assert cycles.run(idle_ns=0) == NDC.RETURN_IDLE
+
+
+def _loss(tmp_path, generator: LossGenerator, settings: LossSettings) -> None:
+    control = LossControl.create(tmp_path)
+    control.write(settings)
+    generator.update(control)
+    control.close()
+
+
+def test_the_compiled_receive_path_drops_a_fixed_gap_once_and_takes_the_retransmit(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    frame_length = 1024 + F.HEADER_LENGTH
+    _loss(tmp_path, link.receive_loss, LossSettings(gap_term_id=INITIAL_TERM_ID, gap_term_offset=frame_length,
+                                                    gap_length=frame_length))
+    for _ in range(3):
+        link.offer(b"z" * 1000)
+    assert link.send() == 3 * frame_length
+    assert link.receive()[1] == 2 * frame_length  # the second frame was dropped
+    assert link.image_row[ns.IMAGE_HWM_POSITION] == 3 * frame_length and link.receive_loss.dropped == 1
+    link.pub_row[ns.PUBLICATION_SENDER_POSITION] = frame_length  # resend the second frame, as a retransmit would
+    assert link.send() == 2 * frame_length and link.receive()[0] == 2  # the gap's frame passes this time
+    assert _received_messages(link) == [b"z" * 1000] * 3
+
+
+def test_the_compiled_send_path_drops_what_goes_to_a_blocked_host(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    _loss(tmp_path, link.send_loss, LossSettings(blocked_hosts=("127.0.0.1",)))
+    link.offer(b"q" * 100)
+    assert link.send() > 0  # taken from the log and counted as sent, as UDP loses a datagram
+    assert link.receive() == (0, 0) and link.send_loss.dropped == 1
+    _loss(tmp_path, link.send_loss, LossSettings())
+    link.offer(b"r" * 100)
+    link.send()
+    assert link.receive()[0] == 1
+
+
+def test_a_retransmit_resends_the_frames_of_the_naked_range_in_one_batch(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    frame_length = 1024 + F.HEADER_LENGTH
+    _loss(tmp_path, link.receive_loss, LossSettings(gap_term_id=INITIAL_TERM_ID, gap_term_offset=frame_length,
+                                                    gap_length=2 * frame_length))
+    for _ in range(4):
+        link.offer(b"n" * 1000)
+    link.send()
+    link.receive()
+    assert link.receive_loss.dropped == 2
+    result = np.zeros(2, np.int64)
+    sent = PS.resend(link.pub_row, link.send_batch.msgs, link.send_batch.iovecs, link.send_batch.vlen,
+                     link.sender.fileno(), link.destination.ctypes.data, INITIAL_TERM_ID, frame_length,
+                     2 * frame_length, link.values, link.send_loss.state.ctypes.data, link.sender.getsockname()[1],
+                     result)
+    assert sent == 2 * frame_length
+    assert link.counter(cl.RETRANSMITS_SENT) == 2 and link.counter(cl.RETRANSMITTED_BYTES) == 2 * frame_length
+    assert link.receive()[0] == 2
+    assert _received_messages(link) == [b"n" * 1000] * 4

@@ -1,0 +1,171 @@
+"""The agent that keeps the driver's UDP data path in compiled code between its Python duty cycles.
+
+The sender's and receiver's own duty cycles (``sender.py``, ``receiver.py``) do everything once per cycle,
+including the work only Python does (heartbeats, SETUPs, retransmits, timers, frames of no image), and cost tens
+of microseconds of interpreter each. This agent, composed after them, hands the per-datagram part to
+``kernels/network_duty_cycle.run_network_cycles``: it sends, receives, takes the status messages of known
+receivers, detects loss and sends the images' status messages for as long as nothing needs Python, at most
+``budget_ns`` at a time, and hands back what does (SETUPs and other frames of no image, other control frames, a
+NAK due) to the endpoints and images that handle them. Only fast paths go in: publications whose endpoint sends to
+one address and sockets of ordinary endpoints (multi-destination ones stay with the Python cycles); the loss
+generator decides in compiled code too.
+
+After a pass that found work it keeps polling in compiled code for up to ``idle_ns``, since the next datagram of a
+busy stream is usually microseconds away, waiting as the runner's idle strategy would (``compiled_idle``); once a
+stream has been quiet for ``recent_ns`` it takes one pass per duty cycle and leaves the waiting to the runner.
+
+In SHARED mode it also watches the conductor's command queue (``add_watch``), so a client's command does not wait
+for the budget to run out.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH
+from aeron_numba.kernels import image_receiver
+from aeron_numba.kernels import network_duty_cycle as ndc
+from aeron_numba.kernels import publication_sender
+
+#: Longest compiled stretch before the Python cycles run again (status messages, loss detection, timers).
+DEFAULT_BUDGET_NS = 100_000
+#: After work, how long to keep polling in compiled code before handing the idle to the runner.
+DEFAULT_IDLE_NS = 50_000
+#: Work within this long counts as a busy stream (keep polling); after it, one pass per duty cycle.
+DEFAULT_RECENT_NS = 10_000_000
+#: ``yield_mask`` of a busy-spinning idle strategy: never yield.
+NEVER_YIELD = (1 << 62) - 1
+
+
+def compiled_idle(idle_strategy) -> tuple[bool, int]:
+    """How the cycles wait in compiled code under the runner's idle strategy: (keep polling after work, yield
+    mask). Spinning strategies poll without yielding (a benchmark with cores to spare); yielding and backing-off
+    ones yield after every empty pass (a pass makes two or more system calls already: yielding every 256 passes
+    measured 518 us round trips against 12.4 us yielding every pass); sleeping ones do not poll on: the runner's
+    sleep is what was asked for."""
+    alias = getattr(idle_strategy, "alias", None)
+    if alias in ("spin", "noop"):
+        return True, NEVER_YIELD
+    if alias in ("yield", "backoff", "controllable"):
+        return True, 0
+    return False, 0
+
+
+class NetworkCycles:
+    def __init__(self, values_buffer: np.ndarray, sender=None, receiver=None, *, add_watch=None, idle_strategy=None,
+                 budget_ns: int = DEFAULT_BUDGET_NS, idle_ns: int = DEFAULT_IDLE_NS,
+                 recent_ns: int = DEFAULT_RECENT_NS, nano_clock=time.monotonic_ns):
+        if sender is None and receiver is None:
+            raise ValueError("NetworkCycles needs a sender, a receiver or both")
+        self.values_buffer = values_buffer  # cnc.dat's counters, which the kernels count into
+        self.sender = sender
+        self.receiver = receiver
+        self.add_watch = add_watch  # names the words to watch, for each call (``add_idle_watch(watch)``)
+        self.budget_ns = budget_ns
+        keep_polling, self.yield_mask = compiled_idle(idle_strategy)
+        self.idle_ns = idle_ns if keep_polling else 0
+        self.recent_ns = recent_ns
+        self.nano_clock = nano_clock
+        self.time_of_last_work_ns = 0
+        self.result = np.zeros(ndc.RESULT_LENGTH, np.int64)
+        self._collect_result = np.zeros(1, np.int64)
+        self.slow = np.zeros(1 + RECEIVE_BATCH_LENGTH, np.int64)  # datagrams of a batch left to Python
+        self._scratch = np.zeros(64, np.uint8)  # an image's status message on its way
+        self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
+        self._no_words = np.zeros(0, np.int64)
+
+    def role_name(self) -> str:
+        return "network-cycles"
+
+    def on_start(self) -> None:
+        pass
+
+    def on_close(self) -> None:
+        pass
+
+    def add_idle_watch(self, watch) -> bool:
+        """As the sender's and receiver's: nothing to watch when they have nothing to poll."""
+        return all(agent is None or agent.add_idle_watch(watch) for agent in (self.sender, self.receiver))
+
+    # ------------------------------------------------------------------------------------------ tables
+    @staticmethod
+    def _socket_row(transport, endpoint_id: int = 0) -> tuple:
+        loss = transport.loss
+        return (transport.fd, endpoint_id, transport.local_port, loss.state.ctypes.data, loss.gap_dropped.ctypes.data,
+                loss.gap_dropped.size)
+
+    def _control_sockets(self) -> tuple[np.ndarray, list]:
+        endpoints = list(self.sender.endpoints) if self.sender is not None else []
+        table = np.array([self._socket_row(e.transport) for e in endpoints], np.int64)
+        return table.reshape(len(endpoints), ndc.SOCKET_COLUMNS), endpoints
+
+    def _publications(self, control_endpoints: list) -> np.ndarray:
+        rows = []
+        for publication in self.sender.publications if self.sender is not None else ():
+            endpoint = publication.endpoint
+            if endpoint.remote_sockaddr is not None:
+                rows.append((publication.row.ctypes.data, endpoint.transport.fd, endpoint.remote_sockaddr.ctypes.data,
+                             control_endpoints.index(endpoint)))
+        return np.array(rows, np.int64).reshape(len(rows), publication_sender.TABLE_COLUMNS)
+
+    def _receive_sockets(self) -> tuple[np.ndarray, list]:
+        sources = []
+        for endpoint in self.receiver.endpoints if self.receiver is not None else ():
+            for destination in endpoint.destinations:
+                if endpoint.is_fast(destination):
+                    sources.append((endpoint, destination))
+        table = np.array([self._socket_row(d.transport, e.endpoint_id) for e, d in sources], np.int64)
+        return table.reshape(len(sources), ndc.SOCKET_COLUMNS), sources
+
+    # -------------------------------------------------------------------------------------- duty cycle
+    def do_work(self) -> int:
+        control_sockets, control_endpoints = self._control_sockets()
+        publications = self._publications(control_endpoints)
+        receive_sockets, sources = self._receive_sockets()
+        if not (len(publications) or len(sources) or len(control_endpoints)):
+            return 0
+        now_ns = self.nano_clock()
+        idle_ns = self.idle_ns if now_ns - self.time_of_last_work_ns < self.recent_ns else 0
+        watch = None
+        if self.add_watch is not None:
+            watch = IdleWatch()
+            self.add_watch(watch)
+            watch.snapshot()
+        receiver, sender = self.receiver, self.sender
+        batch = receiver.batch if receiver is not None else sender.control_batch
+        images = receiver.image_rows if receiver is not None else None
+        control_batch = sender.control_batch if sender is not None else batch
+        send_batch = sender.send_batch if sender is not None else None
+        result = self.result
+        slow = self.slow
+        ndc.run_network_cycles(
+            publications, len(publications), receive_sockets, len(sources), control_sockets, len(control_endpoints),
+            images.addresses if images is not None else self._no_words, images.count if images is not None else 0,
+            batch.msgs, batch.names, batch.buffer, batch.slot_length, batch.vlen, control_batch.msgs,
+            control_batch.names, control_batch.buffer, control_batch.vlen,
+            send_batch.msgs if send_batch is not None else batch.msgs,
+            send_batch.iovecs if send_batch is not None else batch.iovecs,
+            send_batch.vlen if send_batch is not None else 0,
+            watch.addresses if watch is not None else self._no_words,
+            watch.values if watch is not None else self._no_words,
+            self.values_buffer, self.budget_ns, idle_ns, self.yield_mask,
+            slow, self._collect_result, self._scratch, self._work_result, result)
+        work, reason, index = int(result[ndc.RESULT_WORK]), int(result[ndc.RESULT_REASON]), int(result[ndc.RESULT_INDEX])
+        now_ns = self.nano_clock()
+        if reason == ndc.RETURN_SLOW_DATAGRAMS:
+            endpoint, destination = sources[index]
+            endpoint.on_slow_datagrams(destination, batch, slow, now_ns)
+        elif reason == ndc.RETURN_CONTROL_FRAMES:
+            control_endpoints[index].on_batch(control_batch, now_ns, slow)
+        elif reason == ndc.RETURN_NAK_DUE:
+            receiver.images[index].on_nak_due(now_ns)
+        elif reason == ndc.RETURN_ERROR:
+            raise OSError(-index, os.strerror(-index))
+        if work:
+            self.time_of_last_work_ns = now_ns
+        return work
+

@@ -1,0 +1,141 @@
+"""Many sender and receiver duty cycles in one compiled call, for as long as nothing needs Python.
+
+A Python duty cycle of the driver costs tens of microseconds, which is the whole budget of a UDP round trip.
+``run_network_cycles`` repeats the per-datagram work of both agents back to back: every fast publication sends
+what its window allows (``publication_sender.send_data``), every fast receive socket is read and its data
+inserted (``image_receiver.dispatch_batch``), every image with ``IMAGE_COMPILED_WORK`` detects loss and sends its
+status messages (``image_receiver.receiver_work``). It returns to Python as soon as Python has something to do, and
+says why in ``result[RESULT_REASON]``:
+
+* ``RETURN_SLOW_DATAGRAMS``: a receive batch holds datagrams only Python handles (SETUP, RTTM, an unknown
+  session); they wait in the batch, ``result[RESULT_INDEX]`` names the socket, ``result[RESULT_COUNT]`` the
+  batch size, ``slow`` the indices (``dispatch_batch``'s list);
+* ``RETURN_CONTROL_FRAMES``: control frames only Python handles (a new receiver's status message, NAKs, RTT)
+  came back to a send socket; they wait in the control batch (``result[RESULT_INDEX]`` names the socket, ``slow``
+  their indices), the status messages of known receivers already taken (``publication_sender``);
+* ``RETURN_NAK_DUE``: an image's loss detector wants a NAK sent (Python reports the loss and sends it);
+  ``result[RESULT_INDEX]`` names the image;
+* ``RETURN_WATCH``: a watched word changed (the conductor's command queue, in SHARED mode);
+* ``RETURN_BUDGET``: ``budget_ns`` passed: the agents' per-image and timer work (status messages, loss
+  detection, heartbeats) runs in Python that often;
+* ``RETURN_IDLE``: nothing came for ``idle_ns`` (the runner's idle strategy takes over from there), or at once
+  when ``idle_ns`` is 0;
+* ``RETURN_ERROR``: a socket failed; ``result[RESULT_INDEX]`` = ``-errno``.
+
+While it waits for work it calls ``sched_yield`` every ``yield_mask + 1`` empty passes: on a machine with fewer
+cores than busy threads, the peers it waits for need the core.
+"""
+
+from __future__ import annotations
+
+from aeron_numba.jit import kernel
+from aeron_numba.kernels.idle_wait import first_changed_word, monotonic_ns, yield_cpu
+from aeron_numba.kernels.image_receiver import NAK_DUE, SLOW_COUNT, WORK_DONE, WORK_FLAGS, dispatch_batch, receiver_work
+from aeron_numba.kernels.memory import bytes_at, int64s_at
+from aeron_numba.kernels.publication_sender import (TABLE_CONTROL, TABLE_FD, TABLE_ROW, TABLE_SOCKADDR, send_data,
+                                                     take_status_messages)
+from aeron_numba.kernels.udp_socket import receive_datagrams
+from aeron_numba.layout import network_state as ns
+
+RESULT_WORK, RESULT_REASON, RESULT_INDEX, RESULT_COUNT = 0, 1, 2, 3
+RESULT_LENGTH = 4
+RETURN_SLOW_DATAGRAMS, RETURN_CONTROL_FRAMES, RETURN_WATCH, RETURN_BUDGET, RETURN_IDLE, RETURN_ERROR = 1, 2, 3, 4, 5, 6
+RETURN_NAK_DUE = 7
+
+#: Columns of the socket tables (receive sockets and the sender's control sockets): the socket, its endpoint's id
+#: (receive sockets), its bound port and its loss generator (state and gap bitmap, by address).
+SOCKET_FD, SOCKET_ENDPOINT_ID, SOCKET_LOCAL_PORT, SOCKET_LOSS_STATE, SOCKET_GAP_DROPPED, SOCKET_GAP_LENGTH = range(6)
+SOCKET_COLUMNS = 6
+
+
+@kernel
+def _finish(result, work, reason, index, count):
+    result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX], result[RESULT_COUNT] = work, reason, index, count
+
+
+@kernel
+def run_network_cycles(publications, publication_count, receive_sockets, receive_count, control_sockets, control_count,
+                       image_rows, image_count, batch_msgs, batch_names, batch_buffer, slot_length, batch_vlen,
+                       control_msgs, control_names, control_buffer, control_vlen, send_msgs, send_iovecs, send_vlen, watch_addresses, watch_values, values,
+                       budget_ns, idle_ns, yield_mask, slow, collect_result, scratch, work_result, result):
+    """Run sender and receiver cycles until Python is needed (see the module docstring); ``result`` gets the work
+    done (datagrams sent and received), why it returned and where."""
+    start = monotonic_ns()
+    last_work = start
+    work = 0
+    empty_passes = 0
+    while True:
+        now = monotonic_ns()
+        found = 0
+        for i in range(publication_count):
+            row = int64s_at(publications[i, TABLE_ROW], ns.PUBLICATION_ROW_LENGTH)
+            if row[ns.PUBLICATION_HAS_RECEIVERS] == 0:
+                continue
+            control = publications[i, TABLE_CONTROL]
+            sent = send_data(row, send_msgs, send_iovecs, send_vlen, publications[i, TABLE_FD],
+                             publications[i, TABLE_SOCKADDR], now, values, control_sockets[control, SOCKET_LOSS_STATE],
+                             control_sockets[control, SOCKET_LOCAL_PORT], collect_result)
+            if sent < 0:
+                _finish(result, work + found, RETURN_ERROR, sent, 0)
+                return
+            if sent > 0:
+                found += collect_result[0]
+        for i in range(receive_count):
+            count = receive_datagrams(receive_sockets[i, SOCKET_FD], batch_msgs, batch_vlen)
+            if count < 0:
+                _finish(result, work + found, RETURN_ERROR, count, 0)
+                return
+            if count == 0:
+                continue
+            found += count
+            dispatch_batch(batch_msgs, batch_names, batch_buffer, slot_length, count,
+                           receive_sockets[i, SOCKET_ENDPOINT_ID], image_rows, image_count, values, now, True,
+                           int64s_at(receive_sockets[i, SOCKET_LOSS_STATE], ns.LOSS_STATE_LENGTH),
+                           bytes_at(receive_sockets[i, SOCKET_GAP_DROPPED], receive_sockets[i, SOCKET_GAP_LENGTH]),
+                           receive_sockets[i, SOCKET_LOCAL_PORT], slow)
+            if slow[SLOW_COUNT] > 0:
+                _finish(result, work + found, RETURN_SLOW_DATAGRAMS, i, count)
+                return
+        for i in range(control_count):
+            count = receive_datagrams(control_sockets[i, SOCKET_FD], control_msgs, control_vlen)
+            if count < 0:
+                _finish(result, work + found, RETURN_ERROR, count, 0)
+                return
+            if count == 0:
+                continue
+            found += count
+            take_status_messages(control_msgs, control_names, control_buffer, slot_length, count, publications,
+                                 publication_count, i, now, values,
+                                 int64s_at(control_sockets[i, SOCKET_LOSS_STATE], ns.LOSS_STATE_LENGTH),
+                                 bytes_at(control_sockets[i, SOCKET_GAP_DROPPED], control_sockets[i, SOCKET_GAP_LENGTH]),
+                                 control_sockets[i, SOCKET_LOCAL_PORT], slow)
+            if slow[SLOW_COUNT] > 0:
+                _finish(result, work + found, RETURN_CONTROL_FRAMES, i, count)
+                return
+        for i in range(image_count):
+            row = int64s_at(image_rows[i], ns.IMAGE_ROW_LENGTH)
+            if row[ns.IMAGE_COMPILED_WORK] == 0 or row[ns.IMAGE_IS_ACTIVE] == 0:
+                continue
+            receiver_work(row, bytes_at(row[ns.IMAGE_LOG_ADDRESS], row[ns.IMAGE_LOG_LENGTH]), values, now, scratch,
+                          work_result)
+            found += work_result[WORK_DONE]
+            if work_result[WORK_FLAGS] & NAK_DUE:
+                _finish(result, work + found, RETURN_NAK_DUE, i, 0)
+                return
+        work += found
+        if watch_addresses.shape[0] > 0 and first_changed_word(watch_addresses, watch_values) >= 0:
+            _finish(result, work, RETURN_WATCH, 0, 0)
+            return
+        if now - start >= budget_ns:
+            _finish(result, work, RETURN_BUDGET, 0, 0)
+            return
+        if found > 0:
+            last_work = now
+            empty_passes = 0
+        elif now - last_work >= idle_ns:
+            _finish(result, work, RETURN_IDLE, 0, 0)
+            return
+        else:
+            empty_passes += 1
+            if (empty_passes & yield_mask) == 0:
+                yield_cpu()
