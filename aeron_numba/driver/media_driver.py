@@ -231,7 +231,8 @@ class MediaDriver:
             # returns when a client command arrives.
             idle = ctx.idle_strategy("shared_idle_strategy")
             cycles = NetworkCycles(values, network.sender, network.receiver,
-                                   add_watch=self.conductor.command_adapter.add_idle_watch, idle_strategy=idle)
+                                   add_watch=self.conductor.command_adapter.add_idle_watch, idle_strategy=idle,
+                                   nano_clock=self.conductor.nano_clock)
             runner = AgentRunner(CompositeAgent(conductor, network.sender, network.receiver, cycles), idle, record_error,
                                  duty_cycle_tracker=self._shared_tracker(conductor_cycle, sender_cycle, receiver_cycle))
             return runner, []
@@ -363,7 +364,7 @@ class _NetworkAgent:
         sender = next((a for a in agents if isinstance(a, Sender)), None)
         receiver = next((a for a in agents if isinstance(a, Receiver)), None)
         self.cycles = NetworkCycles(values_buffer, sender, receiver, add_watch=self._watch_queues,
-                                    idle_strategy=idle_strategy)
+                                    idle_strategy=idle_strategy, nano_clock=agents[0].nano_clock)
 
     def _watch_queues(self, watch) -> None:
         for queue in self.queues:

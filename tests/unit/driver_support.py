@@ -78,10 +78,15 @@ class Harness:
     def network_work(self) -> None:
         """One duty cycle of the sender and of the receiver: in SHARED mode the agents themselves; with threads
         (SHARED_NETWORK, DEDICATED) their runners' agents, which first apply the commands the conductor queued,
-        driven here by hand on this thread, in Aeron's order (conductor, sender, receiver)."""
+        driven here by hand on this thread, in Aeron's order (conductor, sender, receiver). Their Python cycles only,
+        as in SHARED mode here: the compiled network cycles read the system clock, not the harness's cached one."""
         if self.driver.network_runners:
             for runner in self.driver.network_runners:
-                runner.agent.do_work()
+                agent = runner.agent
+                for queue in agent.queues:
+                    queue.drain()
+                for network_agent in agent.agents:
+                    network_agent.do_work()
         else:
             network = self.conductor.network
             network.sender.do_work()
