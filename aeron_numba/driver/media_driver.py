@@ -21,8 +21,10 @@ ends after its current duty cycle and is joined), applies the commands they left
 runner does not catch) is recorded as an error and stops the whole driver, which then exits with an error: a
 driver never looks alive (its heartbeat fresh) while nothing sends or receives.
 
-Under the GIL only one thread runs Python at a time, so until the duty cycles release the GIL in compiled code the
-extra threads add parallelism only to waits; see docs/driver-threading.md for what each mode costs.
+Each network thread also runs its own compiled data path (``network_cycles.py``: the sender's, the receiver's or
+both), which releases the GIL and returns when its command queue gets a command; in SHARED mode one runs beside
+the three agents and returns on a client command. Under the GIL only one thread runs Python at a time, and on two
+cores extra threads compete with the clients: see docs/driver-threading.md for what each mode costs.
 """
 
 from __future__ import annotations
