@@ -197,11 +197,11 @@ class MediaDriver:
             log.debug("setting %s=%r", name, value)
 
     def _network_cycles(self, idle_strategy) -> NetworkCycles:
-        """The compiled data path beside the sender and receiver; on the conductor's thread, it returns when a
-        client command arrives."""
+        """The compiled data path beside the sender and receiver; on the conductor's thread, it returns when the
+        conductor has work (a client command, an IPC stream moving) or its timer is due."""
         network = self.conductor.network
         return NetworkCycles(self.conductor.counters.values_buffer, network.sender, network.receiver,
-                             add_watch=self.conductor.command_adapter.add_idle_watch, idle_strategy=idle_strategy)
+                             add_watch=self.conductor.add_work_watch, idle_strategy=idle_strategy)
 
     def run(self) -> None:
         """Run until SIGINT/SIGTERM or TERMINATE_DRIVER, then release everything."""
