@@ -17,12 +17,14 @@ RETRYABLE = (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED)
 
 def channels(case: dict, k: int) -> tuple[str, str]:
     """The publication and subscription channels of the case's stream ``k`` (0: A to B, 1: B to A): IPC with
-    the case's term length, or, for a UDP case, loopback unicast to the port the runner reserved for ``k``."""
+    the case's term length, or, for a UDP case, loopback unicast to the port the runner reserved for ``k`` (with
+    the case's MTU, if it names one)."""
     term_length = case["term_length"]
     ports = case.get("udp_ports")
     if ports:
         endpoint = f"aeron:udp?endpoint={UDP_HOST}:{ports[k]}"
-        return f"{endpoint}|term-length={term_length}", endpoint
+        mtu = f"|mtu={case['mtu']}" if case.get("mtu") else ""
+        return f"{endpoint}|term-length={term_length}{mtu}", endpoint
     return f"aeron:ipc?term-length={term_length}", "aeron:ipc"
 
 

@@ -38,7 +38,7 @@ PROFILES: dict[str, dict] = {
         "memcpy": (20, 10),
         "case_timeout_s": 120.0,
         "udp": {"rtt": (50_000, 3, 5_000), "tp_window": {32: 200_000, 288: 50_000, 1344: 20_000},
-                "floor_window": 100_000},
+                "floor_window": 100_000, "jumbo_floor_window": 10_000},
     },
     "quick": {
         "rtt": {"compiled": (100_000, 3, 20_000), "python": (20_000, 2, 5_000), "peer": (3_000, 2, 500)},
@@ -63,7 +63,8 @@ PROFILES: dict[str, dict] = {
         "fixed_seconds": 0.01,
         "memcpy": (2, 2),
         "case_timeout_s": 30.0,
-        "udp": {"rtt": (200, 2, 20), "tp_window": {32: 2_000, 288: 1_000, 1344: 500}, "floor_window": 500},
+        "udp": {"rtt": (200, 2, 20), "tp_window": {32: 2_000, 288: 1_000, 1344: 500}, "floor_window": 500,
+                "jumbo_floor_window": 100},
     },
 }
 
@@ -140,7 +141,7 @@ def _udp_cases(p: dict) -> list[dict]:
     udp = p.get("udp")
     if udp is None:
         return []
-    from benchmarks.udp import FLOOR_DATAGRAM, YIELD_MASK
+    from benchmarks.udp import FLOOR_DATAGRAM, JUMBO_FLOOR_DATAGRAM, JUMBO_MTU, YIELD_MASK
 
     n, runs, warmup = udp["rtt"]
     common = {"driver": "udp", "needs_pipe": False, "exclusive": True, "yield_mask": YIELD_MASK}
@@ -158,12 +159,23 @@ def _udp_cases(p: dict) -> list[dict]:
             "label": "aeron-compiled-udp exclusive", "size": size, "window": window, "windows": p["tp_windows"],
             "runs": p["tp_runs"], "warmup": window, "term_length": term_length, **common,
         })
-    window = udp["floor_window"]
-    cases.append({
-        "name": f"tp.floor-udp.{FLOOR_DATAGRAM}B", "family": "tp", "impl": "tp-floor-udp", "label": "raw UDP (floor)",
-        "size": FLOOR_DATAGRAM, "window": window, "windows": p["tp_windows"], "runs": p["tp_runs"], "warmup": window,
-        "term_length": term_length, **common,
-    })
+    # The same streams with the largest MTU (Aeron's limit, under loopback's 64 KiB): far fewer datagrams per byte.
+    for size in MESSAGE_SIZES:
+        window = udp["tp_window"][size]
+        cases.append({
+            "name": f"tp.aeron-compiled-udp-jumbo.exclusive.{size}B", "family": "tp", "impl": "tp-aeron-compiled-udp",
+            "label": f"aeron-compiled-udp mtu={JUMBO_MTU} exclusive", "size": size, "window": window,
+            "windows": p["tp_windows"], "runs": p["tp_runs"], "warmup": window, "term_length": term_length,
+            "mtu": JUMBO_MTU, **common,
+        })
+    for name, label, datagram, window in (("floor-udp", "raw UDP (floor)", FLOOR_DATAGRAM, udp["floor_window"]),
+                                          ("floor-udp-jumbo", "raw UDP (floor), jumbo datagrams", JUMBO_FLOOR_DATAGRAM,
+                                           udp["jumbo_floor_window"])):
+        cases.append({
+            "name": f"tp.{name}.{datagram}B", "family": "tp", "impl": "tp-floor-udp", "label": label,
+            "size": datagram, "window": window, "windows": p["tp_windows"], "runs": p["tp_runs"], "warmup": window,
+            "term_length": term_length, **common,
+        })
     return cases
 
 

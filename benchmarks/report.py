@@ -87,13 +87,17 @@ def _ratios() -> tuple[Ratio, ...]:
             f"tp msgs/s aeron-python exclusive 32B / {peer}", ("tp.aeron-python.exclusive.32B", "msgs_per_s"),
             (f"tp.{peer}.32B", "msgs_per_s"), "higher"))
     ratios.append(Ratio("rtt p50 aeron-compiled-udp / floor-udp", (_rtt("aeron-compiled-udp"), "p50"),
-                        (_rtt("floor-udp"), "p50"), "lower",
+                        (_rtt("floor-udp"), "p50"), "lower", target=2.5,
                         note="compiled round trip through the driver over UDP vs raw loopback sockets"))
     for size in (32, 1344):
         ratios.append(Ratio(
             f"tp MB/s aeron-compiled-udp exclusive {size}B / floor-udp",
             (f"tp.aeron-compiled-udp.exclusive.{size}B", "mb_per_s"), ("tp.floor-udp.", "mb_per_s"), "higher",
             note="payload bandwidth through the driver over UDP vs raw MTU-sized datagrams"))
+        ratios.append(Ratio(
+            f"tp MB/s aeron-compiled-udp-jumbo exclusive {size}B / floor-udp-jumbo",
+            (f"tp.aeron-compiled-udp-jumbo.exclusive.{size}B", "mb_per_s"), ("tp.floor-udp-jumbo.", "mb_per_s"),
+            "higher", note="the same with the largest MTU vs raw datagrams of that size"))
     return tuple(ratios)
 
 
@@ -105,6 +109,14 @@ TARGETS = (
     ("tp aeron-compiled concurrent 32B msgs/s", ("tp.aeron-compiled.concurrent.32B", "msgs_per_s"), 30e6, "msgs/s"),
     ("tp aeron-compiled exclusive 1344B MB/s", ("tp.aeron-compiled.exclusive.1344B", "mb_per_s"), 3000.0, "MB/s"),
     ("tp aeron-compiled concurrent 1344B MB/s", ("tp.aeron-compiled.concurrent.1344B", "mb_per_s"), 3000.0, "MB/s"),
+    ("tp aeron-compiled-udp exclusive 32B msgs/s", ("tp.aeron-compiled-udp.exclusive.32B", "msgs_per_s"), 5e6,
+     "msgs/s"),
+    ("tp aeron-compiled-udp exclusive 1344B MB/s", ("tp.aeron-compiled-udp.exclusive.1344B", "mb_per_s"), 1000.0,
+     "MB/s"),
+    ("tp aeron-compiled-udp-jumbo exclusive 32B msgs/s", ("tp.aeron-compiled-udp-jumbo.exclusive.32B", "msgs_per_s"),
+     5e6, "msgs/s"),
+    ("tp aeron-compiled-udp-jumbo exclusive 1344B MB/s", ("tp.aeron-compiled-udp-jumbo.exclusive.1344B",
+                                                          "mb_per_s"), 1000.0, "MB/s"),
 )
 
 
@@ -392,12 +404,13 @@ def format_table(summary: dict) -> str:
     if memcpy is not None and memcpy.get("ok"):
         rows.append([f"{memcpy['size'] // 1024 // 1024}MiB", "memcpy (floor)", "-", f"{memcpy_mb:.0f} MB/s", "1.00x", "-",
                      _preempted(memcpy), "-", "-"])
-    udp_floor = _lookup(cases, "tp.floor-udp.")
-    if udp_floor is not None and udp_floor.get("ok"):
-        f = udp_floor["figures"]
-        rows.append([f"{udp_floor['size']}B", f"{udp_floor['label']}, {udp_floor.get('dropped', 0)} dropped",
-                     _rate(f["msgs_per_s"]) + " msgs/s", f"{f['mb_per_s']:.0f} MB/s",
-                     _x(f["mb_per_s"] / memcpy_mb if memcpy_mb else None), "-", _preempted(udp_floor), "-", "-"])
+    for key in ("tp.floor-udp.", "tp.floor-udp-jumbo."):
+        udp_floor = _lookup(cases, key)
+        if udp_floor is not None and udp_floor.get("ok"):
+            f = udp_floor["figures"]
+            rows.append([f"{udp_floor['size']}B", f"{udp_floor['label']}, {udp_floor.get('dropped', 0)} dropped",
+                         _rate(f["msgs_per_s"]) + " msgs/s", f"{f['mb_per_s']:.0f} MB/s",
+                         _x(f["mb_per_s"] / memcpy_mb if memcpy_mb else None), "-", _preempted(udp_floor), "-", "-"])
     if rows:
         out += ["", "Throughput, one producer and one consumer process (median of windows; *-udp: UDP loopback):",
                 _table(["size", "impl", "rate", "payload", "this / memcpy", "python excl / this", "preempted A/B",

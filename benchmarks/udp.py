@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from aeron_numba.kernels.atomics_for_python import put_int64_release
-from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH
+from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH, MAX_UDP_PAYLOAD_LENGTH
 from benchmarks import ipc_rtt, ipc_throughput, loops, stats
 from benchmarks.aeron_pairs import UDP_HOST
 
@@ -30,6 +30,9 @@ from benchmarks.aeron_pairs import UDP_HOST
 YIELD_MASK = 0xFF
 #: A raw datagram the size of the payload one Aeron datagram of the default MTU carries.
 FLOOR_DATAGRAM = DEFAULT_MTU_LENGTH - HEADER_LENGTH
+#: The jumbo cases' MTU (Aeron's largest) and the raw datagram of that size's payload.
+JUMBO_MTU = MAX_UDP_PAYLOAD_LENGTH
+JUMBO_FLOOR_DATAGRAM = JUMBO_MTU - HEADER_LENGTH
 #: Floor receiver's socket buffer (the kernel caps it at net.core.rmem_max).
 FLOOR_RCVBUF = 4 * 1024 * 1024
 
@@ -73,7 +76,7 @@ def floor_pong(case: dict, env) -> dict:
     sock = _connected_socket(env, case)
     env.sync(1)
     total = _total(case)
-    done = loops.udp_floor_pong(sock.fileno(), np.zeros(2048, np.uint8), total, env.timeout_ticks())
+    done = loops.udp_floor_pong(sock.fileno(), np.zeros(MAX_UDP_PAYLOAD_LENGTH, np.uint8), total, env.timeout_ticks())
     if done != total:
         raise RuntimeError(f"echoed {done} of {total} datagrams before the deadline or a send error")
     return {"echoed": int(done)}
@@ -101,7 +104,7 @@ def floor_receive(case: dict, env) -> dict:
     stop = _stop_line(env)
     env.sync(1)
     ctx = np.zeros(loops.ECHO_CTX_WORDS, np.int64)
-    buffer = np.zeros(2048, np.uint8)
+    buffer = np.zeros(MAX_UDP_PAYLOAD_LENGTH, np.uint8)
     marks = []
     try:
         for target in ipc_throughput.targets(case):

@@ -55,6 +55,8 @@ log = logging.getLogger("aeron_numba.driver")
 PUBLICATIONS_DIR = "publications"
 IPC_SOURCE_IDENTITY = "aeron:ipc"
 NULL_CHANNEL_STATUS_ID = -1
+#: How often the conductor moves its IPC publications' limits while compiled network cycles hold its thread.
+IPC_LIMIT_INTERVAL_NS = 100_000
 # Settings of the endpoint, not of one destination: a destination naming them is refused (Aeron's list).
 INVALID_DESTINATION_PARAMS = (cu.MTU_LENGTH_PARAM, "rcv-wnd", "so-rcvbuf", "so-sndbuf", "response-correlation-id")
 
@@ -180,6 +182,15 @@ class DriverConductor:
             publication.add_idle_watch(watch)
         watch.run_by(self.time_of_last_timer_ns + self.ctx.timer_interval_ns)
         return True
+
+    def add_work_watch(self, watch) -> None:
+        """When the conductor must run while the compiled network cycles hold its thread (SHARED mode): a command
+        arriving, its timer, and every ``IPC_LIMIT_INTERVAL_NS`` while it has IPC publications, whose limits move
+        with their subscribers (watching their tails instead would hand the thread back for every message)."""
+        self.command_adapter.add_idle_watch(watch)
+        watch.run_by(self.time_of_last_timer_ns + self.ctx.timer_interval_ns)
+        if self.publications:
+            watch.run_by(self.nano_clock() + IPC_LIMIT_INTERVAL_NS)
 
     def on_close(self) -> None:
         for publication in list(self.publications):

@@ -230,10 +230,10 @@ class MediaDriver:
         if ctx.threading_mode == THREADING_MODE_SHARED:
             # Conductor, sender and receiver take turns on this thread, and each one's cycle time counters get the
             # shared cycle (with its own threshold), as in aeronmd. The compiled data path (network_cycles.py)
-            # returns when a client command arrives.
+            # returns when the conductor has work (a client command, an IPC stream moving) or its timer is due.
             idle = ctx.idle_strategy("shared_idle_strategy")
             cycles = NetworkCycles(values, network.sender, network.receiver,
-                                   add_watch=self.conductor.command_adapter.add_idle_watch, idle_strategy=idle,
+                                   add_watch=self.conductor.add_work_watch, idle_strategy=idle,
                                    nano_clock=self.conductor.nano_clock)
             runner = AgentRunner(CompositeAgent(conductor, network.sender, network.receiver, cycles), idle, record_error,
                                  duty_cycle_tracker=self._shared_tracker(conductor_cycle, sender_cycle, receiver_cycle))

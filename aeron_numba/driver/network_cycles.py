@@ -5,7 +5,8 @@ including the work only Python does (heartbeats, SETUPs, retransmits, timers, fr
 of microseconds of interpreter each. This agent, composed after them, hands the per-datagram part to
 ``kernels/network_duty_cycle.run_network_cycles``: it sends, receives, takes the status messages of known
 receivers, detects loss and sends the images' status messages for as long as nothing needs Python, at most
-``budget_ns`` at a time, and hands back what does (SETUPs and other frames of no image, other control frames, a
+``budget_ns`` at a time (less when Python serves some stream, or when the conductor's timer is due sooner), and
+hands back what does (SETUPs and other frames of no image, other control frames, a
 NAK due) to the endpoints and images that handle them. Only fast paths go in: publications whose endpoint sends to
 one address and sockets of ordinary endpoints (multi-destination ones stay with the Python cycles); the loss
 generator decides in compiled code too.
@@ -14,8 +15,9 @@ After a pass that found work it keeps polling in compiled code for up to ``idle_
 busy stream is usually microseconds away, waiting as the runner's idle strategy would (``compiled_idle``); once a
 stream has been quiet for ``recent_ns`` it takes one pass per duty cycle and leaves the waiting to the runner.
 
-In SHARED mode it also watches the conductor's command queue (``add_watch``), so a client's command does not wait
-for the budget to run out.
+In SHARED mode it also watches what gives the conductor work (``add_watch``: its command queue, its IPC
+publications' positions, its timer), so a client's command or an IPC stream does not wait for the budget to run
+out.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import network_duty_cycle as ndc
 from aeron_numba.kernels import publication_sender
 
-#: Longest compiled stretch before the Python cycles run again (status messages, loss detection, timers).
-DEFAULT_BUDGET_NS = 100_000
+#: Longest compiled stretch before the Python cycles run again (heartbeats, SETUPs, timers) when the compiled path
+#: serves every stream ...
+DEFAULT_BUDGET_NS = 1_000_000
+#: ... and when Python serves some (status messages of multi-destination or multicast images, sends to several
+#: destinations): their flow control waits for the Python cycles.
+PYTHON_SERVED_BUDGET_NS = 100_000
 #: After work, how long to keep polling in compiled code before handing the idle to the runner.
 DEFAULT_IDLE_NS = 50_000
 #: Work within this long counts as a busy stream (keep polling); after it, one pass per duty cycle.
@@ -121,6 +127,15 @@ class NetworkCycles:
         table = np.array([self._socket_row(d.transport, e.endpoint_id) for e, d in sources], np.int64)
         return table.reshape(len(sources), ndc.SOCKET_COLUMNS), sources
 
+    def _python_serves_a_stream(self, fast_publications: int, fast_sockets: int) -> bool:
+        sender, receiver = self.sender, self.receiver
+        if sender is not None and fast_publications < len(sender.publications):
+            return True
+        if receiver is None:
+            return False
+        sockets = sum(len(endpoint.destinations) for endpoint in receiver.endpoints)
+        return fast_sockets < sockets or not all(image.compiled_work for image in receiver.images)
+
     # -------------------------------------------------------------------------------------- duty cycle
     def do_work(self) -> int:
         control_sockets, control_endpoints = self._control_sockets()
@@ -131,10 +146,15 @@ class NetworkCycles:
         now_ns = self.nano_clock()
         idle_ns = self.idle_ns if now_ns - self.time_of_last_work_ns < self.recent_ns else 0
         watch = None
+        budget_ns = self.budget_ns
+        if self._python_serves_a_stream(len(publications), len(sources)):
+            budget_ns = min(budget_ns, PYTHON_SERVED_BUDGET_NS)
         if self.add_watch is not None:
             watch = IdleWatch()
             self.add_watch(watch)
             watch.snapshot()
+            if watch.deadline_ns is not None:
+                budget_ns = max(0, min(budget_ns, watch.deadline_ns - now_ns))
         receiver, sender = self.receiver, self.sender
         batch = receiver.batch if receiver is not None else sender.control_batch
         images = receiver.image_rows if receiver is not None else None
@@ -152,7 +172,7 @@ class NetworkCycles:
             send_batch.vlen if send_batch is not None else 0,
             watch.addresses if watch is not None else self._no_words,
             watch.values if watch is not None else self._no_words,
-            self.values_buffer, self.budget_ns, idle_ns, self.yield_mask,
+            self.values_buffer, budget_ns, idle_ns, self.yield_mask,
             slow, self._collect_result, self._scratch, self._work_result, result)
         work, reason, index = int(result[ndc.RESULT_WORK]), int(result[ndc.RESULT_REASON]), int(result[ndc.RESULT_INDEX])
         now_ns = self.nano_clock()
