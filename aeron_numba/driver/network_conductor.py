@@ -409,7 +409,13 @@ class NetworkConductor:
 
     def remove_rcv_destination(self, link, channel: UdpChannel) -> None:
         """REMOVE_RCV_DESTINATION: the receiver stops reading the destination ``channel`` names, if the endpoint has
-        it (Aeron answers OK either way); ``on_receive_destination_removed`` then closes it."""
+        it (Aeron answers OK either way); ``on_receive_destination_removed`` then closes it. Its address counter says
+        CLOSING at once, so a client that has the OK no longer lists it while the receiver lets go of it (the list is
+        the receiver's: copied in one step, only read here)."""
+        for destination in tuple(link.endpoint.destinations):
+            if destination.matches(channel):
+                ck.set_counter_value(self.counters.values_buffer, destination.sockaddr_counter_id,
+                                     cl.CHANNEL_STATUS_CLOSING)
         self.receiver_proxy.remove_destination(link.endpoint, channel)
 
     def on_receive_destination_removed(self, destination: ReceiveDestination) -> None:
