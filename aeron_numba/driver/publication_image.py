@@ -289,12 +289,13 @@ class PublicationImage:
         self._send_to_connections(size, cl.NAK_MESSAGES_SENT, now_ns)
 
     # ------------------------------------------------------------------------------------- subscribers
+    # The list is replaced, never changed in place: the receiver's thread may be reading the old one.
     def add_subscriber(self, subscriber: ImageSubscriber) -> None:
-        self.subscribers.append(subscriber)
+        self.subscribers = [*self.subscribers, subscriber]
         self.refresh_compiled_work()
 
     def remove_subscriber(self, subscriber: ImageSubscriber) -> None:
-        self.subscribers.remove(subscriber)
+        self.subscribers = [s for s in self.subscribers if s is not subscriber]
         self.refresh_compiled_work()
 
     def refresh_compiled_work(self) -> None:
