@@ -102,7 +102,7 @@ class NetworkCycles:
     def _socket_row(transport, endpoint_id: int = 0) -> tuple:
         loss = transport.loss
         return (transport.fd, endpoint_id, transport.local_port, loss.state.ctypes.data, loss.gap_dropped.ctypes.data,
-                loss.gap_dropped.size)
+                loss.gap_dropped.size, transport.last_datagram_ns.ctypes.data)
 
     def _control_sockets(self) -> tuple[np.ndarray, list]:
         endpoints = list(self.sender.endpoints) if self.sender is not None else []

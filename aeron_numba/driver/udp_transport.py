@@ -56,6 +56,7 @@ class UdpTransport:
             raise
         self.local_address: tuple[str, int] = self.socket.getsockname()
         self.fd = self.socket.fileno()
+        self.last_datagram_ns = np.zeros(1, np.int64)  # when the compiled cycles last read a datagram from it
         self.loss_control = loss_control
         self.loss = LossGenerator()
         self.send_errors = 0

@@ -43,14 +43,32 @@ RETURN_SLOW_DATAGRAMS, RETURN_CONTROL_FRAMES, RETURN_WATCH, RETURN_BUDGET, RETUR
 RETURN_NAK_DUE = 7
 
 #: Columns of the socket tables (receive sockets and the sender's control sockets): the socket, its endpoint's id
-#: (receive sockets), its bound port and its loss generator (state and gap bitmap, by address).
-SOCKET_FD, SOCKET_ENDPOINT_ID, SOCKET_LOCAL_PORT, SOCKET_LOSS_STATE, SOCKET_GAP_DROPPED, SOCKET_GAP_LENGTH = range(6)
-SOCKET_COLUMNS = 6
+#: (receive sockets), its bound port, its loss generator (state and gap bitmap, by address) and the address of the
+#: word holding when it last returned a datagram.
+(SOCKET_FD, SOCKET_ENDPOINT_ID, SOCKET_LOCAL_PORT, SOCKET_LOSS_STATE, SOCKET_GAP_DROPPED, SOCKET_GAP_LENGTH,
+ SOCKET_LAST_DATAGRAM) = range(7)
+SOCKET_COLUMNS = 7
+#: A socket quiet for this long (a stream that ended, a lingering endpoint) is read only every
+#: ``QUIET_SOCKET_POLL_MASK + 1`` passes: each read is a system call, and every pass pays for every socket.
+QUIET_SOCKET_NS = 1_000_000
+QUIET_SOCKET_POLL_MASK = 7
 
 
 @kernel
 def _finish(result, work, reason, index, count):
     result[RESULT_WORK], result[RESULT_REASON], result[RESULT_INDEX], result[RESULT_COUNT] = work, reason, index, count
+
+
+@kernel
+def _read_now(sockets, index, now, passes):
+    """Whether to read socket ``index`` in this pass: always while it is busy, every few passes once quiet."""
+    last = int64s_at(sockets[index, SOCKET_LAST_DATAGRAM], 1)
+    return now - last[0] < QUIET_SOCKET_NS or (passes & QUIET_SOCKET_POLL_MASK) == 0
+
+
+@kernel
+def _mark_busy(sockets, index, now):
+    int64s_at(sockets[index, SOCKET_LAST_DATAGRAM], 1)[0] = now
 
 
 @kernel
@@ -64,8 +82,10 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
     last_work = start
     work = 0
     empty_passes = 0
+    passes = 0
     while True:
         now = monotonic_ns()
+        passes += 1
         found = 0
         for i in range(publication_count):
             row = int64s_at(publications[i, TABLE_ROW], ns.PUBLICATION_ROW_LENGTH)
@@ -81,12 +101,15 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
             if sent > 0:
                 found += collect_result[0]
         for i in range(receive_count):
+            if not _read_now(receive_sockets, i, now, passes):
+                continue
             count = receive_datagrams(receive_sockets[i, SOCKET_FD], batch_msgs, batch_vlen)
             if count < 0:
                 _finish(result, work + found, RETURN_ERROR, count, 0)
                 return
             if count == 0:
                 continue
+            _mark_busy(receive_sockets, i, now)
             found += count
             dispatch_batch(batch_msgs, batch_names, batch_buffer, slot_length, count,
                            receive_sockets[i, SOCKET_ENDPOINT_ID], image_rows, image_count, values, now, True,
@@ -97,12 +120,15 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                 _finish(result, work + found, RETURN_SLOW_DATAGRAMS, i, count)
                 return
         for i in range(control_count):
+            if not _read_now(control_sockets, i, now, passes):
+                continue
             count = receive_datagrams(control_sockets[i, SOCKET_FD], control_msgs, control_vlen)
             if count < 0:
                 _finish(result, work + found, RETURN_ERROR, count, 0)
                 return
             if count == 0:
                 continue
+            _mark_busy(control_sockets, i, now)
             found += count
             take_status_messages(control_msgs, control_names, control_buffer, slot_length, count, publications,
                                  publication_count, i, now, values,

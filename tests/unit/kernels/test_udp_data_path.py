@@ -218,9 +218,9 @@ def test_socket_errors_come_back_as_negative_errno(sockets):
 
 
 # ------------------------------------------------------------------------------ the compiled duty cycles
-def _socket_row(sock, loss: LossGenerator, endpoint_id: int = 0) -> list[int]:
+def _socket_row(sock, loss: LossGenerator, last_datagram_ns: np.ndarray, endpoint_id: int = 0) -> list[int]:
     return [sock.fileno(), endpoint_id, sock.getsockname()[1], loss.state.ctypes.data, loss.gap_dropped.ctypes.data,
-            loss.gap_dropped.size]
+            loss.gap_dropped.size, last_datagram_ns.ctypes.data]
 
 
 class Cycles:
@@ -243,8 +243,10 @@ class Cycles:
         link.pub_row[ns.PUBLICATION_UNICAST_FLOW_CONTROL] = 1
         self.publications = np.array([[link.pub_row.ctypes.data, sender.fileno(), link.destination.ctypes.data, 0]],
                                      np.int64)
-        self.control_sockets = np.array([_socket_row(sender, link.send_loss)], np.int64)
-        self.receive_sockets = np.array([_socket_row(receiver, link.receive_loss, ENDPOINT_ID)], np.int64)
+        self.last_datagram_ns = [np.zeros(1, np.int64), np.zeros(1, np.int64)]
+        self.control_sockets = np.array([_socket_row(sender, link.send_loss, self.last_datagram_ns[0])], np.int64)
+        self.receive_sockets = np.array([_socket_row(receiver, link.receive_loss, self.last_datagram_ns[1],
+                                                     ENDPOINT_ID)], np.int64)
         self.control_batch = us.ReceiveBatch(8, 65536)
         self.slow = np.zeros(9, np.int64)
         self.result = np.zeros(NDC.RESULT_LENGTH, np.int64)
