@@ -65,3 +65,28 @@ class CommandQueue:
 
     def __repr__(self) -> str:
         return f"CommandQueue({self.name!r}, queued={len(self._commands)})"
+
+
+class CommandProxy:
+    """What the driver's three proxies share: each command runs at once on the caller's thread (SHARED mode, or a
+    driver closing after the target's thread stopped: ``queue`` None) or is queued for the target's thread."""
+
+    def __init__(self, queue: CommandQueue | None = None):
+        self.queue = queue
+
+    @property
+    def is_direct(self) -> bool:
+        return self.queue is None
+
+    def _run(self, command, *args) -> None:
+        if self.queue is None:
+            command(*args)
+        else:
+            self.queue.offer(command, *args)
+
+    def run_directly(self) -> None:
+        """From now on run every command on the caller's thread (the target's thread has stopped); the commands
+        still queued run first, in order."""
+        queue, self.queue = self.queue, None
+        if queue is not None:
+            queue.drain_all()

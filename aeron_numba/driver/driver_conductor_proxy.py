@@ -15,33 +15,18 @@ In SHARED mode (``queue=None``) every method calls the conductor directly, on th
 
 from __future__ import annotations
 
-from aeron_numba.driver.command_queue import CommandQueue
+from aeron_numba.driver.command_queue import CommandProxy, CommandQueue
 
 
-class DriverConductorProxy:
+class DriverConductorProxy(CommandProxy):
     def __init__(self, network_conductor, queue: CommandQueue | None = None):
+        super().__init__(queue)  # None: call the conductor directly (SHARED mode)
         self.network_conductor = network_conductor
-        self.queue = queue  # None: call the conductor directly (SHARED mode)
-
-    @property
-    def is_direct(self) -> bool:
-        return self.queue is None
-
-    def _run(self, command, *args) -> None:
-        if self.queue is None:
-            command(*args)
-        else:
-            self.queue.offer(command, *args)
 
     def drain(self) -> int:
         """Apply the queued commands (on the conductor's thread); 0 in SHARED mode, where none are queued."""
         return 0 if self.queue is None else self.queue.drain()
 
-    def run_directly(self) -> None:
-        """From now on call the conductor directly (the network threads have stopped); queued commands run first."""
-        queue, self.queue = self.queue, None
-        if queue is not None:
-            queue.drain_all()
 
     def create_publication_image(self, endpoint, destination, setup: dict, source: tuple[str, int]) -> None:
         """A SETUP for a subscribed stream and a session with no image: the conductor creates it (or refuses)."""

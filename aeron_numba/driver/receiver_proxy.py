@@ -23,31 +23,15 @@ In SHARED mode (``queue=None``) every method calls the receiver directly on the 
 
 from __future__ import annotations
 
-from aeron_numba.driver.command_queue import CommandQueue
+from aeron_numba.driver.command_queue import CommandProxy, CommandQueue
 
 
-class ReceiverProxy:
+class ReceiverProxy(CommandProxy):
     def __init__(self, receiver, conductor_proxy, queue: CommandQueue | None = None):
+        super().__init__(queue)  # None: call the receiver directly (SHARED mode, or the driver closing)
         self.receiver = receiver
         self.conductor_proxy = conductor_proxy
-        self.queue = queue  # None: call the receiver directly (SHARED mode, or the driver closing)
 
-    @property
-    def is_direct(self) -> bool:
-        return self.queue is None
-
-    def _run(self, command, *args) -> None:
-        if self.queue is None:
-            command(*args)
-        else:
-            self.queue.offer(command, *args)
-
-    def run_directly(self) -> None:
-        """From now on call the receiver on the caller's thread (the receiver's thread has stopped); commands still
-        queued run first, in order."""
-        queue, self.queue = self.queue, None
-        if queue is not None:
-            queue.drain_all()
 
     # ------------------------------------------------------------------------------------ endpoints
     def register_receive_channel_endpoint(self, endpoint) -> None:

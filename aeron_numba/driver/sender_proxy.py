@@ -16,31 +16,15 @@ before the proxies existed.
 
 from __future__ import annotations
 
-from aeron_numba.driver.command_queue import CommandQueue
+from aeron_numba.driver.command_queue import CommandProxy, CommandQueue
 
 
-class SenderProxy:
+class SenderProxy(CommandProxy):
     def __init__(self, sender, conductor_proxy, queue: CommandQueue | None = None):
+        super().__init__(queue)  # None: call the sender directly (SHARED mode, or the driver closing)
         self.sender = sender
         self.conductor_proxy = conductor_proxy
-        self.queue = queue  # None: call the sender directly (SHARED mode, or the driver closing)
 
-    @property
-    def is_direct(self) -> bool:
-        return self.queue is None
-
-    def _run(self, command, *args) -> None:
-        if self.queue is None:
-            command(*args)
-        else:
-            self.queue.offer(command, *args)
-
-    def run_directly(self) -> None:
-        """From now on call the sender on the caller's thread: for a driver closing after the sender's thread has
-        stopped. Commands still queued run first, in order."""
-        queue, self.queue = self.queue, None
-        if queue is not None:
-            queue.drain_all()
 
     # ------------------------------------------------------------------------------------ endpoints
     def register_send_channel_endpoint(self, endpoint) -> None:
