@@ -60,7 +60,8 @@ def _same_placement(a: float | None, b: float | None) -> bool:
 
 def update_baseline(path: str | Path, summary: dict) -> dict:
     """Store ``summary``'s ratios as the baseline of its profile and placement (the entry with a similar
-    compiled floor is replaced; other placements and profiles are kept)."""
+    compiled floor is replaced; other placements and profiles are kept, and get this run's placement-insensitive
+    ratios)."""
     path = Path(path)
     data = json.loads(path.read_text()) if path.exists() else {}
     data["about"] = ("Ratios of benchmark runs per profile and per placement of the two workers' vCPUs (keyed by "
@@ -77,6 +78,11 @@ def update_baseline(path: str | Path, summary: dict) -> dict:
     placements = data.setdefault("profiles", {}).setdefault(meta["profile"], {}).setdefault("placements", [])
     placements[:] = [p for p in placements if not _same_placement(p.get(_FLOOR), floor)] + [entry]
     placements.sort(key=lambda p: p.get(_FLOOR) or 0)
+    # A ratio that does not depend on the placement is the same baseline for every placement of the profile.
+    for spec in report.RATIOS:
+        if not spec.placement_sensitive and spec.name in entry["ratios"]:
+            for placement in placements:
+                placement["ratios"][spec.name] = entry["ratios"][spec.name]
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return data
 

@@ -1,7 +1,7 @@
 """What a run measures: the cases, in order, with their counts for each profile.
 
-Profiles: ``full`` (for people, about 2 minutes of measuring), ``quick`` (CI's gate, ~20 s of measuring, IPC
-only) and ``tiny`` (the smoke test: every case with counts just big enough to check the results are
+Profiles: ``full`` (for people, about 2 minutes of measuring), ``quick`` (CI's gate, ~20 s of measuring, and
+the UDP cases' short counts) and ``tiny`` (the smoke test: every case with counts just big enough to check the results are
 well-formed). UDP cases run last, against a driver of their own (``case["driver"] == "udp"``).
 Counts are per implementation speed, so every case measures for a comparable time.
 
@@ -38,6 +38,7 @@ PROFILES: dict[str, dict] = {
         "memcpy": (20, 10),
         "case_timeout_s": 120.0,
         "udp": {"rtt": (50_000, 3, 5_000), "tp_window": {32: 200_000, 288: 50_000, 1344: 20_000},
+                "jumbo_tp_window": {32: 1_000_000, 288: 250_000, 1344: 100_000},
                 "floor_window": 100_000, "jumbo_floor_window": 10_000},
     },
     "quick": {
@@ -51,6 +52,9 @@ PROFILES: dict[str, dict] = {
         "fixed_seconds": 0.3,
         "memcpy": (10, 5),
         "case_timeout_s": 60.0,
+        "udp": {"rtt": (20_000, 2, 2_000), "tp_window": {32: 200_000, 288: 50_000, 1344: 20_000},
+                "jumbo_tp_window": {32: 500_000, 288: 100_000, 1344: 50_000},
+                "floor_window": 20_000, "jumbo_floor_window": 2_000},
     },
     "tiny": {
         "rtt": {"compiled": (2_000, 2, 200), "python": (300, 2, 50), "peer": (100, 2, 20)},
@@ -63,7 +67,8 @@ PROFILES: dict[str, dict] = {
         "fixed_seconds": 0.01,
         "memcpy": (2, 2),
         "case_timeout_s": 30.0,
-        "udp": {"rtt": (200, 2, 20), "tp_window": {32: 2_000, 288: 1_000, 1344: 500}, "floor_window": 500,
+        "udp": {"rtt": (200, 2, 20), "tp_window": {32: 2_000, 288: 1_000, 1344: 500},
+                "jumbo_tp_window": {32: 2_000, 288: 1_000, 1344: 500}, "floor_window": 500,
                 "jumbo_floor_window": 100},
     },
 }
@@ -137,7 +142,7 @@ def _throughput_cases(p: dict) -> list[dict]:
 
 def _udp_cases(p: dict) -> list[dict]:
     """UDP loopback through a driver of its own (``"driver": "udp"``), beside raw UDP sockets. Profiles without
-    a ``udp`` entry (the CI gate's ``quick``) leave them out. The runner adds each case's ``udp_ports``."""
+    a ``udp`` entry leave them out. The runner adds each case's ``udp_ports``."""
     udp = p.get("udp")
     if udp is None:
         return []
@@ -161,7 +166,7 @@ def _udp_cases(p: dict) -> list[dict]:
         })
     # The same streams with the largest MTU (Aeron's limit, under loopback's 64 KiB): far fewer datagrams per byte.
     for size in MESSAGE_SIZES:
-        window = udp["tp_window"][size]
+        window = udp["jumbo_tp_window"][size]  # about five times the datagram rate: longer windows, as long a time
         cases.append({
             "name": f"tp.aeron-compiled-udp-jumbo.exclusive.{size}B", "family": "tp", "impl": "tp-aeron-compiled-udp",
             "label": f"aeron-compiled-udp mtu={JUMBO_MTU} exclusive", "size": size, "window": window,
