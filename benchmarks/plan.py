@@ -2,7 +2,7 @@
 
 Profiles: ``full`` (for people, about 2 minutes of measuring), ``quick`` (CI's gate, ~20 s of measuring, and
 the UDP cases' short counts) and ``tiny`` (the smoke test: every case with counts just big enough to check the results are
-well-formed). UDP cases run last, against a driver of their own (``case["driver"] == "udp"``).
+well-formed). UDP cases run last, against a driver for each worker (``case["driver"] == "udp"``).
 Counts are per implementation speed, so every case measures for a comparable time.
 
 Case names are the pyperf benchmark names: ``<family>.<impl>[.<publication>].<size or rate>``.
@@ -141,7 +141,7 @@ def _throughput_cases(p: dict) -> list[dict]:
 
 
 def _udp_cases(p: dict) -> list[dict]:
-    """UDP loopback through a driver of its own (``"driver": "udp"``), beside raw UDP sockets. Profiles without
+    """UDP loopback from one driver to another (``"driver": "udp"``), beside raw UDP sockets. Profiles without
     a ``udp`` entry leave them out. The runner adds each case's ``udp_ports``."""
     udp = p.get("udp")
     if udp is None:
@@ -150,10 +150,11 @@ def _udp_cases(p: dict) -> list[dict]:
 
     n, runs, warmup = udp["rtt"]
     common = {"driver": "udp", "needs_pipe": False, "exclusive": True, "yield_mask": YIELD_MASK}
+    no_driver = {**common, "driver": "none"}  # the raw-socket floors: no driver spinning beside them
     cases = [
         {"name": f"rtt.{impl}.{RTT_SIZE}B", "family": "rtt", "impl": f"rtt-{impl}", "label": impl, "size": RTT_SIZE,
          "n": n, "runs": runs, "warmup": warmup, "windows": p["rtt_windows"], "term_length": LATENCY_TERM_LENGTH,
-         **common}
+         **(no_driver if impl.startswith("floor") else common)}
         for impl in ("aeron-compiled-udp", "floor-udp")
     ]
     term_length = p["tp_term_length"]
@@ -179,7 +180,7 @@ def _udp_cases(p: dict) -> list[dict]:
         cases.append({
             "name": f"tp.{name}.{datagram}B", "family": "tp", "impl": "tp-floor-udp", "label": label,
             "size": datagram, "window": window, "windows": p["tp_windows"], "runs": p["tp_runs"], "warmup": window,
-            "term_length": term_length, **common,
+            "term_length": term_length, **no_driver,
         })
     return cases
 

@@ -1,6 +1,7 @@
 """Running a plan: driver, two pinned workers, a watchdog, and always killing and cleaning up everything.
 
-``run_suite`` runs the plan's cases in groups, one per driver kind (IPC, then UDP; see ``UDP_DRIVER_ENV``). For
+``run_suite`` runs the plan's cases in groups, one per driver kind (IPC, then UDP, with a driver for each worker;
+see ``UDP_DRIVER_ENV``). For
 the IPC group it starts this project's media driver (``python -m aeron_numba.driver``, conductor idle strategy
 ``sleep-ms``, unpinned: it is not on the IPC data path, it only moves ``pub-lmt`` and cleans terms; with
 ``backoff`` its Python duty cycles took about half a core during a round-trip run, preempting the pinned
@@ -56,7 +57,8 @@ DRIVER_ENV = driver_env_for_benchmarks("sleep-ms", AERON_PRE_TOUCH_MAPPED_MEMORY
 #: would: with the jumbo cases' 64 KiB datagrams, Aeron's 128 KiB defaults hold two datagrams in flight.
 UDP_DRIVER_ENV = {**DRIVER_ENV, **idle_strategy_environment("yield"), "AERON_SOCKET_SO_RCVBUF": "4m",
                   "AERON_SOCKET_SO_SNDBUF": "4m", "AERON_RCV_INITIAL_WINDOW_LENGTH": "2m"}
-DRIVER_ENVS = {"ipc": DRIVER_ENV, "udp": UDP_DRIVER_ENV}
+#: Cases of kind "none" (the raw UDP floors) run with no driver at all.
+DRIVER_ENVS = {"ipc": DRIVER_ENV, "udp": UDP_DRIVER_ENV, "none": {}}
 DRIVER_START_TIMEOUT_S = 180.0  # a cold Numba cache compiles the driver's kernels first
 WATCHDOG_GRACE_S = 30.0
 IDLE_STRATEGIES = (
@@ -65,7 +67,7 @@ IDLE_STRATEGIES = (
     "media driver conductor: sleep-ms (Agrona SleepingMillisIdleStrategy: 1 ms sleep after a cycle without work), "
     "unpinned; "
     "Aeron client conductor threads: sleep 16 ms between duty cycles, on their worker's core; "
-    "UDP cases: a driver of their own in threading mode "
+    "UDP cases: a driver for each worker, in threading mode "
     f"{os.environ.get('AERON_THREADING_MODE', 'SHARED').strip().upper() or 'SHARED'} (SHARED: conductor, sender and "
     "receiver on one thread), every thread's idle strategy yield, unpinned, and compiled loops that sched_yield "
     "every 256 empty spins (the driver needs their cores)"
@@ -152,7 +154,7 @@ def _read_results(path: Path) -> dict:
         return {"results": []}
 
 
-def _watch(procs, out_paths, driver, case_timeout_s: float, echo) -> str | None:
+def _watch(procs, out_paths, drivers, case_timeout_s: float, echo) -> str | None:
     """Wait for both workers; returns why the run was cut short (None if both finished)."""
     progress = (0, 0)
     last_change = time.monotonic()
@@ -170,8 +172,9 @@ def _watch(procs, out_paths, driver, case_timeout_s: float, echo) -> str | None:
         crashed = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
         if crashed:
             return f"worker pid {crashed[0].pid} exited with code {crashed[0].exitcode}"
-        if not driver.is_alive:
-            return f"the media driver exited with code {driver.exit_code}"
+        for driver in drivers:
+            if not driver.is_alive:
+                return f"the media driver exited with code {driver.exit_code}"
         if any(not p.is_alive() for p in procs):
             finished_at = finished_at or now
             if now - finished_at > case_timeout_s + WATCHDOG_GRACE_S:
@@ -247,8 +250,9 @@ def run_suite(profile: str = "quick", out_dir: str | os.PathLike | None = None, 
     try:
         for kind, cases in _by_driver(plan).items():
             env = {**DRIVER_ENVS[kind], **{k: os.environ[k] for k in DRIVER_ENVS[kind] if os.environ.get(k)}}
-            meta["driver_env" if kind == "ipc" else f"driver_env_{kind}"] = env
-            if kind == "udp":
+            if kind != "none":
+                meta["driver_env" if kind == "ipc" else f"driver_env_{kind}"] = env
+            if kind in ("udp", "none"):
                 for case in cases:
                     case["udp_ports"] = reserve_udp_ports(2)
             group_raw, group_cut_short = _run_group(kind, cases, env, run_root, processes, cpus, tsc_hz,
@@ -307,13 +311,23 @@ def reserve_udp_ports(count: int) -> list[int]:
 
 def _run_group(kind: str, cases: list[dict], driver_env: dict, run_root: Path, processes: ProcessManager, cpus,
                tsc_hz: float, case_timeout_s: float, echo) -> tuple[dict, str | None]:
-    """Run ``cases`` against a driver of their own (``kind``): start it, run both workers over the cases,
-    stop it. Returns the workers' raw results and why the group was cut short (None if it was not)."""
-    aeron_dir = run_root / f"aeron-{kind}"
+    """Run ``cases`` against drivers of their own (``kind``): start them, run both workers over the cases, stop
+    them. IPC cases share one driver; UDP cases have one per worker, so every message crosses from one driver to
+    another as between two hosts. Returns the workers' raw results and why the group was cut short (None if it
+    was not)."""
     control_path = run_root / f"control-{kind}"
     out_paths = [run_root / f"worker-A-{kind}.json", run_root / f"worker-B-{kind}.json"]
-    driver = processes.spawn_python(f"driver-{kind}", DRIVER_CODE, env={**driver_env, "AERON_DIR": str(aeron_dir)})
-    await_cnc_ready(aeron_dir, DRIVER_START_TIMEOUT_S, pid=driver.pid, processes=[driver]).close()
+    names = {"udp": ("A", "B"), "none": ()}.get(kind, ("",))
+    aeron_dirs, drivers = [], []
+    for name in names:
+        aeron_dir = run_root / f"aeron-{kind}{name.lower()}"
+        driver = processes.spawn_python(f"driver-{kind}{name.lower()}", DRIVER_CODE,
+                                        env={**driver_env, "AERON_DIR": str(aeron_dir)})
+        await_cnc_ready(aeron_dir, DRIVER_START_TIMEOUT_S, pid=driver.pid, processes=[driver]).close()
+        aeron_dirs.append(aeron_dir)
+        drivers.append(driver)
+    if len(drivers) < 2:  # both workers on the one driver, or on none
+        aeron_dirs, drivers = (aeron_dirs or [run_root]) * 2, drivers * 2 or [None, None]
     Control.create(control_path, len(cases))
     pipe_ends: dict[str, dict] = {"A": {}, "B": {}}
     for case in cases:
@@ -321,15 +335,17 @@ def _run_group(kind: str, cases: list[dict], driver_env: dict, run_root: Path, p
             pipe_ends["A"][case["name"]], pipe_ends["B"][case["name"]] = mp.get_context("spawn").Pipe()
     args = [
         (role, cases, str(control_path), str(path), cpu, tsc_hz, str(aeron_dir), str(run_root), pipe_ends[role],
-         case_timeout_s, driver.pid)
-        for role, path, cpu in zip("AB", out_paths, cpus)
+         case_timeout_s, driver.pid if driver is not None else None)
+        for role, path, cpu, aeron_dir, driver in zip("AB", out_paths, cpus, aeron_dirs, drivers)
     ]
     with spawned(worker_main, args) as procs:
-        cut_short = _watch(procs, out_paths, driver, case_timeout_s, echo)
+        cut_short = _watch(procs, out_paths, [d for d in dict.fromkeys(drivers) if d is not None], case_timeout_s,
+                           echo)
     for ends in pipe_ends.values():
         for connection in ends.values():
             connection.close()
-    driver.terminate(10)  # its idle strategy must not spin beside the next group's cases
+    for driver in (d for d in dict.fromkeys(drivers) if d is not None):
+        driver.terminate(10)  # its idle strategy must not spin beside the next group's cases
     return {role: _read_results(path) for role, path in zip("AB", out_paths)}, cut_short
 
 

@@ -2,10 +2,10 @@
 
 The Aeron cases are the IPC ones over ``aeron:udp?endpoint=127.0.0.1:<port>`` channels (``aeron_pairs.channels``
 picks them from the ports the runner reserved): the same compiled loops, so one message travels publication
-log -> driver sender -> loopback socket -> driver receiver -> image log. They run against a driver of their
-own (``runner.UDP_DRIVER_ENV``: the sender and receiver share the conductor's thread, Aeron's SHARED mode, with
-a yielding idle strategy) and their loops yield the core every ``YIELD_MASK + 1`` empty spins, because on two
-cores the driver has to run where the pinned loops spin.
+log -> A's driver's sender -> loopback socket -> B's driver's receiver -> image log. Each worker has a driver of
+its own, as two hosts would (``runner.UDP_DRIVER_ENV``: the sender and receiver share the conductor's thread,
+Aeron's SHARED mode, with a yielding idle strategy), and their loops yield the core every ``YIELD_MASK + 1``
+empty spins, because on two cores the drivers have to run where the pinned loops spin.
 
 * ``rtt-aeron-compiled-udp`` / ``tp-aeron-compiled-udp``: ``ipc_rtt`` / ``ipc_throughput``'s compiled roles.
 * ``rtt-floor-udp``: two compiled processes ping-pong a datagram over two connected loopback sockets with
