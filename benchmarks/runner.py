@@ -313,7 +313,7 @@ def _run_group(kind: str, cases: list[dict], driver_env: dict, run_root: Path, p
                tsc_hz: float, case_timeout_s: float, echo) -> tuple[dict, str | None]:
     """Run ``cases`` against drivers of their own (``kind``): start them, run both workers over the cases, stop
     them. IPC cases share one driver; UDP cases have one per worker, so every message crosses from one driver to
-    another as between two hosts. Returns the workers' raw results and why the group was cut short (None if it
+    another as between two hosts; the raw-socket floors (kind "none") have none. Returns the workers' raw results and why the group was cut short (None if it
     was not)."""
     control_path = run_root / f"control-{kind}"
     out_paths = [run_root / f"worker-A-{kind}.json", run_root / f"worker-B-{kind}.json"]
@@ -326,8 +326,10 @@ def _run_group(kind: str, cases: list[dict], driver_env: dict, run_root: Path, p
         await_cnc_ready(aeron_dir, DRIVER_START_TIMEOUT_S, pid=driver.pid, processes=[driver]).close()
         aeron_dirs.append(aeron_dir)
         drivers.append(driver)
-    if len(drivers) < 2:  # both workers on the one driver, or on none
-        aeron_dirs, drivers = (aeron_dirs or [run_root]) * 2, drivers * 2 or [None, None]
+    if not drivers:  # the raw-socket floors: no driver, no aeron dir of their own
+        aeron_dirs, drivers = [run_root, run_root], [None, None]
+    elif len(drivers) == 1:  # both workers on the one driver
+        aeron_dirs, drivers = aeron_dirs * 2, drivers * 2
     Control.create(control_path, len(cases))
     pipe_ends: dict[str, dict] = {"A": {}, "B": {}}
     for case in cases:
