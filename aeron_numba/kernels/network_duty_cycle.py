@@ -60,15 +60,16 @@ def _finish(result, work, reason, index, count):
 
 
 @kernel
-def _read_now(sockets, index, now, passes):
-    """Whether to read socket ``index`` in this pass: always while it is busy, every few passes once quiet."""
-    last = int64s_at(sockets[index, SOCKET_LAST_DATAGRAM], 1)
-    return now - last[0] < QUIET_SOCKET_NS or (passes & QUIET_SOCKET_POLL_MASK) == 0
-
-
-@kernel
-def _mark_busy(sockets, index, now):
-    int64s_at(sockets[index, SOCKET_LAST_DATAGRAM], 1)[0] = now
+def _read_socket(sockets, index, msgs, vlen, now, passes):
+    """Read socket ``index`` of a socket table into a batch: every pass while it is busy, every few passes once
+    quiet. Returns the datagrams read (0 when none, or when it was not read this pass) or ``-errno``."""
+    last_datagram = int64s_at(sockets[index, SOCKET_LAST_DATAGRAM], 1)
+    if now - last_datagram[0] >= QUIET_SOCKET_NS and (passes & QUIET_SOCKET_POLL_MASK) != 0:
+        return 0
+    count = receive_datagrams(sockets[index, SOCKET_FD], msgs, vlen)
+    if count > 0:
+        last_datagram[0] = now
+    return count
 
 
 @kernel
@@ -101,15 +102,12 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
             if sent > 0:
                 found += collect_result[0]
         for i in range(receive_count):
-            if not _read_now(receive_sockets, i, now, passes):
-                continue
-            count = receive_datagrams(receive_sockets[i, SOCKET_FD], batch_msgs, batch_vlen)
+            count = _read_socket(receive_sockets, i, batch_msgs, batch_vlen, now, passes)
             if count < 0:
                 _finish(result, work + found, RETURN_ERROR, count, 0)
                 return
             if count == 0:
                 continue
-            _mark_busy(receive_sockets, i, now)
             found += count
             dispatch_batch(batch_msgs, batch_names, batch_buffer, slot_length, count,
                            receive_sockets[i, SOCKET_ENDPOINT_ID], image_rows, image_count, values, now, True,
@@ -120,15 +118,12 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                 _finish(result, work + found, RETURN_SLOW_DATAGRAMS, i, count)
                 return
         for i in range(control_count):
-            if not _read_now(control_sockets, i, now, passes):
-                continue
-            count = receive_datagrams(control_sockets[i, SOCKET_FD], control_msgs, control_vlen)
+            count = _read_socket(control_sockets, i, control_msgs, control_vlen, now, passes)
             if count < 0:
                 _finish(result, work + found, RETURN_ERROR, count, 0)
                 return
             if count == 0:
                 continue
-            _mark_busy(control_sockets, i, now)
             found += count
             take_status_messages(control_msgs, control_names, control_buffer, slot_length, count, publications,
                                  publication_count, i, now, values,
