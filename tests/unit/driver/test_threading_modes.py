@@ -23,6 +23,7 @@ from aeron_numba.errors import AeronError, ConfigurationError
 from aeron_numba.kernels import counters as ck
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
+from harness.awaiting import ConditionTimeout, await_condition
 from tests.unit.driver_support import RawClient
 
 MS = 1_000_000
@@ -271,11 +272,13 @@ def _run_until(driver: MediaDriver, condition, timeout_s: float = 30.0) -> list[
     seen: list[str] = []
 
     def stop_when_ready():
-        deadline = time.monotonic() + timeout_s
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        seen.extend(t.name for t in threading.enumerate() if t.name.startswith("aeron-numba-"))
-        driver.runner.request_close()
+        try:
+            await_condition(condition, timeout_s, "the driver's threads running")
+        except ConditionTimeout:
+            pass  # stopped all the same: the test's assertions say what was missing
+        finally:
+            seen.extend(t.name for t in threading.enumerate() if t.name.startswith("aeron-numba-"))
+            driver.runner.request_close()
 
     stopper = threading.Thread(target=stop_when_ready)
     stopper.start()
@@ -312,10 +315,8 @@ def test_terminate_driver_stops_every_thread(shm_dir, mode):
     client = RawClient(driver.cnc_file)
 
     def terminate_when_running():
-        deadline = time.monotonic() + 30
-        while not all(t.is_alive() for t in driver.threads) or not driver.threads:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        await_condition(lambda: driver.threads and all(t.is_alive() for t in driver.threads), 30,
+                        "every network thread running")
         client.send(cp.TERMINATE_DRIVER, dc.TerminateDriverMessage, token=b"")
 
     helper = threading.Thread(target=terminate_when_running)
@@ -439,21 +440,18 @@ def test_udp_streams_opened_and_closed_while_every_agent_runs_on_its_thread_leav
     outcome: dict = {}
 
     def responses_until(client, wanted, timeout_s=20.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def wanted_response():
             for t, message in client.responses():
                 if t == cp.ON_ERROR:
                     raise AssertionError(f"driver error: {message}")
                 if wanted(t, message):
-                    return message
-            time.sleep(0.001)
-        raise AssertionError("no such response in time")
+                    return (message,)
+            return None
+
+        return await_condition(wanted_response, timeout_s, "the wanted driver response")[0]
 
     def _await(condition, what, timeout_s=20.0):
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-            time.sleep(0.002)
+        await_condition(condition, timeout_s, what)
 
     def workload():
         try:
