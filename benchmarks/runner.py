@@ -123,7 +123,17 @@ def environment(tsc_hz: float, cpus: tuple, profile: str) -> dict:
         "pinning": pinning,
         "idle_strategies": IDLE_STRATEGIES,
         "load_avg_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "autogroup": _autogroup(),
     }
+
+
+def _autogroup() -> str | None:
+    """This process's scheduling autogroup and its nice (``/proc/self/autogroup``), None where there is none: a
+    run started from a niced session shares the cores differently with processes outside it."""
+    try:
+        return Path("/proc/self/autogroup").read_text().strip()
+    except OSError:
+        return None
 
 
 RUN_DIR_PREFIX = "aeron-numba-bench"
@@ -321,8 +331,13 @@ def _run_group(kind: str, cases: list[dict], driver_env: dict, run_root: Path, p
     aeron_dirs, drivers = [], []
     for name in names:
         aeron_dir = run_root / f"aeron-{kind}{name.lower()}"
+        # In this session, as the workers are: where autogroup scheduling is on (Linux's default), each session is
+        # a scheduling group, and a worker's sched_yield hands its core only to tasks of its own group. With the
+        # drivers in sessions of their own, how the core was shared followed the weight of the session the run
+        # was started from: started from a session niced to 3 the UDP round trip went from 20 to 31 us, niced
+        # to 19 it never finished, and a CI run measured 1.41 ms.
         driver = processes.spawn_python(f"driver-{kind}{name.lower()}", DRIVER_CODE,
-                                        env={**driver_env, "AERON_DIR": str(aeron_dir)})
+                                        env={**driver_env, "AERON_DIR": str(aeron_dir)}, own_session=False)
         await_cnc_ready(aeron_dir, DRIVER_START_TIMEOUT_S, pid=driver.pid, processes=[driver]).close()
         aeron_dirs.append(aeron_dir)
         drivers.append(driver)

@@ -1,7 +1,10 @@
 """Real child processes for integration and chaos tests: spawn, signal, capture output, always clean up.
 
 Each child runs in its own session (``start_new_session=True``), so it leads a process group and a kill
-reaches everything it started (a driver's helpers, a shell's children). Its stdout and stderr go to
+reaches everything it started (a driver's helpers, a shell's children). ``own_session=False`` keeps a child in
+the parent's session instead, where it is signalled alone: on Linux with autogroup scheduling each session is a
+scheduling group of its own, and processes that hand a shared core to each other (``sched_yield``) must be in
+one group for the hand-over to reach the other (benchmarks/runner.py). Its stdout and stderr go to
 ``<run_dir>/<name>.out`` and ``.err``, read back with ``output()``/``tail()`` and printed by the pytest
 plugin when a test fails. ``ProcessManager.close()`` SIGKILLs every group still alive and reaps the
 children, whatever state (running, paused) they are in; if the manager's process dies first (even by
@@ -85,10 +88,12 @@ def _tail(text: str, lines: int) -> str:
 class ManagedProcess:
     """One child process (and its process group) spawned by a ``ProcessManager``."""
 
-    def __init__(self, name: str, argv: Sequence[str], popen: subprocess.Popen, stdout_path: Path, stderr_path: Path):
+    def __init__(self, name: str, argv: Sequence[str], popen: subprocess.Popen, stdout_path: Path, stderr_path: Path,
+                 own_session: bool = True):
         self.name = name
         self.argv = tuple(argv)
         self._popen = popen
+        self.own_session = own_session  # False: in its parent's process group, which a group signal must not hit
         self.stdout_path = stdout_path
         self.stderr_path = stderr_path
 
@@ -98,7 +103,8 @@ class ManagedProcess:
 
     @property
     def pgid(self) -> int:
-        return self._popen.pid  # a session leader's group id is its pid
+        # A session leader's group id is its pid; a child kept in this session is in this process's group.
+        return self._popen.pid if self.own_session else os.getpgrp()
 
     @property
     def is_alive(self) -> bool:
@@ -136,7 +142,7 @@ class ManagedProcess:
     # ---------------------------------------------------------------------------------------- signals
     def _signal(self, signum: int, group: bool) -> None:
         try:
-            if group:
+            if group and self.own_session:
                 os.killpg(self.pgid, signum)
             elif self._popen.returncode is None:
                 self._popen.send_signal(signum)
@@ -240,8 +246,10 @@ class ProcessManager:
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike | None = None,
+        own_session: bool = True,
     ) -> ManagedProcess:
-        """Start ``argv`` as a child in its own session, logging to ``<run_dir>/<name>.out``/``.err``.
+        """Start ``argv`` as a child in its own session (in this process's with ``own_session=False``: see the
+        module's doc), logging to ``<run_dir>/<name>.out``/``.err``.
 
         A name used before gets a suffix (``driver.2``), so a restarted process keeps its own logs.
         The child sees ``os.environ`` + ``base_env`` + ``env`` and ``PYTHONUNBUFFERED=1``.
@@ -263,10 +271,10 @@ class ProcessManager:
                 stderr=err,
                 env=child_env,
                 cwd=cwd,
-                start_new_session=True,
+                start_new_session=own_session,
                 close_fds=True,
             )
-        process = ManagedProcess(name, argv, popen, stdout_path, stderr_path)
+        process = ManagedProcess(name, argv, popen, stdout_path, stderr_path, own_session)
         self.processes.append(process)
         return process
 

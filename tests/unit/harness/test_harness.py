@@ -283,6 +283,26 @@ def test_close_kills_children_and_grandchildren_in_their_group(tmp_path):
         pm.spawn_python("late", "pass")
 
 
+def test_a_child_kept_in_this_session_shares_its_group_and_is_signalled_alone(tmp_path):
+    # The benchmark's drivers run in the runner's session (its scheduling group under autogroup): a kill or a
+    # pause of such a child, "group" or not, must reach it alone, never the test process's own group.
+    with ProcessManager(tmp_path / "run") as pm:
+        own = pm.spawn_python("own", HEARTBEAT, str(tmp_path / "hb-own"))
+        shared = pm.spawn_python("shared", HEARTBEAT, str(tmp_path / "hb-shared"), own_session=False)
+        shared.await_output("ready", TIMEOUT_S)
+        own.await_output("ready", TIMEOUT_S)
+        assert os.getpgid(own.pid) == own.pid == own.pgid
+        assert os.getpgid(shared.pid) == os.getpgrp() == shared.pgid
+        assert os.getsid(shared.pid) == os.getsid(0) != os.getsid(own.pid)
+        shared.pause()
+        await_condition(lambda: shared.state == "T", TIMEOUT_S, "the shared-session child to stop")
+        assert own.state != "T" and process_state(os.getpid()) != "T"
+        shared.resume()
+        assert shared.kill() == -9
+        assert own.is_alive
+    assert own.exit_code == -9
+
+
 def test_close_after_children_exited_is_fine(tmp_path):
     with ProcessManager(tmp_path / "run") as pm:
         proc = pm.spawn_python("short", "pass")
