@@ -187,15 +187,16 @@ class AgentRunner:
         idle = strategy.idle
         tracker = self.duty_cycle_tracker
         nano_time = self._nano_clock.nano_time
-        # An agent that can name what its next cycle depends on, under a strategy that can take its parks in
-        # compiled code: once backed off to the max park, the parks run in a kernel (agent/idle_watch.py).
+        # An agent that can name what its next cycle depends on, under a strategy that can take its steps in
+        # compiled code: once a cycle found no work, the rest of the backoff runs in a kernel (agent/idle_watch.py),
+        # not a duty cycle after each spin, yield and park.
         add_idle_watch = getattr(self.agent, "add_idle_watch", None)
         if not hasattr(strategy, "park_until_changed"):
             add_idle_watch = None
         while self._running:
             try:
                 watch = None
-                if add_idle_watch is not None and strategy.is_backed_off:
+                if add_idle_watch is not None and strategy.can_wait_compiled:
                     watch = self._idle_watch(add_idle_watch)  # its snapshot is taken before the cycle
                 if tracker is None:
                     work_count = do_work()
@@ -225,8 +226,8 @@ class AgentRunner:
 
     @property
     def compiled_parks(self) -> int:
-        """Idle steps taken in compiled waits so far: each a max-period park after which the agent's duty cycle
-        would have found no work (see ``agent/idle_watch.py``)."""
+        """Idle steps taken in compiled waits so far: each a spin, yield or park after which the agent's duty
+        cycle would have found no work (see ``agent/idle_watch.py``)."""
         return self._compiled_parks
 
     # ---------------------------------------------------------------------------------------- close

@@ -197,19 +197,29 @@ class BackoffIdleStrategy:
             self.park_period_ns = min(self.park_period_ns * 2, self.max_park_period_ns)
 
     @property
-    def is_backed_off(self) -> bool:
-        """True once every further idle step is a park of ``max_park_period_ns`` with the real parker: from here
-        an agent runner may take the parks in a compiled wait (``park_until_changed``) instead of one a cycle."""
-        return self.state == self.PARKING and self.park_period_ns == self.max_park_period_ns and \
-            self._park is park_ns
+    def can_wait_compiled(self) -> bool:
+        """True once an idle step was taken (the last cycle found no work) with the real yielder and parker: from
+        here an agent runner may run the rest of the backoff in a compiled wait (``park_until_changed``) instead
+        of a duty cycle after each step. A test's yielder or parker decides its steps itself."""
+        return self.state != self.NOT_IDLE and self._park is park_ns and self._yield is os.sched_yield
 
     def park_until_changed(self, watch, default_deadline_ns: int) -> int:
-        """Idle steps at the max park period, taken in compiled code until a word of ``watch`` (an
-        ``agent.idle_watch.IdleWatch`` with its snapshot taken) changes or its deadline passes; returns the number
-        of parks. Each stands for a park and a duty cycle that would have found no work, so the strategy stays
-        where it was: PARKING at its max period."""
-        parks, _ = watch.park_until_changed(self.max_park_period_ns, default_deadline_ns)
-        return parks
+        """The backoff from where it stands, in compiled code, until a word or socket of ``watch`` (an
+        ``agent.idle_watch.IdleWatch`` with its snapshot taken) has work or its deadline passes; returns the steps
+        taken. Each stands for an idle step and a duty cycle that would have found no work, so the strategy
+        carries on from where the wait left it."""
+        spins, yields = self.max_spins - self.spins, self.max_yields - self.yields
+        steps, _ = watch.park_until_changed(self.park_period_ns, default_deadline_ns, spins=spins, yields=yields,
+                                            max_park_ns=self.max_park_period_ns)
+        spins_left, yields_left, self.park_period_ns = watch.backoff_left
+        self.spins, self.yields = self.max_spins - spins_left, self.max_yields - yields_left
+        if steps > spins + yields:
+            self.state = self.PARKING
+        elif steps > spins:
+            self.state = self.YIELDING
+        elif steps:
+            self.state = self.SPINNING
+        return steps
 
     def __repr__(self) -> str:
         return (

@@ -1,9 +1,10 @@
-"""What an idle agent's next duty cycle depends on, so that its parks can be taken in compiled code.
+"""What an idle agent's next duty cycle depends on, so that its backoff can run in compiled code.
 
 An agent that implements ``add_idle_watch(watch) -> bool`` names, each time its runner is about to wait, every
-shared-memory word whose change could give its next ``do_work`` something to do (``watch_int64``), and the
-monotonic time by which it must run anyway, its next timer (``run_by``). It returns False when it cannot name
-all of its work (a socket to poll, a clock that is not the system's): the runner then idles as usual.
+shared-memory word whose change could give its next ``do_work`` something to do (``watch_int64``), every socket
+whose datagrams are its work (``watch_socket``), and the monotonic time by which it must run anyway, its next
+timer (``run_by``). It returns False when it cannot name all of its work (a clock that is not the system's): the
+runner then idles as usual.
 
 The runner takes a snapshot of the words *before* the duty cycle that found no work, so a change that lands
 while that cycle runs is not missed: the wait (``kernels/idle_wait.park_until_changed``) compares against the
@@ -14,14 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from aeron_numba.kernels.idle_wait import first_changed_word, park_until_changed, snapshot_words
+from aeron_numba.kernels import idle_wait as iw
+from aeron_numba.kernels.idle_wait import first_changed_word, snapshot_words
 from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, counter_offset
 
 _WORD_LENGTH = 8
 
 
 class IdleWatch:
-    """Addresses of int64 words to watch and a deadline in ``time.monotonic_ns`` time (None: no deadline yet)."""
+    """Addresses of int64 words and sockets to watch, and a deadline in ``time.monotonic_ns`` time (None: no
+    deadline yet)."""
 
     def __init__(self):
         self.deadline_ns: int | None = None
@@ -29,7 +32,9 @@ class IdleWatch:
         self._addresses: list[int] = []
         self.addresses = np.zeros(0, np.int64)
         self.values = np.zeros(0, np.int64)
-        self._result = np.zeros(2, np.int64)
+        self._fds: list[int] = []
+        self.pollfds = np.zeros(0, np.int32)
+        self._result = np.zeros(iw.RESULT_LENGTH, np.int64)
 
     def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
         """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
@@ -49,6 +54,12 @@ class IdleWatch:
         """Watch the value of counter ``counter_id`` in a counters values buffer (``cnc.dat``'s)."""
         self.watch_int64(values_buffer, counter_offset(counter_id) + COUNTER_VALUE_OFFSET)
 
+    def watch_socket(self, fd: int) -> None:
+        """Wake when socket ``fd`` has a datagram to read (the caller keeps it open while the watch is in use)."""
+        if fd < 0:
+            raise ValueError(f"fd={fd} is not an open socket")
+        self._fds.append(fd)
+
     def run_by(self, deadline_ns: int) -> None:
         """The agent must run again by ``deadline_ns`` (``time.monotonic_ns`` time); the earliest one wins."""
         if self.deadline_ns is None or deadline_ns < self.deadline_ns:
@@ -58,22 +69,39 @@ class IdleWatch:
     def word_count(self) -> int:
         return len(self._addresses)
 
+    @property
+    def socket_count(self) -> int:
+        return len(self._fds)
+
     def snapshot(self) -> None:
         """Read every watched word now (before the duty cycle whose result decides whether to wait)."""
         self.addresses = np.array(self._addresses, np.int64)
         self.values = np.zeros(len(self._addresses), np.int64)
         snapshot_words(self.addresses, self.values)
+        self.pollfds = np.zeros(len(self._fds) * iw.POLLFD_INT32S, np.int32)
+        self.pollfds[0::iw.POLLFD_INT32S] = self._fds
+        self.pollfds[1::iw.POLLFD_INT32S] = iw.POLLIN
 
     def changed(self) -> bool:
         """True if a watched word differs from the snapshot."""
         return first_changed_word(self.addresses, self.values) >= 0
 
-    def park_until_changed(self, park_ns: int, default_deadline_ns: int) -> tuple[int, int]:
-        """Park ``park_ns`` at a time until a word changes or the deadline (``default_deadline_ns`` if the agent
-        named none) passes; returns (parks taken, reason: ``kernels.idle_wait.WOKEN_BY_*``)."""
+    def park_until_changed(self, park_ns: int, default_deadline_ns: int, *, spins: int = 0, yields: int = 0,
+                           max_park_ns: int | None = None) -> tuple[int, int]:
+        """Back off (``spins`` looks, ``yields`` yields, then parks of ``park_ns`` doubling to ``max_park_ns``,
+        ``park_ns`` if None) until a word changes, a socket is readable or the deadline (``default_deadline_ns``
+        if the agent named none) passes; returns (steps taken, reason: ``kernels.idle_wait.WOKEN_BY_*``).
+        ``backoff_left`` then holds where the backoff stands."""
         deadline_ns = default_deadline_ns if self.deadline_ns is None else min(self.deadline_ns, default_deadline_ns)
-        park_until_changed(self.addresses, self.values, park_ns, deadline_ns, self._result)
-        return int(self._result[0]), int(self._result[1])
+        iw.park_until_changed(self.addresses, self.values, self.pollfds, spins, yields, park_ns,
+                              park_ns if max_park_ns is None else max_park_ns, deadline_ns, self._result)
+        return int(self._result[iw.RESULT_STEPS]), int(self._result[iw.RESULT_REASON])
+
+    @property
+    def backoff_left(self) -> tuple[int, int, int]:
+        """After ``park_until_changed``: the spins and yields left and the next park's length."""
+        r = self._result
+        return int(r[iw.RESULT_SPINS_LEFT]), int(r[iw.RESULT_YIELDS_LEFT]), int(r[iw.RESULT_PARK_NS])
 
     def __repr__(self) -> str:
-        return f"IdleWatch(words={self.word_count}, deadline_ns={self.deadline_ns})"
+        return f"IdleWatch(words={self.word_count}, sockets={self.socket_count}, deadline_ns={self.deadline_ns})"

@@ -1,13 +1,16 @@
-"""A compiled idle wait: park in a loop without returning to Python until a watched word changes.
+"""A compiled idle wait: back off in a loop without returning to Python until a watched word changes or a
+watched socket becomes readable.
 
-An agent under the backoff idle strategy that has backed off to its maximum park wakes every
-``max_park_period_ns`` (1 ms by default) and runs a duty cycle that finds nothing to do. In Python that
-cycle costs several microseconds of interpreter work a wake-up (cold caches after the sleep), as much as
-the wake-up itself. When the agent can name the memory words its next cycle depends on (a ring buffer's
-tail, a log's tail counters, subscriber position counters) and the time by which it must run anyway (its
-next timer), the parks can be taken here instead: park ``park_ns``, reload the words, and return once one
-differs from its snapshot or the deadline has passed. Each loop is exactly a park followed by a cycle that
-would have found no work, so the idle strategy's behaviour (park length, wake-up rate) is unchanged.
+An agent under the backoff idle strategy runs a duty cycle after every spin, yield and park (1 us doubling to
+``max_park_period_ns``, 1 ms by default), each finding nothing to do. In Python such a cycle costs tens of
+microseconds (a driver's, with its streams, a hundred), so a backoff after each bit of work cost more than the
+work. When the agent can name what its next cycle depends on (a ring buffer's tail, a log's tail counters,
+subscriber position counters, the sockets it reads) and the time by which it must run anyway (its next timer),
+the backoff runs here instead: the same spins, yields and doubling parks, each followed by a reload of the
+words, and a return once one differs from its snapshot, a socket is readable or the deadline has passed. A
+park on sockets is ``ppoll`` on them, so a datagram ends it at once instead of at the end of the park. Each
+step stands for one the strategy would have taken followed by a cycle that would have found no work, so the
+strategy's behaviour (spins, yields, park lengths) is unchanged.
 
 Words are watched by address (``ndarray.ctypes.data + offset``, 8-byte aligned int64s in mapped files or
 numpy arrays): the caller keeps every array they point into alive while waiting and never unmaps one from
@@ -30,7 +33,14 @@ from aeron_numba.jit import kernel
 CLOCK_MONOTONIC = 1  # Linux's clockid_t; time.monotonic_ns reads the same clock
 
 #: Why ``park_until_changed`` returned (its second result).
-WOKEN_BY_CHANGE, WOKEN_BY_DEADLINE, WOKEN_BY_SIGNAL = 1, 2, 3
+WOKEN_BY_CHANGE, WOKEN_BY_DEADLINE, WOKEN_BY_SIGNAL, WOKEN_BY_SOCKET = 1, 2, 3, 4
+#: ``park_until_changed``'s results: steps taken, why it returned, and where the backoff stands (spins and yields
+#: left, the next park's length).
+(RESULT_STEPS, RESULT_REASON, RESULT_SPINS_LEFT, RESULT_YIELDS_LEFT, RESULT_PARK_NS) = range(5)
+RESULT_LENGTH = 5
+#: ``struct pollfd`` as two int32s: the fd, then ``events`` (low half) and ``revents`` (high half).
+POLLFD_INT32S = 2
+POLLIN = 0x001
 
 
 @intrinsic
@@ -94,6 +104,29 @@ def _monotonic_ns(typingctx):
 
 
 @intrinsic
+def _ppoll(typingctx, pollfds_address, count, timeout_ns):
+    """libc ``ppoll(fds, count, &timeout, NULL)``: how many fds have events (0 at the timeout), or -1 (a signal)."""
+    if not all(isinstance(t, types.Integer) for t in (pollfds_address, count, timeout_ns)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
+        timespec = ir.LiteralStructType([i64, i64])
+        ts = cgutils.alloca_once(builder, timespec)
+        ns = context.cast(builder, args[2], sig.args[2], types.int64)
+        billion = i64(1_000_000_000)
+        builder.store(builder.sdiv(ns, billion), cgutils.gep_inbounds(builder, ts, 0, 0))
+        builder.store(builder.srem(ns, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
+        fnty = ir.FunctionType(i32, [i8p, i64, timespec.as_pointer(), i8p])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "ppoll")
+        fds = builder.inttoptr(context.cast(builder, args[0], sig.args[0], types.int64), i8p)
+        count = context.cast(builder, args[1], sig.args[1], types.int64)
+        return builder.sext(builder.call(fn, [fds, count, ts, ir.Constant(i8p, None)]), i64)
+
+    return types.int64(pollfds_address, count, timeout_ns), codegen
+
+
+@intrinsic
 def _sched_yield(typingctx):
     """libc ``sched_yield``: give the core to another runnable thread, if there is one."""
 
@@ -120,6 +153,13 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
     def _sched_yield():  # noqa: F811
         os.sched_yield()
 
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.ppoll.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_void_p]
+
+    def _ppoll(pollfds_address, count, timeout_ns):  # noqa: F811
+        timeout = (ctypes.c_int64 * 2)(timeout_ns // 1_000_000_000, timeout_ns % 1_000_000_000)
+        return _libc.ppoll(int(pollfds_address), int(count), ctypes.addressof(timeout), None)
+
 
 @kernel
 def snapshot_words(addresses, values):
@@ -138,8 +178,20 @@ def first_changed_word(addresses, values):
 
 
 @kernel
-def park_until_changed(addresses, values, park_ns, deadline_ns, result):
-    """Park ``park_ns`` at a time until a watched word differs from ``values`` or ``deadline_ns`` has passed.
+def _readable_socket(pollfds, count):
+    """Whether ``ppoll`` marked one of the ``count`` sockets of ``pollfds`` readable (or in error: the next read
+    reports it)."""
+    for i in range(count):
+        if (pollfds[i * POLLFD_INT32S + 1] >> 16) != 0:
+            return True
+    return False
+
+
+@kernel
+def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_park_ns, deadline_ns, result):
+    """Back off until a watched word differs from ``values``, a watched socket is readable or ``deadline_ns`` has
+    passed: ``spins`` steps that only look, then ``yields`` that ``sched_yield`` first, then parks of ``park_ns``
+    doubling up to ``max_park_ns`` (``ppoll`` on the sockets when there are some, ``nanosleep`` otherwise).
 
     Parameters
     ----------
@@ -147,19 +199,48 @@ def park_until_changed(addresses, values, park_ns, deadline_ns, result):
         Addresses of 8-byte aligned int64 words.
     values : int64[::1]
         Their snapshot (``snapshot_words``), taken before the agent's last duty cycle read them.
-    park_ns : int64
-        One park (the idle strategy's maximum park period), > 0.
+    pollfds : int32[::1]
+        ``struct pollfd`` entries (``POLLFD_INT32S`` int32s each, events ``POLLIN``) of the sockets whose
+        datagrams are the agent's work; empty for none.
+    spins, yields : int64
+        Steps of each kind the strategy has left before it parks.
+    park_ns, max_park_ns : int64
+        The next park's length and the longest (> 0).
     deadline_ns : int64
         ``CLOCK_MONOTONIC`` time by which the agent must run again (its next timer).
     result : int64[::1]
-        Length >= 2: ``result[0]`` = parks taken (>= 1; each stands for an idle cycle that found no work),
-        ``result[1]`` = why it returned: WOKEN_BY_CHANGE, WOKEN_BY_DEADLINE or WOKEN_BY_SIGNAL (a signal cut
-        a park short: return so that Python runs its handler).
+        ``RESULT_LENGTH`` long: steps taken (>= 1; each stands for an idle step and a cycle that found no work),
+        why it returned (WOKEN_BY_CHANGE, WOKEN_BY_SOCKET, WOKEN_BY_DEADLINE, or WOKEN_BY_SIGNAL: a signal cut a
+        park short, return so that Python runs its handler), and the spins and yields left and the next park's
+        length, for the strategy to carry on from.
     """
-    parks = 0
+    poll_count = pollfds.shape[0] // POLLFD_INT32S
+    pollfds_address = pollfds.ctypes.data
+    steps = 0
     while True:
-        interrupted = _nanosleep(park_ns) != 0
-        parks += 1
+        interrupted = False
+        socket_ready = False
+        if spins > 0:
+            spins -= 1
+            if poll_count > 0:
+                socket_ready = _ppoll(pollfds_address, poll_count, 0) > 0
+        elif yields > 0:
+            yields -= 1
+            _sched_yield()
+            if poll_count > 0:
+                socket_ready = _ppoll(pollfds_address, poll_count, 0) > 0
+        else:
+            if poll_count > 0:
+                ready = _ppoll(pollfds_address, poll_count, park_ns)
+                interrupted = ready < 0
+                socket_ready = ready > 0
+            else:
+                interrupted = _nanosleep(park_ns) != 0
+            park_ns = min(park_ns * 2, max_park_ns)
+        steps += 1
+        if socket_ready and _readable_socket(pollfds, poll_count):
+            reason = WOKEN_BY_SOCKET
+            break
         if first_changed_word(addresses, values) >= 0:
             reason = WOKEN_BY_CHANGE
             break
@@ -169,8 +250,11 @@ def park_until_changed(addresses, values, park_ns, deadline_ns, result):
         if _monotonic_ns() >= deadline_ns:
             reason = WOKEN_BY_DEADLINE
             break
-    result[0] = parks
-    result[1] = reason
+    result[RESULT_STEPS] = steps
+    result[RESULT_REASON] = reason
+    result[RESULT_SPINS_LEFT] = spins
+    result[RESULT_YIELDS_LEFT] = yields
+    result[RESULT_PARK_NS] = park_ns
 
 
 @kernel

@@ -1,8 +1,10 @@
-"""IdleWatch and the runner's compiled wait: an idle agent that names its work waits in compiled code once backed off,
-a change to a watched word wakes it, and an agent that cannot name its work idles as before."""
+"""IdleWatch and the runner's compiled wait: an idle agent that names its work runs its backoff in compiled code
+after its first idle cycle, a change to a watched word or a datagram on a watched socket wakes it, and an agent
+that cannot name its work idles as before."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -83,6 +85,11 @@ def test_watch_deadline_is_the_earliest_asked_and_the_callers_cap_applies():
     assert watch.park_until_changed(100_000, 1) == (1, iw.WOKEN_BY_DEADLINE)
 
 
+def test_watch_refuses_a_closed_socket_naming_the_fd():
+    with pytest.raises(ValueError, match="fd=-1"):
+        IdleWatch().watch_socket(-1)
+
+
 @pytest.mark.parametrize("offset, match", [(4, "aligned"), (16, "buffer length"), (-8, "buffer length")])
 def test_watch_refuses_a_word_it_cannot_read_naming_the_offset(offset, match):
     with pytest.raises(ValueError, match=match):
@@ -107,8 +114,8 @@ def test_a_backed_off_agent_waits_in_compiled_code_and_a_watched_word_wakes_it()
     runner = AgentRunner(agent, backoff(), None)
     run_on_thread(runner)
     try:
-        # The runner asks for a watch only once backed off, then waits: the deadline is a minute away, so from here
-        # on only the word (or close) can bring the agent back to a duty cycle.
+        # The runner asks for a watch once a cycle found no work, then waits: the deadline is a minute away, so from
+        # here on only the word (or close) can bring the agent back to a duty cycle.
         await_condition(lambda: agent.watches >= 1, 10.0, "the backed-off runner asks for an idle watch")
         # One more cycle (the one the watch's snapshot precedes), then none: a runner parking in Python would run
         # a cycle per 1 ms park. (compiled_parks is only counted when a wait returns, so it is not asserted here:
@@ -150,8 +157,68 @@ def test_an_injected_parker_keeps_the_strategys_own_parks():
     parks = []
     strategy = BackoffIdleStrategy(0, 0, 1_000, 1_000, parker=parks.append)
     strategy.idle(0)
-    assert parks == [1_000] and not strategy.is_backed_off
-    assert backoff().is_backed_off is False  # nothing parked yet
+    assert parks == [1_000] and not strategy.can_wait_compiled
+    assert backoff().can_wait_compiled is False  # no idle step yet: the last cycle may have had work
     real = backoff()
     real.idle(0)
-    assert real.is_backed_off
+    assert real.can_wait_compiled
+
+
+def test_the_compiled_wait_carries_the_backoff_on_from_where_the_strategy_stands():
+    """One spin taken in Python; the wait (its deadline passed) takes one more step, the second spin, and the
+    strategy resumes from there: the same steps in the same order as idling one cycle at a time."""
+    strategy = BackoffIdleStrategy(max_spins=2, max_yields=1, min_park_period_ns=1_000, max_park_period_ns=4_000)
+    strategy.idle(0)
+    watch = IdleWatch()
+    watch.snapshot()
+    assert strategy.park_until_changed(watch, 0) == 1
+    assert (strategy.spins, strategy.yields, strategy.park_period_ns) == (2, 0, 1_000)
+    assert strategy.park_until_changed(watch, 0) == 1  # the yield
+    assert (strategy.spins, strategy.yields, strategy.state) == (2, 1, strategy.YIELDING)
+    assert strategy.park_until_changed(watch, 0) == 1  # the first park
+    assert (strategy.park_period_ns, strategy.state) == (2_000, strategy.PARKING)
+    strategy.idle(1)  # work resets it, as ever
+    assert (strategy.spins, strategy.yields, strategy.park_period_ns) == (0, 0, 1_000)
+
+
+class SocketAgent(WatchingAgent):
+    """Its work is the datagrams of a UDP socket, which it names to its watch."""
+
+    def __init__(self):
+        super().__init__()
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.setblocking(False)
+        self.received = []
+
+    def do_work(self) -> int:
+        self.cycles += 1
+        try:
+            self.received.append(self.socket.recv(64))
+        except BlockingIOError:
+            return 0
+        return 1
+
+    def add_idle_watch(self, watch: IdleWatch) -> bool:
+        self.watches += 1
+        watch.watch_socket(self.socket.fileno())
+        watch.run_by(time.monotonic_ns() + FAR_NS)
+        return True
+
+
+def test_a_datagram_wakes_an_agent_waiting_on_its_socket_in_compiled_code():
+    agent = SocketAgent()
+    runner = AgentRunner(agent, BackoffIdleStrategy(), None)  # Agrona's defaults: 10 spins, 5 yields, 1 us-1 ms
+    run_on_thread(runner)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            await_condition(lambda: agent.watches >= 1, 10.0, "the idle runner asks for a watch")
+            cycles = agent.cycles
+            assert_stays(lambda: agent.cycles <= cycles + 1, 0.05, "no duty cycle while the socket stays quiet")
+            for n in range(3):
+                sender.sendto(b"d%d" % n, agent.socket.getsockname())
+                await_condition(lambda: len(agent.received) == n + 1, 10.0, f"datagram {n} wakes the agent")
+    finally:
+        runner.close(timeout_s=10.0)
+        agent.socket.close()
+    assert agent.received == [b"d0", b"d1", b"d2"]

@@ -1,13 +1,16 @@
-"""The compiled idle wait: it returns when a watched word changes, at its deadline, or on a signal; never by a
-fixed time (no timing assertions: a deadline in the past or far away decides which way it must return)."""
+"""The compiled idle wait: it returns when a watched word changes, a watched socket is readable, at its deadline,
+or on a signal; never by a fixed time (no timing assertions: a deadline in the past or far away decides which way
+it must return). It takes the backoff's steps in order and says where it left off."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 
 import numpy as np
+import pytest
 
 from aeron_numba.kernels import idle_wait as iw
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -21,10 +24,33 @@ def words(buffer: np.ndarray, *offsets: int) -> np.ndarray:
     return np.array([buffer.ctypes.data + offset for offset in offsets], np.int64)
 
 
-def wait(addresses, values, deadline_ns):
-    result = np.zeros(2, np.int64)
-    iw.park_until_changed(addresses, values, PARK_NS, deadline_ns, result)
-    return int(result[0]), int(result[1])
+NO_SOCKETS = np.zeros(0, np.int32)
+
+
+def wait(addresses, values, deadline_ns, pollfds=NO_SOCKETS, spins=0, yields=0, park_ns=PARK_NS, max_park_ns=PARK_NS):
+    result = np.zeros(iw.RESULT_LENGTH, np.int64)
+    iw.park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_park_ns, deadline_ns, result)
+    return int(result[iw.RESULT_STEPS]), int(result[iw.RESULT_REASON]), tuple(
+        int(v) for v in result[iw.RESULT_SPINS_LEFT:iw.RESULT_PARK_NS + 1])
+
+
+def wait_reason(addresses, values, deadline_ns, **kwargs):
+    steps, reason, _ = wait(addresses, values, deadline_ns, **kwargs)
+    return steps, reason
+
+
+def pollfds(*socks: socket.socket) -> np.ndarray:
+    fds = np.zeros(len(socks) * iw.POLLFD_INT32S, np.int32)
+    fds[0::iw.POLLFD_INT32S] = [s.fileno() for s in socks]
+    fds[1::iw.POLLFD_INT32S] = iw.POLLIN
+    return fds
+
+
+def udp_pair():
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    return receiver, sender
 
 
 def test_snapshot_reads_every_word_and_first_changed_word_finds_the_first_difference():
@@ -45,19 +71,19 @@ def test_a_word_already_changed_since_the_snapshot_ends_the_wait_after_one_park(
     addresses, values = words(buffer, 0, 8), np.zeros(2, np.int64)
     iw.snapshot_words(addresses, values)
     buffer[1] = 5  # landed while the agent's last cycle ran, after the snapshot
-    assert wait(addresses, values, time.monotonic_ns() + FAR_NS) == (1, iw.WOKEN_BY_CHANGE)
+    assert wait_reason(addresses, values, time.monotonic_ns() + FAR_NS) == (1, iw.WOKEN_BY_CHANGE)
 
 
 def test_a_deadline_already_passed_ends_the_wait_after_one_park():
     buffer = np.zeros(1, np.int64)
     addresses, values = words(buffer, 0), np.zeros(1, np.int64)
     iw.snapshot_words(addresses, values)
-    assert wait(addresses, values, time.monotonic_ns()) == (1, iw.WOKEN_BY_DEADLINE)
+    assert wait_reason(addresses, values, time.monotonic_ns()) == (1, iw.WOKEN_BY_DEADLINE)
 
 
 def test_no_words_waits_for_the_deadline():
     empty = np.zeros(0, np.int64)
-    assert wait(empty, empty, 0) == (1, iw.WOKEN_BY_DEADLINE)
+    assert wait_reason(empty, empty, 0) == (1, iw.WOKEN_BY_DEADLINE)
 
 
 def test_the_wait_reads_the_monotonic_clock_of_time_monotonic_ns():
@@ -73,7 +99,7 @@ def test_a_record_written_to_a_ring_buffer_by_another_thread_ends_the_wait():
     iw.snapshot_words(addresses, values)
     writer = threading.Thread(target=ring.write, args=(7, np.ones(16, np.uint8)))
     writer.start()  # the wait releases the GIL: the writer runs while it parks
-    parks, reason = wait(addresses, values, time.monotonic_ns() + FAR_NS)
+    parks, reason = wait_reason(addresses, values, time.monotonic_ns() + FAR_NS)
     writer.join()
     assert reason == iw.WOKEN_BY_CHANGE and parks >= 1
     assert ring.read_messages() == [(7, b"\x01" * 16)]
@@ -91,7 +117,7 @@ def test_a_record_claimed_before_the_snapshot_and_committed_after_it_ends_the_wa
     assert ring.read_messages() == []  # claimed, not committed: nothing to read yet
     committer = threading.Thread(target=ring.commit, args=(index,))
     committer.start()
-    _, reason = wait(addresses, values, time.monotonic_ns() + FAR_NS)
+    _, reason = wait_reason(addresses, values, time.monotonic_ns() + FAR_NS)
     committer.join()
     assert reason == iw.WOKEN_BY_CHANGE
     assert [type_id for type_id, _ in ring.read_messages()] == [7]
@@ -114,8 +140,48 @@ def test_a_signal_ends_the_wait_so_that_python_runs_its_handler():
     try:
         sender = threading.Thread(target=interrupt)
         sender.start()
-        _, reason = wait(addresses, values, time.monotonic_ns() + FAR_NS)
+        _, reason = wait_reason(addresses, values, time.monotonic_ns() + FAR_NS)
         sender.join()
         assert reason in (iw.WOKEN_BY_SIGNAL, iw.WOKEN_BY_CHANGE)
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_the_steps_come_in_the_backoffs_order_and_the_wait_says_where_it_left_off():
+    """A deadline already passed ends the wait after one step: a spin while spins are left, then a yield, then a
+    park, whose successor is twice as long up to the max."""
+    empty = np.zeros(0, np.int64)
+    assert wait(empty, empty, 0, spins=3, yields=2, park_ns=1_000, max_park_ns=4_000) == (
+        1, iw.WOKEN_BY_DEADLINE, (2, 2, 1_000))
+    assert wait(empty, empty, 0, spins=0, yields=2, park_ns=1_000, max_park_ns=4_000) == (
+        1, iw.WOKEN_BY_DEADLINE, (0, 1, 1_000))
+    assert wait(empty, empty, 0, spins=0, yields=0, park_ns=1_000, max_park_ns=4_000) == (
+        1, iw.WOKEN_BY_DEADLINE, (0, 0, 2_000))
+    assert wait(empty, empty, 0, spins=0, yields=0, park_ns=4_000, max_park_ns=4_000)[2] == (0, 0, 4_000)
+
+
+def test_a_datagram_already_waiting_on_a_watched_socket_ends_the_wait_at_its_first_step():
+    receiver, sender = udp_pair()
+    with receiver, sender:
+        empty = np.zeros(0, np.int64)
+        sender.sendto(b"x", receiver.getsockname())
+        # the datagram is queued once sendto returns on loopback; a spin's zero-timeout ppoll sees it
+        assert wait(empty, empty, time.monotonic_ns() + FAR_NS, pollfds(receiver), spins=1)[:2] == (
+            1, iw.WOKEN_BY_SOCKET)
+        assert receiver.recv(16) == b"x"  # the wait only looks: the datagram is still there for the agent
+
+
+@pytest.mark.parametrize("spins, yields", [(0, 0), (10, 5)], ids=["parking", "from-the-first-spin"])
+def test_a_datagram_sent_by_another_thread_ends_a_wait_on_its_socket(spins, yields):
+    receiver, quiet = udp_pair()
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with receiver, quiet, sender:
+        quiet.bind(("127.0.0.1", 0))
+        empty = np.zeros(0, np.int64)
+        thread = threading.Thread(target=sender.sendto, args=(b"y", receiver.getsockname()))
+        thread.start()  # the wait releases the GIL: the sender runs while it waits
+        steps, reason, _ = wait(empty, empty, time.monotonic_ns() + FAR_NS, pollfds(quiet, receiver), spins=spins,
+                                yields=yields, park_ns=1_000, max_park_ns=PARK_NS)
+        thread.join()
+        assert reason == iw.WOKEN_BY_SOCKET and steps >= 1
+        assert receiver.recv(16) == b"y"
