@@ -670,14 +670,12 @@ class NetworkConductor:
         return work
 
     def add_idle_watch(self, watch) -> bool:
-        """What the conductor's UDP half waits for (``agent/idle_watch.py``). With the sender and receiver on threads
-        of their own: a command from them, a sender position or a spy's or subscriber's ``sub-pos`` moving (the
-        limits and log cleaning follow those); lifecycles run on the conductor's timer. In SHARED mode, only when
-        there is no socket: the rest needs its sockets polled on this thread."""
-        if self.conductor_proxy.is_direct:
-            return not (self.publications or self.images or self.send_endpoints or self.receive_endpoints or
-                        self.closing_endpoints)
-        watch.watch_int64(self.conductor_proxy.queue.offers, 0)
+        """What the conductor's UDP half waits for (``agent/idle_watch.py``): a sender position or a spy's or
+        subscriber's ``sub-pos`` moving (the limits and log cleaning follow those) and, with the sender and
+        receiver on threads of their own, a command from them; lifecycles run on the conductor's timer. In SHARED
+        mode the sender and receiver on this thread name their own work (sockets, publishers, timers)."""
+        if not self.conductor_proxy.is_direct:
+            watch.watch_int64(self.conductor_proxy.queue.offers, 0)
         values = self.counters.values_buffer
         for publication in self.publications:
             watch.watch_counter(values, publication.snd_pos_counter_id)

@@ -94,8 +94,9 @@ class NetworkCycles:
         pass
 
     def add_idle_watch(self, watch) -> bool:
-        """As the sender's and receiver's: nothing to watch when they have nothing to poll."""
-        return all(agent is None or agent.add_idle_watch(watch) for agent in (self.sender, self.receiver))
+        """Nothing of its own: it runs the sender's and receiver's work, and they name it (beside it in SHARED
+        mode's composite agent, through ``_NetworkAgent`` on a network thread)."""
+        return True
 
     # ------------------------------------------------------------------------------------------ tables
     @staticmethod

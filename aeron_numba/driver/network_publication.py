@@ -220,6 +220,32 @@ class NetworkPublication:
             self._update_connected_status()
         return changes
 
+    def add_idle_watch(self, watch) -> None:
+        """What ``send`` waits for (``agent/idle_watch.py``): a publisher claiming (the tail counters) and
+        committing (the frame at the sender position, which a claim made before the watch's snapshot commits
+        after it), and the spies that set the pace when they simulate a connection. Status messages and NAKs come
+        on the endpoint's socket, which the sender watches."""
+        buffer = self.log.buffer
+        for partition in range(lb.PARTITION_COUNT):
+            watch.watch_int64(buffer, self.log.metadata_offset + lb.term_tail_counter_offset(partition))
+        position = self.sender_position
+        watch.watch_int64(buffer, pos.index_by_position(position, self.bits) * self.term_length +
+                          pos.compute_term_offset_from_position(position, self.bits))
+        for spy in self.spies:
+            watch.watch_counter(self.values_buffer, spy.counter_id)
+
+    def next_timer_ns(self) -> int:
+        """When ``send`` next has timed work: a SETUP while no receiver has answered (or one asked), a heartbeat
+        while connected and quiet, the connection timeout, a retransmit's delay or linger."""
+        due = []
+        if not self.has_receivers or self.is_setup_elicited:
+            due.append(self.time_of_last_setup_ns + self.setup_timeout_ns)
+        if self.has_receivers:
+            due.append(self.time_of_last_send_or_heartbeat_ns + self.heartbeat_timeout_ns)
+            due.append(self.time_of_last_sm_ns + self.connection_timeout_ns + 1)
+        due.extend(action.linger_until_ns if action.sent else action.expiry_ns for action in self.retransmits.values())
+        return min(due)  # never empty: a SETUP while unconnected, a heartbeat while connected
+
     def _send_control(self, length: int) -> None:
         self.endpoint.send(self.control[:length])
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from aeron_numba.kernels.udp_socket import ReceiveBatch
 from aeron_numba.layout import frame
+from aeron_numba.layout import network_state as ns
 
 #: Datagrams one ``recvmmsg`` may return; each slot holds the largest UDP payload.
 RECEIVE_BATCH_LENGTH = 16
@@ -37,6 +38,21 @@ class ImageRows:
         """Rebuilt whole on every change: a new array, so a dispatch in progress keeps reading the old one."""
         self.addresses = np.array([image.row.ctypes.data for image in images], np.int64)
         self.count = len(images)
+
+
+#: An idle sender or receiver waiting in compiled code (``agent/idle_watch.py``) runs by its next timer (a
+#: heartbeat, SETUP or status message due, a retransmit) and at least this often: for what has no deadline of its
+#: own (the loss generator's settings, flow control's receiver timeouts), 10 ms late at most.
+IDLE_TIMER_CHECK_NS = 10_000_000
+#: ... and this often while an image has a gap (its NAK timers run from the receiver's cycle). Also the soonest
+#: a timer that is already due is tried again: one the cycle could not run (a status message with no live
+#: connection to go to) must not turn the wait into a loop of duty cycles.
+SHORT_TIMER_CHECK_NS = 1_000_000
+
+
+def run_timer_by(watch, due_ns: int, now_ns: int) -> None:
+    """``watch.run_by(due_ns)``, but not sooner than ``SHORT_TIMER_CHECK_NS`` from ``now_ns``."""
+    watch.run_by(max(due_ns, now_ns + SHORT_TIMER_CHECK_NS))
 
 
 class Receiver:
@@ -77,8 +93,26 @@ class Receiver:
         return work
 
     def add_idle_watch(self, watch) -> bool:
-        """Nothing to watch when there is nothing to poll; sockets cannot be waited on in compiled code."""
-        return not (self.endpoints or self.images)
+        """What its next cycle needs: a datagram on a receive socket, a subscriber reading on (a status message
+        opens the window), and its timers: each active image's next status message, its NAK timers while it has
+        a gap. False when its clock is not the monotonic clock a compiled wait reads."""
+        if not (self.endpoints or self.images):
+            return True
+        if self.nano_clock is not time.monotonic_ns:
+            return False
+        for endpoint in self.endpoints:
+            for destination in endpoint.destinations:
+                watch.watch_socket(destination.transport.fd)
+        now_ns = self.nano_clock()
+        for image in self.images:
+            for subscriber in image.subscribers:
+                watch.watch_counter(image.values_buffer, subscriber.counter_id)
+            if image.row[ns.IMAGE_IS_ACTIVE]:  # only an active image sends status messages and NAKs
+                run_timer_by(watch, image.time_of_last_sm_ns + image.status_message_timeout_ns, now_ns)
+                if image.rebuild_position < image.hwm_position:
+                    run_timer_by(watch, now_ns, now_ns)
+        watch.run_by(now_ns + IDLE_TIMER_CHECK_NS)
+        return True
 
     def on_close(self) -> None:
         pass

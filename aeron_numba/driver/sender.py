@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH
+from aeron_numba.driver.receiver import IDLE_TIMER_CHECK_NS, RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH, run_timer_by
 from aeron_numba.kernels.udp_socket import ReceiveBatch, SendBatch
 
 DEFAULT_SEND_TO_STATUS_POLL_RATIO = 6
@@ -66,8 +66,22 @@ class Sender:
         return bytes_sent + received
 
     def add_idle_watch(self, watch) -> bool:
-        """Nothing to watch when there is nothing to poll; sockets cannot be waited on in compiled code."""
-        return not (self.publications or self.endpoints)
+        """What its next cycle needs: what receivers send back to a send socket, a publisher adding to a
+        publication (``NetworkPublication.add_idle_watch``), and each publication's next timer
+        (``NetworkPublication.next_timer_ns``). False when its clock is not the monotonic clock a compiled wait
+        reads."""
+        if not (self.publications or self.endpoints):
+            return True
+        if self.nano_clock is not time.monotonic_ns:
+            return False
+        for endpoint in self.endpoints:
+            watch.watch_socket(endpoint.transport.fd)
+        now_ns = self.nano_clock()
+        for publication in self.publications:
+            publication.add_idle_watch(watch)
+            run_timer_by(watch, publication.next_timer_ns(), now_ns)
+        watch.run_by(now_ns + IDLE_TIMER_CHECK_NS)
+        return True
 
     def on_close(self) -> None:
         pass

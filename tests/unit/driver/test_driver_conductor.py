@@ -6,6 +6,7 @@ import errno
 import os
 import socket
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -763,12 +764,11 @@ IDLE_TIMER_MS = 5_000
 @pytest.fixture
 def idle_harness(shm_dir):
     """The harness on the monotonic clock: a compiled wait's deadline is in ``time.monotonic_ns`` time."""
-    import time
-
     # Beside, not over, the ``harness`` fixture's driver. Its timer is seconds away so that real time passing
     # under load cannot run it between a test's steps (an idle cycle must find no work).
     h = Harness(shm_dir / "aeron-idle", timer_interval_ns=IDLE_TIMER_MS * MS)
     h.conductor.nano_clock = time.monotonic_ns
+    h.conductor.network.sender.nano_clock = h.conductor.network.receiver.nano_clock = time.monotonic_ns
     h.conductor.time_of_last_timer_ns = time.monotonic_ns()
     yield h
     h.close()
@@ -783,6 +783,21 @@ def idle_watch_after_cycle(harness):
     watch.snapshot()
     assert harness.driver.runner.agent.do_work() == 0
     return watch
+
+
+def settled_watch(harness, attempts: int = 500):
+    """``idle_watch_after_cycle`` once a live UDP stream's traffic (SETUP, status messages, heartbeats) leaves a
+    cycle with nothing to do."""
+    from aeron_numba.agent.idle_watch import IdleWatch
+
+    agent = harness.driver.runner.agent
+    for _ in range(attempts):
+        watch = IdleWatch()
+        assert agent.add_idle_watch(watch)
+        watch.snapshot()
+        if agent.do_work() == 0:
+            return watch
+    raise AssertionError(f"the driver found work in each of {attempts} cycles")
 
 
 def test_an_idle_driver_is_woken_by_a_command_and_runs_by_its_next_timer(idle_harness):
@@ -825,13 +840,41 @@ def test_an_idle_driver_is_woken_by_an_ipc_publisher_or_subscriber_moving(idle_h
     assert watch.changed()
 
 
-def test_a_driver_with_udp_endpoints_or_a_test_clock_idles_one_cycle_at_a_time(idle_harness, harness):
+def test_a_driver_with_a_test_clock_idles_one_cycle_at_a_time(harness):
     from aeron_numba.agent.idle_watch import IdleWatch
 
     assert not harness.driver.runner.agent.add_idle_watch(IdleWatch())  # the cached clock is not the wait's
+
+
+def test_an_idle_driver_with_udp_streams_is_woken_by_a_datagram_or_a_publisher(idle_harness):
+    """SHARED mode: the sender and receiver name their sockets, so the driver waits in compiled code and a datagram
+    ends the wait at once; a publisher's claim or commit on a network publication ends it too; the timers run at
+    least every IDLE_TIMER_CHECK_NS and never sooner than SHORT_TIMER_CHECK_NS from now."""
+    from aeron_numba.driver.receiver import IDLE_TIMER_CHECK_NS, SHORT_TIMER_CHECK_NS
+    from aeron_numba.kernels import idle_wait as iw
+
     client = RawClient(idle_harness.cnc)
     client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=9,
                 channel="aeron:udp?endpoint=127.0.0.1:0")
     idle_harness.work(2)
-    assert idle_harness.conductor.network.receive_endpoints
-    assert not idle_harness.driver.runner.agent.add_idle_watch(IdleWatch())  # its socket must be polled
+    endpoint = next(iter(idle_harness.conductor.network.receive_endpoints.values()))
+    port = endpoint.destinations[0].transport.local_port
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=9,
+                channel=f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k")
+    idle_harness.work(3)
+    pub = next(m for t, m in client.responses() if t == cp.ON_PUBLICATION_READY)
+    before = time.monotonic_ns()
+    watch = settled_watch(idle_harness)
+    assert watch.socket_count == 2  # the receive socket and the publication's send socket
+    assert watch.deadline_ns <= time.monotonic_ns() + IDLE_TIMER_CHECK_NS
+    assert watch.deadline_ns >= before + SHORT_TIMER_CHECK_NS
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stranger:
+        stranger.sendto(b"\0" * 8, ("127.0.0.1", port))  # not a frame: the wait only sees a datagram arrive
+        assert watch.park_until_changed(1_000_000, time.monotonic_ns() + 60 * 10**9) == (1, iw.WOKEN_BY_SOCKET)
+    watch = settled_watch(idle_harness)  # its first cycle reads (and counts as invalid) the stray datagram
+    values = idle_harness.cnc.counters_values_buffer
+    with LogBuffers.open(pub.log_file_name) as log:
+        state = np.zeros(P.PUB_STATE_LENGTH, np.int64)
+        state[P.PUB_STATE_LIMIT_COUNTER_OFFSET] = pub.position_limit_counter_id * cl.COUNTER_LENGTH
+        assert TA.concurrent_offer(log.buffer, state, values, np.arange(50, dtype=np.uint8), 0, 50, 0) > 0
+    assert watch.changed()  # the publisher appended: the sender has data to send

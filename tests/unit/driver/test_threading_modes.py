@@ -400,23 +400,27 @@ def test_a_conductor_on_its_own_thread_waits_in_compiled_code_even_with_udp_endp
         assert not watch.changed()
         network.conductor_proxy.queue.offer(lambda: None)
         assert watch.changed()
-        # The network threads have sockets to poll: they idle as usual.
+        # The receiver's thread waits on its socket.
         receiver_agent = driver.network_runners[-1].agent
         receiver_agent.do_work()  # applies the endpoint registration the conductor queued
-        assert not receiver_agent.add_idle_watch(IdleWatch())
+        watch = IdleWatch()
+        assert receiver_agent.add_idle_watch(watch)
+        assert watch.socket_count == 1
     finally:
         driver.conductor.on_close()
         driver.close()
 
 
-def test_in_shared_mode_a_driver_with_udp_endpoints_polls_them_instead_of_waiting(shm_dir):
+def test_in_shared_mode_a_driver_with_udp_endpoints_waits_on_their_sockets(shm_dir):
     driver = _driver(shm_dir, "SHARED")
     try:
         client = RawClient(driver.cnc_file)
         client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=3,
                     channel="aeron:udp?endpoint=127.0.0.1:0")
         driver.conductor.do_work()
-        assert not driver.runner.agent.add_idle_watch(IdleWatch())
+        watch = IdleWatch()
+        assert driver.runner.agent.add_idle_watch(watch)
+        assert watch.socket_count == 1
     finally:
         driver.conductor.on_close()
         driver.close()
