@@ -85,17 +85,35 @@ class YieldingIdleStrategy:
     """``sched_yield`` when there was no work: gives the core away only if another thread wants it."""
 
     alias = "yield"
+    #: Yields a compiled wait may take before it returns for the deadline (in practice: until work or the deadline).
+    _WAIT_YIELDS = 1 << 62
 
     def __init__(self, *, yielder: Callable[[], None] = os.sched_yield):
         self._yield = yielder
+        self._idle = False
 
     def idle(self, work_count: int | None = None) -> None:
         if work_count is not None and work_count > 0:
+            self._idle = False
             return
+        self._idle = True
         self._yield()
 
     def reset(self) -> None:
-        pass
+        self._idle = False
+
+    @property
+    def can_wait_compiled(self) -> bool:
+        """True after a cycle without work, with the real yielder: the runner may then yield in a compiled wait
+        (``park_until_changed``), looking at the agent's words and sockets between yields, instead of running a
+        Python duty cycle between them."""
+        return self._idle and self._yield is os.sched_yield
+
+    def park_until_changed(self, watch, default_deadline_ns: int) -> int:
+        """Yields in compiled code until a word or socket of ``watch`` has work or its deadline passes; returns the
+        yields taken (each stands for a yield and a duty cycle that would have found no work)."""
+        steps, _ = watch.park_until_changed(1, default_deadline_ns, yields=self._WAIT_YIELDS)
+        return steps
 
     def __repr__(self) -> str:
         return "YieldingIdleStrategy()"

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from aeron_numba.agent import AgentRunner, BackoffIdleStrategy, CompositeAgent, agent_runner
+from aeron_numba.agent.idle_strategy import YieldingIdleStrategy
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.kernels import idle_wait as iw
 from harness.awaiting import assert_stays, await_condition
@@ -179,6 +180,35 @@ def test_the_compiled_wait_carries_the_backoff_on_from_where_the_strategy_stands
     assert (strategy.park_period_ns, strategy.state) == (2_000, strategy.PARKING)
     strategy.idle(1)  # work resets it, as ever
     assert (strategy.spins, strategy.yields, strategy.park_period_ns) == (0, 0, 1_000)
+
+
+def test_a_yielding_agent_that_names_its_work_yields_in_compiled_code_until_a_word_changes():
+    """Under the yielding strategy the wait yields between looks instead of parking; a change wakes it."""
+    agent = WatchingAgent()
+    runner = AgentRunner(agent, YieldingIdleStrategy(), None)
+    run_on_thread(runner)
+    try:
+        await_condition(lambda: agent.watches >= 1, 10.0, "the idle runner asks for a watch")
+        cycles = agent.cycles
+        assert_stays(lambda: agent.cycles <= cycles + 1, 0.05, "no duty cycle while the watched word stays")
+        agent.word[0] = 1
+        await_condition(lambda: agent.seen == 1, 10.0, "the change to the watched word wakes the agent")
+    finally:
+        runner.close(timeout_s=10.0)
+    assert runner.compiled_parks > 0
+
+
+def test_a_yielding_strategy_waits_compiled_only_after_a_cycle_without_work():
+    strategy = YieldingIdleStrategy()
+    assert not strategy.can_wait_compiled
+    strategy.idle(0)
+    assert strategy.can_wait_compiled
+    strategy.idle(3)
+    assert not strategy.can_wait_compiled
+    yields = []
+    injected = YieldingIdleStrategy(yielder=lambda: yields.append(1))
+    injected.idle(0)
+    assert yields == [1] and not injected.can_wait_compiled  # a test's yielder decides its steps itself
 
 
 class SocketAgent(WatchingAgent):
