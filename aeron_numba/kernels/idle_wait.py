@@ -178,16 +178,6 @@ def first_changed_word(addresses, values):
 
 
 @kernel
-def _readable_socket(pollfds, count):
-    """Whether ``ppoll`` marked one of the ``count`` sockets of ``pollfds`` readable (or in error: the next read
-    reports it)."""
-    for i in range(count):
-        if (pollfds[i * POLLFD_INT32S + 1] >> 16) != 0:
-            return True
-    return False
-
-
-@kernel
 def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_park_ns, deadline_ns, result):
     """Back off until a watched word differs from ``values``, a watched socket is readable or ``deadline_ns`` has
     passed: ``spins`` steps that only look, then ``yields`` that ``sched_yield`` first, then parks of ``park_ns``
@@ -219,7 +209,7 @@ def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_p
     steps = 0
     while True:
         interrupted = False
-        socket_ready = False
+        socket_ready = False  # ppoll counts the sockets with events (readable, or in error: the next read says)
         if spins > 0:
             spins -= 1
             if poll_count > 0:
@@ -238,7 +228,7 @@ def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_p
                 interrupted = _nanosleep(park_ns) != 0
             park_ns = min(park_ns * 2, max_park_ns)
         steps += 1
-        if socket_ready and _readable_socket(pollfds, poll_count):
+        if socket_ready:
             reason = WOKEN_BY_SOCKET
             break
         if first_changed_word(addresses, values) >= 0:
