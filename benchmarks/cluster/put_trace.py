@@ -25,12 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from aeron_numba.layout.counters import COUNTER_LENGTH
+from benchmarks.cluster.load import VALUE_SIZE
 
 #: The first puts warm the path up (compiled kernels, mapped logs) and are not counted.
 WARMUP_PUTS = 20
 #: A counter is listed when it moved in at least this share of the counted puts.
 MOVED_SHARE = 0.6
 PUT_TIMEOUT_NS = 2_000_000_000
+VALUE = b"v" * VALUE_SIZE
 _WORDS_PER_COUNTER = COUNTER_LENGTH // 8
 
 
@@ -59,23 +61,22 @@ def _open_counters(system) -> dict[str, tuple]:
 def trace(system, puts: int) -> tuple[list[int], dict[tuple[str, int], list[int]], dict[tuple[str, int], str]]:
     """Send ``puts`` synchronous puts; returns each counted put's round trip (ns), for each (driver, counter id)
     the times after the send at which it first moved, and the counters' labels."""
-    from aeron_numba.cluster.examples import key_value_service as kv
-
     client = system.client()
     counters = _open_counters(system)
-    session = client.session
     answered = [False]
-    client._pending = lambda token, ok: answered.__setitem__(0, True)
+
+    def on_complete(token: int, ok: bool) -> None:
+        answered[0] = True
+
     totals: list[int] = []
     first_moves: dict[tuple[str, int], list[int]] = collections.defaultdict(list)
     for index in range(puts + WARMUP_PUTS):
         before = {name: _counter_values(cnc).copy() for name, (cnc, _) in counters.items()}
         moved: dict[tuple[str, int], int] = {}
         answered[0] = False
-        message = kv.encode_put(client._base + index, b"k%d" % (index % 10), b"v" * 64)
         start = time.perf_counter_ns()
-        while session.offer(message) < 0:
-            session.poll_egress()
+        while not client.put(f"k{index % 10}", VALUE, index):
+            client.poll(on_complete, 0)
         elapsed = 0
         while not answered[0]:
             elapsed = time.perf_counter_ns() - start
@@ -84,7 +85,7 @@ def trace(system, puts: int) -> tuple[list[int], dict[tuple[str, int], list[int]
             for name, (cnc, _) in counters.items():
                 for counter_id in np.nonzero(_counter_values(cnc) != before[name])[0]:
                     moved.setdefault((name, int(counter_id)), elapsed)
-            session.poll_egress()
+            client.poll(on_complete, 0)
         if index >= WARMUP_PUTS:
             totals.append(time.perf_counter_ns() - start)
             for key, at in moved.items():
