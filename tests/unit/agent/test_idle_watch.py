@@ -110,17 +110,18 @@ def run_on_thread(runner: AgentRunner) -> threading.Thread:
     return AgentRunner.start_on_thread(runner, "idle-watch-test")
 
 
-def test_a_backed_off_agent_waits_in_compiled_code_and_a_watched_word_wakes_it():
+@pytest.mark.parametrize("strategy", [backoff, YieldingIdleStrategy], ids=["backoff", "yield"])
+def test_an_idle_agent_waits_in_compiled_code_and_a_watched_word_wakes_it(strategy):
+    """Backing off, the wait parks between looks; yielding, it yields between them."""
     agent = WatchingAgent()
-    runner = AgentRunner(agent, backoff(), None)
+    runner = AgentRunner(agent, strategy(), None)
     run_on_thread(runner)
     try:
         # The runner asks for a watch once a cycle found no work, then waits: the deadline is a minute away, so from
         # here on only the word (or close) can bring the agent back to a duty cycle.
-        await_condition(lambda: agent.watches >= 1, 10.0, "the backed-off runner asks for an idle watch")
-        # One more cycle (the one the watch's snapshot precedes), then none: a runner parking in Python would run
-        # a cycle per 1 ms park. (compiled_parks is only counted when a wait returns, so it is not asserted here:
-        # a change landing before the first park ends a wait of zero parks.)
+        await_condition(lambda: agent.watches >= 1, 10.0, "the idle runner asks for an idle watch")
+        # One more cycle (the one the watch's snapshot precedes), then none: a runner idling in Python would run a
+        # cycle after each park or yield. (compiled_parks is counted when a wait returns: asserted at the end.)
         cycles = agent.cycles
         assert_stays(lambda: agent.cycles <= cycles + 1, 0.05, "no duty cycle while the watched word stays")
         agent.word[0] = 1
@@ -129,7 +130,7 @@ def test_a_backed_off_agent_waits_in_compiled_code_and_a_watched_word_wakes_it()
         await_condition(lambda: agent.seen == 2, 10.0, "a second change wakes it again")
     finally:
         runner.close(timeout_s=10.0)
-    assert runner.is_closed
+    assert runner.is_closed and runner.compiled_parks > 0  # both wakes ended a wait
 
 
 def test_close_ends_a_compiled_wait(monkeypatch):
@@ -180,22 +181,6 @@ def test_the_compiled_wait_carries_the_backoff_on_from_where_the_strategy_stands
     assert (strategy.park_period_ns, strategy.state) == (2_000, strategy.PARKING)
     strategy.idle(1)  # work resets it, as ever
     assert (strategy.spins, strategy.yields, strategy.park_period_ns) == (0, 0, 1_000)
-
-
-def test_a_yielding_agent_that_names_its_work_yields_in_compiled_code_until_a_word_changes():
-    """Under the yielding strategy the wait yields between looks instead of parking; a change wakes it."""
-    agent = WatchingAgent()
-    runner = AgentRunner(agent, YieldingIdleStrategy(), None)
-    run_on_thread(runner)
-    try:
-        await_condition(lambda: agent.watches >= 1, 10.0, "the idle runner asks for a watch")
-        cycles = agent.cycles
-        assert_stays(lambda: agent.cycles <= cycles + 1, 0.05, "no duty cycle while the watched word stays")
-        agent.word[0] = 1
-        await_condition(lambda: agent.seen == 1, 10.0, "the change to the watched word wakes the agent")
-    finally:
-        runner.close(timeout_s=10.0)
-    assert runner.compiled_parks > 0
 
 
 def test_a_yielding_strategy_waits_compiled_only_after_a_cycle_without_work():
