@@ -226,6 +226,8 @@ class ConsensusModuleAgent:
         self.notified_commit_position = 0
         self.time_of_last_log_update_ns = 0
         self.time_of_last_append_position_update_ns = 0
+        self.log_stalled_at_position = NULL_POSITION  # _is_log_stalled: where the recording was first seen behind
+        self.log_stalled_since_ns = 0
         self.time_of_last_append_position_send_ns = 0
         self._time_of_last_leader_update_ns = 0
         self.slow_tick_deadline_ns = 0
@@ -1129,7 +1131,31 @@ class ConsensusModuleAgent:
                         and self.termination_position == NULL_POSITION):
                     self.enter_election(False, "leader heartbeat timeout")
                     work_count += 1
+                elif self._is_log_stalled(now_ns):
+                    self.enter_election(False, f"log stalled: appendPosition={self.log_stalled_at_position} "
+                                               f"commitPosition={self.notified_commit_position}")
+                    work_count += 1
         return work_count
+
+    def _is_log_stalled(self, now_ns: int) -> bool:
+        """A follower whose recorded log has not moved for a leader heartbeat timeout while the leader's commit
+        position was past it. The log is multi-destination with Aeron's default (max) flow control: the leader sends
+        at the pace of its fastest follower, so a follower whose subscribers fell more than a term behind is lapped,
+        its NAKs land outside the leader's retransmit window and its image never fills the gap. Aeron waits for the
+        next election; we start one at once, and the leader answers this follower's canvass with the term it leads,
+        so the follower catches up from the leader's archive and rejoins the live log without a new term. The wait
+        starts when the follower is first seen behind, not at its last append: an idle follower is not stalled the
+        moment new data is committed."""
+        if self.append_position is None or self.state != ConsensusModuleState.ACTIVE \
+                or self.termination_position != NULL_POSITION:
+            self.log_stalled_since_ns = now_ns
+            return False
+        appended = self.append_position.get()
+        if appended != self.log_stalled_at_position or self.notified_commit_position <= appended:
+            self.log_stalled_at_position = appended
+            self.log_stalled_since_ns = now_ns
+            return False
+        return now_ns > self.log_stalled_since_ns + self.leader_heartbeat_timeout_ns
 
     def _has_active_quorum(self, now_ns: int) -> bool:
         threshold = cm.quorum_threshold(len(self.active_members))
@@ -1636,6 +1662,7 @@ class ConsensusModuleAgent:
             self.time_of_last_log_update_ns = now_ns
             self.time_of_last_append_position_update_ns = now_ns
             self.time_of_last_append_position_send_ns = now_ns
+            self.log_stalled_since_ns = now_ns
             self.local_log_channel = None
         self.recovery_plan = self._create_recovery_plan()
         log_position = election.log_position

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from aeron_numba.cluster.loopback_cluster import LOG_CHANNEL
 from aeron_numba.cluster.recording_log import RecordingLog
+from aeron_numba.codecs.channel_uri import TERM_LENGTH_PARAM, ChannelUri, parse_size
 from aeron_numba.driver.context import idle_strategy_environment
 from aeron_numba.layout import cluster as C
 from harness.awaiting import await_condition
@@ -23,6 +25,8 @@ pytestmark = pytest.mark.slow  # three nodes of four processes each: a minute or
 
 START_S = 180.0
 MESSAGES = 20
+LOG_TERM_LENGTH = parse_size(TERM_LENGTH_PARAM, ChannelUri.parse(LOG_CHANNEL).get(TERM_LENGTH_PARAM))
+LAPPING_PUTS = 600
 
 
 def _start(cluster):
@@ -81,6 +85,32 @@ def test_should_remain_stable_when_there_is_a_slow_follower(cluster):
         client.put_many(5)
         verify_members(cluster, client)
         assert cluster.leader() is leader
+    finally:
+        client.close()
+
+
+def test_should_catch_up_a_follower_the_leader_lapped(cluster):
+    # Ours, not Aeron's: the log is multi-destination with max flow control, so while a follower's service is
+    # stopped the leader and the other follower go on and lap it (more than a 64 KiB term of log ahead). Once its
+    # service is back, it notices its recorded log stalled behind the commit position, catches up from the
+    # leader's archive and rejoins the live log, with no new leadership term.
+    leader = _start(cluster)
+    term = leader.leadership_term_id()
+    client = KeyValueClient(cluster)
+    try:
+        client.put_many(5)
+        lapped = _follower(cluster, leader)
+        cluster.pause(lapped.member_id, only="service container")
+        start = len(client.sent)
+        for i in range(LAPPING_PUTS):  # 256-byte values: about three terms of the log
+            client.put(f"lap-{start + i}".encode(), bytes([i % 251]) * 256)
+        assert lapped.commit_position() < leader.commit_position() - LOG_TERM_LENGTH
+        cluster.resume(lapped.member_id, only="service container")
+        await_condition(lambda: lapped.commit_position() == leader.commit_position(), START_S,
+                        "the lapped follower to catch up")
+        client.put_many(5)
+        verify_members(cluster, client)
+        assert cluster.leader() is leader and leader.leadership_term_id() == term
     finally:
         client.close()
 

@@ -507,6 +507,38 @@ def test_leader_heartbeat_timeout_starts_an_election_and_is_logged_as_aeron_does
     assert world.counters.election_count.value == 2
 
 
+def heartbeat(world, seconds: float, commit_position, recorded_position=None) -> None:
+    """``seconds`` of the leader's commit positions every 200 ms (``commit_position(step)``), the local recording at
+    ``recorded_position(step)`` when given; until an election starts."""
+    for step in range(int(seconds * 5)):
+        if world.agent.election is not None:
+            return
+        world.clock.advance_ms(200)
+        if recorded_position is not None:
+            world.aeron.counters_reader.counters[100].value = recorded_position(step)
+        world.agent.on_commit_position(3, commit_position(step), 0)
+        world.agent.do_work()
+
+
+def test_a_follower_whose_recorded_log_stops_behind_the_leaders_commit_starts_an_election(tmp_path):
+    world, image = follower(tmp_path)
+    agent = world.agent
+    # an idle cluster: the commit position stays where this follower has recorded to
+    world.aeron.counters_reader.counters[100].value = 1024
+    heartbeat(world, 15, lambda step: 1024)
+    # a slow follower: it records behind the leader's commit but keeps moving
+    heartbeat(world, 15, lambda step: 8192 + 4096 * step, lambda step: 1024 + 4096 * step)
+    assert agent.election is None
+    # lapped: the recording stops, the commit position goes on; an election after the 10 s heartbeat timeout
+    stalled_at = 1024 + 4096 * 74
+    heartbeat(world, 9.8, lambda step: 400_000 + 4096 * step, lambda step: stalled_at)
+    assert agent.election is None
+    heartbeat(world, 1, lambda step: 500_000, lambda step: stalled_at)
+    assert agent.election is not None and agent.role == ClusterRole.FOLLOWER
+    events = [str(e) for e in world.errors if isinstance(e, ClusterEvent)]
+    assert events == [f"log stalled: appendPosition={stalled_at} commitPosition=500000"]
+
+
 def test_a_commit_position_of_a_later_term_starts_an_election(tmp_path):
     world, image = follower(tmp_path)
     world.agent.on_commit_position(4, 0, 2)
