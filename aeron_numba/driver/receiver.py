@@ -59,6 +59,7 @@ class Receiver:
     def __init__(self, *, nano_clock=time.monotonic_ns):
         self.nano_clock = nano_clock
         self.endpoints: list = []
+        self.version = 0  # bumped by every change to ``endpoints``: NetworkCycles rebuilds its tables on a change
         self.images: list = []
         self.batch = ReceiveBatch(RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH)
         self.image_rows = ImageRows()
@@ -71,9 +72,11 @@ class Receiver:
 
     def add_endpoint(self, endpoint) -> None:
         self.endpoints.append(endpoint)
+        self.version += 1
 
     def remove_endpoint(self, endpoint) -> None:
         self.endpoints.remove(endpoint)
+        self.version += 1
 
     def add_image(self, image) -> None:
         self.images.append(image)

@@ -24,6 +24,7 @@ class Sender:
         self.send_to_status_poll_ratio = send_to_status_poll_ratio
         self.publications: list = []
         self.endpoints: list = []
+        self.version = 0  # bumped by every change to the two lists: NetworkCycles rebuilds its tables on a change
         self._round_robin = 0
         self._cycles_since_poll = 0
         self.control_batch = ReceiveBatch(RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH)  # what receivers send back
@@ -37,15 +38,19 @@ class Sender:
 
     def add_publication(self, publication) -> None:
         self.publications.append(publication)
+        self.version += 1
 
     def remove_publication(self, publication) -> None:
         self.publications.remove(publication)
+        self.version += 1
 
     def add_endpoint(self, endpoint) -> None:
         self.endpoints.append(endpoint)
+        self.version += 1
 
     def remove_endpoint(self, endpoint) -> None:
         self.endpoints.remove(endpoint)
+        self.version += 1
 
     def do_work(self) -> int:
         now_ns = self.nano_clock()
