@@ -13,6 +13,8 @@ snapshot and returns at once.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from aeron_numba.kernels import idle_wait as iw
@@ -20,6 +22,23 @@ from aeron_numba.kernels.idle_wait import first_changed_word, snapshot_words
 from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, counter_offset
 
 _WORD_LENGTH = 8
+
+#: id(buffer) -> (weak reference, address, length) of every buffer watched so far. Agents name the same buffers at
+#: every wait (a log, the counters), and ``ndarray.ctypes.data`` costs a microsecond or more each time; the weak
+#: reference drops the entry when its buffer goes, before its id can be reused.
+_BUFFERS: dict[int, tuple[weakref.ref, int, int]] = {}
+
+
+def _address_and_length(buffer: np.ndarray) -> tuple[int, int]:
+    key = id(buffer)
+    known = _BUFFERS.get(key)
+    if known is not None and known[0]() is buffer:
+        return known[1], known[2]
+    if not buffer.flags.c_contiguous:
+        raise ValueError("buffer must be C-contiguous to be watched")
+    address, length = buffer.ctypes.data, buffer.nbytes
+    _BUFFERS[key] = (weakref.ref(buffer, lambda _, key=key: _BUFFERS.pop(key, None)), address, length)
+    return address, length
 
 
 class IdleWatch:
@@ -38,11 +57,10 @@ class IdleWatch:
 
     def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
         """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
-        if not buffer.flags.c_contiguous:
-            raise ValueError("buffer must be C-contiguous to be watched")
-        if offset < 0 or offset + _WORD_LENGTH > buffer.nbytes:
-            raise ValueError(f"offset={offset} + {_WORD_LENGTH} > buffer length={buffer.nbytes}")
-        address = buffer.ctypes.data + offset
+        base, length = _address_and_length(buffer)
+        if offset < 0 or offset + _WORD_LENGTH > length:
+            raise ValueError(f"offset={offset} + {_WORD_LENGTH} > buffer length={length}")
+        address = base + offset
         if address % _WORD_LENGTH:
             raise ValueError(f"offset={offset} is not 8-byte aligned in its buffer (address {address:#x})")
         # Holding the view keeps the memory mapped: an mmap with a live export cannot be closed (MappedFile.close),

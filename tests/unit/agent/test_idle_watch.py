@@ -97,6 +97,23 @@ def test_watch_refuses_a_word_it_cannot_read_naming_the_offset(offset, match):
         IdleWatch().watch_int64(np.zeros(2, np.int64), offset)
 
 
+def test_watch_addresses_follow_each_buffer_and_a_freed_buffer_is_forgotten():
+    from aeron_numba.agent import idle_watch
+
+    first, second = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    watch = IdleWatch()
+    watch.watch_int64(first, 8)
+    watch.watch_int64(second, 16)
+    watch.watch_int64(first, 24)  # an address known already
+    watch.snapshot()
+    assert list(watch.addresses) == [first.ctypes.data + 8, second.ctypes.data + 16, first.ctypes.data + 24]
+    key = id(first)
+    del watch, first  # the watch held the buffer; now nothing does
+    assert key not in idle_watch._BUFFERS  # a new buffer at this id is looked up afresh
+    with pytest.raises(ValueError, match="C-contiguous"):
+        IdleWatch().watch_int64(np.zeros((4, 4), np.int64)[:, 1], 0)
+
+
 def test_composite_agent_watches_only_if_every_agent_can():
     a, b = WatchingAgent(), WatchingAgent()
     watch = IdleWatch()
