@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -26,6 +27,7 @@ from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker
 from aeron_numba.agent.idle_strategy import IdleStrategy
 from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.kernels.idle_wait import ring_doorbell
 
 ErrorHandler = Callable[[BaseException], None]
 
@@ -117,6 +119,7 @@ class AgentRunner:
         self._running = True
         self._close_requested = np.zeros(1, np.int64)  # the flag in memory, for a compiled wait to watch
         self._compiled_parks = 0
+        self._doorbell: tuple[int, weakref.ref] | None = None  # (address, its buffer): rung after working cycles
         self._state = self._NEW
         self._state_lock = threading.Lock()
         self._done = threading.Event()
@@ -204,6 +207,10 @@ class AgentRunner:
                     start_ns = nano_time()
                     work_count = do_work()
                     tracker.record(nano_time() - start_ns)
+                if watch is not None and watch.doorbell_address:
+                    self._doorbell = (watch.doorbell_address, weakref.ref(watch.doorbell_buffer))
+                if work_count and self._doorbell is not None:
+                    self._ring_doorbell()
                 if watch is not None and not work_count and self._running:
                     self._compiled_parks += strategy.park_until_changed(
                         watch, time.monotonic_ns() + MAX_COMPILED_WAIT_NS)
@@ -215,6 +222,17 @@ class AgentRunner:
                 self._report(exc)
                 if self._running:
                     idle(0)  # a cycle that keeps failing must not become a hot loop
+
+    def _ring_doorbell(self) -> None:
+        """What this cycle wrote may be what an agent of another process, asleep on the driver's doorbell, waits
+        for: ring it. Held weakly, so that the client closing its cnc.dat mapping is never held up by the runner
+        (a closed mapping has no live view left: the reference is then dead and the ringing stops)."""
+        address, buffer_ref = self._doorbell
+        buffer = buffer_ref()
+        if buffer is None:
+            self._doorbell = None
+            return
+        ring_doorbell(address)
 
     def _idle_watch(self, add_idle_watch) -> IdleWatch | None:
         watch = IdleWatch()
@@ -232,9 +250,12 @@ class AgentRunner:
 
     # ---------------------------------------------------------------------------------------- close
     def request_close(self) -> None:
-        """Ask the loop to stop after the current duty cycle. Only stores flags: safe in signal handlers."""
+        """Ask the loop to stop after the current duty cycle: stores flags and rings the doorbell (a futex wake, no
+        lock), so it is safe in signal handlers."""
         self._running = False
         self._close_requested[0] = 1
+        if self._doorbell is not None:  # a wait asleep on the doorbell sees the flag only when woken
+            self._ring_doorbell()
 
     def close(self, timeout_s: float | None = 10.0) -> None:
         """Request close and wait until the loop has finished and ``on_close`` has run.

@@ -19,7 +19,7 @@ import numpy as np
 
 from aeron_numba.kernels import idle_wait as iw
 from aeron_numba.kernels.idle_wait import first_changed_word, snapshot_words
-from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, counter_offset
+from aeron_numba.layout.counters import COUNTER_LENGTH, COUNTER_VALUE_OFFSET, counter_offset
 
 _WORD_LENGTH = 8
 
@@ -54,6 +54,8 @@ class IdleWatch:
         self._fds: list[int] = []
         self.pollfds = np.zeros(0, np.int32)
         self._result = np.zeros(iw.RESULT_LENGTH, np.int64)
+        self.doorbell_address = 0  # the value of the driver's doorbell counter; 0: none (``use_doorbell``)
+        self.doorbell_buffer: np.ndarray | None = None  # the counters values buffer it is in
 
     def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
         """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
@@ -71,6 +73,18 @@ class IdleWatch:
     def watch_counter(self, values_buffer: np.ndarray, counter_id: int) -> None:
         """Watch the value of counter ``counter_id`` in a counters values buffer (``cnc.dat``'s)."""
         self.watch_int64(values_buffer, counter_offset(counter_id) + COUNTER_VALUE_OFFSET)
+
+    def use_doorbell(self, values_buffer: np.ndarray, counter_id: int) -> None:
+        """Sleep on the driver's doorbell counter (``counter_id`` in ``values_buffer``) while parked, and ``ring``
+        it after a working cycle: the node's processes then wake each other at once instead of at the end of a
+        park (a watch with sockets still parks in ``ppoll`` on them)."""
+        base, length = _address_and_length(values_buffer)
+        offset = counter_offset(counter_id) + COUNTER_VALUE_OFFSET
+        if counter_id < 0 or offset + COUNTER_LENGTH > length:
+            raise ValueError(f"counter_id={counter_id} is outside the counters values buffer (length={length})")
+        self._arrays.append(values_buffer)
+        self.doorbell_buffer = values_buffer
+        self.doorbell_address = base + offset
 
     def watch_socket(self, fd: int) -> None:
         """Wake when socket ``fd`` has a datagram to read (the caller keeps it open while the watch is in use)."""
@@ -111,7 +125,7 @@ class IdleWatch:
         if the agent named none) passes; returns (steps taken, reason: ``kernels.idle_wait.WOKEN_BY_*``).
         ``backoff_left`` then holds where the backoff stands."""
         deadline_ns = default_deadline_ns if self.deadline_ns is None else min(self.deadline_ns, default_deadline_ns)
-        iw.park_until_changed(self.addresses, self.values, self.pollfds, spins, yields, park_ns,
+        iw.park_until_changed(self.addresses, self.values, self.pollfds, self.doorbell_address, spins, yields, park_ns,
                               park_ns if max_park_ns is None else max_park_ns, deadline_ns, self._result)
         return int(self._result[iw.RESULT_STEPS]), int(self._result[iw.RESULT_REASON])
 

@@ -134,6 +134,7 @@ class Aeron:
     def __init__(self, context: Context, conductor: ClientConductor):
         self.context = context
         self._conductor = conductor
+        self._doorbell_counter_id: int | None = None  # the driver's doorbell (None: not looked up yet)
         self._conductor_runner: AgentRunner | None = None
         self._conductor_invoker: AgentInvoker | None = None
         if context.use_conductor_agent_invoker:
@@ -175,8 +176,15 @@ class Aeron:
 
     def add_idle_watch(self, watch) -> None:
         """What the client conductor changes under an application thread's feet: its ``work_generation``, which moves
-        after every cycle that handled a driver event (new images, unavailable ones) or a timer."""
+        after every cycle that handled a driver event (new images, unavailable ones) or a timer. With an
+        aeron-numba driver, the watch also sleeps on and rings its doorbell counter (``IdleWatch.use_doorbell``)."""
         watch.watch_int64(self._conductor.work_generation, 0)
+        if self._doorbell_counter_id is None:  # looked up once: the driver allocates it before clients connect
+            self._doorbell_counter_id = next((c.counter_id for c in self.counters_reader.for_each()
+                                              if c.type_id == counters_layout.DOORBELL_COUNTER_TYPE_ID),
+                                             counters_layout.NULL_COUNTER_ID)
+        if self._doorbell_counter_id != counters_layout.NULL_COUNTER_ID:
+            watch.use_doorbell(self.counters_reader.values_buffer, self._doorbell_counter_id)
 
     @property
     def conductor_agent_invoker(self) -> AgentInvoker | None:

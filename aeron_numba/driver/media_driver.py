@@ -189,6 +189,8 @@ class MediaDriver:
         self.conductor = DriverConductor(self.ctx, self.cnc_file, loss_report=LossReport(self.loss_report.buffer),
                                          **clocks)
         self.conductor.counters.allocate_system_counters(system_counter_label_suffixes(self.ctx))
+        self.conductor.doorbell_counter_id = self.conductor.counters.allocate(cl.DOORBELL_NAME,
+                                                                              cl.DOORBELL_COUNTER_TYPE_ID, b"")
         counters = self.conductor.system_counters
         counters.increment(cl.AERON_VERSION, DRIVER_SEMANTIC_VERSION)
         # As aeronmd: the files the driver itself maps count from the start (cnc.dat, loss-report.dat).

@@ -29,6 +29,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from aeron_numba.jit import kernel
+from aeron_numba.layout import counters as cl
 
 CLOCK_MONOTONIC = 1  # Linux's clockid_t; time.monotonic_ns reads the same clock
 
@@ -138,6 +139,74 @@ def _sched_yield(typingctx):
     return types.void(), codegen
 
 
+SYS_FUTEX = 202  # x86-64 Linux
+FUTEX_WAIT, FUTEX_WAKE = 0, 1  # shared (not FUTEX_PRIVATE_FLAG): the word is in a file other processes map
+EINTR = 4
+
+
+def _futex_call(builder, address, op, value, timeout_ns):
+    """``syscall(SYS_futex, address, op, value, &timeout or NULL, NULL, 0)``; -errno on failure, else its result."""
+    i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
+    timespec = ir.LiteralStructType([i64, i64])
+    ts_arg = ir.Constant(timespec.as_pointer(), None)
+    if timeout_ns is not None:
+        ts = cgutils.alloca_once(builder, timespec)
+        billion = i64(1_000_000_000)
+        builder.store(builder.sdiv(timeout_ns, billion), cgutils.gep_inbounds(builder, ts, 0, 0))
+        builder.store(builder.srem(timeout_ns, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
+        ts_arg = ts
+    syscall = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64], var_arg=True), "syscall")
+    result = builder.call(syscall, [i64(SYS_FUTEX), builder.inttoptr(address, i8p), i32(op), value,
+                                    builder.bitcast(ts_arg, i8p), ir.Constant(i8p, None), i32(0)])
+    errno_location = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32.as_pointer(), []),
+                                                    "__errno_location")
+    errno = builder.sext(builder.load(builder.call(errno_location, [])), i64)
+    return builder.select(builder.icmp_signed("<", result, i64(0)), builder.neg(errno), result)
+
+
+@intrinsic
+def _futex_wait(typingctx, address, expected, timeout_ns):
+    """Sleep while the int32 at ``address`` equals ``expected``, at most ``timeout_ns``: 0 when woken, -EAGAIN
+    (it differed), -ETIMEDOUT, -EINTR (a signal)."""
+    if not all(isinstance(t, types.Integer) for t in (address, expected, timeout_ns)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        address_ = context.cast(builder, args[0], sig.args[0], types.int64)
+        expected_ = builder.trunc(context.cast(builder, args[1], sig.args[1], types.int64), ir.IntType(32))
+        timeout = context.cast(builder, args[2], sig.args[2], types.int64)
+        return _futex_call(builder, address_, FUTEX_WAIT, expected_, timeout)
+
+    return types.int64(address, expected, timeout_ns), codegen
+
+
+@intrinsic
+def _futex_wake(typingctx, address):
+    """Wake every thread sleeping on the int32 at ``address``; returns how many were woken (or -errno)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        address_ = context.cast(builder, args[0], sig.args[0], types.int64)
+        return _futex_call(builder, address_, FUTEX_WAKE, ir.IntType(32)(0x7FFFFFFF), None)
+
+    return types.int64(address), codegen
+
+
+@intrinsic
+def _get_and_add_int64_at(typingctx, address, delta):
+    """Sequentially consistent fetch-and-add on the int64 at a raw address; returns the value before."""
+    if not all(isinstance(t, types.Integer) for t in (address, delta)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        ptr = builder.inttoptr(context.cast(builder, args[0], sig.args[0], types.int64), i64.as_pointer())
+        return builder.atomic_rmw("add", ptr, context.cast(builder, args[1], sig.args[1], types.int64), "seq_cst")
+
+    return types.int64(address, delta), codegen
+
+
 if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
 
     def _load_acquire_int64_at(address):  # noqa: F811
@@ -155,6 +224,25 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
     _libc = ctypes.CDLL(None, use_errno=True)
     _libc.ppoll.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_void_p]
+    _libc.syscall.restype = ctypes.c_long
+
+    def _futex(address, op, value, timeout):
+        result = _libc.syscall(ctypes.c_long(SYS_FUTEX), ctypes.c_void_p(int(address)), ctypes.c_int(op),
+                               ctypes.c_int(value), ctypes.c_void_p(timeout), None, ctypes.c_int(0))
+        return -ctypes.get_errno() if result < 0 else result
+
+    def _futex_wait(address, expected, timeout_ns):  # noqa: F811
+        timeout = (ctypes.c_int64 * 2)(timeout_ns // 1_000_000_000, timeout_ns % 1_000_000_000)
+        return _futex(address, FUTEX_WAIT, ctypes.c_int32(expected).value, ctypes.addressof(timeout))
+
+    def _futex_wake(address):  # noqa: F811
+        return _futex(address, FUTEX_WAKE, 0x7FFFFFFF, None)
+
+    def _get_and_add_int64_at(address, delta):  # noqa: F811 (one thread in a no-JIT run: not atomic)
+        word = ctypes.c_int64.from_address(int(address))
+        before = word.value
+        word.value = before + delta
+        return before
 
     def _ppoll(pollfds_address, count, timeout_ns):  # noqa: F811
         timeout = (ctypes.c_int64 * 2)(timeout_ns // 1_000_000_000, timeout_ns % 1_000_000_000)
@@ -178,7 +266,8 @@ def first_changed_word(addresses, values):
 
 
 @kernel
-def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_park_ns, deadline_ns, result):
+def park_until_changed(addresses, values, pollfds, doorbell_address, spins, yields, park_ns, max_park_ns, deadline_ns,
+                       result):
     """Back off until a watched word differs from ``values``, a watched socket is readable or ``deadline_ns`` has
     passed: ``spins`` steps that only look, then ``yields`` that ``sched_yield`` first, then parks of ``park_ns``
     doubling up to ``max_park_ns`` (``ppoll`` on the sockets when there are some, ``nanosleep`` otherwise).
@@ -192,6 +281,10 @@ def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_p
     pollfds : int32[::1]
         ``struct pollfd`` entries (``POLLFD_INT32S`` int32s each, events ``POLLIN``) of the sockets whose
         datagrams are the agent's work; empty for none.
+    doorbell_address : int64
+        The value of the driver's doorbell counter (``ring_doorbell``), 0 for none: without sockets, a park then
+        sleeps on it (futex) and every process of the node that finishes a working duty cycle ends the park at
+        once, instead of the word's change waiting for the end of the park.
     spins, yields : int64
         Steps of each kind the strategy has left before it parks.
     park_ns, max_park_ns : int64
@@ -224,6 +317,15 @@ def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_p
                 ready = _ppoll(pollfds_address, poll_count, park_ns)
                 interrupted = ready < 0
                 socket_ready = ready > 0
+            elif doorbell_address != 0:
+                # Counted as a waiter before the last look at the words: a ring after that look finds the count
+                # and wakes us, a ring before it changed the doorbell, so the futex does not sleep (-EAGAIN).
+                rung = _load_acquire_int64_at(doorbell_address)
+                waiters_address = doorbell_address + cl.DOORBELL_WAITERS_OFFSET
+                _get_and_add_int64_at(waiters_address, 1)
+                if first_changed_word(addresses, values) < 0:
+                    interrupted = _futex_wait(doorbell_address, rung, park_ns) == -EINTR
+                _get_and_add_int64_at(waiters_address, -1)
             else:
                 interrupted = _nanosleep(park_ns) != 0
             park_ns = min(park_ns * 2, max_park_ns)
@@ -245,6 +347,17 @@ def park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_p
     result[RESULT_SPINS_LEFT] = spins
     result[RESULT_YIELDS_LEFT] = yields
     result[RESULT_PARK_NS] = park_ns
+
+
+@kernel
+def ring_doorbell(doorbell_address):
+    """After a duty cycle that did work (and so may have written what another process of the node waits for):
+    count the ring in the doorbell counter, and wake the processes parked on it, if any are. Returns how many
+    threads it woke."""
+    _get_and_add_int64_at(doorbell_address, 1)
+    if _load_acquire_int64_at(doorbell_address + cl.DOORBELL_WAITERS_OFFSET) > 0:
+        return max(0, _futex_wake(doorbell_address))
+    return 0
 
 
 @kernel

@@ -68,6 +68,13 @@ NAME_RESOLVER_CACHE_ENTRIES_COUNTER_TYPE_ID = 16
 FLOW_CONTROL_RECEIVERS_COUNTER_TYPE_ID = 17
 MDC_DESTINATIONS_COUNTER_TYPE_ID = 18
 
+# aeron-numba's own (not Aeron's): the driver's doorbell. Its value counts the rings of the node's agents after a
+# working duty cycle; its low 32 bits are the futex word that parked agents sleep on, and the int64 at this offset
+# of its value slot (padding in Aeron's layout) counts the agents asleep on it (kernels/idle_wait.py).
+DOORBELL_COUNTER_TYPE_ID = 1_000_001
+DOORBELL_NAME = "aeron-numba doorbell: wakeups of parked agents"
+DOORBELL_WAITERS_OFFSET = 64
+
 # Label prefixes of the per-stream counters.
 PUBLISHER_LIMIT_NAME = "pub-lmt"
 SENDER_POSITION_NAME = "snd-pos"

@@ -15,6 +15,7 @@ from aeron_numba.agent import AgentRunner, BackoffIdleStrategy, CompositeAgent, 
 from aeron_numba.agent.idle_strategy import YieldingIdleStrategy
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.kernels import idle_wait as iw
+from aeron_numba.layout.counters import COUNTER_LENGTH, DOORBELL_WAITERS_OFFSET
 from harness.awaiting import assert_stays, await_condition
 
 FAR_NS = 60_000_000_000
@@ -148,6 +149,44 @@ def test_an_idle_agent_waits_in_compiled_code_and_a_watched_word_wakes_it(strate
     finally:
         runner.close(timeout_s=10.0)
     assert runner.is_closed and runner.compiled_parks > 0  # both wakes ended a wait
+
+
+class DoorbellAgent(WatchingAgent):
+    """A WatchingAgent whose waits sleep on, and whose working cycles ring, the doorbell at counter id 0 of
+    ``values`` (as an aeron-numba client's agents do with their driver's)."""
+
+    def __init__(self, values: np.ndarray):
+        super().__init__()
+        self.values = values
+
+    def add_idle_watch(self, watch: IdleWatch) -> bool:
+        watch.use_doorbell(self.values, 0)
+        return super().add_idle_watch(watch)
+
+
+def test_an_agent_asleep_on_the_doorbell_wakes_when_another_agent_finishes_a_working_cycle(monkeypatch):
+    monkeypatch.setattr(agent_runner, "MAX_COMPILED_WAIT_NS", FAR_NS)
+    values = np.zeros(2 * COUNTER_LENGTH // 8, np.int64)  # a counters values buffer, the doorbell at id 0
+    waiters = lambda: int(values[DOORBELL_WAITERS_OFFSET // 8])  # noqa: E731
+    sleeper, worker = DoorbellAgent(values), DoorbellAgent(values)
+    # one spin (its first idle step, in Python), then parks of a minute (compiled, asleep on the doorbell)
+    minute_parks = BackoffIdleStrategy(max_spins=1, max_yields=0, min_park_period_ns=FAR_NS,
+                                       max_park_period_ns=FAR_NS)
+    runners = [AgentRunner(sleeper, minute_parks, None), AgentRunner(worker, backoff(), None)]
+    for runner in runners:
+        run_on_thread(runner)
+    try:
+        # Both asleep at once: the sleeper is in a park a minute long that only a ring (or close) can end.
+        await_condition(lambda: waiters() == 2, 10.0, "both agents asleep on the doorbell")
+        sleeper.word[0] = 1  # written by no agent: no ring
+        worker.word[0] = 1  # the worker sees it at the end of its next 1 ms park, works, then rings
+        await_condition(lambda: worker.seen == 1, 10.0, "the worker's working cycle")
+        await_condition(lambda: sleeper.seen == 1, 10.0, "the worker's ring to wake the sleeper")
+        assert values[0] >= 1  # the rings are counted in the doorbell's value
+    finally:
+        for runner in runners:
+            runner.close(timeout_s=10.0)
+    assert waiters() == 0
 
 
 def test_close_ends_a_compiled_wait(monkeypatch):

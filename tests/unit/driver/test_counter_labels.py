@@ -114,7 +114,12 @@ def test_bytes_currently_mapped_counts_cnc_and_loss_report_from_the_start(harnes
 
 
 def test_a_driver_with_ipc_and_udp_streams_labels_and_orders_its_counters_as_aeronmd(harness):
-    first_id = len(cl.SYSTEM_COUNTERS)
+    # After the system counters, aeron-numba's one addition to aeronmd's counters: the doorbell that parked agents
+    # sleep on (kernels/idle_wait.py). Aeron's tools list it as any other counter.
+    doorbell_id = len(cl.SYSTEM_COUNTERS)
+    assert labels_from(harness, doorbell_id)[:1] == [cl.DOORBELL_NAME]
+    assert harness.reader.get_counter_type_id(doorbell_id) == cl.DOORBELL_COUNTER_TYPE_ID
+    first_id = doorbell_id + 1
     client = RawClient(harness.cnc)
     ipc_pub_id, ipc_pub = command(harness, client, cp.ADD_PUBLICATION, dc.PublicationMessage,
                                   cp.ON_PUBLICATION_READY, stream_id=IPC_STREAM, channel="aeron:ipc")

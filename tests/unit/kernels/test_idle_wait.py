@@ -14,7 +14,9 @@ import pytest
 
 from aeron_numba.kernels import idle_wait as iw
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
+from aeron_numba.layout.counters import COUNTER_LENGTH, DOORBELL_WAITERS_OFFSET
 from aeron_numba.layout.ring_buffer import TRAILER_LENGTH
+from harness.awaiting import await_condition
 
 PARK_NS = 100_000
 FAR_NS = 60_000_000_000  # a deadline no test reaches: only a change can end the wait
@@ -27,9 +29,11 @@ def words(buffer: np.ndarray, *offsets: int) -> np.ndarray:
 NO_SOCKETS = np.zeros(0, np.int32)
 
 
-def wait(addresses, values, deadline_ns, pollfds=NO_SOCKETS, spins=0, yields=0, park_ns=PARK_NS, max_park_ns=PARK_NS):
+def wait(addresses, values, deadline_ns, pollfds=NO_SOCKETS, spins=0, yields=0, park_ns=PARK_NS, max_park_ns=PARK_NS,
+         doorbell_address=0):
     result = np.zeros(iw.RESULT_LENGTH, np.int64)
-    iw.park_until_changed(addresses, values, pollfds, spins, yields, park_ns, max_park_ns, deadline_ns, result)
+    iw.park_until_changed(addresses, values, pollfds, doorbell_address, spins, yields, park_ns, max_park_ns,
+                          deadline_ns, result)
     return int(result[iw.RESULT_STEPS]), int(result[iw.RESULT_REASON]), tuple(
         int(v) for v in result[iw.RESULT_SPINS_LEFT:iw.RESULT_PARK_NS + 1])
 
@@ -123,7 +127,8 @@ def test_a_record_claimed_before_the_snapshot_and_committed_after_it_ends_the_wa
     assert [type_id for type_id, _ in ring.read_messages()] == [7]
 
 
-def test_a_signal_ends_the_wait_so_that_python_runs_its_handler():
+@pytest.mark.parametrize("on_doorbell", [False, True], ids=["sleeping", "on-doorbell"])
+def test_a_signal_ends_the_wait_so_that_python_runs_its_handler(on_doorbell):
     """Compiled, the wait returns on EINTR (Python runs handlers only between bytecodes); as plain Python
     (NUMBA_DISABLE_JIT) the handler runs inside the sleep and its change to a watched word ends the wait. Either
     way a handler that requests close (a watched flag, as AgentRunner's) is not left waiting for the deadline."""
@@ -140,11 +145,81 @@ def test_a_signal_ends_the_wait_so_that_python_runs_its_handler():
     try:
         sender = threading.Thread(target=interrupt)
         sender.start()
-        _, reason = wait_reason(addresses, values, time.monotonic_ns() + FAR_NS)
+        slot = np.zeros(COUNTER_LENGTH // 8, np.int64)
+        _, reason = wait_reason(addresses, values, time.monotonic_ns() + FAR_NS,
+                                doorbell_address=slot.ctypes.data if on_doorbell else 0)
         sender.join()
         assert reason in (iw.WOKEN_BY_SIGNAL, iw.WOKEN_BY_CHANGE)
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+class Doorbell:
+    """A doorbell counter's value slot (value, then the waiter count at ``DOORBELL_WAITERS_OFFSET``)."""
+
+    def __init__(self):
+        self.slot = np.zeros(COUNTER_LENGTH // 8, np.int64)
+        self.address = self.slot.ctypes.data
+
+    @property
+    def rings(self) -> int:
+        return int(self.slot[0])
+
+    @property
+    def waiters(self) -> int:
+        return int(self.slot[DOORBELL_WAITERS_OFFSET // 8])
+
+
+def wait_in_thread(addresses, values, doorbell: Doorbell) -> tuple[threading.Thread, list]:
+    """A wait on ``doorbell`` with a park longer than any test (only a ring can end it early), in a thread."""
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(wait(addresses, values, time.monotonic_ns() + FAR_NS,
+                                                                 park_ns=FAR_NS, max_park_ns=FAR_NS,
+                                                                 doorbell_address=doorbell.address)))
+    thread.start()  # the wait releases the GIL
+    return thread, outcome
+
+
+def test_a_ring_after_a_change_ends_a_park_on_the_doorbell_at_once():
+    word = np.zeros(1, np.int64)
+    addresses, values = words(word, 0), np.zeros(1, np.int64)
+    doorbell = Doorbell()
+    thread, outcome = wait_in_thread(addresses, values, doorbell)
+    try:
+        await_condition(lambda: doorbell.waiters == 1, 10.0, "the wait to sleep on the doorbell")
+        word[0] = 1
+        iw.ring_doorbell(doorbell.address)
+        await_condition(lambda: outcome, 10.0, "the ring to end the park (a minute long)")
+    finally:
+        word[0] = 1
+        iw.ring_doorbell(doorbell.address)
+        thread.join()
+    steps, reason, _ = outcome[0]
+    assert (steps, reason) == (1, iw.WOKEN_BY_CHANGE)
+    assert doorbell.waiters == 0 and doorbell.rings >= 1
+
+
+def test_a_ring_without_a_change_wakes_the_park_which_sleeps_on_until_one():
+    word = np.zeros(1, np.int64)
+    addresses, values = words(word, 0), np.zeros(1, np.int64)
+    doorbell = Doorbell()
+    thread, outcome = wait_in_thread(addresses, values, doorbell)
+    try:
+        # someone else's work: each ring wakes the waiter, which looks, finds nothing and sleeps again
+        for time_asleep in ("first", "second"):
+            await_condition(lambda: iw.ring_doorbell(doorbell.address) == 1, 10.0,
+                            f"a ring to wake the wait asleep on the doorbell a {time_asleep} time")
+        assert not outcome
+        word[0] = 1
+        iw.ring_doorbell(doorbell.address)
+        await_condition(lambda: outcome, 10.0, "the second ring to end the park")
+    finally:
+        word[0] = 1
+        iw.ring_doorbell(doorbell.address)
+        thread.join()
+    steps, reason, _ = outcome[0]
+    assert reason == iw.WOKEN_BY_CHANGE and steps >= 2  # a park per ring
+    assert doorbell.waiters == 0
 
 
 def test_the_steps_come_in_the_backoffs_order_and_the_wait_says_where_it_left_off():
