@@ -77,7 +77,9 @@ class IdleWatch:
     def use_doorbell(self, values_buffer: np.ndarray, counter_id: int) -> None:
         """Sleep on the driver's doorbell counter (``counter_id`` in ``values_buffer``) while parked, and ``ring``
         it after a working cycle: the node's processes then wake each other at once instead of at the end of a
-        park (a watch with sockets still parks in ``ppoll`` on them)."""
+        park (a watch with sockets still parks in ``ppoll`` on them). Not used where the futex call is unknown."""
+        if iw.SYS_FUTEX is None:
+            return
         base, length = _address_and_length(values_buffer)
         offset = counter_offset(counter_id) + COUNTER_VALUE_OFFSET
         if counter_id < 0 or offset + COUNTER_LENGTH > length:

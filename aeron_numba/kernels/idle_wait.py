@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
+import sys
 import time
 
 import numba
@@ -139,7 +141,8 @@ def _sched_yield(typingctx):
     return types.void(), codegen
 
 
-SYS_FUTEX = 202  # x86-64 Linux
+#: The futex system call's number on this machine (None: unknown here, and the doorbell is not used).
+SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine()) if sys.platform == "linux" else None
 FUTEX_WAIT, FUTEX_WAKE = 0, 1  # shared (not FUTEX_PRIVATE_FLAG): the word is in a file other processes map
 EINTR = 4
 
@@ -156,7 +159,7 @@ def _futex_call(builder, address, op, value, timeout_ns):
         builder.store(builder.srem(timeout_ns, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
         ts_arg = ts
     syscall = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64], var_arg=True), "syscall")
-    result = builder.call(syscall, [i64(SYS_FUTEX), builder.inttoptr(address, i8p), i32(op), value,
+    result = builder.call(syscall, [i64(SYS_FUTEX or -1), builder.inttoptr(address, i8p), i32(op), value,
                                     builder.bitcast(ts_arg, i8p), ir.Constant(i8p, None), i32(0)])
     errno_location = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32.as_pointer(), []),
                                                     "__errno_location")
