@@ -4,6 +4,7 @@ it must return). It takes the backoff's steps in order and says where it left of
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import threading
@@ -170,41 +171,41 @@ class Doorbell:
         return int(self.slot[DOORBELL_WAITERS_OFFSET // 8])
 
 
-def wait_in_thread(addresses, values, doorbell: Doorbell) -> tuple[threading.Thread, list]:
-    """A wait on ``doorbell`` with a park longer than any test (only a ring can end it early), in a thread."""
+@contextlib.contextmanager
+def waiting_in_thread(doorbell: Doorbell):
+    """A wait on one word and on ``doorbell``, with a park longer than any test (only a ring can end it early), in
+    a thread; yields (the word, the wait's outcome once it returned). On exit the word changes and a ring ends
+    the wait if it is still parked."""
+    word = np.zeros(1, np.int64)
+    addresses, values = words(word, 0), np.zeros(1, np.int64)
     outcome = []
     thread = threading.Thread(target=lambda: outcome.append(wait(addresses, values, time.monotonic_ns() + FAR_NS,
                                                                  park_ns=FAR_NS, max_park_ns=FAR_NS,
                                                                  doorbell_address=doorbell.address)))
     thread.start()  # the wait releases the GIL
-    return thread, outcome
-
-
-def test_a_ring_after_a_change_ends_a_park_on_the_doorbell_at_once():
-    word = np.zeros(1, np.int64)
-    addresses, values = words(word, 0), np.zeros(1, np.int64)
-    doorbell = Doorbell()
-    thread, outcome = wait_in_thread(addresses, values, doorbell)
     try:
-        await_condition(lambda: doorbell.waiters == 1, 10.0, "the wait to sleep on the doorbell")
-        word[0] = 1
-        iw.ring_doorbell(doorbell.address)
-        await_condition(lambda: outcome, 10.0, "the ring to end the park (a minute long)")
+        yield word, outcome
     finally:
         word[0] = 1
         iw.ring_doorbell(doorbell.address)
         thread.join()
+
+
+def test_a_ring_after_a_change_ends_a_park_on_the_doorbell_at_once():
+    doorbell = Doorbell()
+    with waiting_in_thread(doorbell) as (word, outcome):
+        await_condition(lambda: doorbell.waiters == 1, 10.0, "the wait to sleep on the doorbell")
+        word[0] = 1
+        iw.ring_doorbell(doorbell.address)
+        await_condition(lambda: outcome, 10.0, "the ring to end the park (a minute long)")
     steps, reason, _ = outcome[0]
     assert (steps, reason) == (1, iw.WOKEN_BY_CHANGE)
     assert doorbell.waiters == 0 and doorbell.rings >= 1
 
 
 def test_a_ring_without_a_change_wakes_the_park_which_sleeps_on_until_one():
-    word = np.zeros(1, np.int64)
-    addresses, values = words(word, 0), np.zeros(1, np.int64)
     doorbell = Doorbell()
-    thread, outcome = wait_in_thread(addresses, values, doorbell)
-    try:
+    with waiting_in_thread(doorbell) as (word, outcome):
         # someone else's work: each ring wakes the waiter, which looks, finds nothing and sleeps again
         for time_asleep in ("first", "second"):
             await_condition(lambda: iw.ring_doorbell(doorbell.address) == 1, 10.0,
@@ -213,10 +214,6 @@ def test_a_ring_without_a_change_wakes_the_park_which_sleeps_on_until_one():
         word[0] = 1
         iw.ring_doorbell(doorbell.address)
         await_condition(lambda: outcome, 10.0, "the second ring to end the park")
-    finally:
-        word[0] = 1
-        iw.ring_doorbell(doorbell.address)
-        thread.join()
     steps, reason, _ = outcome[0]
     assert reason == iw.WOKEN_BY_CHANGE and steps >= 2  # a park per ring
     assert doorbell.waiters == 0
