@@ -72,7 +72,7 @@ MDC_DESTINATIONS_COUNTER_TYPE_ID = 18
 # working duty cycle; its low 32 bits are the futex word that parked agents sleep on, and the int64 at this offset
 # of its value slot (padding in Aeron's layout) counts the agents asleep on it (kernels/idle_wait.py).
 DOORBELL_COUNTER_TYPE_ID = 1_000_001
-DOORBELL_NAME = "aeron-numba doorbell: wakeups of parked agents"
+DOORBELL_NAME = "aeron-numba doorbell: rings after working duty cycles"
 DOORBELL_WAITERS_OFFSET = 64
 
 # Label prefixes of the per-stream counters.
