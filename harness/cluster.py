@@ -620,9 +620,12 @@ def _signal(pid: int, signum: int) -> None:
 
 
 def _is_ours(pid: int) -> bool:
-    """A process running aeron-numba (not another that got a reused pid)."""
+    """A process running aeron-numba (not another that got a reused pid). Asked only of pids the harness saw: an
+    empty command line is one of them being torn down after its SIGKILL (its memory, and so its command line,
+    goes first), still ours until it is gone."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"aeron_numba" in f.read()
+            cmdline = f.read()
     except OSError:
         return False
+    return not cmdline or b"aeron_numba" in cmdline
