@@ -27,7 +27,7 @@ from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker
 from aeron_numba.agent.idle_strategy import IdleStrategy
 from aeron_numba.agent.idle_watch import IdleWatch
-from aeron_numba.kernels.idle_wait import ring_doorbell
+from aeron_numba.kernels.idle_wait import ring_doorbell, wake_doorbell_sleepers
 
 ErrorHandler = Callable[[BaseException], None]
 
@@ -250,12 +250,13 @@ class AgentRunner:
 
     # ---------------------------------------------------------------------------------------- close
     def request_close(self) -> None:
-        """Ask the loop to stop after the current duty cycle: stores flags and rings the doorbell (a futex wake, no
-        lock), so it is safe in signal handlers."""
+        """Ask the loop to stop after the current duty cycle: stores flags and wakes a wait asleep on the doorbell
+        (a futex wake through ctypes: no lock, no JIT), so it is safe in signal handlers."""
         self._running = False
         self._close_requested[0] = 1
-        if self._doorbell is not None:  # a wait asleep on the doorbell sees the flag only when woken
-            self._ring_doorbell()
+        doorbell = self._doorbell
+        if doorbell is not None and doorbell[1]() is not None:  # asleep on it, a wait sees the flag only when woken
+            wake_doorbell_sleepers(doorbell[0])
 
     def close(self, timeout_s: float | None = 10.0) -> None:
         """Request close and wait until the loop has finished and ``on_close`` has run.

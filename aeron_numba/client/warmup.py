@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from aeron_numba.kernels import atomics_for_python, term_appender
+from aeron_numba.kernels import atomics_for_python, idle_wait, term_appender
 from aeron_numba.kernels.broadcast import BroadcastReceiver, CopyBroadcastReceiver
 from aeron_numba.kernels.counters import CountersReader
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -104,4 +104,6 @@ def warm_up_client_kernels() -> None:
         atomics_for_python.get_int64_acquire(word, 0)
         atomics_for_python.put_int32_release(word, 8, 1)
         atomics_for_python.get_int32_acquire(word, 8)
+        doorbell = np.zeros(counters.COUNTER_LENGTH // 8, np.int64)  # a slot with no waiters: the ring wakes no one
+        idle_wait.ring_doorbell(doorbell.ctypes.data)
         _done = True

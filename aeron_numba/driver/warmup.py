@@ -20,7 +20,7 @@ import numpy as np
 from aeron_numba.kernels.cnc_file import CncFile
 from aeron_numba.kernels.error_log import ErrorLogReader
 from aeron_numba.codecs import driver_commands as dc
-from aeron_numba.kernels import loss_detector, publication_sender, term_appender, term_rebuilder, udp_frames
+from aeron_numba.kernels import idle_wait, loss_detector, publication_sender, term_appender, term_rebuilder, udp_frames
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -94,6 +94,8 @@ def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
         conductor.counters.allocate_system_counters()
         conductor.on_start()
         _exercise(conductor, ManyToOneRingBuffer(cnc_file.to_driver_buffer), cnc_file, clock)
+        doorbell = np.zeros(COUNTER_LENGTH // 8, np.int64)  # a slot with no waiters: the ring wakes no one
+        idle_wait.ring_doorbell(doorbell.ctypes.data)  # first rung by a runner thread, never by a signal handler
         conductor.on_close()
         cnc_file.close()
     finally:

@@ -363,6 +363,19 @@ def ring_doorbell(doorbell_address):
     return 0
 
 
+_libc_syscall = ctypes.CDLL(None, use_errno=True).syscall
+_libc_syscall.restype = ctypes.c_long
+
+
+def wake_doorbell_sleepers(doorbell_address: int) -> None:
+    """``FUTEX_WAKE`` everyone asleep on the doorbell, through ctypes rather than a kernel: safe in a signal
+    handler, which may run in the middle of the JIT loading a kernel (calling one there re-enters the JIT: llvmlite
+    aborts). The sleepers look at their words and sleep again unless one changed."""
+    if SYS_FUTEX is not None and doorbell_address:
+        _libc_syscall(ctypes.c_long(SYS_FUTEX), ctypes.c_void_p(doorbell_address), ctypes.c_int(FUTEX_WAKE),
+                      ctypes.c_int(0x7FFFFFFF), None, None, ctypes.c_int(0))
+
+
 @kernel
 def monotonic_ns():
     """``CLOCK_MONOTONIC`` as the wait reads it (for tests: it must agree with ``time.monotonic_ns``)."""
