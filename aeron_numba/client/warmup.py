@@ -104,6 +104,5 @@ def warm_up_client_kernels() -> None:
         atomics_for_python.get_int64_acquire(word, 0)
         atomics_for_python.put_int32_release(word, 8, 1)
         atomics_for_python.get_int32_acquire(word, 8)
-        doorbell = np.zeros(counters.COUNTER_LENGTH // 8, np.int64)  # a slot with no waiters: the ring wakes no one
-        idle_wait.ring_doorbell(doorbell.ctypes.data)
+        idle_wait.warm_up_ring_doorbell()
         _done = True

@@ -94,8 +94,7 @@ def warm_up_driver_kernels(scratch_parent: str | None = None) -> None:
         conductor.counters.allocate_system_counters()
         conductor.on_start()
         _exercise(conductor, ManyToOneRingBuffer(cnc_file.to_driver_buffer), cnc_file, clock)
-        doorbell = np.zeros(COUNTER_LENGTH // 8, np.int64)  # a slot with no waiters: the ring wakes no one
-        idle_wait.ring_doorbell(doorbell.ctypes.data)  # first rung by a runner thread, never by a signal handler
+        idle_wait.warm_up_ring_doorbell()
         conductor.on_close()
         cnc_file.close()
     finally:

@@ -26,6 +26,7 @@ import sys
 import time
 
 import numba
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
@@ -60,16 +61,25 @@ def _load_acquire_int64_at(typingctx, address):
     return types.int64(address), codegen
 
 
-def _timespec_call(builder, name, first_arg, ns_value, with_clock):
-    """Build ``struct timespec ts = {ns / 1e9, ns % 1e9}`` on the stack and call libc's ``name`` with it."""
-    i32, i64 = ir.IntType(32), ir.IntType(64)
-    timespec = ir.LiteralStructType([i64, i64])
-    ts = cgutils.alloca_once(builder, timespec)
+_TIMESPEC = ir.LiteralStructType([ir.IntType(64), ir.IntType(64)])  # struct timespec {tv_sec, tv_nsec}
+
+
+def _stack_timespec(builder, ns_value):
+    """``struct timespec ts = {ns / 1e9, ns % 1e9}`` on the stack (left unset when ``ns_value`` is None); its
+    pointer."""
+    ts = cgutils.alloca_once(builder, _TIMESPEC)
     if ns_value is not None:
-        billion = i64(1_000_000_000)
+        billion = ir.IntType(64)(1_000_000_000)
         builder.store(builder.sdiv(ns_value, billion), cgutils.gep_inbounds(builder, ts, 0, 0))
         builder.store(builder.srem(ns_value, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
-    ts_ptr_type = timespec.as_pointer()
+    return ts
+
+
+def _timespec_call(builder, name, first_arg, ns_value, with_clock):
+    """Build ``struct timespec ts = {ns / 1e9, ns % 1e9}`` on the stack and call libc's ``name`` with it."""
+    i32 = ir.IntType(32)
+    ts = _stack_timespec(builder, ns_value)
+    ts_ptr_type = _TIMESPEC.as_pointer()
     if with_clock:  # clock_gettime(clockid, &ts)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, ts_ptr_type]), name)
         result = builder.call(fn, [i32(first_arg), ts])
@@ -114,13 +124,8 @@ def _ppoll(typingctx, pollfds_address, count, timeout_ns):
 
     def codegen(context, builder, sig, args):
         i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
-        timespec = ir.LiteralStructType([i64, i64])
-        ts = cgutils.alloca_once(builder, timespec)
-        ns = context.cast(builder, args[2], sig.args[2], types.int64)
-        billion = i64(1_000_000_000)
-        builder.store(builder.sdiv(ns, billion), cgutils.gep_inbounds(builder, ts, 0, 0))
-        builder.store(builder.srem(ns, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
-        fnty = ir.FunctionType(i32, [i8p, i64, timespec.as_pointer(), i8p])
+        ts = _stack_timespec(builder, context.cast(builder, args[2], sig.args[2], types.int64))
+        fnty = ir.FunctionType(i32, [i8p, i64, _TIMESPEC.as_pointer(), i8p])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "ppoll")
         fds = builder.inttoptr(context.cast(builder, args[0], sig.args[0], types.int64), i8p)
         count = context.cast(builder, args[1], sig.args[1], types.int64)
@@ -150,14 +155,7 @@ EINTR = 4
 def _futex_call(builder, address, op, value, timeout_ns):
     """``syscall(SYS_futex, address, op, value, &timeout or NULL, NULL, 0)``; -errno on failure, else its result."""
     i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
-    timespec = ir.LiteralStructType([i64, i64])
-    ts_arg = ir.Constant(timespec.as_pointer(), None)
-    if timeout_ns is not None:
-        ts = cgutils.alloca_once(builder, timespec)
-        billion = i64(1_000_000_000)
-        builder.store(builder.sdiv(timeout_ns, billion), cgutils.gep_inbounds(builder, ts, 0, 0))
-        builder.store(builder.srem(timeout_ns, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
-        ts_arg = ts
+    ts_arg = ir.Constant(_TIMESPEC.as_pointer(), None) if timeout_ns is None else _stack_timespec(builder, timeout_ns)
     syscall = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64], var_arg=True), "syscall")
     result = builder.call(syscall, [i64(SYS_FUTEX or -1), builder.inttoptr(address, i8p), i32(op), value,
                                     builder.bitcast(ts_arg, i8p), ir.Constant(i8p, None), i32(0)])
@@ -210,6 +208,17 @@ def _get_and_add_int64_at(typingctx, address, delta):
     return types.int64(address, delta), codegen
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def _futex_by_ctypes(address, op, value, timeout_address):
+    """The futex call through ctypes (no JIT): -errno on failure, else its result."""
+    result = _libc.syscall(ctypes.c_long(SYS_FUTEX), ctypes.c_void_p(int(address)), ctypes.c_int(op),
+                           ctypes.c_int(value), ctypes.c_void_p(timeout_address), None, ctypes.c_int(0))
+    return -ctypes.get_errno() if result < 0 else result
+
+
 if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
 
     def _load_acquire_int64_at(address):  # noqa: F811
@@ -225,21 +234,14 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
     def _sched_yield():  # noqa: F811
         os.sched_yield()
 
-    _libc = ctypes.CDLL(None, use_errno=True)
     _libc.ppoll.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_void_p]
-    _libc.syscall.restype = ctypes.c_long
-
-    def _futex(address, op, value, timeout):
-        result = _libc.syscall(ctypes.c_long(SYS_FUTEX), ctypes.c_void_p(int(address)), ctypes.c_int(op),
-                               ctypes.c_int(value), ctypes.c_void_p(timeout), None, ctypes.c_int(0))
-        return -ctypes.get_errno() if result < 0 else result
 
     def _futex_wait(address, expected, timeout_ns):  # noqa: F811
         timeout = (ctypes.c_int64 * 2)(timeout_ns // 1_000_000_000, timeout_ns % 1_000_000_000)
-        return _futex(address, FUTEX_WAIT, ctypes.c_int32(expected).value, ctypes.addressof(timeout))
+        return _futex_by_ctypes(address, FUTEX_WAIT, ctypes.c_int32(expected).value, ctypes.addressof(timeout))
 
     def _futex_wake(address):  # noqa: F811
-        return _futex(address, FUTEX_WAKE, 0x7FFFFFFF, None)
+        return _futex_by_ctypes(address, FUTEX_WAKE, 0x7FFFFFFF, None)
 
     def _get_and_add_int64_at(address, delta):  # noqa: F811 (one thread in a no-JIT run: not atomic)
         word = ctypes.c_int64.from_address(int(address))
@@ -363,17 +365,18 @@ def ring_doorbell(doorbell_address):
     return 0
 
 
-_libc_syscall = ctypes.CDLL(None, use_errno=True).syscall
-_libc_syscall.restype = ctypes.c_long
-
-
 def wake_doorbell_sleepers(doorbell_address: int) -> None:
     """``FUTEX_WAKE`` everyone asleep on the doorbell, through ctypes rather than a kernel: safe in a signal
     handler, which may run in the middle of the JIT loading a kernel (calling one there re-enters the JIT: llvmlite
     aborts). The sleepers look at their words and sleep again unless one changed."""
     if SYS_FUTEX is not None and doorbell_address:
-        _libc_syscall(ctypes.c_long(SYS_FUTEX), ctypes.c_void_p(doorbell_address), ctypes.c_int(FUTEX_WAKE),
-                      ctypes.c_int(0x7FFFFFFF), None, None, ctypes.c_int(0))
+        _futex_by_ctypes(doorbell_address, FUTEX_WAKE, 0x7FFFFFFF, None)
+
+
+def warm_up_ring_doorbell() -> None:
+    """Load ``ring_doorbell`` (a process's warm-up): first called by a runner thread, never by a signal handler."""
+    doorbell = np.zeros(cl.COUNTER_LENGTH // 8, np.int64)  # a slot with no waiters: the ring wakes no one
+    ring_doorbell(doorbell.ctypes.data)
 
 
 @kernel
