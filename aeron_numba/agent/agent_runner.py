@@ -207,7 +207,8 @@ class AgentRunner:
                     start_ns = nano_time()
                     work_count = do_work()
                     tracker.record(nano_time() - start_ns)
-                if watch is not None and watch.doorbell_address:
+                if watch is not None and watch.doorbell_address and (  # a new reference only for a new doorbell
+                        self._doorbell is None or self._doorbell[1]() is not watch.doorbell_buffer):
                     self._doorbell = (watch.doorbell_address, weakref.ref(watch.doorbell_buffer))
                 if work_count and self._doorbell is not None:
                     self._ring_doorbell()
