@@ -27,7 +27,7 @@ from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker
 from aeron_numba.agent.idle_strategy import IdleStrategy
 from aeron_numba.agent.idle_watch import IdleWatch
-from aeron_numba.kernels.idle_wait import ring_doorbell, wake_doorbell_sleepers
+from aeron_numba.kernels.idle_wait import ring_doorbell, wake_doorbell_sleepers, wake_socket_fd
 
 ErrorHandler = Callable[[BaseException], None]
 
@@ -120,6 +120,7 @@ class AgentRunner:
         self._close_requested = np.zeros(1, np.int64)  # the flag in memory, for a compiled wait to watch
         self._compiled_parks = 0
         self._doorbell: tuple[int, weakref.ref] | None = None  # (address, its buffer): rung after working cycles
+        self._wake_fd = -1  # the process's socket for the doorbell's wake datagrams, once there is a doorbell
         self._state = self._NEW
         self._state_lock = threading.Lock()
         self._done = threading.Event()
@@ -210,6 +211,7 @@ class AgentRunner:
                 if watch is not None and watch.doorbell_address and (  # a new reference only for a new doorbell
                         self._doorbell is None or self._doorbell[1]() is not watch.doorbell_buffer):
                     self._doorbell = (watch.doorbell_address, weakref.ref(watch.doorbell_buffer))
+                    self._wake_fd = wake_socket_fd()
                 if work_count and self._doorbell is not None:
                     self._ring_doorbell()
                 if watch is not None and not work_count and self._running:
@@ -233,7 +235,7 @@ class AgentRunner:
         if buffer is None:
             self._doorbell = None
             return
-        ring_doorbell(address)
+        ring_doorbell(address, self._wake_fd)
 
     def _idle_watch(self, add_idle_watch) -> IdleWatch | None:
         watch = IdleWatch()

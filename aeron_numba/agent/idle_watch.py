@@ -56,6 +56,8 @@ class IdleWatch:
         self._result = np.zeros(iw.RESULT_LENGTH, np.int64)
         self.doorbell_address = 0  # the value of the driver's doorbell counter; 0: none (``use_doorbell``)
         self.doorbell_buffer: np.ndarray | None = None  # the counters values buffer it is in
+        self.wake_fd = -1  # the driver's doorbell wake socket, parked on beside the watched sockets (-1: none)
+        self.wake_index = -1  # its entry in ``pollfds`` once there (-1: not there)
 
     def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
         """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
@@ -74,10 +76,12 @@ class IdleWatch:
         """Watch the value of counter ``counter_id`` in a counters values buffer (``cnc.dat``'s)."""
         self.watch_int64(values_buffer, counter_offset(counter_id) + COUNTER_VALUE_OFFSET)
 
-    def use_doorbell(self, values_buffer: np.ndarray, counter_id: int) -> None:
+    def use_doorbell(self, values_buffer: np.ndarray, counter_id: int, wake_fd: int = -1) -> None:
         """Sleep on the driver's doorbell counter (``counter_id`` in ``values_buffer``) while parked, and ``ring``
         it after a working cycle: the node's processes then wake each other at once instead of at the end of a
-        park (a watch with sockets still parks in ``ppoll`` on them). Not used where the futex call is unknown."""
+        park. A watch with sockets parks in ``ppoll`` on them, and then also on ``wake_fd``, the driver's wake
+        socket (``kernels/idle_wait.open_wake_socket``), to which a ring sends a datagram; without it, a ring
+        cannot end such a park. Not used where the futex call is unknown."""
         if iw.SYS_FUTEX is None:
             return
         base, length = _address_and_length(values_buffer)
@@ -87,6 +91,7 @@ class IdleWatch:
         self._arrays.append(values_buffer)
         self.doorbell_buffer = values_buffer
         self.doorbell_address = base + offset
+        self.wake_fd = wake_fd
 
     def watch_socket(self, fd: int) -> None:
         """Wake when socket ``fd`` has a datagram to read (the caller keeps it open while the watch is in use)."""
@@ -112,8 +117,13 @@ class IdleWatch:
         self.addresses = np.array(self._addresses, np.int64)
         self.values = np.zeros(len(self._addresses), np.int64)
         snapshot_words(self.addresses, self.values)
-        self.pollfds = np.zeros(len(self._fds) * iw.POLLFD_INT32S, np.int32)
-        self.pollfds[0::iw.POLLFD_INT32S] = self._fds
+        fds = self._fds
+        self.wake_index = -1
+        if fds and self.wake_fd >= 0:  # parked in ppoll, a ring wakes it through the wake socket
+            self.wake_index = len(fds)
+            fds = [*fds, self.wake_fd]
+        self.pollfds = np.zeros(len(fds) * iw.POLLFD_INT32S, np.int32)
+        self.pollfds[0::iw.POLLFD_INT32S] = fds
         self.pollfds[1::iw.POLLFD_INT32S] = iw.POLLIN
 
     def changed(self) -> bool:
@@ -127,8 +137,9 @@ class IdleWatch:
         if the agent named none) passes; returns (steps taken, reason: ``kernels.idle_wait.WOKEN_BY_*``).
         ``backoff_left`` then holds where the backoff stands."""
         deadline_ns = default_deadline_ns if self.deadline_ns is None else min(self.deadline_ns, default_deadline_ns)
-        iw.park_until_changed(self.addresses, self.values, self.pollfds, self.doorbell_address, spins, yields, park_ns,
-                              park_ns if max_park_ns is None else max_park_ns, deadline_ns, self._result)
+        iw.park_until_changed(self.addresses, self.values, self.pollfds, self.doorbell_address, self.wake_index, spins,
+                              yields, park_ns, park_ns if max_park_ns is None else max_park_ns, deadline_ns,
+                              self._result)
         return int(self._result[iw.RESULT_STEPS]), int(self._result[iw.RESULT_REASON])
 
     @property

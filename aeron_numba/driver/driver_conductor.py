@@ -138,6 +138,7 @@ class DriverConductor:
         self.error_log = DistinctErrorLog(cnc_file.error_log_buffer, epoch_clock=self.epoch_clock)
         self.system_counters = SystemCounters(cnc_file.counters_values_buffer)
         self.doorbell_counter_id: int | None = None  # allocated by MediaDriver after the system counters
+        self.doorbell_wake_fd = -1  # MediaDriver's wake socket for the doorbell (kernels/idle_wait.open_wake_socket)
         self.publications_dir = Path(context.aeron_dir) / PUBLICATIONS_DIR
         self.clients: dict[int, ClientSession] = {}
         self.publications: list[IpcPublication] = []
@@ -179,7 +180,7 @@ class DriverConductor:
         if self.nano_clock is not time.monotonic_ns or not self.network.add_idle_watch(watch):
             return False
         if self.doorbell_counter_id is not None:  # the driver rings it too: its receiver feeds the node's images
-            watch.use_doorbell(self.counters.values_buffer, self.doorbell_counter_id)
+            watch.use_doorbell(self.counters.values_buffer, self.doorbell_counter_id, self.doorbell_wake_fd)
         self.command_adapter.add_idle_watch(watch)
         for publication in self.publications:
             publication.add_idle_watch(watch)

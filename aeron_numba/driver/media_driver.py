@@ -43,6 +43,7 @@ from pathlib import Path
 from aeron_numba.agent import AgentRunner, AgentTerminationException, CompositeAgent, close_on_signals
 from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker, SharedDutyCycleTracker
 from aeron_numba.child_processes import with_parent_death_signal
+from aeron_numba.kernels import idle_wait
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError, body_problem
 from aeron_numba.errors import AeronError, InsufficientStorageError, LayoutError
 from aeron_numba.kernels.loss_report import LossReport
@@ -191,6 +192,12 @@ class MediaDriver:
         self.conductor.counters.allocate_system_counters(system_counter_label_suffixes(self.ctx))
         self.conductor.doorbell_counter_id = self.conductor.counters.allocate(cl.DOORBELL_NAME,
                                                                               cl.DOORBELL_COUNTER_TYPE_ID, b"")
+        # The driver parks in ppoll on its sockets, where the doorbell's futex cannot wake it: rings send an empty
+        # datagram to this socket instead, so that a client's or a cluster agent's new message is sent at once.
+        self._doorbell_address = (self.conductor.counters.values_buffer.ctypes.data +
+                                  cl.counter_offset(self.conductor.doorbell_counter_id) + cl.COUNTER_VALUE_OFFSET)
+        self.doorbell_wake_socket = idle_wait.open_wake_socket(self._doorbell_address)
+        self.conductor.doorbell_wake_fd = self.doorbell_wake_socket.fileno()
         counters = self.conductor.system_counters
         counters.increment(cl.AERON_VERSION, DRIVER_SEMANTIC_VERSION)
         # As aeronmd: the files the driver itself maps count from the start (cnc.dat, loss-report.dat).
@@ -319,6 +326,9 @@ class MediaDriver:
 
     def close(self) -> None:
         """Unmap cnc.dat and loss-report.dat, and delete the aeron dir when ``dir_delete_on_shutdown`` is set."""
+        if self.doorbell_wake_socket.fileno() >= 0:  # not closed yet: cnc.dat is still mapped
+            idle_wait.close_wake_socket(self._doorbell_address)  # rings stop sending before the socket goes
+            self.doorbell_wake_socket.close()
         self.cnc_file.close()
         self.loss_report.close()
         if self.ctx.dir_delete_on_shutdown:

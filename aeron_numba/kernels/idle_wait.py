@@ -22,7 +22,9 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import socket
 import sys
+import threading
 import time
 
 import numba
@@ -32,7 +34,9 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from aeron_numba.jit import kernel
+from aeron_numba.kernels.udp_socket import send_datagram_to, sockaddr_in
 from aeron_numba.layout import counters as cl
+from aeron_numba.layout.linux_socket import SOCKADDR_IN_LENGTH
 
 CLOCK_MONOTONIC = 1  # Linux's clockid_t; time.monotonic_ns reads the same clock
 
@@ -146,6 +150,25 @@ def _sched_yield(typingctx):
     return types.void(), codegen
 
 
+MSG_DONTWAIT = 0x40
+
+
+@intrinsic
+def _recv_discard(typingctx, fd):
+    """libc ``recv(fd, NULL, 0, MSG_DONTWAIT)``: takes one waiting datagram off the socket and drops it (0), or
+    -1 when none waits."""
+    if not isinstance(fd, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i32, i8p, i64, i32]), "recv")
+        fd_ = builder.trunc(context.cast(builder, args[0], sig.args[0], types.int64), i32)
+        return builder.call(fn, [fd_, ir.Constant(i8p, None), i64(0), i32(MSG_DONTWAIT)])
+
+    return types.int64(fd), codegen
+
+
 #: The futex system call's number on this machine (None: unknown here, and the doorbell is not used).
 SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine()) if sys.platform == "linux" else None
 FUTEX_WAIT, FUTEX_WAKE = 0, 1  # shared (not FUTEX_PRIVATE_FLAG): the word is in a file other processes map
@@ -253,6 +276,12 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
         timeout = (ctypes.c_int64 * 2)(timeout_ns // 1_000_000_000, timeout_ns % 1_000_000_000)
         return _libc.ppoll(int(pollfds_address), int(count), ctypes.addressof(timeout), None)
 
+    _libc.recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _libc.recv.restype = ctypes.c_ssize_t
+
+    def _recv_discard(fd):  # noqa: F811
+        return _libc.recv(int(fd), None, 0, MSG_DONTWAIT)
+
 
 @kernel
 def snapshot_words(addresses, values):
@@ -271,8 +300,23 @@ def first_changed_word(addresses, values):
 
 
 @kernel
-def park_until_changed(addresses, values, pollfds, doorbell_address, spins, yields, park_ns, max_park_ns, deadline_ns,
-                       result):
+def poll_sockets(pollfds, timeout_ns, wake_index):
+    """``ppoll`` on ``pollfds`` for at most ``timeout_ns``: 1 when a watched socket has an event, 0 when none has
+    (the timeout, or only the doorbell's wake socket, at ``wake_index`` (-1: none), whose datagrams it drops: they
+    only end the park), -1 when a signal interrupted it."""
+    ready = _ppoll(pollfds.ctypes.data, pollfds.shape[0] // POLLFD_INT32S, timeout_ns)
+    if ready <= 0:
+        return -1 if ready < 0 else 0
+    if wake_index >= 0 and (pollfds[wake_index * POLLFD_INT32S + 1] >> 16) != 0:  # revents, the high half
+        while _recv_discard(pollfds[wake_index * POLLFD_INT32S]) >= 0:
+            pass
+        ready -= 1
+    return 1 if ready > 0 else 0
+
+
+@kernel
+def park_until_changed(addresses, values, pollfds, doorbell_address, wake_index, spins, yields, park_ns, max_park_ns,
+                       deadline_ns, result):
     """Back off until a watched word differs from ``values``, a watched socket is readable or ``deadline_ns`` has
     passed: ``spins`` steps that only look, then ``yields`` that ``sched_yield`` first, then parks of ``park_ns``
     doubling up to ``max_park_ns`` (``ppoll`` on the sockets when there are some, ``nanosleep`` otherwise).
@@ -287,9 +331,13 @@ def park_until_changed(addresses, values, pollfds, doorbell_address, spins, yiel
         ``struct pollfd`` entries (``POLLFD_INT32S`` int32s each, events ``POLLIN``) of the sockets whose
         datagrams are the agent's work; empty for none.
     doorbell_address : int64
-        The value of the driver's doorbell counter (``ring_doorbell``), 0 for none: without sockets, a park then
-        sleeps on it (futex) and every process of the node that finishes a working duty cycle ends the park at
-        once, instead of the word's change waiting for the end of the park.
+        The value of the driver's doorbell counter (``ring_doorbell``), 0 for none: every process of the node that
+        finishes a working duty cycle rings it, and a park ends at once instead of the word's change waiting for
+        the end of the park. Without sockets a park sleeps on it (futex); with them it is counted as a ``ppoll``
+        waiter, and a ring sends the empty datagram that ends the ``ppoll`` to the wake socket in ``pollfds``.
+    wake_index : int64
+        Which entry of ``pollfds`` is the doorbell's wake socket (the driver's own), -1 for none. Its datagrams end
+        a park but are not work: the wait drops them, looks at the words, and parks again if none changed.
     spins, yields : int64
         Steps of each kind the strategy has left before it parks.
     park_ns, max_park_ns : int64
@@ -302,26 +350,30 @@ def park_until_changed(addresses, values, pollfds, doorbell_address, spins, yiel
         park short, return so that Python runs its handler), and the spins and yields left and the next park's
         length, for the strategy to carry on from.
     """
-    poll_count = pollfds.shape[0] // POLLFD_INT32S
-    pollfds_address = pollfds.ctypes.data
+    has_sockets = pollfds.shape[0] > 0
     steps = 0
     while True:
-        interrupted = False
-        socket_ready = False  # ppoll counts the sockets with events (readable, or in error: the next read says)
+        polled = 0  # poll_sockets: 1 a watched socket has an event (readable, or in error: the next read says)
         if spins > 0:
             spins -= 1
-            if poll_count > 0:
-                socket_ready = _ppoll(pollfds_address, poll_count, 0) > 0
+            if has_sockets:
+                polled = poll_sockets(pollfds, 0, wake_index)
         elif yields > 0:
             yields -= 1
             _sched_yield()
-            if poll_count > 0:
-                socket_ready = _ppoll(pollfds_address, poll_count, 0) > 0
+            if has_sockets:
+                polled = poll_sockets(pollfds, 0, wake_index)
         else:
-            if poll_count > 0:
-                ready = _ppoll(pollfds_address, poll_count, park_ns)
-                interrupted = ready < 0
-                socket_ready = ready > 0
+            if has_sockets and doorbell_address != 0 and wake_index >= 0:
+                # Counted as a waiter before the last look at the words: a ring after that look finds the count and
+                # sends to the wake socket, whose datagram ends the ppoll however late it starts.
+                waiters_address = doorbell_address + cl.DOORBELL_POLL_WAITERS_OFFSET
+                _get_and_add_int64_at(waiters_address, 1)
+                if first_changed_word(addresses, values) < 0:
+                    polled = poll_sockets(pollfds, park_ns, wake_index)
+                _get_and_add_int64_at(waiters_address, -1)
+            elif has_sockets:
+                polled = poll_sockets(pollfds, park_ns, wake_index)
             elif doorbell_address != 0:
                 # Counted as a waiter before the last look at the words: a ring after that look finds the count
                 # and wakes us, a ring before it changed the doorbell, so the futex does not sleep (-EAGAIN).
@@ -329,19 +381,19 @@ def park_until_changed(addresses, values, pollfds, doorbell_address, spins, yiel
                 waiters_address = doorbell_address + cl.DOORBELL_WAITERS_OFFSET
                 _get_and_add_int64_at(waiters_address, 1)
                 if first_changed_word(addresses, values) < 0:
-                    interrupted = _futex_wait(doorbell_address, rung, park_ns) == -EINTR
+                    polled = -1 if _futex_wait(doorbell_address, rung, park_ns) == -EINTR else 0
                 _get_and_add_int64_at(waiters_address, -1)
             else:
-                interrupted = _nanosleep(park_ns) != 0
+                polled = -1 if _nanosleep(park_ns) != 0 else 0
             park_ns = min(park_ns * 2, max_park_ns)
         steps += 1
-        if socket_ready:
+        if polled > 0:
             reason = WOKEN_BY_SOCKET
             break
         if first_changed_word(addresses, values) >= 0:
             reason = WOKEN_BY_CHANGE
             break
-        if interrupted:
+        if polled < 0:
             reason = WOKEN_BY_SIGNAL
             break
         if _monotonic_ns() >= deadline_ns:
@@ -355,28 +407,85 @@ def park_until_changed(addresses, values, pollfds, doorbell_address, spins, yiel
 
 
 @kernel
-def ring_doorbell(doorbell_address):
+def ring_doorbell(doorbell_address, wake_fd):
     """After a duty cycle that did work (and so may have written what another process of the node waits for):
-    count the ring in the doorbell counter, and wake the processes parked on it, if any are. Returns how many
-    threads it woke."""
+    count the ring in the doorbell counter, wake the processes asleep on it, if any are, and, if an agent is parked
+    in ``ppoll`` (the driver), send an empty datagram from socket ``wake_fd`` (-1: none) to the wake socket whose
+    ``sockaddr_in`` the doorbell holds. Returns how many threads it woke (a datagram sent counts as one)."""
     _get_and_add_int64_at(doorbell_address, 1)
+    woken = 0
     if _load_acquire_int64_at(doorbell_address + cl.DOORBELL_WAITERS_OFFSET) > 0:
-        return max(0, _futex_wake(doorbell_address))
-    return 0
+        woken = max(0, _futex_wake(doorbell_address))
+    sockaddr_address = doorbell_address + cl.DOORBELL_WAKE_SOCKADDR_OFFSET
+    if wake_fd >= 0 and _load_acquire_int64_at(doorbell_address + cl.DOORBELL_POLL_WAITERS_OFFSET) > 0 and \
+            _load_acquire_int64_at(sockaddr_address) != 0:
+        if send_datagram_to(wake_fd, sockaddr_address, 0, sockaddr_address) >= 0:  # an empty datagram
+            woken += 1
+    return woken
+
+
+_libc.sendto.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                         ctypes.c_uint]
+_libc.sendto.restype = ctypes.c_ssize_t
 
 
 def wake_doorbell_sleepers(doorbell_address: int) -> None:
-    """``FUTEX_WAKE`` everyone asleep on the doorbell, through ctypes rather than a kernel: safe in a signal
-    handler, which may run in the middle of the JIT loading a kernel (calling one there re-enters the JIT: llvmlite
-    aborts). The sleepers look at their words and sleep again unless one changed."""
-    if SYS_FUTEX is not None and doorbell_address:
-        _futex_by_ctypes(doorbell_address, FUTEX_WAKE, 0x7FFFFFFF, None)
+    """``FUTEX_WAKE`` everyone asleep on the doorbell and send the wake datagram if an agent is parked in
+    ``ppoll``, through ctypes rather than kernels: safe in a signal handler, which may run in the middle of the JIT
+    loading a kernel (calling one there re-enters the JIT: llvmlite aborts). The sleepers look at their words and
+    sleep again unless one changed."""
+    if SYS_FUTEX is None or not doorbell_address:
+        return
+    _futex_by_ctypes(doorbell_address, FUTEX_WAKE, 0x7FFFFFFF, None)
+    sockaddr_address = doorbell_address + cl.DOORBELL_WAKE_SOCKADDR_OFFSET
+    if ctypes.c_int64.from_address(doorbell_address + cl.DOORBELL_POLL_WAITERS_OFFSET).value > 0 and \
+            ctypes.c_int64.from_address(sockaddr_address).value != 0:
+        _libc.sendto(wake_socket_fd(), sockaddr_address, 0, MSG_DONTWAIT, sockaddr_address, SOCKADDR_IN_LENGTH)
+
+
+_wake_socket_lock = threading.Lock()
+_wake_socket: socket.socket | None = None
+
+
+def wake_socket_fd() -> int:
+    """The socket this process sends doorbell wake datagrams from (``ring_doorbell``'s ``wake_fd``): made on first
+    use and kept open for the life of the process, so that no runner ever holds a descriptor that was closed and
+    reused for something else."""
+    global _wake_socket
+    if _wake_socket is None:
+        with _wake_socket_lock:
+            if _wake_socket is None:
+                wake = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                wake.setblocking(False)
+                _wake_socket = wake
+    return _wake_socket.fileno()
+
+
+def open_wake_socket(doorbell_address: int) -> socket.socket:
+    """The driver's side: a non-blocking UDP socket on an ephemeral 127.0.0.1 port whose ``sockaddr_in`` it writes
+    into the doorbell (``DOORBELL_WAKE_SOCKADDR_OFFSET``), for its agents to park in ``ppoll`` on beside their
+    sockets (``IdleWatch.use_doorbell``). The caller closes it after ``close_wake_socket``."""
+    wake = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        wake.bind(("127.0.0.1", 0))
+        wake.setblocking(False)
+        sockaddr = sockaddr_in(*wake.getsockname())
+    except OSError:
+        wake.close()
+        raise
+    ctypes.memmove(doorbell_address + cl.DOORBELL_WAKE_SOCKADDR_OFFSET, sockaddr.ctypes.data, SOCKADDR_IN_LENGTH)
+    return wake
+
+
+def close_wake_socket(doorbell_address: int) -> None:
+    """Clear the wake socket's address from the doorbell (before the driver closes the socket): rings stop sending."""
+    ctypes.memset(doorbell_address + cl.DOORBELL_WAKE_SOCKADDR_OFFSET, 0, SOCKADDR_IN_LENGTH)
 
 
 def warm_up_ring_doorbell() -> None:
     """Load ``ring_doorbell`` (a process's warm-up): first called by a runner thread, never by a signal handler."""
     doorbell = np.zeros(cl.COUNTER_LENGTH // 8, np.int64)  # a slot with no waiters: the ring wakes no one
-    ring_doorbell(doorbell.ctypes.data)
+    ring_doorbell(doorbell.ctypes.data, wake_socket_fd())
 
 
 @kernel

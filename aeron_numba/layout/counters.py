@@ -69,11 +69,16 @@ FLOW_CONTROL_RECEIVERS_COUNTER_TYPE_ID = 17
 MDC_DESTINATIONS_COUNTER_TYPE_ID = 18
 
 # aeron-numba's own (not Aeron's): the driver's doorbell. Its value counts the rings of the node's agents after a
-# working duty cycle; its low 32 bits are the futex word that parked agents sleep on, and the int64 at this offset
-# of its value slot (padding in Aeron's layout) counts the agents asleep on it (kernels/idle_wait.py).
+# working duty cycle; its low 32 bits are the futex word that parked agents sleep on. Three int64s in the padding of
+# its value slot (Aeron's layout leaves it unused): the agents asleep on the futex, and the agents parked in ppoll on
+# sockets (the driver's), which cannot sleep on a futex; then, 16 bytes, the sockaddr_in (127.0.0.1) of the driver's
+# wake socket, to which a ring sends an empty datagram so that such a park ends too (zeros: none)
+# (kernels/idle_wait.py).
 DOORBELL_COUNTER_TYPE_ID = 1_000_001
 DOORBELL_NAME = "aeron-numba doorbell: rings after working duty cycles"
 DOORBELL_WAITERS_OFFSET = 64
+DOORBELL_POLL_WAITERS_OFFSET = 72
+DOORBELL_WAKE_SOCKADDR_OFFSET = 80
 
 # Label prefixes of the per-stream counters.
 PUBLISHER_LIMIT_NAME = "pub-lmt"

@@ -15,7 +15,7 @@ from aeron_numba.agent import AgentRunner, BackoffIdleStrategy, CompositeAgent, 
 from aeron_numba.agent.idle_strategy import YieldingIdleStrategy
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.kernels import idle_wait as iw
-from aeron_numba.layout.counters import COUNTER_LENGTH, DOORBELL_WAITERS_OFFSET
+from aeron_numba.layout.counters import COUNTER_LENGTH, DOORBELL_POLL_WAITERS_OFFSET, DOORBELL_WAITERS_OFFSET
 from harness.awaiting import assert_stays, await_condition
 
 FAR_NS = 60_000_000_000
@@ -155,20 +155,34 @@ class DoorbellAgent(WatchingAgent):
     """A WatchingAgent whose waits sleep on, and whose working cycles ring, the doorbell at counter id 0 of
     ``values`` (as an aeron-numba client's agents do with their driver's)."""
 
-    def __init__(self, values: np.ndarray):
+    def __init__(self, values: np.ndarray, socket_fd: int = -1, wake_fd: int = -1):
         super().__init__()
         self.values = values
+        self.socket_fd = socket_fd  # a socket of its own, as the driver's (then it parks in ppoll)
+        self.wake_fd = wake_fd
 
     def add_idle_watch(self, watch: IdleWatch) -> bool:
-        watch.use_doorbell(self.values, 0)
+        watch.use_doorbell(self.values, 0, self.wake_fd)
+        if self.socket_fd >= 0:
+            watch.watch_socket(self.socket_fd)
         return super().add_idle_watch(watch)
 
 
-def test_an_agent_asleep_on_the_doorbell_wakes_when_another_agent_finishes_a_working_cycle(monkeypatch):
+@pytest.mark.parametrize("parked_in", ["futex", "ppoll"])
+def test_an_agent_asleep_on_the_doorbell_wakes_when_another_agent_finishes_a_working_cycle(monkeypatch, parked_in):
+    """Asleep on the doorbell's futex (a client's agent), or in ppoll on a socket of its own and the doorbell's
+    wake socket (the driver's): a ring ends its park either way."""
     monkeypatch.setattr(agent_runner, "MAX_COMPILED_WAIT_NS", FAR_NS)
     values = np.zeros(2 * COUNTER_LENGTH // 8, np.int64)  # a counters values buffer, the doorbell at id 0
-    waiters = lambda: int(values[DOORBELL_WAITERS_OFFSET // 8])  # noqa: E731
-    sleeper, worker = DoorbellAgent(values), DoorbellAgent(values)
+    waiters = lambda: int(values[DOORBELL_WAITERS_OFFSET // 8] + values[DOORBELL_POLL_WAITERS_OFFSET // 8])  # noqa
+    quiet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    quiet.bind(("127.0.0.1", 0))
+    wake = iw.open_wake_socket(values.ctypes.data)
+    if parked_in == "ppoll":
+        sleeper = DoorbellAgent(values, quiet.fileno(), wake.fileno())
+    else:
+        sleeper = DoorbellAgent(values)
+    worker = DoorbellAgent(values)
     # one spin (its first idle step, in Python), then parks of a minute (compiled, asleep on the doorbell)
     minute_parks = BackoffIdleStrategy(max_spins=1, max_yields=0, min_park_period_ns=FAR_NS,
                                        max_park_period_ns=FAR_NS)
@@ -186,6 +200,8 @@ def test_an_agent_asleep_on_the_doorbell_wakes_when_another_agent_finishes_a_wor
     finally:
         for runner in runners:
             runner.close(timeout_s=10.0)
+        quiet.close()
+        wake.close()
     assert waiters() == 0
 
 

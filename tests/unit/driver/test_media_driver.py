@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
 import pytest
 
 from aeron_numba.commands import driver as driver_command
@@ -105,3 +106,25 @@ def test_a_fresh_heartbeat_over_garbage_ring_positions_is_not_a_live_driver(shm_
     write_garbage_cnc(ctx.cnc_path, int(time.time() * 1000))
     prepare_aeron_dir(ctx)  # replaced, not refused as an active driver
     assert not ctx.cnc_path.exists()
+
+
+def test_the_doorbell_holds_the_address_of_the_drivers_wake_socket_until_the_driver_closes(shm_dir):
+    """A ring sends to that address when the driver is parked in ppoll on its sockets, where the doorbell's futex
+    cannot wake it; a closed driver's doorbell names no socket, so rings stop sending."""
+    from aeron_numba.agent.idle_watch import IdleWatch
+    from aeron_numba.kernels.udp_socket import sockaddr_host_port
+    from aeron_numba.layout import counters as cl
+
+    driver = MediaDriver(DriverContext(aeron_dir=str(shm_dir / "aeron"), **SMALL), warm_up=False)
+    conductor = driver.conductor
+    slot = cl.counter_offset(conductor.doorbell_counter_id) + cl.COUNTER_VALUE_OFFSET
+    values = conductor.counters.values_buffer.view(np.uint8)
+    wake_offset = slot + cl.DOORBELL_WAKE_SOCKADDR_OFFSET
+    try:
+        assert sockaddr_host_port(values, wake_offset) == driver.doorbell_wake_socket.getsockname()
+        watch = IdleWatch()
+        assert conductor.add_idle_watch(watch)
+        assert watch.wake_fd == driver.doorbell_wake_socket.fileno()
+    finally:
+        driver.close()
+    assert driver.doorbell_wake_socket.fileno() == -1

@@ -5,6 +5,7 @@ it must return). It takes the backoff's steps in order and says where it left of
 from __future__ import annotations
 
 import contextlib
+import select
 import signal
 import socket
 import threading
@@ -15,7 +16,7 @@ import pytest
 
 from aeron_numba.kernels import idle_wait as iw
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
-from aeron_numba.layout.counters import COUNTER_LENGTH, DOORBELL_WAITERS_OFFSET
+from aeron_numba.layout.counters import COUNTER_LENGTH, DOORBELL_POLL_WAITERS_OFFSET, DOORBELL_WAITERS_OFFSET
 from aeron_numba.layout.ring_buffer import TRAILER_LENGTH
 from harness.awaiting import await_condition
 
@@ -31,9 +32,9 @@ NO_SOCKETS = np.zeros(0, np.int32)
 
 
 def wait(addresses, values, deadline_ns, pollfds=NO_SOCKETS, spins=0, yields=0, park_ns=PARK_NS, max_park_ns=PARK_NS,
-         doorbell_address=0):
+         doorbell_address=0, wake_index=-1):
     result = np.zeros(iw.RESULT_LENGTH, np.int64)
-    iw.park_until_changed(addresses, values, pollfds, doorbell_address, spins, yields, park_ns, max_park_ns,
+    iw.park_until_changed(addresses, values, pollfds, doorbell_address, wake_index, spins, yields, park_ns, max_park_ns,
                           deadline_ns, result)
     return int(result[iw.RESULT_STEPS]), int(result[iw.RESULT_REASON]), tuple(
         int(v) for v in result[iw.RESULT_SPINS_LEFT:iw.RESULT_PARK_NS + 1])
@@ -156,7 +157,8 @@ def test_a_signal_ends_the_wait_so_that_python_runs_its_handler(on_doorbell):
 
 
 class Doorbell:
-    """A doorbell counter's value slot (value, then the waiter count at ``DOORBELL_WAITERS_OFFSET``)."""
+    """A doorbell counter's value slot (value, then the waiter counts at ``DOORBELL_WAITERS_OFFSET`` and
+    ``DOORBELL_POLL_WAITERS_OFFSET``, then the wake socket's address)."""
 
     def __init__(self):
         self.slot = np.zeros(COUNTER_LENGTH // 8, np.int64)
@@ -170,25 +172,49 @@ class Doorbell:
     def waiters(self) -> int:
         return int(self.slot[DOORBELL_WAITERS_OFFSET // 8])
 
+    @property
+    def poll_waiters(self) -> int:
+        return int(self.slot[DOORBELL_POLL_WAITERS_OFFSET // 8])
+
+    def ring(self) -> int:
+        return iw.ring_doorbell(self.address, iw.wake_socket_fd())
+
 
 @contextlib.contextmanager
-def waiting_in_thread(doorbell: Doorbell):
-    """A wait on one word and on ``doorbell``, with a park longer than any test (only a ring can end it early), in
-    a thread; yields (the word, the wait's outcome once it returned). On exit the word changes and a ring ends
-    the wait if it is still parked."""
+def waiting_in_thread(doorbell: Doorbell, pollfds=NO_SOCKETS, wake_index=-1):
+    """A wait on one word and on ``doorbell`` (and on ``pollfds``, if given), with a park longer than any test
+    (only a ring can end it early), in a thread; yields (the word, the wait's outcome once it returned). On exit
+    the word changes and a ring ends the wait if it is still parked."""
     word = np.zeros(1, np.int64)
     addresses, values = words(word, 0), np.zeros(1, np.int64)
     outcome = []
     thread = threading.Thread(target=lambda: outcome.append(wait(addresses, values, time.monotonic_ns() + FAR_NS,
-                                                                 park_ns=FAR_NS, max_park_ns=FAR_NS,
-                                                                 doorbell_address=doorbell.address)))
+                                                                 pollfds, park_ns=FAR_NS, max_park_ns=FAR_NS,
+                                                                 doorbell_address=doorbell.address,
+                                                                 wake_index=wake_index)))
     thread.start()  # the wait releases the GIL
     try:
         yield word, outcome
     finally:
         word[0] = 1
-        iw.ring_doorbell(doorbell.address)
+        doorbell.ring()
         thread.join()
+
+
+@contextlib.contextmanager
+def waiting_in_ppoll(doorbell: Doorbell):
+    """``waiting_in_thread`` as the driver waits: in ``ppoll`` on a socket of its own (which stays quiet) and on the
+    doorbell's wake socket (``open_wake_socket``); yields (the word, the outcome, the wake socket)."""
+    quiet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    quiet.bind(("127.0.0.1", 0))
+    wake = iw.open_wake_socket(doorbell.address)
+    with quiet, wake:
+        with waiting_in_thread(doorbell, pollfds(quiet, wake), wake_index=1) as (word, outcome):
+            yield word, outcome, wake
+
+
+def has_datagram(sock: socket.socket) -> bool:
+    return bool(select.select([sock], [], [], 0)[0])
 
 
 def test_a_ring_after_a_change_ends_a_park_on_the_doorbell_at_once():
@@ -196,7 +222,7 @@ def test_a_ring_after_a_change_ends_a_park_on_the_doorbell_at_once():
     with waiting_in_thread(doorbell) as (word, outcome):
         await_condition(lambda: doorbell.waiters == 1, 10.0, "the wait to sleep on the doorbell")
         word[0] = 1
-        iw.ring_doorbell(doorbell.address)
+        doorbell.ring()
         await_condition(lambda: outcome, 10.0, "the ring to end the park (a minute long)")
     steps, reason, _ = outcome[0]
     assert (steps, reason) == (1, iw.WOKEN_BY_CHANGE)
@@ -208,15 +234,70 @@ def test_a_ring_without_a_change_wakes_the_park_which_sleeps_on_until_one():
     with waiting_in_thread(doorbell) as (word, outcome):
         # someone else's work: each ring wakes the waiter, which looks, finds nothing and sleeps again
         for time_asleep in ("first", "second"):
-            await_condition(lambda: iw.ring_doorbell(doorbell.address) == 1, 10.0,
+            await_condition(lambda: doorbell.ring() == 1, 10.0,
                             f"a ring to wake the wait asleep on the doorbell a {time_asleep} time")
         assert not outcome
         word[0] = 1
-        iw.ring_doorbell(doorbell.address)
+        doorbell.ring()
         await_condition(lambda: outcome, 10.0, "the second ring to end the park")
     steps, reason, _ = outcome[0]
     assert reason == iw.WOKEN_BY_CHANGE and steps >= 2  # a park per ring
     assert doorbell.waiters == 0
+
+
+def test_a_ring_after_a_change_ends_a_park_in_ppoll_through_the_wake_socket():
+    """The driver parks in ppoll on its sockets, where no futex can wake it: the ring's datagram does."""
+    doorbell = Doorbell()
+    with waiting_in_ppoll(doorbell) as (word, outcome, wake):
+        await_condition(lambda: doorbell.poll_waiters == 1, 10.0, "the wait to park in ppoll")
+        word[0] = 1
+        assert doorbell.ring() == 1  # the datagram went
+        await_condition(lambda: outcome, 10.0, "the ring to end the park (a minute long)")
+        assert not has_datagram(wake)  # dropped by the wait: a ring is not work
+    steps, reason, _ = outcome[0]
+    assert (steps, reason) == (1, iw.WOKEN_BY_CHANGE)
+    assert doorbell.poll_waiters == 0 and doorbell.waiters == 0
+
+
+def test_a_ring_without_a_change_ends_the_ppoll_which_drops_the_datagram_and_parks_again():
+    doorbell = Doorbell()
+    with waiting_in_ppoll(doorbell) as (word, outcome, wake):
+        await_condition(lambda: doorbell.poll_waiters == 1, 10.0, "the wait to park in ppoll")
+        assert doorbell.ring() == 1
+        await_condition(lambda: not has_datagram(wake), 10.0, "the wait to drop the ring's datagram")
+        await_condition(lambda: doorbell.poll_waiters == 1, 10.0, "the wait to park again")
+        assert not outcome  # someone else's work: not a socket of the agent's, no word changed
+        word[0] = 1
+        doorbell.ring()
+        await_condition(lambda: outcome, 10.0, "the second ring to end the park")
+    steps, reason, _ = outcome[0]
+    assert reason == iw.WOKEN_BY_CHANGE and steps >= 2
+
+
+def test_a_stale_wake_datagram_is_dropped_and_not_taken_for_a_datagram_of_the_agents():
+    doorbell = Doorbell()
+    quiet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    quiet.bind(("127.0.0.1", 0))
+    wake = iw.open_wake_socket(doorbell.address)
+    with quiet, wake:
+        for _ in range(3):  # rings that came while the driver was busy, not parked
+            quiet.sendto(b"", wake.getsockname())
+        await_condition(lambda: has_datagram(wake), 10.0, "the rings' datagrams to arrive")
+        empty = np.zeros(0, np.int64)
+        assert wait(empty, empty, 0, pollfds(quiet, wake), spins=1, doorbell_address=doorbell.address,
+                    wake_index=1)[:2] == (1, iw.WOKEN_BY_DEADLINE)
+        assert not has_datagram(wake)
+
+
+def test_a_ring_sends_no_datagram_while_nothing_is_parked_in_ppoll_or_once_the_wake_socket_is_closed():
+    doorbell = Doorbell()
+    wake = iw.open_wake_socket(doorbell.address)
+    with wake:
+        assert doorbell.ring() == 0 and doorbell.rings == 1
+        doorbell.slot[DOORBELL_POLL_WAITERS_OFFSET // 8] = 1  # as if the driver were parked ...
+        iw.close_wake_socket(doorbell.address)  # ... as it closes
+        assert doorbell.ring() == 0 and doorbell.rings == 2
+        assert not has_datagram(wake)
 
 
 def test_the_steps_come_in_the_backoffs_order_and_the_wait_says_where_it_left_off():
