@@ -189,6 +189,15 @@ class AeronClusterSystem(LocalClientSystem):
                          f"{node.commit_position()}")
         return "; ".join(parts)
 
+    def await_replicated(self, timeout_s: float) -> None:
+        """Every member's commit position at the leader's: a follower the rate ladder lapped catches up from the
+        leader's archive first (its log-stall election), and a failover measured meanwhile would wait for it."""
+        leader = self.harness.await_leader(timeout_s)
+        position = leader.commit_position()
+        if position is None:
+            raise RuntimeError(f"aeron-numba: the leader (member {leader.member_id}) has no commit position counter")
+        self.harness.await_commit_position(position, timeout_s)
+
     def leader_kill_target(self) -> int:
         index = self.leader()
         if index is None:

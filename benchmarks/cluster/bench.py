@@ -219,6 +219,9 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
 
     if entry.failover:
         def failover():
+            replicated_started = time.monotonic()
+            system.await_replicated(SETTLE_TIMEOUT_S)
+            replicated_s = round(time.monotonic() - replicated_started, 2)
             spec = L.FailoverSpec(rate=profile["failover_rate"], kill_target=system.leader_kill_target(),
                                   kill_after_s=profile["failover_kill_after_s"],
                                   timeout_s=profile["failover_timeout_s"])
@@ -233,7 +236,7 @@ def measure_system(system, entry: SystemEntry, profile: dict, root: Path, echo) 
                 raise RuntimeError(f"no put sent after the kill was acknowledged within {spec.timeout_s:.0f}s "
                                    f"({figures['sent']} sent)" + (f"; nodes: {status}" if status else ""))
             return {"kind": "failover", "figures": {"failover_s": figures["failover_ns"] / 1e9}, **figures,
-                    "rate": spec.rate}
+                    "rate": spec.rate, "waited_for_replication_s": replicated_s}
         case("failover", failover)
     return cases
 

@@ -64,6 +64,11 @@ class KvSystem(ABC):
         """The nodes' state in a line, for a failure's message (what each node thinks it is)."""
         return ""
 
+    def await_replicated(self, timeout_s: float) -> None:
+        """Wait until every node has what the leader committed, where the system lets one see that (before a
+        failover: the kill then finds the followers caught up, as Aeron's golden run's did). By default nothing
+        to wait for."""
+
     def describe(self) -> dict:
         """Settings worth printing beside the figures (versions, timeouts, batching, where the client runs)."""
         return {}

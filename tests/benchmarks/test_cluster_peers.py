@@ -130,6 +130,10 @@ def test_aeron_failover_is_measured(tmp_path):
     system = AeronClusterSystem()
     system.start(tmp_path, timeout_s=300)
     try:
+        system.run_load(L.LoadSpec(rate=500, count=500))
+        system.await_replicated(60)  # as the benchmark starts a failover: every member has what the leader committed
+        commits = {node.member_id: node.commit_position() for node in system.harness.nodes}
+        assert len(set(commits.values())) == 1 and None not in commits.values(), commits
         old = system.leader()
         result = system.run_failover(L.FailoverSpec(rate=200, kill_target=system.leader_kill_target(),
                                                     kill_after_s=0.5, timeout_s=30))
