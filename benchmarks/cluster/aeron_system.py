@@ -68,6 +68,7 @@ class AeronClusterKvClient:
 
         self._pending = None
         self._base = 0
+        self.new_leader_ns: int | None = None  # when the last NewLeaderEvent came (time.perf_counter_ns)
         client = self
 
         class Listener(EgressListener):
@@ -76,6 +77,9 @@ class AeronClusterKvClient:
                 token = request_id - client._base
                 if client._pending is not None and 0 <= token < RUN_ID_STRIDE:
                     client._pending(token, status == kv.OK)
+
+            def on_new_leader(self, cluster_session_id, leadership_term_id, leader_member_id, ingress_endpoints):
+                client.new_leader_ns = time.perf_counter_ns()  # the load generator's clock
 
         self.session = AeronCluster.connect(ctx, aeron, egress_listener=Listener())
         self._offer = self.session.offer

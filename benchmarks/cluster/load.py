@@ -334,7 +334,10 @@ def failover_figures(result: LoadResult) -> dict:
     before = result.sent_ns <= kill if kill is not None else np.zeros(result.count, np.bool_)
     lost = int(np.count_nonzero(before & ~result.ok))
     acked_before = result.done_ns[(result.done_ns != NOT_DONE) & result.ok & (result.done_ns <= (kill or 0))]
+    new_leader = result.extra.get("new_leader_event_ns")
     return {"failover_ns": f, "kill_ns": kill, "sent": int(np.count_nonzero(result.sent_ns != NOT_DONE)),
+            # kill to the client's NewLeaderEvent, what Aeron's golden run timed (None: the client has none)
+            "new_leader_event_ns": None if new_leader is None or kill is None else int(new_leader - kill),
             "lost_at_kill": lost,
             "last_ack_before_kill_ns": None if acked_before.size == 0 else int(kill - acked_before.max()),
             "failed_after_kill": int(np.count_nonzero((result.sent_ns > (kill or 0)) & (result.done_ns != NOT_DONE)

@@ -91,7 +91,12 @@ class LocalClientSystem(KvSystem):
     def run_failover(self, spec: FailoverSpec) -> LoadResult:
         client = self.client(failover=True)
         try:
-            return run_failover(client, spec, kill=self.kill)
+            result = run_failover(client, spec, kill=self.kill)
+            # A client that sees the new leader's NewLeaderEvent (Aeron's) notes when: the golden run's figure.
+            new_leader_ns = getattr(client, "new_leader_ns", None)
+            if new_leader_ns is not None and result.kill_ns is not None and new_leader_ns > result.kill_ns:
+                result.extra["new_leader_event_ns"] = new_leader_ns
+            return result
         finally:
             client.close()
 

@@ -264,6 +264,9 @@ def test_failover_runs_from_the_kill_to_the_first_ack_of_a_put_sent_after_it():
     assert 0 < figures["last_ack_before_kill_ns"] <= 1_000_000
     # It stopped there: nothing was sent after the first acknowledged put after the kill.
     assert result.sent_ns.max() <= kill_ns + outage_ns + 1_000_000
+    assert figures["new_leader_event_ns"] is None  # this client sees no NewLeaderEvent
+    result.extra["new_leader_event_ns"] = kill_ns + outage_ns - 50_000  # one that does (an AeronCluster's)
+    assert L.failover_figures(result)["new_leader_event_ns"] == outage_ns - 50_000
 
 
 def test_failover_without_a_new_leader_has_no_figure():

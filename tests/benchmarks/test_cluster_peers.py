@@ -139,6 +139,7 @@ def test_aeron_failover_is_measured(tmp_path):
                                                     kill_after_s=0.5, timeout_s=30))
         figures = L.failover_figures(result)
         assert figures["failover_ns"] is not None, f"{figures}; nodes: {system.status_text()}"
+        assert 0 < figures["new_leader_event_ns"] <= figures["failover_ns"], figures  # the client followed the leader
         assert system.leader() not in (None, old)
     finally:
         system.stop()
