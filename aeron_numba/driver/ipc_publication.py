@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aeron_numba.kernels import atomics_for_python, counters as counters_kernels
+from aeron_numba.kernels.idle_wait import first_changed_word, snapshot_words
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
 from aeron_numba.layout import log_buffer_descriptor as lb
-from aeron_numba.layout.counters import UNBLOCKED_PUBLICATIONS
+from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, UNBLOCKED_PUBLICATIONS, counter_offset
 from aeron_numba.layout.log_buffers import LogBuffers
 
 
@@ -64,6 +65,41 @@ class SubscriberPosition:
         return self.tether_state is not TetherState.RESTING
 
 
+class UpdateInputs:
+    """The words a publication's conductor-cycle update reads (its tail counters, its subscribers' positions, ...)
+    and their values when it last ran. While none has moved, running the update again would change nothing, so it
+    is skipped: one compiled look instead of the update's Python on every conductor cycle. The owner calls
+    ``invalidate`` whenever something else the update depends on changes (a subscriber comes or goes, a tether
+    state, a connection)."""
+
+    def __init__(self):
+        self.addresses: np.ndarray | None = None
+        self.values: np.ndarray | None = None
+
+    def invalidate(self) -> None:
+        self.addresses = None
+
+    def unchanged(self) -> bool:
+        return self.addresses is not None and first_changed_word(self.addresses, self.values) < 0
+
+    def snapshot(self, addresses) -> None:
+        """Before the update reads them: a word that moves after this runs the update again next cycle."""
+        if self.addresses is None:
+            self.addresses = np.array(addresses(), np.int64)
+            self.values = np.zeros(self.addresses.shape[0], np.int64)
+        snapshot_words(self.addresses, self.values)
+
+
+def tail_counter_addresses(log: LogBuffers) -> list[int]:
+    """Addresses of a log's tail counters: every claim and every term rotation moves one."""
+    base = log.buffer.ctypes.data + log.metadata_offset
+    return [base + lb.term_tail_counter_offset(partition) for partition in range(lb.PARTITION_COUNT)]
+
+
+def counter_value_address(values_buffer: np.ndarray, counter_id: int) -> int:
+    return values_buffer.ctypes.data + counter_offset(counter_id) + COUNTER_VALUE_OFFSET
+
+
 @dataclass
 class IpcPublication:
     registration_id: int
@@ -93,6 +129,7 @@ class IpcPublication:
         self.start_position = position  # where the log began: a concurrent publication joining must match it
         self.consumer_position = self.clean_position = self.last_consumer_position = position
         self.time_of_last_consumer_position_change_ns = self.now_ns
+        self.update_inputs = UpdateInputs()
         self._set_counter(self.pub_lmt_counter_id, position)
         self._set_counter(self.pub_pos_counter_id, position)
 
@@ -117,6 +154,7 @@ class IpcPublication:
     def add_subscriber(self, subscription, counter_id: int, join_position: int, now_ns: int = 0) -> None:
         self.subscribers.append(SubscriberPosition(subscription, counter_id, join_position,
                                                    time_of_last_update_ns=now_ns))
+        self.update_inputs.invalidate()
         self._set_counter(counter_id, join_position)
         if len(self.subscribers) == 1:
             self._set_metadata_i32(lb.LOG_IS_CONNECTED_OFFSET, 1)
@@ -129,6 +167,7 @@ class IpcPublication:
         for index, subscriber in enumerate(self.subscribers):
             if subscriber.subscription is subscription:
                 del self.subscribers[index]
+                self.update_inputs.invalidate()
                 if not self.subscribers:
                     self._set_metadata_i32(lb.LOG_IS_CONNECTED_OFFSET, 0)
                 self._set_metadata_i32(lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, len(self.subscribers))
@@ -158,6 +197,8 @@ class IpcPublication:
 
     def check_untethered_subscriptions(self, now_ns: int) -> list[tuple[SubscriberPosition, ImageChange]]:
         """§15.2 on each timer tick while ACTIVE, against the consumer position (see ``check_untethered``)."""
+        if not all(subscriber.tethered for subscriber in self.subscribers):
+            self.update_inputs.invalidate()  # a tether state may change, and with it who holds the limit back
         return check_untethered(self.subscribers, self.consumer_position, self.term_window_length, now_ns,
                                 self.values_buffer)
 
@@ -166,6 +207,11 @@ class IpcPublication:
         """Every conductor cycle while ACTIVE: publish ``pub-pos``; move ``pub-lmt`` and clean (§4.7)."""
         if self.state is not State.ACTIVE:
             return 0
+        inputs = self.update_inputs
+        if inputs.unchanged():
+            return 0
+        inputs.snapshot(lambda: tail_counter_addresses(self.log) + [
+            counter_value_address(self.values_buffer, s.counter_id) for s in self.subscribers])
         producer = self.producer_position()
         self._set_counter(self.pub_pos_counter_id, producer)
         work = 0

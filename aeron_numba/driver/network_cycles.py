@@ -116,7 +116,8 @@ class NetworkCycles:
         rows = []
         for publication in self.sender.publications if self.sender is not None else ():
             endpoint = publication.endpoint
-            if endpoint.remote_sockaddr is not None:
+            publication.data_sent_compiled = endpoint.remote_sockaddr is not None
+            if publication.data_sent_compiled:
                 rows.append((publication.row.ctypes.data, endpoint.transport.fd, endpoint.remote_sockaddr.ctypes.data,
                              control_endpoints.index(endpoint)))
         return np.array(rows, np.int64).reshape(len(rows), publication_sender.TABLE_COLUMNS)

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aeron_numba.driver.flow_control import UnicastFlowControl
-from aeron_numba.driver.ipc_publication import ImageChange, State, SubscriberPosition, check_untethered
+from aeron_numba.driver.ipc_publication import (ImageChange, State, SubscriberPosition, UpdateInputs, check_untethered,
+                                                counter_value_address, tail_counter_addresses)
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels import publication_sender
@@ -137,6 +138,8 @@ class NetworkPublication:
         self.end_of_stream_position = None
         self.retransmits: dict[tuple[int, int], _Retransmit] = {}
         self.control = np.zeros(2 * ul.SETUP_FRAME_LENGTH, dtype=np.uint8)  # scratch for one control frame
+        self.data_sent_compiled = False  # set by NetworkCycles when its kernel sends this publication's data
+        self.update_inputs = UpdateInputs()
         for counter_id in (self.pub_pos_counter_id, self.pub_lmt_counter_id, self.snd_pos_counter_id):
             self._set_counter(counter_id, start)
         self._set_counter(self.snd_lmt_counter_id, self.sender_limit)
@@ -174,6 +177,7 @@ class NetworkPublication:
         connected = self.has_receivers or (self.spies_simulate_connection and self.has_working_spies)
         if connected != self.is_connected:
             self.is_connected = connected
+            self.update_inputs.invalidate()
             atomics_for_python.put_int32_release(
                 self.log.buffer, self.log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET, 1 if connected else 0)
 
@@ -199,6 +203,7 @@ class NetworkPublication:
 
     def add_spy(self, subscription, counter_id: int, join_position: int, now_ns: int) -> None:
         self.spies.append(SubscriberPosition(subscription, counter_id, join_position, time_of_last_update_ns=now_ns))
+        self.update_inputs.invalidate()
         self._set_counter(counter_id, join_position)
         self._update_connected_status()
 
@@ -206,6 +211,7 @@ class NetworkPublication:
         for index, spy in enumerate(self.spies):
             if spy.subscription is subscription:
                 del self.spies[index]
+                self.update_inputs.invalidate()
                 self._update_connected_status()
                 return spy
         return None
@@ -214,6 +220,8 @@ class NetworkPublication:
         """§15.2 for untethered spies while ACTIVE, against the sender position."""
         if self.state is not State.ACTIVE:
             return []
+        if not all(spy.tethered for spy in self.spies):
+            self.update_inputs.invalidate()  # a tether state may change, and with it who holds the limit back
         changes = check_untethered(self.spies, self.sender_position, self.term_window_length, now_ns,
                                    self.values_buffer)
         if changes:
@@ -250,6 +258,18 @@ class NetworkPublication:
         self.endpoint.send(self.control[:length])
 
     # ------------------------------------------------------------------------------------ sender: duty
+    def needs_python_send(self, now_ns: int) -> bool:
+        """Whether ``send`` has anything to do now that the compiled network cycles do not. While they send this
+        publication's data (``data_sent_compiled``: an endpoint with one destination), the rest of ``send`` is
+        timed (the heartbeat, the connection timeout) or follows Python's own events (no receiver yet or a SETUP
+        asked for, retransmits, spies, draining, a flow control that times receivers out): until one of those is
+        due, skipping ``send`` changes nothing and saves its interpreter cost on every duty cycle."""
+        if not self.data_sent_compiled or self.state is not State.ACTIVE or self.retransmits or self.spies or \
+                not self.has_receivers or self.is_setup_elicited or type(self.flow_control) is not UnicastFlowControl:
+            return True
+        return (now_ns - self.time_of_last_send_or_heartbeat_ns >= self.heartbeat_timeout_ns or
+                now_ns - self.time_of_last_sm_ns > self.connection_timeout_ns)
+
     def send(self, now_ns: int, batch: SendBatch) -> int:
         """One sender duty cycle for this publication; returns the bytes sent. ``batch``: the sender's."""
         sender_position = self.sender_position
@@ -409,6 +429,12 @@ class NetworkPublication:
         ``snd-pos`` and the spies + window while connected, else held at ``snd-pos``."""
         if self.state is not State.ACTIVE:
             return 0
+        inputs = self.update_inputs  # skipped while nothing it reads has moved (see ``UpdateInputs``)
+        if inputs.unchanged():
+            return 0
+        inputs.snapshot(lambda: tail_counter_addresses(self.log) + [
+            self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize] + [
+            counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies])
         self._set_counter(self.pub_pos_counter_id, self.producer_position())
         sender_position = self.sender_position
         work = 0

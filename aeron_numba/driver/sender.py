@@ -1,7 +1,8 @@
 """The sender agent: transmits every network publication and reads what receivers send back.
 
 Each duty cycle gives every publication one ``send`` (SETUP, data up to the sender limit, heartbeat,
-retransmits), starting from a rotating index so no publication always goes first; then, when nothing was sent
+retransmits), starting from a rotating index so no publication always goes first, except those whose data the
+compiled network cycles send and which have nothing else due (``NetworkPublication.needs_python_send``); then, when nothing was sent
 or every ``send_to_status_poll_ratio`` cycles (Aeron's default 6), it polls the send endpoints for status
 messages, NAKs and RTT measurements. In SHARED mode it runs beside the conductor in one ``CompositeAgent``.
 """
@@ -61,7 +62,9 @@ class Sender:
             start = self._round_robin % count
             self._round_robin = start + 1
             for index in range(count):
-                bytes_sent += publications[(start + index) % count].send(now_ns, self.send_batch)
+                publication = publications[(start + index) % count]
+                if publication.needs_python_send(now_ns):
+                    bytes_sent += publication.send(now_ns, self.send_batch)
         self._cycles_since_poll += 1
         received = 0
         if bytes_sent == 0 or self._cycles_since_poll >= self.send_to_status_poll_ratio:

@@ -353,7 +353,9 @@ def park_until_changed(addresses, values, pollfds, doorbell_address, wake_index,
     has_sockets = pollfds.shape[0] > 0
     steps = 0
     while True:
-        polled = 0  # poll_sockets: 1 a watched socket has an event (readable, or in error: the next read says)
+        # 1: a watched socket has an event (readable, or in error: the next read says); -1: a signal cut the step
+        # short (ppoll, futex or nanosleep); 0: neither
+        polled = 0
         if spins > 0:
             spins -= 1
             if has_sockets:

@@ -119,6 +119,34 @@ def test_subscription_gets_images_and_moves_the_limit(harness):
         assert int(log.buffer[log.metadata_offset + lb.LOG_IS_CONNECTED_OFFSET]) == 1
 
 
+def test_an_ipc_publications_limit_update_is_skipped_while_nothing_it_reads_moves(harness, monkeypatch):
+    """The conductor's per-cycle update of pub-pos and pub-lmt runs again only when a tail counter or a
+    subscriber's position moved, or a subscriber came or went; the limit still follows the subscriber."""
+    client = RawClient(harness.cnc)
+    client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=7, channel="aeron:ipc?term-length=64k")
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
+                channel="aeron:ipc")
+    harness.work(2)
+    (_, pub), _, (_, image) = client.responses()
+    (publication,) = harness.conductor.publications
+    reads = []
+    producer_position = type(publication).producer_position
+    monkeypatch.setattr(publication, "producer_position", lambda: reads.append(1) or producer_position(publication))
+    harness.work(3)
+    assert reads == []  # nothing moved: three cycles, no update
+    limit = harness.reader.get_counter_value(pub.position_limit_counter_id)
+    ck.set_counter_value(harness.cnc.counters_values_buffer, image.subscriber_position_id, TERM_LENGTH // 4)
+    harness.work()  # the subscriber read on: the update runs and moves the limit
+    assert len(reads) == 1
+    assert harness.reader.get_counter_value(pub.position_limit_counter_id) == limit + TERM_LENGTH // 4
+    harness.work()
+    assert len(reads) == 1
+    client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1, stream_id=7,
+                channel="aeron:ipc")
+    harness.work()  # a second subscriber, at the join position: the update runs again
+    assert len(reads) >= 2
+
+
 def test_concurrent_publications_share_a_log_and_exclusive_ones_do_not(harness):
     client = RawClient(harness.cnc)
     client.send(cp.ADD_PUBLICATION, dc.PublicationMessage, stream_id=3, channel="aeron:ipc")

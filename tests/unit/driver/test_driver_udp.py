@@ -534,3 +534,70 @@ def test_a_late_subscriber_joins_an_image_at_its_slowest_subscriber_not_its_rebu
     assert harness.reader.get_counter_value(joined.subscriber_position_id) == stream.position == 0
     assert stream.drain() == payloads  # and the image still holds all of it
     stream.close()
+
+
+def test_a_publication_whose_data_the_compiled_cycles_send_gets_a_python_send_only_when_something_is_due(shm_dir):
+    """NetworkCycles' kernel sends the data of a publication with one destination; the sender's Python ``send``
+    then has only timed work (the heartbeat, the connection timeout) and work of Python's own (a SETUP asked for,
+    retransmits, spies, other flow control). It is skipped until one of those is due, and still comes when one is."""
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
+    try:
+        stream = Stream(h)
+        sender = h.conductor.network.sender
+        (publication,) = sender.publications
+        assert publication.has_receivers and publication.needs_python_send(h.nano.nano_time())  # not marked yet
+        publication.data_sent_compiled = True  # as NetworkCycles marks it when it builds its tables
+        now = h.nano.nano_time()
+        publication.time_of_last_send_or_heartbeat_ns = now  # as the kernel's last send leaves it
+        assert not publication.needs_python_send(now)
+        sends = []
+        send = publication.send
+        publication.send = lambda now_ns, batch: sends.append(now_ns) or send(now_ns, batch)
+        heartbeats = h.system_counter(cl.HEARTBEATS_SENT)
+        sender.do_work()
+        assert sends == [] and h.system_counter(cl.HEARTBEATS_SENT) == heartbeats  # skipped: nothing was due
+
+        h.nano.advance(publication.heartbeat_timeout_ns)  # quiet for a heartbeat's interval
+        assert publication.needs_python_send(h.nano.nano_time())
+        sender.do_work()
+        assert len(sends) == 1 and h.system_counter(cl.HEARTBEATS_SENT) == heartbeats + 1
+        assert not publication.needs_python_send(h.nano.nano_time())  # the heartbeat reset its timer
+
+        for due in (lambda: setattr(publication, "is_setup_elicited", True),
+                    lambda: publication.retransmits.__setitem__((0, 0), object()),
+                    lambda: setattr(publication, "flow_control", MaxFlowControl())):
+            flow_control = publication.flow_control
+            due()
+            assert publication.needs_python_send(h.nano.nano_time())
+            publication.is_setup_elicited = False
+            publication.retransmits.clear()
+            publication.flow_control = flow_control
+        stream.close()
+    finally:
+        h.close()
+
+
+def test_a_network_publications_limit_update_is_skipped_while_nothing_it_reads_moves(shm_dir, monkeypatch):
+    """As an IPC publication's: the conductor's update of pub-pos and pub-lmt runs again only when a tail counter,
+    the sender position or a spy moved, or the connection changed; the limit still follows what was sent."""
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
+    try:
+        stream = Stream(h)
+        (publication,) = h.conductor.network.sender.publications
+        reads = []
+        producer_position = type(publication).producer_position
+        monkeypatch.setattr(publication, "producer_position",
+                            lambda: reads.append(1) or producer_position(publication))
+        h.work(3)
+        assert reads == []  # connected and quiet: three conductor cycles, no update
+        limit = h.reader.get_counter_value(stream.pub.position_limit_counter_id)
+        stream.offer_all([b"x" * 1000] * 5)
+        assert stream.settle(10) == [b"x" * 1000] * 5
+        assert reads  # the tails and the sender position moved: updated
+        assert h.reader.get_counter_value(stream.pub.position_limit_counter_id) > limit
+        count = len(reads)
+        h.work(3)
+        assert len(reads) == count
+        stream.close()
+    finally:
+        h.close()
