@@ -66,28 +66,38 @@ class SubscriberPosition:
 
 
 class UpdateInputs:
-    """The words a publication's conductor-cycle update reads (its tail counters, its subscribers' positions, ...)
-    and their values when it last ran. While none has moved, running the update again would change nothing, so it
-    is skipped: one compiled look instead of the update's Python on every conductor cycle. The owner calls
-    ``invalidate`` whenever something else the update depends on changes (a subscriber comes or goes, a tether
-    state, a connection)."""
+    """The words a publication's conductor-cycle update reads (its tail counters, its subscribers' positions, ...;
+    ``words()`` lists their addresses, built by ``build`` and kept until ``invalidate``) and their values when the
+    update last ran. While none has moved, running the update again would change nothing, so it is skipped: one
+    compiled look instead of the update's Python on every conductor cycle. The owner calls ``invalidate`` whenever
+    something else the update depends on changes (a subscriber comes or goes, a tether state, a connection). The
+    same list serves the publication's idle watch (``IdleWatch.watch_words``)."""
 
-    def __init__(self):
-        self.addresses: np.ndarray | None = None
-        self.values: np.ndarray | None = None
+    def __init__(self, build):
+        self._build = build
+        self._words: list[int] | None = None
+        self.addresses = self.values = np.zeros(0, np.int64)
+        self._snapshot_taken = False
 
     def invalidate(self) -> None:
-        self.addresses = None
+        self._words = None
+        self._snapshot_taken = False
+
+    def words(self) -> list[int]:
+        if self._words is None:
+            self._words = self._build()
+            self.addresses = np.array(self._words, np.int64)
+            self.values = np.zeros(len(self._words), np.int64)
+        return self._words
 
     def unchanged(self) -> bool:
-        return self.addresses is not None and first_changed_word(self.addresses, self.values) < 0
+        return self._snapshot_taken and first_changed_word(self.addresses, self.values) < 0
 
-    def snapshot(self, addresses) -> None:
+    def snapshot(self) -> None:
         """Before the update reads them: a word that moves after this runs the update again next cycle."""
-        if self.addresses is None:
-            self.addresses = np.array(addresses(), np.int64)
-            self.values = np.zeros(self.addresses.shape[0], np.int64)
+        self.words()
         snapshot_words(self.addresses, self.values)
+        self._snapshot_taken = True
 
 
 def tail_counter_addresses(log: LogBuffers) -> list[int]:
@@ -129,7 +139,8 @@ class IpcPublication:
         self.start_position = position  # where the log began: a concurrent publication joining must match it
         self.consumer_position = self.clean_position = self.last_consumer_position = position
         self.time_of_last_consumer_position_change_ns = self.now_ns
-        self.update_inputs = UpdateInputs()
+        self.update_inputs = UpdateInputs(lambda: tail_counter_addresses(self.log) + [
+            counter_value_address(self.values_buffer, s.counter_id) for s in self.subscribers])
         self._set_counter(self.pub_lmt_counter_id, position)
         self._set_counter(self.pub_pos_counter_id, position)
 
@@ -210,8 +221,7 @@ class IpcPublication:
         inputs = self.update_inputs
         if inputs.unchanged():
             return 0
-        inputs.snapshot(lambda: tail_counter_addresses(self.log) + [
-            counter_value_address(self.values_buffer, s.counter_id) for s in self.subscribers])
+        inputs.snapshot()
         producer = self.producer_position()
         self._set_counter(self.pub_pos_counter_id, producer)
         work = 0
@@ -235,10 +245,7 @@ class IpcPublication:
     def add_idle_watch(self, watch) -> None:
         """What ``update_pub_pos_and_pub_lmt`` reads: the tail counters (a publisher claims, a term rotates) and
         every subscriber's ``sub-pos`` (``agent/idle_watch.py``)."""
-        for partition in range(lb.PARTITION_COUNT):
-            watch.watch_int64(self.log.buffer, self.log.metadata_offset + lb.term_tail_counter_offset(partition))
-        for subscriber in self.subscribers:
-            watch.watch_counter(self.values_buffer, subscriber.counter_id)
+        watch.watch_words((self.log.buffer, self.values_buffer), self.update_inputs.words())
 
     def on_time_event(self, now_ns: int, system_counters) -> bool:
         """Timer tick: blocked-publisher check and the lifecycle. Returns True when the publication is DONE."""

@@ -139,7 +139,9 @@ class NetworkPublication:
         self.retransmits: dict[tuple[int, int], _Retransmit] = {}
         self.control = np.zeros(2 * ul.SETUP_FRAME_LENGTH, dtype=np.uint8)  # scratch for one control frame
         self.data_sent_compiled = False  # set by NetworkCycles when its kernel sends this publication's data
-        self.update_inputs = UpdateInputs()
+        self.update_inputs = UpdateInputs(lambda: tail_counter_addresses(self.log) + [
+            self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize] + [
+            counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies])
         for counter_id in (self.pub_pos_counter_id, self.pub_lmt_counter_id, self.snd_pos_counter_id):
             self._set_counter(counter_id, start)
         self._set_counter(self.snd_lmt_counter_id, self.sender_limit)
@@ -232,15 +234,13 @@ class NetworkPublication:
         """What ``send`` waits for (``agent/idle_watch.py``): a publisher claiming (the tail counters) and
         committing (the frame at the sender position, which a claim made before the watch's snapshot commits
         after it), and the spies that set the pace when they simulate a connection. Status messages and NAKs come
-        on the endpoint's socket, which the sender watches."""
+        on the endpoint's socket, which the sender watches. (With them, from ``update_inputs``, the sender position,
+        which only the sender moves.)"""
         buffer = self.log.buffer
-        for partition in range(lb.PARTITION_COUNT):
-            watch.watch_int64(buffer, self.log.metadata_offset + lb.term_tail_counter_offset(partition))
+        watch.watch_words((buffer, self.values_buffer, self.row), self.update_inputs.words())
         position = self.sender_position
         watch.watch_int64(buffer, pos.index_by_position(position, self.bits) * self.term_length +
                           pos.compute_term_offset_from_position(position, self.bits))
-        for spy in self.spies:
-            watch.watch_counter(self.values_buffer, spy.counter_id)
 
     def next_timer_ns(self) -> int:
         """When ``send`` next has timed work: a SETUP while no receiver has answered (or one asked), a heartbeat
@@ -432,9 +432,7 @@ class NetworkPublication:
         inputs = self.update_inputs  # skipped while nothing it reads has moved (see ``UpdateInputs``)
         if inputs.unchanged():
             return 0
-        inputs.snapshot(lambda: tail_counter_addresses(self.log) + [
-            self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize] + [
-            counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies])
+        inputs.snapshot()
         self._set_counter(self.pub_pos_counter_id, self.producer_position())
         sender_position = self.sender_position
         work = 0
