@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 
 from aeron_numba.agent.agent_runner import AgentInvoker, AgentRunner
 from aeron_numba.agent.idle_strategy import SleepingIdleStrategy
@@ -36,6 +37,7 @@ from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import ConfigurationError, DriverTimeoutError, InvalidChannelError
 from aeron_numba.client.warmup import warm_up_client_kernels
 from aeron_numba.kernels.counters import CountersReader
+from aeron_numba.kernels.idle_wait import ring_doorbell, wake_socket_fd
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import cnc
 from aeron_numba.layout import counters as counters_layout
@@ -135,6 +137,7 @@ class Aeron:
         self.context = context
         self._conductor = conductor
         self._doorbell_counter_id: int | None = None  # the driver's doorbell (None: not looked up yet)
+        self._doorbell: tuple[int, weakref.ref] | None = None  # its value's address and buffer, for ring_doorbell
         self._conductor_runner: AgentRunner | None = None
         self._conductor_invoker: AgentInvoker | None = None
         if context.use_conductor_agent_invoker:
@@ -179,12 +182,35 @@ class Aeron:
         after every cycle that handled a driver event (new images, unavailable ones) or a timer. With an
         aeron-numba driver, the watch also sleeps on and rings its doorbell counter (``IdleWatch.use_doorbell``)."""
         watch.watch_int64(self._conductor.work_generation, 0)
-        if self._doorbell_counter_id is None:  # looked up once: the driver allocates it before clients connect
+        counter_id = self._doorbell_id()
+        if counter_id != counters_layout.NULL_COUNTER_ID:
+            watch.use_doorbell(self.counters_reader.values_buffer, counter_id)
+
+    def _doorbell_id(self) -> int:
+        """The driver's doorbell counter (NULL_COUNTER_ID: a driver without one, such as Aeron's), looked up once:
+        the driver allocates it before clients connect."""
+        if self._doorbell_counter_id is None:
             self._doorbell_counter_id = next((c.counter_id for c in self.counters_reader.for_each()
                                               if c.type_id == counters_layout.DOORBELL_COUNTER_TYPE_ID),
                                              counters_layout.NULL_COUNTER_ID)
-        if self._doorbell_counter_id != counters_layout.NULL_COUNTER_ID:
-            watch.use_doorbell(self.counters_reader.values_buffer, self._doorbell_counter_id)
+        return self._doorbell_counter_id
+
+    def ring_doorbell(self) -> None:
+        """Ring the driver's doorbell after writing from an application thread, for which no agent runner rings
+        (a cluster client's ingress offer): an aeron-numba driver parked in ``ppoll`` then sends the message at once
+        instead of at the end of its park (up to a millisecond under a backoff or sleeping idle strategy). Nothing
+        with a driver without a doorbell, or once the client is closed."""
+        doorbell = self._doorbell
+        if doorbell is None:
+            counter_id = self._doorbell_id()
+            if counter_id == counters_layout.NULL_COUNTER_ID or self.is_closed:
+                return
+            values = self.counters_reader.values_buffer
+            doorbell = self._doorbell = (values.ctypes.data + counters_layout.counter_offset(counter_id) +
+                                         counters_layout.COUNTER_VALUE_OFFSET, weakref.ref(values))
+        values = doorbell[1]()  # held while ringing: the mapping cannot go meanwhile; gone once the client closed
+        if values is not None:
+            ring_doorbell(doorbell[0], wake_socket_fd())
 
     @property
     def conductor_agent_invoker(self) -> AgentInvoker | None:

@@ -228,6 +228,8 @@ class AeronCluster:
             return NOT_CONNECTED
         result = self._decorator.offer(publication, buffer, offset, length)
         self._track_ingress_result(result)
+        if result > 0:
+            self._aeron.ring_doorbell()  # a sleeping driver sends it now, not at the end of its park
         return result
 
     def try_claim(self, length: int, buffer_claim: BufferClaim | None = None):

@@ -128,3 +128,32 @@ def test_the_doorbell_holds_the_address_of_the_drivers_wake_socket_until_the_dri
     finally:
         driver.close()
     assert driver.doorbell_wake_socket.fileno() == -1
+
+
+def test_a_client_rings_the_doorbell_from_an_application_thread_and_a_parked_driver_gets_the_wake_datagram(shm_dir):
+    """``Aeron.ring_doorbell``: what a cluster client's ingress offer calls, since no agent runner rings for an
+    application thread. It counts the ring and, with the driver parked in ppoll, sends to the driver's wake socket;
+    once the client is closed it does nothing."""
+    import select
+
+    from aeron_numba.client import Aeron, Context
+    from aeron_numba.layout import counters as cl
+
+    driver = MediaDriver(DriverContext(aeron_dir=str(shm_dir / "aeron"), **SMALL), warm_up=False)
+    conductor = driver.conductor
+    slot = (cl.counter_offset(conductor.doorbell_counter_id) + cl.COUNTER_VALUE_OFFSET) // 8
+    values = conductor.counters.values_buffer.view(np.int64)
+    wake = driver.doorbell_wake_socket
+    try:
+        aeron = Aeron.connect(Context(aeron_dir=str(shm_dir / "aeron"), use_conductor_agent_invoker=True))
+        rings = int(values[slot])
+        aeron.ring_doorbell()
+        assert int(values[slot]) == rings + 1 and not select.select([wake], [], [], 0)[0]  # nobody parked: no datagram
+        values[slot + cl.DOORBELL_POLL_WAITERS_OFFSET // 8] = 1  # as the driver counts itself while parked in ppoll
+        aeron.ring_doorbell()
+        assert int(values[slot]) == rings + 2 and select.select([wake], [], [], 10.0)[0]
+        aeron.close()
+        aeron.ring_doorbell()  # closed: its mapping of cnc.dat is gone, and with it the ring
+        assert int(values[slot]) == rings + 2
+    finally:
+        driver.close()

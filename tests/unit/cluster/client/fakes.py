@@ -128,11 +128,15 @@ class FakeAeron:
         self.made: dict[int, object] = {}
         self.removed: list[int] = []
         self.refused: set[str] = set()
+        self.doorbell_rings = 0
         self.connected_channels: set[str] | None = None  # None: every publication connects
         self.publications: list[FakePublication] = []
         self.subscription = FakeSubscription()
         self.correlation_id = 0
         self.is_closed = False
+
+    def ring_doorbell(self) -> None:
+        self.doorbell_rings += 1
 
     def next_correlation_id(self) -> int:
         self.correlation_id += 1

@@ -77,10 +77,17 @@ def test_offer_puts_the_session_header_in_front_of_the_message():
 
 
 def test_back_pressure_is_returned_and_changes_nothing():
-    cluster, _, _, _, publication = make()
+    cluster, aeron, _, _, publication = make()
     publication.results.append(BACK_PRESSURED)
     assert cluster.offer(b"m") == BACK_PRESSURED
     assert cluster.state is State.CONNECTED
+    assert aeron.doorbell_rings == 0
+
+
+def test_an_accepted_offer_rings_the_drivers_doorbell_so_that_a_parked_driver_sends_it_at_once():
+    cluster, aeron, _, _, _ = make()
+    assert cluster.offer(b"m") > 0
+    assert aeron.doorbell_rings == 1
 
 
 def test_a_new_leader_is_followed_through_await_new_leader_connection():
