@@ -36,7 +36,7 @@ from aeron_numba.client.subscription import Subscription
 from aeron_numba.codecs.channel_uri import ChannelUri
 from aeron_numba.errors import ConfigurationError, DriverTimeoutError, InvalidChannelError
 from aeron_numba.client.warmup import warm_up_client_kernels
-from aeron_numba.kernels.counters import CountersReader
+from aeron_numba.kernels.counters import CountersReader, counter_value_address
 from aeron_numba.kernels.idle_wait import ring_doorbell, wake_socket_fd
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import cnc
@@ -206,8 +206,7 @@ class Aeron:
             if counter_id == counters_layout.NULL_COUNTER_ID or self.is_closed:
                 return
             values = self.counters_reader.values_buffer
-            doorbell = self._doorbell = (values.ctypes.data + counters_layout.counter_offset(counter_id) +
-                                         counters_layout.COUNTER_VALUE_OFFSET, weakref.ref(values))
+            doorbell = self._doorbell = (counter_value_address(values, counter_id), weakref.ref(values))
         values = doorbell[1]()  # held while ringing: the mapping cannot go meanwhile; gone once the client closed
         if values is not None:
             ring_doorbell(doorbell[0], wake_socket_fd())

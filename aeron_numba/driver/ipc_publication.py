@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aeron_numba.kernels import atomics_for_python, counters as counters_kernels
+from aeron_numba.kernels.counters import counter_value_address
 from aeron_numba.kernels.idle_wait import first_changed_word, snapshot_words
 from aeron_numba.kernels.log_buffer_unblocker import unblock
 from aeron_numba.kernels.log_cleaner import clean_buffer_to
 from aeron_numba.kernels.term_appender import producer_position
 from aeron_numba.layout import log_buffer_descriptor as lb
-from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, UNBLOCKED_PUBLICATIONS, counter_offset
+from aeron_numba.layout.counters import UNBLOCKED_PUBLICATIONS
 from aeron_numba.layout.log_buffers import LogBuffers
 
 
@@ -104,10 +105,6 @@ def tail_counter_addresses(log: LogBuffers) -> list[int]:
     """Addresses of a log's tail counters: every claim and every term rotation moves one."""
     base = log.buffer.ctypes.data + log.metadata_offset
     return [base + lb.term_tail_counter_offset(partition) for partition in range(lb.PARTITION_COUNT)]
-
-
-def counter_value_address(values_buffer: np.ndarray, counter_id: int) -> int:
-    return values_buffer.ctypes.data + counter_offset(counter_id) + COUNTER_VALUE_OFFSET
 
 
 @dataclass

@@ -45,6 +45,7 @@ from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker, SharedDutyCyc
 from aeron_numba.child_processes import with_parent_death_signal
 from aeron_numba.kernels import idle_wait
 from aeron_numba.kernels.cnc_file import CncFile, CncNotReadyError, body_problem
+from aeron_numba.kernels.counters import counter_value_address
 from aeron_numba.errors import AeronError, InsufficientStorageError, LayoutError
 from aeron_numba.kernels.loss_report import LossReport
 from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
@@ -194,8 +195,8 @@ class MediaDriver:
                                                                               cl.DOORBELL_COUNTER_TYPE_ID, b"")
         # The driver parks in ppoll on its sockets, where the doorbell's futex cannot wake it: rings send an empty
         # datagram to this socket instead, so that a client's or a cluster agent's new message is sent at once.
-        self._doorbell_address = (self.conductor.counters.values_buffer.ctypes.data +
-                                  cl.counter_offset(self.conductor.doorbell_counter_id) + cl.COUNTER_VALUE_OFFSET)
+        self._doorbell_address = counter_value_address(self.conductor.counters.values_buffer,
+                                                       self.conductor.doorbell_counter_id)
         self.doorbell_wake_socket = idle_wait.open_wake_socket(self._doorbell_address)
         self.conductor.doorbell_wake_fd = self.doorbell_wake_socket.fileno()
         counters = self.conductor.system_counters

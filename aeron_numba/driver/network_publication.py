@@ -33,9 +33,10 @@ import numpy as np
 
 from aeron_numba.driver.flow_control import UnicastFlowControl
 from aeron_numba.driver.ipc_publication import (ImageChange, State, SubscriberPosition, UpdateInputs, check_untethered,
-                                                counter_value_address, tail_counter_addresses)
+                                                tail_counter_addresses)
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
+from aeron_numba.kernels.counters import counter_value_address
 from aeron_numba.kernels import publication_sender
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_buffer_unblocker import unblock

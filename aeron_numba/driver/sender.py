@@ -2,9 +2,9 @@
 
 Each duty cycle gives every publication one ``send`` (SETUP, data up to the sender limit, heartbeat,
 retransmits), starting from a rotating index so no publication always goes first, except those whose data the
-compiled network cycles send and which have nothing else due (``NetworkPublication.needs_python_send``); then, when nothing was sent
-or every ``send_to_status_poll_ratio`` cycles (Aeron's default 6), it polls the send endpoints for status
-messages, NAKs and RTT measurements. In SHARED mode it runs beside the conductor in one ``CompositeAgent``.
+compiled network cycles send and which have nothing else due (``NetworkPublication.needs_python_send``); then,
+when nothing was sent or every ``send_to_status_poll_ratio`` cycles (Aeron's default 6), it polls the send
+endpoints for status messages, NAKs and RTT measurements. In SHARED mode it runs beside the conductor in one ``CompositeAgent``.
 """
 
 from __future__ import annotations

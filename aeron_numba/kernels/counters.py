@@ -222,6 +222,14 @@ def free(metadata, values, counter_id, now_ms, free_to_reuse_timeout_ms):
 # --- value record (§9.1) ---------------------------------------------------------------------------------
 
 
+def counter_value_address(values: np.ndarray, counter_id: int) -> int:
+    """The raw address of counter ``counter_id``'s value in the values buffer ``values``, for compiled code that
+    reads or waits on it by address (idle watches, the doorbell); valid while ``values`` is mapped."""
+    if not 0 <= counter_id < values.nbytes // COUNTER_LENGTH:
+        raise ValueError(f"counter_id={counter_id} is outside the values buffer of {values.nbytes // COUNTER_LENGTH}")
+    return values.ctypes.data + counter_id * COUNTER_LENGTH + COUNTER_VALUE_OFFSET
+
+
 @kernel(inline="always")
 def _value_offset(values, counter_id, field_offset):
     """Byte offset of a value-record field, or -1 when the id is outside the values section."""
