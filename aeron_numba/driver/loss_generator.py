@@ -202,6 +202,10 @@ class LossGenerator:
     in ``state`` (and the fixed gap's frames already dropped in ``gap_dropped``) for ``kernels/loss_generator.py``,
     which the compiled data path and these methods both call."""
 
+    #: How many times a generator of this process took new settings. Each update hands the compiled path new
+    #: ``state`` and ``gap_dropped`` arrays, so tables that keep their addresses rebuild when this moves.
+    settings_taken = 0
+
     def __init__(self):
         self.settings = LossSettings()
         self.version = -1
@@ -234,7 +238,8 @@ class LossGenerator:
         state[ns.LOSS_DROPPED] = self.state[ns.LOSS_DROPPED]
         state[ns.LOSS_IS_ACTIVE] = 1 if settings.drops_anything else 0
         self.gap_dropped = np.zeros(max(0, settings.gap_length) // (8 * frame.FRAME_ALIGNMENT) + 1, np.uint8)
-        self.state = state  # a new array: the compiled path reads whichever it was handed
+        self.state = state  # a new array: tables holding the old one's address rebuild on ``settings_taken``
+        LossGenerator.settings_taken += 1
 
     @property
     def is_active(self) -> bool:

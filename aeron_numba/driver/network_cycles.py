@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.driver.loss_generator import LossGenerator
 from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH
 from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import network_duty_cycle as ndc
@@ -83,7 +84,7 @@ class NetworkCycles:
         self._scratch = np.zeros(64, np.uint8)  # an image's status message on its way
         self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
         self._no_words = np.zeros(0, np.int64)
-        self._tables_key = None  # (sender version, receiver version) the cached tables were built for
+        self._tables_key = None  # (sender version, receiver version, loss settings taken) of the cached tables
         self._cached_tables = None
 
     def role_name(self) -> str:
@@ -133,12 +134,14 @@ class NetworkCycles:
 
     def _tables(self) -> tuple:
         """(control sockets, their endpoints, publications, receive sockets, their sources), rebuilt only when the
-        sender's or receiver's lists changed: every field of a row (fds, ports, addresses of state rows, sockaddrs
-        and loss settings) is fixed for the life of its publication, endpoint or transport, and an ordinary
-        endpoint's destinations, the only ones in the tables, are fixed when it is made. Building them each cycle
-        cost about a tenth of a busy driver's CPU."""
+        sender's or receiver's lists changed or a loss generator took new settings: every other field of a row
+        (fds, ports, addresses of state rows, sockaddrs) is fixed for the life of its publication, endpoint or
+        transport, and an ordinary endpoint's destinations, the only ones in the tables, are fixed when it is made.
+        A loss generator's update replaces its arrays: a row left with the old address would read freed memory
+        and, at best, miss the new settings (a partition that drops nothing). Building the tables each cycle cost
+        about a tenth of a busy driver's CPU."""
         key = (self.sender.version if self.sender is not None else -1,
-               self.receiver.version if self.receiver is not None else -1)
+               self.receiver.version if self.receiver is not None else -1, LossGenerator.settings_taken)
         if key != self._tables_key:
             control_sockets, control_endpoints = self._control_sockets()
             publications = self._publications(control_endpoints)

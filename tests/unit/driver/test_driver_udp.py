@@ -16,6 +16,7 @@ from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
+from aeron_numba.driver.network_cycles import NetworkCycles
 from aeron_numba.driver.publication_image import ImageState
 from aeron_numba.driver.warmup import warm_up_driver_kernels
 from aeron_numba.kernels import counters as ck
@@ -30,6 +31,7 @@ from aeron_numba.layout import log_buffer_descriptor as lb
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
+from harness.awaiting import await_condition
 from tests.unit.driver_support import MS, Harness, RawClient, run
 
 UDP_TERM_LENGTH = 64 * 1024
@@ -600,4 +602,33 @@ def test_a_network_publications_limit_update_is_skipped_while_nothing_it_reads_m
         assert len(reads) == count
         stream.close()
     finally:
+        h.close()
+
+
+def test_loss_settings_written_while_the_compiled_cycles_run_are_the_ones_they_drop_by(shm_dir):
+    """NetworkCycles keeps its socket tables from one duty cycle to the next. A loss generator taking new settings
+    (a partition a chaos run writes at run time) hands the compiled path new arrays, and the tables follow them:
+    what the settings drop is dropped by the compiled receive too, not only by the Python one."""
+    h = Harness(shm_dir / "aeron", loss_control_enabled=True, publication_connection_timeout_ns=1_000 * MS)
+    control = LossControl.open(h.conductor.ctx.aeron_dir)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        cycles = NetworkCycles(h.cnc.counters_values_buffer, network.sender, network.receiver)
+        cycles.do_work()  # its tables, built under the settings of the start (nothing dropped)
+        control.write(LossSettings(receive_data_rate=1.0))
+        h.network_work()  # the receive endpoint's poll takes them
+        (endpoint,) = network.receive_endpoints.values()
+        loss = endpoint.destinations[0].transport.loss
+        assert loss.settings.receive_data_rate == 1.0 and loss.dropped == 0
+        assert stream.offer(b"dropped" * 10) > 0
+
+        def dropped_by_the_compiled_cycles():
+            cycles.do_work()  # sends the frame from the publication's socket and reads it on the image's
+            return loss.dropped >= 1
+        await_condition(dropped_by_the_compiled_cycles, 5, "the compiled cycles to drop the datagram")
+        assert stream.drain() == []
+        stream.close()
+    finally:
+        control.close()
         h.close()
