@@ -3,8 +3,9 @@
 The settings come from ``loss-control.dat`` through ``driver/loss_generator.LossGenerator``, which copies them into
 a state array (``layout/network_state.py``, ``LOSS_*``) the compiled send and receive paths read per datagram, so
 a stream with a loss generator on runs the same compiled path as one without. Random drops use a MINSTD
-generator seeded from the settings' seed; a fixed gap drops the first datagram carrying each frame that starts inside it (the
-``gap_dropped`` bitmap, one bit per 32-byte frame slot of the gap), so the retransmit gets through.
+generator seeded from the settings' seed; a fixed gap drops, once, each datagram that carries any of its bytes, as
+Aeron's ``FixedLossGenerator`` does (the ``gap_dropped`` bitmap, one bit per 32-byte frame slot of the gap where a
+dropped datagram's part of it begins), so the retransmit gets through.
 """
 
 from __future__ import annotations
@@ -54,15 +55,16 @@ def _is_data(buf, offset, length):
 
 
 @kernel
-def _in_gap(state, gap_dropped, buf, offset):
-    """The first datagram carrying a frame that starts inside the gap is dropped; later copies pass."""
+def _in_gap(state, gap_dropped, buf, offset, length):
+    """The first datagram of ``length`` bytes that carries a byte of the gap is dropped; later copies pass. One
+    that begins before the gap counts too: with a gap shorter than a datagram, none may begin inside it."""
     gap_length = state[ns.LOSS_GAP_LENGTH]
     if gap_length <= 0 or atomics.get_int32(buf, offset + frame.TERM_ID_FIELD_OFFSET) != state[ns.LOSS_GAP_TERM_ID]:
         return False
     into_gap = atomics.get_int32(buf, offset + frame.TERM_OFFSET_FIELD_OFFSET) - state[ns.LOSS_GAP_TERM_OFFSET]
-    if into_gap < 0 or into_gap >= gap_length:
+    if into_gap >= gap_length or into_gap + length <= 0:
         return False
-    slot = into_gap // frame.FRAME_ALIGNMENT
+    slot = max(into_gap, 0) // frame.FRAME_ALIGNMENT
     byte, bit = slot >> 3, 1 << (slot & 7)
     if byte >= gap_dropped.shape[0] or gap_dropped[byte] & bit:
         return False
@@ -79,7 +81,7 @@ def should_drop_receive(state, gap_dropped, buf, offset, length, source_port, lo
     if not drop:
         if _is_data(buf, offset, length):
             rate = state[ns.LOSS_RECEIVE_DATA_PPM]
-            drop = (rate > 0 and next_random_ppm(state) < rate) or _in_gap(state, gap_dropped, buf, offset)
+            drop = (rate > 0 and next_random_ppm(state) < rate) or _in_gap(state, gap_dropped, buf, offset, length)
         else:
             rate = state[ns.LOSS_RECEIVE_CONTROL_PPM]
             drop = rate > 0 and next_random_ppm(state) < rate

@@ -240,6 +240,14 @@ def test_loss_generator_drops_its_share_the_gap_once_and_everything_from_a_block
     assert not generator.should_drop_receive(in_gap, 64, 4000, 5000)  # the retransmit passes
     assert not generator.should_drop_receive(_data_frame(5, 128), 64, 4000, 5000)
     assert not generator.should_drop_receive(_data_frame(6, 64), 64, 4000, 5000)
+    # a gap shorter than the datagram carrying it, which begins before it (as Aeron's FixedLossGenerator drops)
+    control.write(LossSettings(gap_term_id=5, gap_term_offset=96, gap_length=32))
+    generator.update(control)
+    carrying = np.concatenate([_data_frame(5, 64), _data_frame(5, 128)])  # two frames, [64, 192)
+    assert generator.should_drop_receive(carrying, 128, 4000, 5000)
+    assert not generator.should_drop_receive(carrying, 128, 4000, 5000)  # the retransmit passes
+    before = np.concatenate([_data_frame(5, 0), _data_frame(5, 64)[:32]])  # [0, 96): ends where the gap begins
+    assert not generator.should_drop_receive(before, 96, 4000, 5000)
     control.write(LossSettings(blocked_ports=(4000,)))
     generator.update(control)
     assert generator.should_drop_receive(data, 64, 4000, 5000)
