@@ -480,3 +480,82 @@ def udp_floor_receive(fd, buffer, ctx, target, timeout_ticks):
         ctx[CTX_RECEIVED] += 1
         ctx[CTX_BYTES] += got
     return ctx[CTX_RECEIVED]
+
+
+# ------------------------------------------------------------------------------------ relay floor (UDP)
+# The least any driver does on the UDP round trip: a relay process beside each client that, every pass, looks at
+# one word its client writes and does one non-blocking ``recv``, and yields its core after a pass that found
+# nothing (the driver's ``yield`` idle strategy). Client and relay share one line (a file both map): the client's
+# value out at RELAY_OUT, the relay's value in at RELAY_IN; the relay says it is ready (socket bound) at
+# RELAY_READY and stops when the client sets RELAY_STOP.
+RELAY_OUT, RELAY_IN, RELAY_READY, RELAY_STOP = 0, 8, 16, 24
+#: ``udp_relay``'s return when a ``send`` failed (otherwise the datagrams it relayed both ways).
+RELAY_SEND_FAILED = -1
+
+
+@kernel(inline="always")
+def _await_relayed(line, value, t0, timeout_ticks, yield_mask):
+    """Spin (yielding as the Aeron loops do) until ``value`` is at RELAY_IN; False at the deadline."""
+    spins = 0
+    while atomics.get_int64_acquire(line, RELAY_IN) != value:
+        spins += 1
+        _idle(spins, yield_mask)
+        if (spins & 0xFFF) == 0 and rdtsc() - t0 > timeout_ticks:
+            return False
+    return True
+
+
+@kernel(i64(u8, i64, i64, i64a, i64, i64))
+def relay_ping(line, base, n, lat, timeout_ticks, yield_mask):
+    """``n`` round trips through the relays: store ``base+i+1`` at RELAY_OUT, spin until it comes back at
+    RELAY_IN; ``lat[i]`` in ticks. Returns the round trips completed."""
+    for i in range(n):
+        value = base + i + 1
+        t0 = rdtsc()
+        atomics.put_int64_release(line, RELAY_OUT, value)
+        if not _await_relayed(line, value, t0, timeout_ticks, yield_mask):
+            return i
+        lat[i] = rdtsc() - t0
+    return n
+
+
+@kernel(i64(u8, i64, i64, i64, i64))
+def relay_pong(line, base, n, timeout_ticks, yield_mask):
+    """The other end of ``relay_ping``: wait for each value at RELAY_IN and store it at RELAY_OUT."""
+    for i in range(n):
+        value = base + i + 1
+        if not _await_relayed(line, value, rdtsc(), timeout_ticks, yield_mask):
+            return i
+        atomics.put_int64_release(line, RELAY_OUT, value)
+    return n
+
+
+@kernel(i64(i64, u8, u8, u8, i64, i64))
+def udp_relay(fd, line, datagram, receive_buffer, length, timeout_ticks):
+    """A relay's loop on its connected socket ``fd``: a new value at RELAY_OUT goes out as a ``length``-byte
+    datagram carrying it, a datagram received puts its value at RELAY_IN. Runs until RELAY_STOP is set or
+    ``timeout_ticks`` pass; returns the datagrams relayed both ways, or RELAY_SEND_FAILED."""
+    last_out = atomics.get_int64_acquire(line, RELAY_OUT)
+    atomics.put_int64_release(line, RELAY_READY, 1)
+    t0 = rdtsc()
+    relayed = 0
+    passes = 0
+    while True:
+        passes += 1
+        if (passes & 0xFFF) == 0 and (atomics.get_int64_acquire(line, RELAY_STOP) != 0
+                                      or rdtsc() - t0 > timeout_ticks):
+            return relayed
+        work = 0
+        out = atomics.get_int64_acquire(line, RELAY_OUT)
+        if out != last_out:
+            last_out = out
+            atomics.put_int64(datagram, 0, out)
+            if c_send(fd, datagram, 0, length, 0) != length:
+                return RELAY_SEND_FAILED
+            work += 1
+        if c_recv(fd, receive_buffer, 0, receive_buffer.shape[0], MSG_DONTWAIT) >= 8:
+            atomics.put_int64_release(line, RELAY_IN, atomics.get_int64(receive_buffer, 0))
+            work += 1
+        relayed += work
+        if work == 0:
+            sched_yield()

@@ -154,8 +154,8 @@ def _udp_cases(p: dict) -> list[dict]:
     cases = [
         {"name": f"rtt.{impl}.{RTT_SIZE}B", "family": "rtt", "impl": f"rtt-{impl}", "label": impl, "size": RTT_SIZE,
          "n": n, "runs": runs, "warmup": warmup, "windows": p["rtt_windows"], "term_length": LATENCY_TERM_LENGTH,
-         **(no_driver if impl.startswith("floor") else common)}
-        for impl in ("aeron-compiled-udp", "floor-udp")
+         **(common if impl == "aeron-compiled-udp" else no_driver)}
+        for impl in ("aeron-compiled-udp", "floor-udp", "relay-floor-udp")
     ]
     term_length = p["tp_term_length"]
     for size in MESSAGE_SIZES:

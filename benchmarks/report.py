@@ -89,6 +89,12 @@ def _ratios() -> tuple[Ratio, ...]:
     ratios.append(Ratio("rtt p50 aeron-compiled-udp / floor-udp", (_rtt("aeron-compiled-udp"), "p50"),
                         (_rtt("floor-udp"), "p50"), "lower", target=2.5, gate=2.0, placement_sensitive=False,
                         note="compiled round trip through the driver over UDP vs raw loopback sockets"))
+    ratios.append(Ratio("rtt p50 aeron-compiled-udp / relay-floor-udp", (_rtt("aeron-compiled-udp"), "p50"),
+                        (_rtt("relay-floor-udp"), "p50"), "lower", target=1.5, placement_sensitive=False,
+                        note="the same vs relays that do the least a driver does, four processes on the cores"))
+    ratios.append(Ratio("rtt p50 relay-floor-udp / floor-udp", (_rtt("relay-floor-udp"), "p50"),
+                        (_rtt("floor-udp"), "p50"), "lower", placement_sensitive=False,
+                        note="what the two extra hops and their scheduling cost any driver"))
     for size in (32, 1344):
         ratios.append(Ratio(
             f"tp MB/s aeron-compiled-udp exclusive {size}B / floor-udp",

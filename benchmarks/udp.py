@@ -12,19 +12,30 @@ empty spins, because on two cores the drivers have to run where the pinned loops
   libc ``send`` and a spinning non-blocking ``recv`` (``loops.udp_floor_ping`` / ``udp_floor_pong``).
 * ``tp-floor-udp``: A sends MTU-payload datagrams as fast as ``send`` takes them, B receives and marks every
   window; what the kernel drops (receive buffer full) is reported, not retried.
+* ``rtt-relay-floor-udp``: the floor of any driver on this round trip. Each worker starts a relay process of its
+  own (unpinned, in the runner's session, as the drivers are) that does the least a driver does: every pass it
+  looks at one word its client writes and makes one non-blocking ``recv``, and yields after a pass that found
+  nothing (``loops.udp_relay``); the clients ping-pong one value through them, yielding as the Aeron loops do.
+  Four busy processes share the two cores as in the Aeron case, so what separates the two is the driver's own
+  work, and what separates this floor from ``rtt-floor-udp`` is the two extra hops and their scheduling.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 import socket
 import time
+from pathlib import Path
 
 import numpy as np
 
-from aeron_numba.kernels.atomics_for_python import put_int64_release
+from aeron_numba.kernels.atomics_for_python import get_int64_acquire, put_int64_release
 from aeron_numba.layout.frame import DEFAULT_MTU_LENGTH, HEADER_LENGTH, MAX_UDP_PAYLOAD_LENGTH
 from benchmarks import ipc_rtt, ipc_throughput, loops, stats
 from benchmarks.aeron_pairs import UDP_HOST
+from harness.awaiting import await_condition
+from harness.process_manager import ProcessManager
 
 #: The loops yield every 256 empty spins (about 1 us of spinning).
 YIELD_MASK = 0xFF
@@ -35,6 +46,13 @@ JUMBO_MTU = MAX_UDP_PAYLOAD_LENGTH
 JUMBO_FLOOR_DATAGRAM = JUMBO_MTU - HEADER_LENGTH
 #: Floor receiver's socket buffer (the kernel caps it at net.core.rmem_max).
 FLOOR_RCVBUF = 4 * 1024 * 1024
+#: ``python -c`` code of a relay process (``relay_main``); it dies with the worker that started it.
+RELAY_CODE = ("from benchmarks.worker import die_with_parent; die_with_parent(); "
+              "import sys; from benchmarks.udp import relay_main; sys.exit(relay_main(sys.argv[1:]))")
+#: The line a client shares with its relay (``loops.RELAY_*`` words), a file both map.
+RELAY_LINE_LENGTH = 64
+#: A relay loads its compiled loop from the cache the parent filled, then binds: seconds, not minutes.
+RELAY_START_TIMEOUT_S = 60.0
 
 
 def _connected_socket(env, case: dict) -> socket.socket:
@@ -119,9 +137,91 @@ def floor_receive(case: dict, env) -> dict:
                                    errors=0, dropped=int(ctx[loops.CTX_ERRORS]))
 
 
+def relay_main(argv: list[str]) -> int:
+    """A relay process: ``line_path my_port their_port datagram_length timeout_ticks``."""
+    line_path, mine, theirs, length, timeout_ticks = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4])
+    unpin()  # it inherited its worker's core; the drivers it stands for are unpinned
+    with open(line_path, "r+b") as f:
+        line = np.frombuffer(mmap.mmap(f.fileno(), RELAY_LINE_LENGTH), np.uint8)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, FLOOR_RCVBUF)
+    sock.bind((UDP_HOST, mine))
+    sock.connect((UDP_HOST, theirs))
+    relayed = loops.udp_relay(sock.fileno(), line, np.zeros(max(length, 8), np.uint8),
+                              np.zeros(MAX_UDP_PAYLOAD_LENGTH, np.uint8), length, timeout_ticks)
+    if relayed == loops.RELAY_SEND_FAILED:
+        print(f"relay: send from port {mine} to port {theirs} failed", flush=True)
+        return 1
+    return 0
+
+
+def unpin() -> None:
+    """Let this process run on every online core (Linux; elsewhere, or where a cgroup forbids it, as it was)."""
+    if hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        except OSError:
+            pass
+
+
+def _start_relay(case: dict, env) -> np.ndarray:
+    """This worker's relay process, bound and polling; returns the line its client shares with it. The relay is
+    stopped, and killed if it does not stop, when the case ends."""
+    ports = case["udp_ports"]
+    mine, theirs = (ports[0], ports[1]) if env.role == "A" else (ports[1], ports[0])
+    path = Path(env.path(f"relay-line-{env.role}"))
+    path.write_bytes(bytes(RELAY_LINE_LENGTH))
+    with open(path, "r+b") as f:
+        line = np.frombuffer(mmap.mmap(f.fileno(), RELAY_LINE_LENGTH), np.uint8)
+    processes = ProcessManager(path.parent / f"relay-logs-{env.role}")
+    relay = processes.spawn_python(f"relay-{env.role}", RELAY_CODE, str(path), str(mine), str(theirs),
+                                   str(case["size"]), str(env.timeout_ticks()), own_session=False)
+
+    def stop() -> None:
+        put_int64_release(line, loops.RELAY_STOP, 1)
+        try:
+            relay.wait(10.0)
+        finally:
+            processes.close()
+            path.unlink(missing_ok=True)
+
+    env.on_case_end(stop)
+    await_condition(lambda: get_int64_acquire(line, loops.RELAY_READY) != 0, RELAY_START_TIMEOUT_S,
+                    f"relay {env.role} to bind port {mine}", processes=[relay])
+    return line
+
+
+def relay_floor_ping(case: dict, env) -> dict:
+    line = _start_relay(case, env)
+    env.sync(1)  # both relays bound: no datagram meets a closed port
+
+    def batch(base: int, count: int) -> np.ndarray:
+        lat = np.zeros(count, np.int64)
+        done = loops.relay_ping(line, base, count, lat, env.timeout_ticks(), case["yield_mask"])
+        if done != count:
+            raise RuntimeError(f"{done} of {count} round trips through the relays before the deadline")
+        return stats.ticks_to_ns(lat, env.tsc_hz)
+
+    warm = batch(0, case["warmup"])
+    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
+    return stats.latency_result(runs, warm, case["windows"], received=_total(case), expected=_total(case), errors=0,
+                                timing="rdtsc")
+
+
+def relay_floor_pong(case: dict, env) -> dict:
+    line = _start_relay(case, env)
+    env.sync(1)
+    total = _total(case)
+    done = loops.relay_pong(line, 0, total, env.timeout_ticks(), case["yield_mask"])
+    if done != total:
+        raise RuntimeError(f"echoed {done} of {total} values through the relays before the deadline")
+    return {"echoed": int(done)}
+
+
 ROLES = {
     "rtt-aeron-compiled-udp": {"A": ipc_rtt.ping_compiled, "B": ipc_rtt.echo_compiled},
     "tp-aeron-compiled-udp": {"A": ipc_throughput.produce_compiled, "B": ipc_throughput.consume_compiled},
     "rtt-floor-udp": {"A": floor_ping, "B": floor_pong},
+    "rtt-relay-floor-udp": {"A": relay_floor_ping, "B": relay_floor_pong},
     "tp-floor-udp": {"A": floor_send, "B": floor_receive},
 }

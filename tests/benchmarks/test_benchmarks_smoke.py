@@ -47,7 +47,8 @@ def check_every_planned_benchmark_ran_and_succeeded(tiny_run):
     families = {case["family"] for case in summary["cases"].values()}
     assert families == {"rtt", "fixed", "tp"}
     udp = [name for name in planned if "udp" in name]  # through a UDP driver of their own, and the raw floor
-    assert {"rtt.aeron-compiled-udp.32B", "rtt.floor-udp.32B", "tp.aeron-compiled-udp.exclusive.32B"} <= set(udp)
+    assert {"rtt.aeron-compiled-udp.32B", "rtt.floor-udp.32B", "rtt.relay-floor-udp.32B",
+            "tp.aeron-compiled-udp.exclusive.32B"} <= set(udp)
 
 
 def check_messages_really_went_through(tiny_run):
