@@ -2,7 +2,7 @@
 
 The sender's and receiver's own duty cycles (``sender.py``, ``receiver.py``) do everything once per cycle,
 including the work only Python does (heartbeats, SETUPs, retransmits, timers, frames of no image), and cost tens
-of microseconds of interpreter each. This agent, composed after them, hands the per-datagram part to
+of microseconds of interpreter each. This agent, composed before them, hands the per-datagram part to
 ``kernels/network_duty_cycle.run_network_cycles``: it sends, receives, takes the status messages of known
 receivers, detects loss and sends the images' status messages for as long as nothing needs Python, at most
 ``budget_ns`` at a time (less when Python serves some stream, or when the conductor's timer is due sooner), and
@@ -11,9 +11,10 @@ NAK due) to the endpoints and images that handle them. Only fast paths go in: pu
 one address and sockets of ordinary endpoints (multi-destination ones stay with the Python cycles); the loss
 generator decides in compiled code too.
 
-After a pass that found work it keeps polling in compiled code for up to ``idle_ns``, since the next datagram of a
-busy stream is usually microseconds away, waiting as the runner's idle strategy would (``compiled_idle``); once a
-stream has been quiet for ``recent_ns`` it takes one pass per duty cycle and leaves the waiting to the runner.
+After a pass that found work it keeps polling in compiled code, since the next datagram of a busy stream is usually
+microseconds away, waiting as the runner's idle strategy would (``compiled_idle``): until the budget under a
+spinning or yielding strategy, for up to ``idle_ns`` under a backing-off one; once a stream has been quiet for
+``recent_ns`` it takes one pass per duty cycle and leaves the waiting to the runner.
 
 In SHARED mode it also watches what gives the conductor work (``add_watch``: its command queue, its IPC
 publications' positions, its timer), so a client's command or an IPC stream does not wait for the budget to run
@@ -48,18 +49,26 @@ DEFAULT_RECENT_NS = 10_000_000
 NEVER_YIELD = (1 << 62) - 1
 
 
-def compiled_idle(idle_strategy) -> tuple[bool, int]:
-    """How the cycles wait in compiled code under the runner's idle strategy: (keep polling after work, yield
-    mask). Spinning strategies poll without yielding (a benchmark with cores to spare); yielding and backing-off
-    ones yield after every empty pass (a pass makes two or more system calls already: yielding every 256 passes
-    measured 518 us round trips against 12.4 us yielding every pass); sleeping ones do not poll on: the runner's
-    sleep is what was asked for."""
+def compiled_idle(idle_strategy, idle_ns: int, budget_ns: int) -> tuple[int, int]:
+    """How the cycles wait in compiled code under the runner's idle strategy: (how long to poll on after work,
+    yield mask). Spinning strategies poll without yielding (a benchmark with cores to spare); yielding and
+    backing-off ones yield after every empty pass (a pass makes two or more system calls already: yielding every
+    256 passes measured 518 us round trips against 12.4 us yielding every pass).
+
+    Spinning and yielding ones poll on until the budget: their runner would only spin or yield too, and a return
+    costs a Python duty cycle (40-60 us in the UDP round-trip benchmark). Polling on for only 50 us, a driver whose
+    peer was in such a cycle went idle, ran one of its own, and made the peer wait in turn: about 4,000 returns
+    for 2,000 budgets in a round-trip run, and a p99 of 120-210 us. Backing-off ones poll on for ``idle_ns`` and
+    then leave the runner to back off and park; sleeping ones do not poll on: the runner's sleep is what was
+    asked for."""
     alias = getattr(idle_strategy, "alias", None)
     if alias in ("spin", "noop"):
-        return True, NEVER_YIELD
-    if alias in ("yield", "backoff", "controllable"):
-        return True, 0
-    return False, 0
+        return budget_ns, NEVER_YIELD
+    if alias == "yield":
+        return budget_ns, 0
+    if alias in ("backoff", "controllable"):
+        return idle_ns, 0
+    return 0, 0
 
 
 class NetworkCycles:
@@ -73,8 +82,7 @@ class NetworkCycles:
         self.receiver = receiver
         self.add_watch = add_watch  # names the words to watch, for each call (``add_idle_watch(watch)``)
         self.budget_ns = budget_ns
-        keep_polling, self.yield_mask = compiled_idle(idle_strategy)
-        self.idle_ns = idle_ns if keep_polling else 0
+        self.idle_ns, self.yield_mask = compiled_idle(idle_strategy, idle_ns, budget_ns)
         self.recent_ns = recent_ns
         self.nano_clock = nano_clock
         self.time_of_last_work_ns = 0

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from numba.core.registry import CPUDispatcher as Dispatcher
 
+from aeron_numba.agent.idle_strategy import BackoffIdleStrategy, YieldingIdleStrategy
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
@@ -20,6 +21,7 @@ from aeron_numba.driver.network_cycles import NetworkCycles
 from aeron_numba.driver.publication_image import ImageState
 from aeron_numba.driver.warmup import warm_up_driver_kernels
 from aeron_numba.kernels import counters as ck
+from aeron_numba.kernels import network_duty_cycle as ndc
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels.loss_report import LossReportReader
@@ -631,4 +633,25 @@ def test_loss_settings_written_while_the_compiled_cycles_run_are_the_ones_they_d
         stream.close()
     finally:
         control.close()
+        h.close()
+
+
+@pytest.mark.parametrize("strategy, reason", [(YieldingIdleStrategy(), ndc.RETURN_BUDGET),
+                                              (BackoffIdleStrategy(), ndc.RETURN_IDLE)])
+def test_a_quiet_stream_keeps_the_compiled_cycles_polling_until_the_budget_unless_the_runner_would_back_off(
+        shm_dir, strategy, reason):
+    """Right after work, a yielding (or spinning) runner would only yield between passes, so the cycles poll on
+    until the budget rather than hand the thread to the Python cycles; under a backoff strategy they hand it back
+    after ``idle_ns``, for the runner to back off and park."""
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        cycles = NetworkCycles(h.cnc.counters_values_buffer, network.sender, network.receiver,
+                               idle_strategy=strategy, budget_ns=20 * MS, idle_ns=1 * MS)
+        cycles.time_of_last_work_ns = cycles.nano_clock()  # a stream that was busy a moment ago
+        cycles.do_work()  # nothing is sent or received: the stream is quiet
+        assert int(cycles.result[ndc.RESULT_REASON]) == reason
+        stream.close()
+    finally:
         h.close()

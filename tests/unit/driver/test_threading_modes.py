@@ -257,7 +257,7 @@ def test_each_mode_runs_its_agents_on_aeron_s_threads_with_their_idle_strategies
         assert [r.role_name() for r in driver.network_runners] == roles
         runners = [driver.runner, *driver.network_runners]
         assert [type(r.idle_strategy) for r in runners] == strategies
-        expected_main = "[driver-conductor,sender,receiver,network-cycles]" if mode == "SHARED" else "driver-conductor"
+        expected_main = "[network-cycles,driver-conductor,sender,receiver]" if mode == "SHARED" else "driver-conductor"
         assert driver.runner.role_name() == expected_main
         # aeronmd's labels name the mode the driver runs in.
         assert _label(driver, cl.SENDER_MAX_CYCLE_TIME).endswith(f": {mode}")
