@@ -6,10 +6,11 @@ of microseconds of interpreter each. This agent, composed before them, hands the
 ``kernels/network_duty_cycle.run_network_cycles``: it sends, receives, takes the status messages of known
 receivers, detects loss and sends the images' status messages for as long as nothing needs Python, at most
 ``budget_ns`` at a time (less when Python serves some stream, or when the conductor's timer is due sooner), and
-hands back what does (SETUPs and other frames of no image, other control frames, a
-NAK due) to the endpoints and images that handle them. Only fast paths go in: publications whose endpoint sends to
-one address and sockets of ordinary endpoints (multi-destination ones stay with the Python cycles); the loss
-generator decides in compiled code too.
+hands back what does (SETUPs and other frames of no image, other control frames, a NAK due) to the endpoints and
+images that handle them. The sockets in its tables are marked ``read_compiled``: the sender's and receiver's Python
+polls leave them to it. Only fast paths go in: publications whose endpoint sends to one address and sockets of
+ordinary endpoints (multi-destination ones stay with the Python cycles); the loss generator decides in compiled
+code too.
 
 After a pass that found work it keeps polling in compiled code, since the next datagram of a busy stream is usually
 microseconds away, waiting as the runner's idle strategy would (``compiled_idle``): until the budget under a
@@ -118,6 +119,8 @@ class NetworkCycles:
 
     def _control_sockets(self) -> tuple[np.ndarray, list]:
         endpoints = list(self.sender.endpoints) if self.sender is not None else []
+        for endpoint in endpoints:
+            endpoint.read_compiled = True
         table = np.array([self._socket_row(e.transport) for e in endpoints], np.int64)
         return table.reshape(len(endpoints), ndc.SOCKET_COLUMNS), endpoints
 
@@ -136,6 +139,7 @@ class NetworkCycles:
         for endpoint in self.receiver.endpoints if self.receiver is not None else ():
             for destination in endpoint.destinations:
                 if endpoint.is_fast(destination):
+                    destination.read_compiled = True
                     sources.append((endpoint, destination))
         table = np.array([self._socket_row(d.transport, e.endpoint_id) for e, d in sources], np.int64)
         return table.reshape(len(sources), ndc.SOCKET_COLUMNS), sources

@@ -158,6 +158,8 @@ class ReceiveChannelEndpoint:
         for destination in self.destinations:
             transport = destination.transport
             transport.poll_loss_settings()
+            if destination.read_compiled:
+                continue
             fast = self.is_fast(destination)
             read = 0
             while read < MAX_DATAGRAMS_PER_POLL:

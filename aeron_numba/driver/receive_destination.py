@@ -28,6 +28,9 @@ class ReceiveDestination:
         # Where this destination's SMs and NAKs go when its channel names it (a multicast control group, or
         # control=); None: back to each image's sender, the source address of its frames.
         self.control_address = channel.remote_control
+        # Set by NetworkCycles while its compiled cycles read this socket (and hand back what Python handles):
+        # the receiver's Python poll then leaves it alone.
+        self.read_compiled = False
 
     @property
     def local_address(self) -> tuple[str, int]:

@@ -55,6 +55,9 @@ class SendChannelEndpoint:
         # Where data goes when it goes to one address (the compiled send path's sockaddr_in); None: several.
         self.remote_sockaddr = None if channel.is_multi_destination or channel.remote_data is None else \
             udp_socket.sockaddr_in(*channel.remote_data)
+        # Set by NetworkCycles while its compiled cycles read this socket (and hand back what Python handles): the
+        # sender's Python poll then only does the rest of its work.
+        self.read_compiled = False
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -82,7 +85,7 @@ class SendChannelEndpoint:
         self.now_ns = now_ns
         self.transport.poll_loss_settings()
         received = 0
-        while received < MAX_DATAGRAMS_PER_POLL:
+        while received < MAX_DATAGRAMS_PER_POLL and not self.read_compiled:
             count = self.transport.receive_batch(batch)
             loss = self.transport.loss
             loss_generator.keep_received(loss.state, loss.gap_dropped, batch.msgs, batch.names, batch.buffer,

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.driver.network_cycles import NetworkCycles
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.kernels import term_reader as TR
@@ -797,6 +798,9 @@ def idle_harness(shm_dir):
     h = Harness(shm_dir / "aeron-idle", timer_interval_ns=IDLE_TIMER_MS * MS)
     h.conductor.nano_clock = time.monotonic_ns
     h.conductor.network.sender.nano_clock = h.conductor.network.receiver.nano_clock = time.monotonic_ns
+    for agent in h.driver.runner.agent.agents:  # the network cycles hand what they read to Python with their time
+        if isinstance(agent, NetworkCycles):
+            agent.nano_clock = time.monotonic_ns
     h.conductor.time_of_last_timer_ns = time.monotonic_ns()
     yield h
     h.close()

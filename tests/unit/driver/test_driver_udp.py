@@ -655,3 +655,38 @@ def test_a_quiet_stream_keeps_the_compiled_cycles_polling_until_the_budget_unles
         stream.close()
     finally:
         h.close()
+
+
+def test_sockets_the_compiled_cycles_read_are_left_to_them_by_the_python_polls_which_still_take_loss_settings(
+        shm_dir, monkeypatch):
+    """Once NetworkCycles has a socket in its tables it reads it every pass and hands back what Python handles:
+    the sender's and receiver's Python polls no longer read it (a system call and a dispatch per cycle for
+    nothing), but they still take new loss settings for it."""
+    h = Harness(shm_dir / "aeron", loss_control_enabled=True, publication_connection_timeout_ns=1_000 * MS)
+    control = LossControl.open(h.conductor.ctx.aeron_dir)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        (send_endpoint,) = network.sender.endpoints
+        (receive_endpoint,) = network.receive_endpoints.values()
+        (destination,) = receive_endpoint.destinations
+        reads = []
+        for transport in (send_endpoint.transport, destination.transport):
+            receive_batch = transport.receive_batch
+            monkeypatch.setattr(transport, "receive_batch",
+                                lambda batch, t=transport, read=receive_batch: reads.append(t) or read(batch))
+        h.network_work()
+        assert {id(t) for t in reads} == {id(send_endpoint.transport), id(destination.transport)}  # Python reads
+
+        NetworkCycles(h.cnc.counters_values_buffer, network.sender, network.receiver)._tables()
+        assert send_endpoint.read_compiled and destination.read_compiled
+        reads.clear()
+        control.write(LossSettings(receive_data_rate=0.5, seed=1))
+        h.network_work()
+        assert reads == []  # left to the compiled cycles
+        assert destination.transport.loss.settings.receive_data_rate == 0.5
+        assert send_endpoint.transport.loss.settings.receive_data_rate == 0.5
+        stream.close()
+    finally:
+        control.close()
+        h.close()
