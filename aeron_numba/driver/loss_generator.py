@@ -2,9 +2,10 @@
 
 Tests and chaos scenarios switch them at run time through ``loss-control.dat`` in the aeron dir (see
 ``LossControl``): a random fraction of data or control datagrams, a fixed gap of a term (every datagram carrying
-part of it dropped the first time it is sent, so a retransmit can fill it), and a partition that blocks every datagram to or from chosen
-UDP ports (on one host, a port is a peer). The endpoints ask ``should_drop_*`` once per datagram; with the
-control file absent or all zero nothing is dropped and the cost is one int64 load per duty cycle.
+part of it dropped the first time it is sent, so a retransmit can fill it), and a partition that blocks every
+datagram to or from chosen UDP ports (on one host, a port is a peer). The endpoints ask ``should_drop_*`` once per
+datagram; with the control file absent or all zero nothing is dropped and the cost is one int64 load per duty
+cycle.
 
 Blocked hosts cut every datagram sent to chosen IPv4 addresses, whatever their ports: the cluster harness puts
 each member on its own loopback address and cuts a link between two members by blocking each one's address in the
