@@ -42,18 +42,9 @@ def _total(case: dict) -> int:
 def ping_compiled(case: dict, env) -> dict:
     line = _line(env)
     env.sync(1)
-
-    def batch(base: int, count: int) -> np.ndarray:
-        lat = np.zeros(count, np.int64)
-        done = loops.floor_ping(line, base, count, lat, env.timeout_ticks())
-        if done != count:
-            raise RuntimeError(f"{done} of {count} round trips before the deadline")
-        return stats.ticks_to_ns(lat, env.tsc_hz)
-
-    warm = batch(0, case["warmup"])
-    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
-    return stats.latency_result(runs, warm, case["windows"], received=_total(case), expected=_total(case), errors=0,
-                                timing="rdtsc")
+    return stats.compiled_round_trips(
+        case, env, lambda base, count, lat, timeout: loops.floor_ping(line, base, count, lat, timeout),
+        "round trips before the deadline")
 
 
 def pong_compiled(case: dict, env) -> dict:

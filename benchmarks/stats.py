@@ -42,6 +42,24 @@ def ticks_to_ns(ticks: np.ndarray, tsc_hz: float) -> np.ndarray:
     return np.rint(np.asarray(ticks, dtype=np.float64) * (1e9 / tsc_hz)).astype(np.int64)
 
 
+def compiled_round_trips(case: dict, env, ping, what: str) -> dict:
+    """The latency result of a compiled ping loop over the case's warm-up and runs: ``ping(base, count, lat,
+    timeout_ticks)`` makes ``count`` round trips numbered from ``base``, puts each one's TSC ticks in ``lat`` and
+    returns how many it completed; one that stops short raises ``"{done} of {count} {what}"``."""
+
+    def batch(base: int, count: int) -> np.ndarray:
+        lat = np.zeros(count, np.int64)
+        done = ping(base, count, lat, env.timeout_ticks())
+        if done != count:
+            raise RuntimeError(f"{done} of {count} {what}")
+        return ticks_to_ns(lat, env.tsc_hz)
+
+    total = case["warmup"] + case["runs"] * case["n"]
+    warm = batch(0, case["warmup"])
+    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
+    return latency_result(runs, warm, case["windows"], received=total, expected=total, errors=0, timing="rdtsc")
+
+
 def _window_means_s(values_ns: np.ndarray, windows: int) -> list[float]:
     windows = max(1, min(windows, values_ns.shape[0]))
     return [float(chunk.mean()) / 1e9 for chunk in np.array_split(values_ns, windows)]

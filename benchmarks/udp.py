@@ -76,18 +76,11 @@ def floor_ping(case: dict, env) -> dict:
     env.sync(1)  # both sockets bound: no datagram meets a closed port
     src = np.zeros(max(case["size"], 8), np.uint8)
     dst = np.zeros(2048, np.uint8)
-
-    def batch(base: int, count: int) -> np.ndarray:
-        lat = np.zeros(count, np.int64)
-        done = loops.udp_floor_ping(sock.fileno(), src, dst, case["size"], base, count, lat, env.timeout_ticks())
-        if done != count:
-            raise RuntimeError(f"{done} of {count} raw UDP round trips before the deadline or a send error")
-        return stats.ticks_to_ns(lat, env.tsc_hz)
-
-    warm = batch(0, case["warmup"])
-    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
-    return stats.latency_result(runs, warm, case["windows"], received=_total(case), expected=_total(case), errors=0,
-                                timing="rdtsc")
+    return stats.compiled_round_trips(
+        case, env,
+        lambda base, count, lat, timeout: loops.udp_floor_ping(sock.fileno(), src, dst, case["size"], base, count,
+                                                               lat, timeout),
+        "raw UDP round trips before the deadline or a send error")
 
 
 def floor_pong(case: dict, env) -> dict:
@@ -137,12 +130,17 @@ def floor_receive(case: dict, env) -> dict:
                                    errors=0, dropped=int(ctx[loops.CTX_ERRORS]))
 
 
+def _map_line(path) -> np.ndarray:
+    """The line a client and its relay share, mapped from its file (the mapping outlives the file's handle)."""
+    with open(path, "r+b") as f:
+        return np.frombuffer(mmap.mmap(f.fileno(), RELAY_LINE_LENGTH), np.uint8)
+
+
 def relay_main(argv: list[str]) -> int:
     """A relay process: ``line_path my_port their_port datagram_length timeout_ticks``."""
     line_path, mine, theirs, length, timeout_ticks = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4])
     unpin()  # it inherited its worker's core; the drivers it stands for are unpinned
-    with open(line_path, "r+b") as f:
-        line = np.frombuffer(mmap.mmap(f.fileno(), RELAY_LINE_LENGTH), np.uint8)
+    line = _map_line(line_path)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, FLOOR_RCVBUF)
     sock.bind((UDP_HOST, mine))
@@ -171,8 +169,7 @@ def _start_relay(case: dict, env) -> np.ndarray:
     mine, theirs = (ports[0], ports[1]) if env.role == "A" else (ports[1], ports[0])
     path = Path(env.path(f"relay-line-{env.role}"))
     path.write_bytes(bytes(RELAY_LINE_LENGTH))
-    with open(path, "r+b") as f:
-        line = np.frombuffer(mmap.mmap(f.fileno(), RELAY_LINE_LENGTH), np.uint8)
+    line = _map_line(path)
     processes = ProcessManager(path.parent / f"relay-logs-{env.role}")
     relay = processes.spawn_python(f"relay-{env.role}", RELAY_CODE, str(path), str(mine), str(theirs),
                                    str(case["size"]), str(env.timeout_ticks()), own_session=False)
@@ -194,18 +191,10 @@ def _start_relay(case: dict, env) -> np.ndarray:
 def relay_floor_ping(case: dict, env) -> dict:
     line = _start_relay(case, env)
     env.sync(1)  # both relays bound: no datagram meets a closed port
-
-    def batch(base: int, count: int) -> np.ndarray:
-        lat = np.zeros(count, np.int64)
-        done = loops.relay_ping(line, base, count, lat, env.timeout_ticks(), case["yield_mask"])
-        if done != count:
-            raise RuntimeError(f"{done} of {count} round trips through the relays before the deadline")
-        return stats.ticks_to_ns(lat, env.tsc_hz)
-
-    warm = batch(0, case["warmup"])
-    runs = [batch(case["warmup"] + r * case["n"], case["n"]) for r in range(case["runs"])]
-    return stats.latency_result(runs, warm, case["windows"], received=_total(case), expected=_total(case), errors=0,
-                                timing="rdtsc")
+    return stats.compiled_round_trips(
+        case, env,
+        lambda base, count, lat, timeout: loops.relay_ping(line, base, count, lat, timeout, case["yield_mask"]),
+        "round trips through the relays before the deadline")
 
 
 def relay_floor_pong(case: dict, env) -> dict:
