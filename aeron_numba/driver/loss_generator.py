@@ -145,6 +145,10 @@ class LossControl:
     def version(self) -> int:
         return int(atomics_for_python.get_int64_acquire(self.buffer, VERSION_OFFSET))
 
+    def watch_version(self, watch) -> None:
+        """Have an idle watch (``agent/idle_watch.py``) end its wait when new settings are written."""
+        watch.watch_int64(self.buffer, VERSION_OFFSET)
+
     def write(self, settings: LossSettings) -> None:
         """Publish new settings (single writer at a time): version odd, fields, version even."""
         settings.check()

@@ -95,6 +95,8 @@ class NetworkCycles:
         self._no_words = np.zeros(0, np.int64)
         self._tables_key = None  # (sender version, receiver version, loss settings taken) of the cached tables
         self._cached_tables = None
+        self._loss_transports = []  # the tables' sockets with a loss-control file (the driver's, if enabled)
+        self._loss_controls = []  # and their files
 
     def role_name(self) -> str:
         return "network-cycles"
@@ -159,6 +161,9 @@ class NetworkCycles:
             publications = self._publications(control_endpoints)
             receive_sockets, sources = self._receive_sockets()
             self._cached_tables = (control_sockets, control_endpoints, publications, receive_sockets, sources)
+            transports = [e.transport for e in control_endpoints] + [d.transport for _, d in sources]
+            self._loss_transports = [t for t in transports if t.loss_control is not None]
+            self._loss_controls = list({id(t.loss_control): t.loss_control for t in self._loss_transports}.values())
             self._tables_key = key
         return self._cached_tables
 
@@ -174,6 +179,14 @@ class NetworkCycles:
     # -------------------------------------------------------------------------------------- duty cycle
     def do_work(self) -> int:
         control_sockets, control_endpoints, publications, receive_sockets, sources = self._tables()
+        if self._loss_transports:
+            # Settings written while the thread waited are taken before the first datagram is read: this call runs
+            # before the endpoints' Python polls, which take them too, and may read a whole burst.
+            taken = LossGenerator.settings_taken
+            for transport in self._loss_transports:
+                transport.poll_loss_settings()
+            if LossGenerator.settings_taken != taken:
+                control_sockets, control_endpoints, publications, receive_sockets, sources = self._tables()
         if not (len(publications) or len(sources) or len(control_endpoints)):
             return 0
         now_ns = self.nano_clock()
@@ -185,6 +198,8 @@ class NetworkCycles:
         if self.add_watch is not None:
             watch = IdleWatch()
             self.add_watch(watch)
+            for control in self._loss_controls:  # new settings end the stretch: the endpoints' polls take them
+                control.watch_version(watch)
             watch.snapshot()
             if watch.deadline_ns is not None:
                 budget_ns = max(0, min(budget_ns, watch.deadline_ns - now_ns))

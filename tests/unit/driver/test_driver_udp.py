@@ -7,6 +7,7 @@ import pathlib
 import socket
 import struct
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -686,6 +687,59 @@ def test_sockets_the_compiled_cycles_read_are_left_to_them_by_the_python_polls_w
         assert reads == []  # left to the compiled cycles
         assert destination.transport.loss.settings.receive_data_rate == 0.5
         assert send_endpoint.transport.loss.settings.receive_data_rate == 0.5
+        stream.close()
+    finally:
+        control.close()
+        h.close()
+
+
+def test_loss_settings_written_during_a_compiled_stretch_end_it_so_the_endpoints_take_them_at_once(shm_dir):
+    """A stretch of compiled cycles lasts up to its budget; loss settings are taken by the endpoints' Python polls.
+    Written meanwhile (a test or chaos run switching a gap on), they end the stretch, or the stream could run past
+    the gap before any poll took them."""
+    h = Harness(shm_dir / "aeron", loss_control_enabled=True, publication_connection_timeout_ns=1_000 * MS)
+    control = LossControl.open(h.conductor.ctx.aeron_dir)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        cycles = NetworkCycles(h.cnc.counters_values_buffer, network.sender, network.receiver,
+                               add_watch=lambda watch: None, idle_strategy=YieldingIdleStrategy(),
+                               budget_ns=60_000 * MS)
+        cycles.do_work()  # builds the tables: the stretch now watches the loss-control file
+        cycles.time_of_last_work_ns = cycles.nano_clock()  # a busy stream: poll on until the budget
+        writer = threading.Timer(0.05, control.write, (LossSettings(receive_data_rate=0.5, seed=1),))
+        writer.start()
+        try:
+            cycles.do_work()
+        finally:
+            writer.join()
+        assert int(cycles.result[ndc.RESULT_REASON]) == ndc.RETURN_WATCH
+        stream.close()
+    finally:
+        control.close()
+        h.close()
+
+
+def test_the_compiled_cycles_take_loss_settings_written_while_the_thread_waited_before_reading(shm_dir):
+    """They run before the endpoints' Python polls on their thread and may read a whole burst: settings written
+    while the driver waited (a gap switched on just before a stream starts) are taken first."""
+    h = Harness(shm_dir / "aeron", loss_control_enabled=True, publication_connection_timeout_ns=1_000 * MS)
+    control = LossControl.open(h.conductor.ctx.aeron_dir)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        cycles = NetworkCycles(h.cnc.counters_values_buffer, network.sender, network.receiver)
+        cycles.do_work()
+        (destination,) = next(iter(network.receive_endpoints.values())).destinations
+        control.write(LossSettings(receive_data_rate=1.0))
+        assert stream.offer(b"dropped" * 10) > 0
+        loss = destination.transport.loss
+
+        def dropped_by_the_compiled_cycles():
+            cycles.do_work()  # no Python poll in between
+            return loss.dropped >= 1
+        await_condition(dropped_by_the_compiled_cycles, 5, "the compiled cycles to drop the datagram")
+        assert loss.settings.receive_data_rate == 1.0 and stream.drain() == []
         stream.close()
     finally:
         control.close()

@@ -14,7 +14,8 @@ from aeron_numba.driver.sender import Sender
 
 def _transport(fd: int):
     loss = SimpleNamespace(state=np.zeros(4, np.int64), gap_dropped=np.zeros(2, np.int64))
-    return SimpleNamespace(fd=fd, local_port=40000 + fd, loss=loss, last_datagram_ns=np.zeros(1, np.int64))
+    return SimpleNamespace(fd=fd, local_port=40000 + fd, loss=loss, loss_control=None,
+                           last_datagram_ns=np.zeros(1, np.int64))
 
 
 def _send_endpoint(fd: int):
