@@ -1,9 +1,10 @@
 """An N-member Aeron cluster on this machine for tests and benchmarks: ``ClusterHarness``.
 
-Each member is one ``python -m aeron_numba.cluster`` process (the node command: consensus module, with its media
-driver, archive and service container as children) on its own loopback address 127.0.0.(n+1), with its own aeron,
-cluster and archive dirs under one unique root in /dev/shm, and ports unique to the harness (a lock-protected
-counter hands out blocks, so pytest-xdist workers and parallel runs do not collide). Settings come from
+Each member is one ``python -m aeron_numba.cluster`` process (the node command: media driver, archive and consensus
+module in one process with the service container as its child, or with ``process_layout="processes"`` the
+consensus module with its media driver, archive and service container as children) on its own loopback address
+127.0.0.(n+1), with its own aeron, cluster and archive dirs under one unique root in /dev/shm, and ports unique to
+the harness (a lock-protected counter hands out blocks, so pytest-xdist workers and parallel runs do not collide). Settings come from
 ``aeron_numba.cluster.loopback_cluster.LoopbackCluster`` (what the node command's demo also uses) plus the test
 settings here: 64 KiB terms, sleeping idle strategies, the golden run's consensus timeouts (leader heartbeat 2 s,
 election 1 s) but a startup canvass of 30 s (so the first election waits for members that start late), a client
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from aeron_numba.commands.cluster import LAYOUT_ONE_PROCESS, LAYOUTS
 from aeron_numba.cluster.loopback_cluster import CROWDED_MACHINE, PORTS_PER_MEMBER, LoopbackCluster, member_host
 from aeron_numba.driver.context import idle_strategy_environment
 from aeron_numba.layout import cluster as C
@@ -274,11 +276,17 @@ class ClusterHarness:
         More ``AERON_*`` variables for every node (the last word: timeouts, idle strategies...).
     name : str
         Part of the root dir's name (the test's name).
+    process_layout : str
+        The node command's ``--layout``: ``one-process`` (default: driver, archive and consensus module in the
+        node's process, the service container a child) or ``processes`` (each of the four a process).
     """
 
     def __init__(self, process_manager: ProcessManager | None = None, *, member_count: int = 3,
                  service: str = DEFAULT_SERVICE, env: dict[str, str] | None = None, name: str = "cluster",
-                 cluster_id: int = 0):
+                 cluster_id: int = 0, process_layout: str = LAYOUT_ONE_PROCESS):
+        if process_layout not in LAYOUTS:
+            raise ValueError(f"process_layout={process_layout!r} must be one of {', '.join(LAYOUTS)}")
+        self.process_layout = process_layout
         safe = "".join(c if c.isalnum() else "-" for c in name)[:40]
         self.root_dir = new_aeron_dir(f"aeron-{safe}", SHM_ROOT)
         self._owns_manager = process_manager is None
@@ -331,7 +339,8 @@ class ClusterHarness:
         node.starts += 1
         node.child_pids = {}
         node.process = self.process_manager.spawn(
-            f"node-{member_id}", [sys.executable, "-m", "aeron_numba.cluster", "--service", self.service],
+            f"node-{member_id}", [sys.executable, "-m", "aeron_numba.cluster", "--service", self.service,
+                                  "--layout", self.process_layout],
             env=self.layout.node_environment(member_id))
         self._seen_pids.add(node.process.pid)
         return node

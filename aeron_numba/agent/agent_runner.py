@@ -310,6 +310,8 @@ class AgentInvoker:
 
     ``start()`` runs ``on_start``; each ``invoke()`` runs one ``do_work`` and returns its work count (0 when
     not running). Errors are counted and handled as in ``AgentRunner``; ``AgentTerminationException`` closes.
+    An ``invoke()`` from inside the agent's own duty cycle (an agent of the same thread waiting for this one, called
+    back from a wait of this one) returns 0 without running it: a duty cycle is never entered twice.
     """
 
     def __init__(self, agent: Agent, error_handler: ErrorHandler | None = None, error_counter: Any = None):
@@ -320,6 +322,7 @@ class AgentInvoker:
         self.is_started = False
         self.is_running = False
         self.is_closed = False
+        self.is_invoking = False
 
     @property
     def error_count(self) -> int:
@@ -339,15 +342,21 @@ class AgentInvoker:
             self.close()
 
     def invoke(self) -> int:
-        if not self.is_running:
+        if not self.is_running or self.is_invoking:
             return 0
+        self.is_invoking = True
         try:
             return self.agent.do_work()
         except AgentTerminationException:
             self.close()
         except Exception as exc:
             self._report(exc)
+        finally:
+            self.is_invoking = False
         return 0
+
+    def role_name(self) -> str:
+        return self.agent.role_name()
 
     def close(self) -> None:
         if self.is_closed:

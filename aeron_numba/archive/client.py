@@ -39,6 +39,29 @@ class AeronArchiveContext:
     message_timeout_ns: int = A.DEFAULT_MESSAGE_TIMEOUT_NS
     #: Credentials sent with the connect (AuthConnectRequest) and the answers to the archive's challenges.
     credentials_supplier: CredentialsSupplier = field(default_factory=NullCredentialsSupplier)
+    #: What a wait for the archive runs instead of sleeping (an object with ``invoke()``): the agents of an archive
+    #: and a driver that share this client's thread (``ClusteredMediaDriver``), which answer only when invoked.
+    agent_invoker: object = field(default=None, repr=False)
+
+
+def _idler(aeron, ctx: AeronArchiveContext, sleep_s: float):
+    """One step of a wait for the archive: the client's conductor in invoker mode, then the context's agent invoker
+    (the archive and driver of this thread) or, without one, a sleep of ``sleep_s``."""
+    conductor = aeron.conductor_agent_invoker
+    agents = ctx.agent_invoker
+    if agents is None and conductor is None:
+        return lambda: time.sleep(sleep_s)
+    if agents is None:
+        def idle() -> None:
+            conductor.invoke()
+            time.sleep(sleep_s)
+    elif conductor is None:
+        idle = agents.invoke
+    else:
+        def idle() -> None:
+            conductor.invoke()
+            agents.invoke()
+    return idle
 
 
 def _source_location(source_location) -> int:
@@ -74,6 +97,7 @@ class AeronArchive:
         self._poller = connection.poller
         self.archive_version = connection.archive_version
         self.archive_id = connection.archive_id
+        self._idle = _idler(aeron, ctx, 0.0001)
 
     @property
     def control_session_id(self) -> int:
@@ -89,12 +113,15 @@ class AeronArchive:
         ctx = context or AeronArchiveContext()
         async_connect = AsyncConnect(aeron, ctx)
         invoker = aeron.conductor_agent_invoker  # invoker mode: the client's conductor runs only when invoked
+        agents = ctx.agent_invoker  # an archive and driver on this thread: they answer only when invoked
         try:
             step = async_connect.step
             while (connection := async_connect.poll()) is None:
                 if invoker is not None:
                     invoker.invoke()
-                if async_connect.step is step:
+                if agents is not None:
+                    agents.invoke()
+                elif async_connect.step is step:
                     time.sleep(0.001)
                 step = async_connect.step
         except BaseException:
@@ -110,7 +137,7 @@ class AeronArchive:
             result = self._proxy.last_result
             if result not in (BACK_PRESSURED, ADMIN_ACTION, NOT_CONNECTED) or time.monotonic_ns() > deadline:
                 raise ArchiveError(f"cannot send {send_method.__name__} to the archive (offer result {result})")
-            time.sleep(0.0001)
+            self._idle()
 
     def _await(self, correlation_id: int):
         """The ControlResponse to ``correlation_id``; raises ``ArchiveError`` on ERROR or at the timeout."""
@@ -121,7 +148,7 @@ class AeronArchive:
                 if time.monotonic_ns() > deadline:
                     raise ArchiveError(f"no response from the archive to correlation id {correlation_id} within "
                                        f"{self.context.message_timeout_ns / 1e9:.1f}s", correlation_id=correlation_id)
-                time.sleep(0.0001)
+                self._idle()
         response = poller.responses.pop(correlation_id)
         if response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
             raise ArchiveError(error_text(response), response.relevant_id, correlation_id)
@@ -149,7 +176,7 @@ class AeronArchive:
                 if time.monotonic_ns() > deadline:
                     raise ArchiveError(f"{send_method.__name__}: the listing did not end within the message "
                                        f"timeout", correlation_id=correlation_id)
-                time.sleep(0.0001)
+                self._idle()
         response = poller.responses.pop(correlation_id, None)
         if response is not None and response.code == A.CONTROL_RESPONSE_CODES["ERROR"]:
             raise ArchiveError(error_text(response), response.relevant_id, correlation_id)

@@ -36,6 +36,7 @@ import numpy as np
 
 import aeron_numba
 from aeron_numba.agent.agent import AgentTerminationException
+from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.client.context import Context
 from aeron_numba.client.counter import Counter
 from aeron_numba.client.driver_events_adapter import DriverEventsAdapter
@@ -62,6 +63,7 @@ from aeron_numba.kernels.ring_buffer import ManyToOneRingBuffer
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout.bits import NULL_VALUE
+from aeron_numba.layout.broadcast import TAIL_COUNTER_OFFSET, TRAILER_LENGTH
 from aeron_numba.layout.log_buffers import LogBuffers
 
 #: How often at most the timers run (Aeron checks on each idle-sleep period).
@@ -163,6 +165,18 @@ class ClientConductor:
             return 0
         finally:
             self._lock.release()
+
+    def add_idle_watch(self, watch) -> bool:
+        """What the conductor's next cycle depends on, for a thread that runs it in invoker mode among other agents
+        (``agent/invoked_agents.py``): a new event in the driver's to-clients broadcast (its tail counter) and the
+        next keepalive, which also unmaps lingering logs. False with an injected clock: its deadline is not the
+        watch's time."""
+        if self.nano_clock is not SystemNanoClock or self._is_closed:
+            return False
+        to_clients = self.cnc.to_clients_buffer
+        watch.watch_int64(to_clients, to_clients.shape[0] - TRAILER_LENGTH + TAIL_COUNTER_OFFSET)
+        watch.run_by(self._time_of_last_keepalive_ns + self.keepalive_interval_ns)
+        return True
 
     def on_close(self) -> None:
         """The runner or invoker has stopped: unmap everything if the application closed the client.
@@ -417,11 +431,15 @@ class ClientConductor:
         nano_time = self.nano_clock.nano_time
         deadline_ns = nano_time() + self.driver_timeout_ns
         sleep_s = self.context.await_response_sleep_ns / 1e9
+        driver_invoker = self.context.driver_agent_invoker  # a driver on this thread answers only when invoked
         self._response_resource = None
         self._response_error = None
         try:
             while True:
-                time.sleep(sleep_s)
+                if driver_invoker is None:
+                    time.sleep(sleep_s)
+                else:
+                    driver_invoker.invoke()
                 self._service(correlation_id)
                 adapter = self.driver_events_adapter
                 if adapter is not None and adapter.received_correlation_id == correlation_id:

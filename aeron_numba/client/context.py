@@ -104,6 +104,10 @@ class Context:
         False (default): the client conductor runs on its own daemon thread. Set in code only, as in Aeron (a
         process-wide variable would leave every client that never calls ``invoke()`` to time out). True: no thread; the application drives it with ``aeron.conductor_agent_invoker.invoke()``
         often enough to keep the client alive (well within the driver's client liveness timeout).
+    driver_agent_invoker : object with ``invoke()``, optional
+        The invoker of a media driver that runs on this client's own thread (Aeron's ``driverAgentInvoker``: a
+        ``ClusteredMediaDriver`` runs its driver, archive and consensus module as one duty cycle). An API call that
+        awaits the driver's answer then invokes the driver instead of sleeping, since nothing else would run it.
     nano_clock : object with ``nano_time()``
         Monotonic time of every conductor timer: keepalive, service and response timeouts, linger
         (``SystemNanoClock``; tests inject a ``CachedNanoClock``).
@@ -125,6 +129,7 @@ class Context:
     unavailable_image_handler: Callable | None = None
     await_response_sleep_ns: int = DEFAULT_AWAIT_RESPONSE_SLEEP_NS
     use_conductor_agent_invoker: bool = False
+    driver_agent_invoker: object = field(default=None, repr=False)
     nano_clock: object = field(default=SystemNanoClock, repr=False)
     epoch_clock: object = field(default=SystemEpochClock, repr=False)
     environ: Mapping[str, str] | None = field(default=None, repr=False)
@@ -183,6 +188,8 @@ class Context:
             raise ConfigurationError(f"client_name={self.client_name!r} must be ASCII")
         if not isinstance(self.use_conductor_agent_invoker, bool):
             raise ConfigurationError(f"use_conductor_agent_invoker={self.use_conductor_agent_invoker!r} must be a bool")
+        if self.driver_agent_invoker is not None and not callable(getattr(self.driver_agent_invoker, "invoke", None)):
+            raise ConfigurationError(f"driver_agent_invoker={self.driver_agent_invoker!r} must have invoke()")
         if not callable(getattr(self.nano_clock, "nano_time", None)):
             raise ConfigurationError(f"nano_clock={self.nano_clock!r} must have nano_time()")
         if not callable(getattr(self.epoch_clock, "time", None)):

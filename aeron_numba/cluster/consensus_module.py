@@ -25,6 +25,7 @@ from pathlib import Path
 
 from aeron_numba import __version__
 from aeron_numba.agent import AgentRunner, DutyCycleTracker, close_on_signals, idle_strategy_from_name
+from aeron_numba.agent.invoked_agents import InvokingIdleStrategy
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.cluster.cluster_time import ClusterClock
 from aeron_numba.cluster.consensus_module_agent import ConsensusModuleAgent
@@ -100,10 +101,12 @@ def _link_or_unlink(cluster_dir: str, mark_file_dir: str) -> None:
 class ConsensusModule:
     """The node's consensus module. ``ConsensusModule(ctx).run()`` blocks until SIGINT/SIGTERM or termination;
     ``close()`` releases everything (also after a failed start). ``aeron``: an Aeron client to use instead of
-    connecting one (it is then not closed here)."""
+    connecting one (it is then not closed here). ``co_agents``: the invoker of the agents that share this module's
+    thread and that its waits depend on (``ClusteredMediaDriver``: its client's conductor, the archive, the driver);
+    every wait inside the module's duty cycle invokes them (``agent/invoked_agents.py``)."""
 
     def __init__(self, ctx, aeron=None, *, archive_context=None, cluster_clock: ClusterClock | None = None,
-                 app_version: int = 0):
+                 app_version: int = 0, co_agents=None):
         from aeron_numba.archive.client import AeronArchive, AeronArchiveContext
         from aeron_numba.client import Aeron, Context
 
@@ -145,11 +148,14 @@ class ConsensusModule:
             self.archive_context = archive_context or AeronArchiveContext(
                 control_response_stream_id=ctx.archive_control_response_stream_id)
             self.idle_strategy = idle_strategy_from_name(ctx.idle_strategy)
+            waits = idle_strategy_from_name(ctx.idle_strategy)
+            if co_agents is not None:
+                waits = InvokingIdleStrategy(waits, co_agents)
             self.agent = ConsensusModuleAgent(
                 ctx, self.aeron, archive_connect=lambda: AeronArchive.connect(self.aeron, self.archive_context),
                 recording_log=self.recording_log, node_state_file=self.node_state_file, mark_file=self.mark_file,
                 counters=self.counters, cluster_clock=cluster_clock or ClusterClock(),
-                idle_strategy=idle_strategy_from_name(ctx.idle_strategy), error_handler=self._counted_error,
+                idle_strategy=waits, error_handler=self._counted_error,
                 should_stop=self._should_stop, app_version=app_version)
         except BaseException:
             self.close()
@@ -190,18 +196,25 @@ class ConsensusModule:
             self.runner.request_close()
 
     # ---------------------------------------------------------------------------------------------- running
-    def run(self) -> None:
-        """Run the agent in this thread until SIGINT/SIGTERM or termination, then close."""
+    def duty_cycle_tracker(self) -> DutyCycleTracker:
+        """A tracker of the agent's duty cycles into its max-cycle-time and threshold-exceeded counters."""
         counters = self.counters
 
         def propose_max(cycle_ns: int) -> None:  # the consensus module is the counter's only writer
             if cycle_ns > counters.max_cycle_time.get():
                 counters.max_cycle_time.set(cycle_ns)
 
-        tracker = DutyCycleTracker(propose_max, counters.cycle_time_threshold_exceeded,
-                                   cycle_time_threshold_ns=self.ctx.cycle_threshold_ns)
-        self.runner = AgentRunner(self.agent, self.idle_strategy, self._record_error, counters.errors,
-                                  duty_cycle_tracker=tracker)
+        return DutyCycleTracker(propose_max, counters.cycle_time_threshold_exceeded,
+                                cycle_time_threshold_ns=self.ctx.cycle_threshold_ns)
+
+    def record_error(self, error: BaseException) -> None:
+        """What the module's runner does with an error of a duty cycle: counted, into the mark file's error log."""
+        self._counted_error(error)
+
+    def run(self) -> None:
+        """Run the agent in this thread until SIGINT/SIGTERM or termination, then close."""
+        self.runner = AgentRunner(self.agent, self.idle_strategy, self._record_error, self.counters.errors,
+                                  duty_cycle_tracker=self.duty_cycle_tracker())
         if threading.current_thread() is threading.main_thread():
             close_on_signals(self.request_close)
         try:

@@ -1,14 +1,19 @@
 """A cluster node's command line: ``python -m aeron_numba cluster``, ``python -m aeron_numba.cluster``,
 ``aeron-numba-cluster`` (Aeron's ClusteredMediaDriver plus its ClusteredServiceContainer, in one command).
 
-The process layout is docs/cluster.md's: this process runs the consensus module (``ConsensusModule(ctx).run()``)
-and starts three children, each signalled by the kernel if this process dies (``child_processes.py``):
+Two process layouts (docs/cluster.md), chosen with ``--layout``:
 
-1. the media driver (``MediaDriverProcess``, as ``archive --embedded-driver`` starts one), on the node's aeron dir;
-2. the archive (``python -m aeron_numba.archive``), its control channel on this member's archive endpoint;
-3. the clustered service container (``python -m aeron_numba.cluster.service --service pkg.module:Class``).
+* ``one-process`` (the default): this process runs the media driver, the archive and the consensus module as one
+  duty cycle (``ClusteredMediaDriver``, ``cluster/clustered_media_driver.py``), and starts the clustered service
+  container (``python -m aeron_numba.cluster.service --service pkg.module:Class``) as a child, so that the
+  service's Python callbacks never stall consensus;
+* ``processes``: this process runs the consensus module (``ConsensusModule(ctx).run()``) and starts three
+  children: the media driver (``MediaDriverProcess``, as ``archive --embedded-driver`` starts one), the archive
+  (``python -m aeron_numba.archive``) and the service container. It stays for comparison (the cluster benchmark
+  measures both) until the one-process layout has everything it has.
 
-Start-up order is Aeron's ClusteredMediaDriver's: driver, archive (awaited: its counters appear in the driver's
+Every child is signalled by the kernel if this process dies (``child_processes.py``). Start-up order is Aeron's
+ClusteredMediaDriver's: driver, archive (in ``processes``, awaited: its counters appear in the driver's
 ``cnc.dat``), consensus module, then the service container, which waits for the consensus module by itself.
 
 Settings are Aeron's variables (``AERON_*`` of the driver, ``AERON_ARCHIVE_*``, ``AERON_CLUSTER_*``); the flags set
@@ -21,8 +26,9 @@ endpoints, the node derives it unless it is set (Aeron's ClusteredMediaDriver le
   channel: ``aeron:udp?endpoint=<this member's host>:0``.
 
 SIGINT/SIGTERM stop the consensus module, then the service container, the archive and the driver, in that order.
-If a child dies on its own the node stops the others and exits 1 naming it: a node without its driver, archive
-or service cannot take part in the cluster, and a fail-stop member is what the other members can deal with.
+If a child (or, in one process, the driver's or the archive's agent) stops on its own the node stops the others and
+exits 1 naming it: a node without its driver, archive or service cannot take part in the cluster, and a fail-stop
+member is what the other members can deal with.
 
 ``python -m aeron_numba.cluster demo`` runs ``commands/cluster_demo.py``: three nodes, a client, a leader kill.
 """
@@ -46,6 +52,9 @@ SERVICE_MODULE = "aeron_numba.cluster.service"
 ARCHIVE_MODULE = "aeron_numba.archive"
 DEFAULT_SERVICE = "aeron_numba.cluster.examples.key_value_service:KeyValueService"
 SERVICE_CLASS_NAME_ENV = "AERON_CLUSTER_SERVICE_CLASS_NAME"
+LAYOUT_ONE_PROCESS = "one-process"
+LAYOUT_PROCESSES = "processes"
+LAYOUTS = (LAYOUT_ONE_PROCESS, LAYOUT_PROCESSES)
 EXIT_USAGE = 2
 EXIT_CHILD_DIED = 1
 #: How long a child may take to be ready (a cold Numba cache compiles the archive's kernels first).
@@ -88,14 +97,18 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         + "\n".join(f"  {env:<{width}}  {default}" for env, default, _, _ in rows))
     parser = argparse.ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run an aeron-numba cluster node until SIGINT/SIGTERM: the consensus module in this process, and\n"
-                    "its media driver, archive and clustered service container as child processes. Settings come\n"
+        description="Run an aeron-numba cluster node until SIGINT/SIGTERM: media driver, archive and consensus module\n"
+                    "in this process, the clustered service container in a child (--layout processes: the consensus\n"
+                    "module here, the other three as child processes). Settings come\n"
                     "from AERON_*, AERON_ARCHIVE_* and AERON_CLUSTER_* environment variables; the flags set the\n"
                     f"common ones.\n\n'{prog} demo' starts a 3-node cluster with the example service on 127.0.0.1-3,\n"
                     "sends it messages from a client, kills the leader while it runs, and tells what happened.",
         epilog="\n\n".join(sections) + "\n\nWhat each one means: docs/settings.md, or: python -m aeron_numba settings")
     for flag, (env, about) in FLAGS.items():
         parser.add_argument(flag, help=f"{about} (default: ${env})")
+    parser.add_argument("--layout", choices=LAYOUTS, default=LAYOUT_ONE_PROCESS,
+                        help="one-process (default): driver, archive and consensus module in this process, the "
+                             "service container in a child; processes: each of the four in a process of its own")
     cli.add_logging_arguments(parser)
     cli.add_version_argument(parser)
     return parser
@@ -303,7 +316,58 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if args.verbose:  # the children log at the node's level
         settings.environ[cli.LOG_LEVEL_ENV] = logging.getLevelName(level)
     os.environ.update(settings.environ)  # MediaDriverProcess passes this process's environment on
-    return run_node(parser.prog, settings)
+    if args.layout == LAYOUT_PROCESSES:
+        return run_node(parser.prog, settings)
+    return run_member(parser.prog, settings)
+
+
+def _start_line(settings: NodeSettings, layout: str, driver_pid: int, archive_pid: int, service_pid: int) -> str:
+    ctx = settings.consensus_module
+    return (f"aeron-numba cluster node: member {ctx.cluster_member_id} of cluster {ctx.cluster_id} in "
+            f"{ctx.cluster_dir}, archive {settings.archive.archive_dir}, aeron dir {settings.driver.aeron_dir}, "
+            f"service {settings.service_spec}, layout {layout}; pid {os.getpid()}, media driver pid {driver_pid}, "
+            f"archive pid {archive_pid}, service container pid {service_pid}")
+
+
+def run_member(prog: str, settings: NodeSettings) -> int:
+    """The one-process layout: driver, archive and consensus module here (``ClusteredMediaDriver``), the service
+    container in a child; run until the member stops, then stop the service."""
+    from aeron_numba.errors import AeronError
+
+    member = service = None
+    with exit_on_signals():
+        try:
+            try:
+                from aeron_numba.cluster.clustered_media_driver import ClusteredMediaDriver
+
+                member = ClusteredMediaDriver(settings.driver, settings.archive, settings.consensus_module)
+                service = ChildProcess("service container",
+                                       [sys.executable, "-m", SERVICE_MODULE, "--service", settings.service_spec],
+                                       settings.environ)
+            except (AeronError, ValueError) as exc:
+                return fail(prog, str(exc))
+            except OSError as exc:  # the user's dirs: a file in the way, read-only, no room
+                return fail(prog, user_error_line(exc, "cluster path"))
+            print(_start_line(settings, LAYOUT_ONE_PROCESS, os.getpid(), os.getpid(), service.pid), flush=True)
+            watch = _ChildWatch([("service container", service)], member.request_close)
+            with watch:
+                member.run()  # SIGINT/SIGTERM: a clean stop (its runner's handlers, within this block)
+            died = list(watch.died.values())
+            if not member.stop_requested:
+                died += [f"the {part}'s agent stopped" for part in member.stopped if part != "consensus module"]
+            member = None
+            if service.wait(SERVICE_TERMINATION_TIMEOUT_S) is None:
+                log.info("service container still running after the consensus module stopped: stopping it")
+            if died:
+                return fail(prog, "stopped: " + "; ".join(died), EXIT_CHILD_DIED)
+            return 0
+        finally:
+            for part in (service, member):
+                if part is not None:
+                    try:
+                        part.close()
+                    except Exception as exc:  # keep stopping the others
+                        log.error("stopping %r: %s", part, exc)
 
 
 def run_node(prog: str, settings: NodeSettings) -> int:
@@ -330,11 +394,7 @@ def run_node(prog: str, settings: NodeSettings) -> int:
                 return fail(prog, str(exc))
             except OSError as exc:  # the user's dirs: a file in the way, read-only, no room
                 return fail(prog, user_error_line(exc, "cluster path"))
-            ctx = settings.consensus_module
-            print(f"aeron-numba cluster node: member {ctx.cluster_member_id} of cluster {ctx.cluster_id} in "
-                  f"{ctx.cluster_dir}, archive {settings.archive.archive_dir}, aeron dir {settings.driver.aeron_dir}, "
-                  f"service {settings.service_spec}; pid {os.getpid()}, media driver pid {driver.pid}, archive pid "
-                  f"{archive.pid}, service container pid {service.pid}", flush=True)
+            print(_start_line(settings, LAYOUT_PROCESSES, driver.pid, archive.pid, service.pid), flush=True)
             watch = _ChildWatch([("media driver", driver), ("archive", archive), ("service container", service)],
                                 consensus_module.request_close)
             with watch:

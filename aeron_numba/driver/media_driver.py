@@ -269,6 +269,25 @@ class MediaDriver:
                         receiver_idle, record_error, duty_cycle_tracker=self._tracker(*receiver_cycle)),
         ]
 
+    @property
+    def shared_agent(self):
+        """SHARED mode's one agent, ``[network-cycles,driver-conductor,sender,receiver]``, for a process that runs it
+        in a duty cycle of its own (``ClusteredMediaDriver``) rather than through ``run()``; its cycle tracker is
+        ``shared_duty_cycle_tracker`` and its errors go to ``record_error``. Only in SHARED mode: another mode's
+        threads need ``run()``."""
+        if self.network_runners or self.ctx.threading_mode != THREADING_MODE_SHARED:
+            raise AeronError(f"threading_mode={self.ctx.threading_mode!r}: only a SHARED driver (AERON_THREADING_MODE="
+                             f"SHARED) runs as one agent in another duty cycle")
+        return self.runner.agent
+
+    @property
+    def shared_duty_cycle_tracker(self):
+        return self.runner.duty_cycle_tracker
+
+    def record_error(self, error: BaseException) -> None:
+        """Into the driver's error log and ERRORS counter (what its runners do with an error)."""
+        self.conductor._record_error(error)
+
     def start_network_threads(self) -> None:
         """Start each network agent's runner on a thread of its own (none in SHARED mode)."""
         for runner in self.network_runners:

@@ -106,6 +106,7 @@ class Subscription(Watched):
 
 class Aeron(Watched):
     client_id = 77
+    conductor_agent_invoker = None  # the conductor runs on a thread of its own, as by default
 
     def __init__(self):
         super().__init__()

@@ -1,0 +1,169 @@
+"""A cluster member's media driver, archive and consensus module in one process and one duty cycle (Aeron's
+``ClusteredMediaDriver`` with the INVOKER threading modes).
+
+A member used to be four processes, and a put crossed thirteen process hops, each a Python duty cycle and a wake-up
+on a shared core. Here the three agents of a member run on the thread that calls ``run()``, as one composite duty
+cycle in this order:
+
+    [network-cycles,driver-conductor,sender,receiver]  the driver's SHARED agent: the compiled data path first
+    aeron-client-conductor                             the archive's Aeron client (invoker mode)
+    archive-conductor
+    aeron-client-conductor                             the consensus module's Aeron client (invoker mode)
+    consensus-module
+
+Every agent is driven by an ``AgentInvoker`` and waits by invoking the agents below it (``agent/invoked_agents.py``):
+a client's wait for the driver invokes the driver (``Context.driver_agent_invoker``); the consensus module's waits
+for its archive (``AeronArchiveContext.agent_invoker``) and every other wait inside its duty cycle (its idle
+strategy) invoke its client's conductor, the archive's client and archive, and the driver. Nothing sleeps while
+another agent of the thread has the answer, and no duty cycle is entered twice.
+
+Each part keeps what it had in a process of its own: its files, its Aeron client (named as before), its error log
+and error counter, its duty-cycle counters (each agent's cycle is timed on its own). The thread idles with the
+driver's SHARED idle strategy, parking in compiled code on what all of them watch.
+
+Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
+driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog
+recovered), the consensus module. ``close()`` releases them in the reverse order, so the driver is there to the
+end for the others' clients. The service container is not part of this: it runs in a process of its own
+(``commands/cluster.py``), connected to this driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from aeron_numba.agent import AgentInvoker, AgentRunner, CompositeAgent, close_on_signals
+from aeron_numba.agent.invoked_agents import InvokedAgent, InvokerGroup
+from aeron_numba.layout.bits import NULL_VALUE
+
+log = logging.getLogger("aeron_numba.cluster")
+
+
+class _MemberAgent(CompositeAgent):
+    """The member's composite duty cycle. Closing is ``ClusteredMediaDriver.close``'s, in its order."""
+
+    def on_close(self) -> None:
+        pass
+
+
+class ClusteredMediaDriver:
+    """Driver, archive and consensus module of one member (see the module docstring). ``run()`` blocks until
+    SIGINT/SIGTERM, ``request_close()``, the cluster's termination or one part stopping; ``close()`` (also after a
+    failed start) releases everything."""
+
+    def __init__(self, driver_ctx, archive_ctx, consensus_module_ctx):
+        from aeron_numba.archive.archive import Archive
+        from aeron_numba.archive.client import AeronArchiveContext
+        from aeron_numba.archive.warmup import warm_up_archive_kernels
+        from aeron_numba.cluster.consensus_module import ConsensusModule
+        from aeron_numba.cluster.warmup import warm_up_cluster_kernels
+        from aeron_numba.driver.media_driver import MediaDriver
+
+        self.driver = self.archive = self.consensus_module = None
+        self.runner: AgentRunner | None = None
+        self._aerons: list = []
+        self._stop_requested = False
+        self._invokers: dict[str, AgentInvoker] = {}
+        self.stopped: list[str] = []  # after run(): ``stopped_parts()`` as the duty cycle ended
+        try:
+            warm_up_archive_kernels()
+            warm_up_cluster_kernels()
+            self.driver = MediaDriver(driver_ctx)
+            driver = self._invokers["media driver"] = AgentInvoker(self.driver.shared_agent, self.driver.record_error)
+            driver.start()  # the archive's and consensus module's clients are answered by it from here on
+            archive_aeron = self._connect(driver, "archive" if archive_ctx.archive_id == NULL_VALUE
+                                          else f"archive-{archive_ctx.archive_id}")
+            self.archive = Archive(archive_ctx, aeron=archive_aeron)
+            archive = self._invokers["archive"] = AgentInvoker(self.archive.conductor,
+                                                               self.archive.conductor.record_error)
+            archive.start()
+            ctx = consensus_module_ctx
+            cm_aeron = self._connect(driver, f"consensus-module-{ctx.cluster_id}-{ctx.cluster_member_id}")
+            archive_and_below = InvokerGroup(archive_aeron.conductor_agent_invoker, archive, driver)
+            self.consensus_module = ConsensusModule(
+                ctx, cm_aeron, archive_context=AeronArchiveContext(
+                    control_response_stream_id=ctx.archive_control_response_stream_id,
+                    agent_invoker=archive_and_below),
+                co_agents=InvokerGroup(cm_aeron.conductor_agent_invoker, archive_and_below))
+            self._invokers["consensus module"] = AgentInvoker(self.consensus_module.agent,
+                                                              self.consensus_module.record_error)
+            self.agents = (
+                InvokedAgent(driver, self.driver.shared_duty_cycle_tracker),
+                InvokedAgent(archive_aeron.conductor_agent_invoker),
+                InvokedAgent(archive, self.archive.runner.duty_cycle_tracker),
+                InvokedAgent(cm_aeron.conductor_agent_invoker),
+                InvokedAgent(self._invokers["consensus module"], self.consensus_module.duty_cycle_tracker()),
+            )
+            self.runner = AgentRunner(_MemberAgent(*self.agents), self.driver.runner.idle_strategy,
+                                      self.driver.record_error)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, driver_invoker, client_name: str):
+        """An Aeron client of this process's driver, in invoker mode, whose waits invoke the driver."""
+        from aeron_numba.client import Aeron, Context
+
+        aeron = Aeron.connect(Context(aeron_dir=self.driver.ctx.aeron_dir, client_name=client_name,
+                                      use_conductor_agent_invoker=True, driver_agent_invoker=driver_invoker))
+        self._aerons.append(aeron)
+        return aeron
+
+    # ---------------------------------------------------------------------------------------------- facts
+    def role_name(self) -> str:
+        return self.runner.role_name() if self.runner is not None else "[]"
+
+    def stopped_parts(self) -> list[str]:
+        """The parts whose agent ended (terminated or failed), by name: ``"media driver"``, ``"archive"``,
+        ``"consensus module"`` (a cluster shutdown or abort ends it)."""
+        return [name for name, invoker in self._invokers.items() if invoker.is_closed]
+
+    # ---------------------------------------------------------------------------------------------- running
+    def request_close(self) -> None:
+        """Stop after the current duty cycle (safe in a signal handler: it only stores flags). A wait inside the
+        consensus module's cycle ends too."""
+        self._stop_requested = True
+        if self.consensus_module is not None:
+            self.consensus_module.request_close()
+        if self.runner is not None:
+            self.runner.request_close()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def run(self) -> None:
+        """Run the member's duty cycle on this thread until it stops (see the class), then close."""
+        if threading.current_thread() is threading.main_thread():
+            close_on_signals(self.request_close)
+        try:
+            self.runner.run()
+            self.stopped = self.stopped_parts()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Consensus module, archive, then driver: each agent's ``on_close``, then its files, and the two clients
+        before the driver, which answers their last commands. Idempotent."""
+        if self.runner is not None and not self.runner.is_closed:
+            self.runner.close()  # one that never ran (its composite's on_close is nothing)
+        parts = (("consensus module", self.consensus_module), ("archive", self.archive), ("media driver", self.driver))
+        for name, part in parts:
+            invoker = self._invokers.get(name)
+            if name == "media driver":
+                for aeron in reversed(self._aerons):
+                    self._quietly("closing a client of the driver", aeron.close)
+                self._aerons = []
+            if invoker is not None:
+                self._quietly(f"closing the {name}'s agent", invoker.close)
+            if part is not None:
+                self._quietly(f"closing the {name}", part.close)
+        self.consensus_module = self.archive = self.driver = None
+
+    @staticmethod
+    def _quietly(what: str, action) -> None:
+        try:
+            action()
+        except Exception as exc:  # keep closing the others
+            log.error("%s: %s", what, exc)
