@@ -122,8 +122,13 @@ class AeronClusterSystem(LocalClientSystem):
     name = "aeron"
     label = "aeron-numba"
 
-    def __init__(self, compiled_service: bool = False, env: dict[str, str] | None = None):
+    def __init__(self, compiled_service: bool = False, env: dict[str, str] | None = None,
+                 process_layout: str = "one-process"):
         self.service = COMPILED_SERVICE if compiled_service else SERVICE
+        self.process_layout = process_layout
+        if process_layout != "one-process":
+            self.name = f"aeron-{process_layout}"
+            self.label = f"aeron-numba ({process_layout})"
         self.env = {**NODE_ENV, **(env or {})}
         self.harness = None
         self.client_driver = None
@@ -138,7 +143,7 @@ class AeronClusterSystem(LocalClientSystem):
     def describe(self) -> dict:
         from aeron_numba.cluster.loopback_cluster import GOLDEN_TIMEOUTS
 
-        return {"service": self.service.rsplit(":", 1)[1], "idle": IDLE_STRATEGY,
+        return {"service": self.service.rsplit(":", 1)[1], "layout": self.process_layout, "idle": IDLE_STRATEGY,
                 **{k.removeprefix("AERON_CLUSTER_").lower(): v for k, v in GOLDEN_TIMEOUTS.items()
                    if "HEARTBEAT" in k or k.endswith("ELECTION_TIMEOUT")},
                 "client": f"this process, AeronCluster over its own driver ({IDLE_STRATEGY}), egress polled, "
@@ -159,7 +164,7 @@ class AeronClusterSystem(LocalClientSystem):
         root = Path(root)
         root.mkdir(parents=True, exist_ok=True)
         self.harness = ClusterHarness(ProcessManager(root / "logs"), service=self.service, env=self.env,
-                                      name="bench")
+                                      name="bench", process_layout=self.process_layout)
         self.harness.start(timeout_s=timeout_s)
         # Three members, not a leader and one follower: a member stuck catching up would leave no quorum to fail
         # over to, and a lighter machine than the peers get.
@@ -176,6 +181,11 @@ class AeronClusterSystem(LocalClientSystem):
         result = self.run_load(LoadSpec(rate=None, count=1, drain_s=timeout_s))
         if not result.ok.all():
             raise RuntimeError(f"aeron-numba: the first put was not acknowledged within {timeout_s:.0f}s")
+
+    def member_pids(self) -> set[int] | None:
+        """Each running node and every process below it (its service container; in the ``processes`` layout its
+        driver and archive too); the client and its driver are this process and the harness's."""
+        return set().union(*(node.pids() for node in self.harness.running_nodes()))
 
     def leader(self) -> int | None:
         node = self.harness.leader()

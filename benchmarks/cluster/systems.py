@@ -73,6 +73,11 @@ class KvSystem(ABC):
         """Settings worth printing beside the figures (versions, timeouts, batching, where the client runs)."""
         return {}
 
+    def member_pids(self) -> set[int] | None:
+        """Every process of the three members, for their CPU per put and idle CPU; None where the members' CPU
+        cannot be told from the client's (a load generator that runs inside a node)."""
+        return None
+
 
 class LocalClientSystem(KvSystem):
     """A system whose client runs in this process: ``client()`` makes one for a load run."""
