@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from aeron_numba.agent import AgentInvoker, AgentRunner, CompositeAgent, close_on_signals
 from aeron_numba.agent.invoked_agents import InvokedAgent, InvokerGroup
@@ -50,7 +51,8 @@ class _MemberAgent(CompositeAgent):
 class ClusteredMediaDriver:
     """Driver, archive and consensus module of one member (see the module docstring). ``run()`` blocks until
     SIGINT/SIGTERM, ``request_close()``, the cluster's termination or one part stopping; ``close()`` (also after a
-    failed start) releases everything."""
+    failed start) releases everything. A node stops in Aeron's order: ``close_consensus_module()``, then
+    ``serve_until`` its service container has stopped (the driver still answering it), then ``close()``."""
 
     def __init__(self, driver_ctx, archive_ctx, consensus_module_ctx):
         from aeron_numba.archive.archive import Archive
@@ -134,20 +136,46 @@ class ClusteredMediaDriver:
         return self._stop_requested
 
     def run(self) -> None:
-        """Run the member's duty cycle on this thread until it stops (see the class), then close."""
+        """Run the member's duty cycle on this thread until it stops (see the class). The parts stay open, for
+        ``serve_until`` and ``close``."""
         if threading.current_thread() is threading.main_thread():
             close_on_signals(self.request_close)
-        try:
-            self.runner.run()
-            self.stopped = self.stopped_parts()
-        finally:
-            self.close()
+        self.runner.run()
+        self.stopped = self.stopped_parts()
+
+    def close_consensus_module(self) -> None:
+        """Close the consensus module (its agent, files and client) and leave the archive and the driver open: a
+        service container of this driver then sees its consensus module go while its driver still answers."""
+        invoker = self._invokers.get("consensus module")
+        if invoker is not None:
+            self._quietly("closing the consensus module's agent", invoker.close)
+        if self.consensus_module is not None:
+            self._quietly("closing the consensus module", self.consensus_module.close)
+            self.consensus_module = None
+        if len(self._aerons) > 1:
+            self._quietly("closing the consensus module's client", self._aerons.pop().close)
+
+    def serve_until(self, condition, timeout_s: float) -> bool:
+        """Run the driver and the archive (and their client) until ``condition()`` or ``timeout_s``: what the
+        member's other processes need while this one waits for them; True if ``condition()`` became true."""
+        from aeron_numba.agent.idle_strategy import SleepingIdleStrategy
+
+        rest = [invoker for name, invoker in self._invokers.items() if name != "consensus module"]
+        rest += [aeron.conductor_agent_invoker for aeron in self._aerons]
+        idle = SleepingIdleStrategy(1_000_000)
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            idle.idle(sum(invoker.invoke() for invoker in rest))
+        return True
 
     def close(self) -> None:
         """Consensus module, archive, then driver: each agent's ``on_close``, then its files, and the two clients
         before the driver, which answers their last commands. Idempotent."""
         if self.runner is not None and not self.runner.is_closed:
             self.runner.close()  # one that never ran (its composite's on_close is nothing)
+        self.close_consensus_module()
         parts = (("consensus module", self.consensus_module), ("archive", self.archive), ("media driver", self.driver))
         for name, part in parts:
             invoker = self._invokers.get(name)

@@ -318,6 +318,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     os.environ.update(settings.environ)  # MediaDriverProcess passes this process's environment on
     if args.layout == LAYOUT_PROCESSES:
         return run_node(parser.prog, settings)
+    from aeron_numba.driver.context import THREADING_MODE_SHARED
+
+    mode = settings.driver.threading_mode
+    if mode != THREADING_MODE_SHARED:
+        return fail(parser.prog, f"threading_mode={mode} (AERON_THREADING_MODE): in the one-process layout the driver "
+                                 f"is one agent of the member's duty cycle and must be SHARED; or use --layout "
+                                 f"processes", EXIT_USAGE)
     return run_member(parser.prog, settings)
 
 
@@ -355,9 +362,14 @@ def run_member(prog: str, settings: NodeSettings) -> int:
             died = list(watch.died.values())
             if not member.stop_requested:
                 died += [f"the {part}'s agent stopped" for part in member.stopped if part != "consensus module"]
-            member = None
-            if service.wait(SERVICE_TERMINATION_TIMEOUT_S) is None:
+            # Then the service container, its driver still running: it stops by itself once its consensus module
+            # has gone (a cluster termination, or this node's stop), else on SIGTERM.
+            member.close_consensus_module()
+            if not member.serve_until(lambda: service.exit_code() is not None, SERVICE_TERMINATION_TIMEOUT_S):
                 log.info("service container still running after the consensus module stopped: stopping it")
+                service.stopping = True
+                service.process.send_signal(signal.SIGTERM)
+                member.serve_until(lambda: service.exit_code() is not None, CHILD_STOP_TIMEOUT_S)
             if died:
                 return fail(prog, "stopped: " + "; ".join(died), EXIT_CHILD_DIED)
             return 0

@@ -434,7 +434,7 @@ def format_table(summary: dict) -> str:
                 _table(["system", "failover", "NewLeaderEvent", "lost at kill", "failed after kill", "load"], rows)]
     rows = []
     for name, r in summary["ratios"].items():
-        target = "-" if r["target"] is None else (f"< {r['target']}" if r["better"] == "lower" else
+        target = "-" if r["target"] is None else (f"<= {r['target']}" if r["better"] == "lower" else
                                                   f">= {r['target']}")
         met = "-" if r["met"] is None else ("met" if r["met"] else "NOT MET")
         rows.append([name, "-" if r["value"] is None else f"{r['value']:.2f}x", f"{r['better']} is better", target,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -96,6 +97,8 @@ def test_the_member_runs_driver_archive_and_consensus_module_in_one_duty_cycle(r
             thread.join(30.0)
         if container is not None:
             container.runner.close()
+        member.close()
         assert not thread.is_alive()
     assert member.stopped == []  # asked to stop: no part ended by itself
     assert member.driver is None and member.archive is None and member.consensus_module is None
+    assert not Path(settings.driver.aeron_dir).exists()  # the node's own driver deletes its dir on close
