@@ -177,8 +177,10 @@ class ClusterNode:
         cnc = try_open_cnc(self.aeron_dir)
         if isinstance(cnc, NotYet):
             return None
+        # The driver is the node process itself (one-process layout) or its child; the start-up line that names it
+        # may not be read yet.
         driver_pid = self.child_pids.get("media driver")
-        if cnc.pid != driver_pid and parent_pid(cnc.pid) != self.process.pid:
+        if cnc.pid not in (driver_pid, self.process.pid) and parent_pid(cnc.pid) != self.process.pid:
             cnc.close()  # a previous run's file
             return None
         return AeronCounters(cnc, owns_cnc=True)

@@ -1,6 +1,7 @@
-"""The node command as processes: a one-member cluster node starts its media driver, archive and service
-container, prints its start-up line, becomes leader of its own; SIGTERM stops everything with exit 0; a child that
-dies stops the node with exit 1 naming it; and nothing is left running either way."""
+"""The node command as processes, in both layouts: a one-member cluster node starts its media driver, archive and
+service container (in one process, the first two are the node's own process), prints its start-up line, becomes
+leader of its own; SIGTERM stops everything with exit 0; a child that dies stops the node with exit 1 naming it;
+and nothing is left running either way."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ pytestmark = pytest.mark.slow  # a node is four processes that load their kernel
 START_S = 180.0
 
 
-def _started_node(cluster_factory):
-    cluster = cluster_factory(member_count=1)
+def _started_node(cluster_factory, layout="one-process"):
+    cluster = cluster_factory(member_count=1, process_layout=layout)
     cluster.start(timeout_s=START_S)
     node = cluster.node(0)
     assert set(node.child_pids) == {"media driver", "archive", "service container"}
@@ -26,8 +27,9 @@ def _started_node(cluster_factory):
     return cluster, node
 
 
-def test_sigterm_stops_the_node_and_its_children_with_exit_0(cluster_factory):
-    cluster, node = _started_node(cluster_factory)
+@pytest.mark.parametrize("layout", ["one-process", "processes"])
+def test_sigterm_stops_the_node_and_its_children_with_exit_0(cluster_factory, layout):
+    cluster, node = _started_node(cluster_factory, layout)
     assert node.is_leader()  # a cluster of one elects itself
     pids = node.pids()
     aeron_dir = node.aeron_dir
@@ -38,9 +40,10 @@ def test_sigterm_stops_the_node_and_its_children_with_exit_0(cluster_factory):
     assert "Traceback" not in node.process.stderr()
 
 
-@pytest.mark.parametrize("child", ["archive", "service container", "media driver"])
-def test_a_child_that_dies_stops_the_node_with_exit_1_naming_it(cluster_factory, child):
-    cluster, node = _started_node(cluster_factory)
+@pytest.mark.parametrize("layout, child", [("one-process", "service container"), ("processes", "archive"),
+                                           ("processes", "service container"), ("processes", "media driver")])
+def test_a_child_that_dies_stops_the_node_with_exit_1_naming_it(cluster_factory, layout, child):
+    cluster, node = _started_node(cluster_factory, layout)
     pids = node.pids()
     victim = node.child_pids[child]
     cluster_pids = {p for p in pids if p != victim}
