@@ -282,6 +282,7 @@ class MediaDriver:
 
     @property
     def shared_duty_cycle_tracker(self):
+        """The tracker of ``shared_agent``'s cycles, into the conductor's, sender's and receiver's cycle counters."""
         return self.runner.duty_cycle_tracker
 
     def record_error(self, error: BaseException) -> None:
