@@ -4,12 +4,12 @@ Each member is one ``python -m aeron_numba.cluster`` process (the node command: 
 module in one process with the service container as its child, or with ``process_layout="processes"`` the
 consensus module with its media driver, archive and service container as children) on its own loopback address
 127.0.0.(n+1), with its own aeron, cluster and archive dirs under one unique root in /dev/shm, and ports unique to
-the harness (a lock-protected counter hands out blocks, so pytest-xdist workers and parallel runs do not collide). Settings come from
-``aeron_numba.cluster.loopback_cluster.LoopbackCluster`` (what the node command's demo also uses) plus the test
-settings here: 64 KiB terms, sleeping idle strategies, the golden run's consensus timeouts (leader heartbeat 2 s,
-election 1 s) but a startup canvass of 30 s (so the first election waits for members that start late), a client
-liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python processes start on two cores) and the driver's loss
-generator on.
+the harness (a lock-protected counter hands out blocks, so pytest-xdist workers and parallel runs do not collide).
+Settings come from ``aeron_numba.cluster.loopback_cluster.LoopbackCluster`` (what the node command's demo also uses)
+plus the test settings here: 64 KiB terms, sleeping idle strategies, the golden run's consensus timeouts (leader
+heartbeat 2 s, election 1 s) but a startup canvass of 30 s (so the first election waits for members that start
+late), a client liveness of 30 s (``CROWDED_MACHINE``: three nodes of Python processes start on two cores) and the
+driver's loss generator on.
 
 Usage::
 

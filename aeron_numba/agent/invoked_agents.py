@@ -50,13 +50,10 @@ class InvokingIdleStrategy:
 
     def idle(self, work_count: int | None = None) -> None:
         work = self.invoker.invoke()
-        if work_count is None:
-            if work == 0:
-                self.idle_strategy.idle()
-            else:
-                self.idle_strategy.idle(work)
-            return
-        self.idle_strategy.idle(work_count + work)
+        if work_count is None and work == 0:
+            self.idle_strategy.idle()  # an unconditional step, as asked
+        else:
+            self.idle_strategy.idle((work_count or 0) + work)
 
     def reset(self) -> None:
         self.idle_strategy.reset()
@@ -82,7 +79,7 @@ class InvokedAgent:
             self.add_idle_watch = add
 
     def role_name(self) -> str:
-        return self.invoker.agent.role_name()
+        return self.invoker.role_name()
 
     def on_start(self) -> None:
         self.invoker.start()

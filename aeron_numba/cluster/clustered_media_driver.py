@@ -64,7 +64,7 @@ class ClusteredMediaDriver:
 
         self.driver = self.archive = self.consensus_module = None
         self.runner: AgentRunner | None = None
-        self._aerons: list = []
+        self._archive_aeron = self._consensus_module_aeron = None  # the two clients, in invoker mode
         self._stop_requested = False
         self._invokers: dict[str, AgentInvoker] = {}
         self.stopped: list[str] = []  # after run(): ``stopped_parts()`` as the duty cycle ended
@@ -74,14 +74,15 @@ class ClusteredMediaDriver:
             self.driver = MediaDriver(driver_ctx)
             driver = self._invokers["media driver"] = AgentInvoker(self.driver.shared_agent, self.driver.record_error)
             driver.start()  # the archive's and consensus module's clients are answered by it from here on
-            archive_aeron = self._connect(driver, "archive" if archive_ctx.archive_id == NULL_VALUE
-                                          else f"archive-{archive_ctx.archive_id}")
+            archive_aeron = self._archive_aeron = self._connect(
+                driver, "archive" if archive_ctx.archive_id == NULL_VALUE else f"archive-{archive_ctx.archive_id}")
             self.archive = Archive(archive_ctx, aeron=archive_aeron)
             archive = self._invokers["archive"] = AgentInvoker(self.archive.conductor,
                                                                self.archive.conductor.record_error)
             archive.start()
             ctx = consensus_module_ctx
-            cm_aeron = self._connect(driver, f"consensus-module-{ctx.cluster_id}-{ctx.cluster_member_id}")
+            cm_aeron = self._consensus_module_aeron = self._connect(
+                driver, f"consensus-module-{ctx.cluster_id}-{ctx.cluster_member_id}")
             archive_and_below = InvokerGroup(archive_aeron.conductor_agent_invoker, archive, driver)
             self.consensus_module = ConsensusModule(
                 ctx, cm_aeron, archive_context=AeronArchiveContext(
@@ -107,10 +108,8 @@ class ClusteredMediaDriver:
         """An Aeron client of this process's driver, in invoker mode, whose waits invoke the driver."""
         from aeron_numba.client import Aeron, Context
 
-        aeron = Aeron.connect(Context(aeron_dir=self.driver.ctx.aeron_dir, client_name=client_name,
-                                      use_conductor_agent_invoker=True, driver_agent_invoker=driver_invoker))
-        self._aerons.append(aeron)
-        return aeron
+        return Aeron.connect(Context(aeron_dir=self.driver.ctx.aeron_dir, client_name=client_name,
+                                     use_conductor_agent_invoker=True, driver_agent_invoker=driver_invoker))
 
     # ---------------------------------------------------------------------------------------------- facts
     def role_name(self) -> str:
@@ -152,8 +151,9 @@ class ClusteredMediaDriver:
         if self.consensus_module is not None:
             self._quietly("closing the consensus module", self.consensus_module.close)
             self.consensus_module = None
-        if len(self._aerons) > 1:
-            self._quietly("closing the consensus module's client", self._aerons.pop().close)
+        if self._consensus_module_aeron is not None:
+            self._quietly("closing the consensus module's client", self._consensus_module_aeron.close)
+            self._consensus_module_aeron = None
 
     def serve_until(self, condition, timeout_s: float) -> bool:
         """Run the driver and the archive (and their client) until ``condition()`` or ``timeout_s``: what the
@@ -161,7 +161,8 @@ class ClusteredMediaDriver:
         from aeron_numba.agent.idle_strategy import SleepingIdleStrategy
 
         rest = [invoker for name, invoker in self._invokers.items() if name != "consensus module"]
-        rest += [aeron.conductor_agent_invoker for aeron in self._aerons]
+        if self._archive_aeron is not None:
+            rest.append(self._archive_aeron.conductor_agent_invoker)
         idle = SleepingIdleStrategy(1_000_000)
         deadline = time.monotonic() + timeout_s
         while not condition():
@@ -179,10 +180,9 @@ class ClusteredMediaDriver:
         parts = (("consensus module", self.consensus_module), ("archive", self.archive), ("media driver", self.driver))
         for name, part in parts:
             invoker = self._invokers.get(name)
-            if name == "media driver":
-                for aeron in reversed(self._aerons):
-                    self._quietly("closing a client of the driver", aeron.close)
-                self._aerons = []
+            if name == "media driver" and self._archive_aeron is not None:
+                self._quietly("closing the archive's client", self._archive_aeron.close)
+                self._archive_aeron = None
             if invoker is not None:
                 self._quietly(f"closing the {name}'s agent", invoker.close)
             if part is not None:

@@ -219,15 +219,25 @@ class ChildProcess:
         except subprocess.TimeoutExpired:
             return None
 
-    def close(self, timeout_s: float = CHILD_STOP_TIMEOUT_S) -> int:
-        self.stopping = True
-        if self.process.poll() is None:
+    def request_stop(self) -> None:
+        """SIGTERM, once: the child is stopping (its exit is not a death the node reports)."""
+        if not self.stopping and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            if self.wait(timeout_s) is None:
-                log.warning("%s (pid %d) did not stop within %gs of SIGTERM: killed", self.name, self.pid, timeout_s)
-                self.process.kill()
-                self.process.wait()
+        self.stopping = True
+
+    def close(self, timeout_s: float = CHILD_STOP_TIMEOUT_S) -> int:
+        self.request_stop()
+        if self.wait(timeout_s) is None:
+            log.warning("%s (pid %d) did not stop within %gs of SIGTERM: killed", self.name, self.pid, timeout_s)
+            self.process.kill()
+            self.process.wait()
         return self.process.returncode
+
+
+def _start_service_container(settings: NodeSettings) -> ChildProcess:
+    """``python -m aeron_numba.cluster.service --service <the node's service>`` on the node's environment."""
+    return ChildProcess("service container", [sys.executable, "-m", SERVICE_MODULE, "--service", settings.service_spec],
+                        settings.environ)
 
 
 def _await_archive(settings: NodeSettings, archive: ChildProcess, timeout_s: float) -> None:
@@ -348,9 +358,7 @@ def run_member(prog: str, settings: NodeSettings) -> int:
                 from aeron_numba.cluster.clustered_media_driver import ClusteredMediaDriver
 
                 member = ClusteredMediaDriver(settings.driver, settings.archive, settings.consensus_module)
-                service = ChildProcess("service container",
-                                       [sys.executable, "-m", SERVICE_MODULE, "--service", settings.service_spec],
-                                       settings.environ)
+                service = _start_service_container(settings)
             except (AeronError, ValueError) as exc:
                 return fail(prog, str(exc))
             except OSError as exc:  # the user's dirs: a file in the way, read-only, no room
@@ -367,8 +375,7 @@ def run_member(prog: str, settings: NodeSettings) -> int:
             member.close_consensus_module()
             if not member.serve_until(lambda: service.exit_code() is not None, SERVICE_TERMINATION_TIMEOUT_S):
                 log.info("service container still running after the consensus module stopped: stopping it")
-                service.stopping = True
-                service.process.send_signal(signal.SIGTERM)
+                service.request_stop()
                 member.serve_until(lambda: service.exit_code() is not None, CHILD_STOP_TIMEOUT_S)
             if died:
                 return fail(prog, "stopped: " + "; ".join(died), EXIT_CHILD_DIED)
@@ -399,9 +406,7 @@ def run_node(prog: str, settings: NodeSettings) -> int:
                 archive = ChildProcess("archive", [sys.executable, "-m", ARCHIVE_MODULE], settings.environ)
                 _await_archive(settings, archive, CHILD_START_TIMEOUT_S)
                 consensus_module = ConsensusModule(settings.consensus_module)
-                service = ChildProcess("service container",
-                                       [sys.executable, "-m", SERVICE_MODULE, "--service", settings.service_spec],
-                                       settings.environ)
+                service = _start_service_container(settings)
             except (AeronError, ValueError) as exc:
                 return fail(prog, str(exc))
             except OSError as exc:  # the user's dirs: a file in the way, read-only, no room
