@@ -115,7 +115,10 @@ def compare(summary: dict, baseline: dict, threshold: float | None = None) -> di
     floor = _floor(summary)
     base = _nearest(placements, floor)
     same = _same_placement(base.get(_FLOOR), floor)
-    notes.append(f"compiled floor p50 {floor} ns in this run, {base.get(_FLOOR)} ns in the baseline entry used"
+    cpu = summary["meta"].get("cpu_model")
+    notes.append(f"compiled floor p50 {floor} ns in this run ({cpu or 'cpu unknown'}, load average "
+                 f"{summary['meta'].get('load_avg_start')}), {base.get(_FLOOR)} ns in the baseline entry used "
+                 f"({base.get('recorded', {}).get('cpu_model') or 'cpu unknown'})"
                  + ("" if same else ": the workers' vCPUs are placed differently, so placement-sensitive ratios are "
                                     "not judged (record this placement with --update-baseline)"))
     rows = []

@@ -112,6 +112,11 @@ class IdleWatch:
             self.deadline_ns = deadline_ns
 
     @property
+    def socket_fds(self) -> tuple[int, ...]:
+        """The watched sockets, in the order they were named."""
+        return tuple(self._fds)
+
+    @property
     def word_count(self) -> int:
         return len(self._addresses)
 

@@ -12,13 +12,22 @@ its archive's answer, the archive for the driver's) waits forever unless the wai
 * an idle strategy handed to an agent for its waits (``InvokingIdleStrategy``) invokes those agents first, and
   counts what they did as work, so a wait that made progress is not followed by a park;
 * the thread's runner drives every agent in turn through ``InvokedAgent``, which times each one's cycle for its own
-  duty-cycle counters and ends the whole thread when one of them stops by itself.
+  duty-cycle counters and ends the whole thread when one of them stops by itself;
+* ``WatchedCompositeAgent`` runs them as one duty cycle, and after a cycle in which none had work, only those whose
+  idle watch says they may have some now: a word of theirs changed, a socket of theirs is readable, or the time
+  they named passed. A driver's 1 ms timer then costs the driver's cycle, not every agent's.
 """
 
 from __future__ import annotations
 
-from aeron_numba.agent.agent import AgentTerminationException
+import time
+
+import numpy as np
+
+from aeron_numba.agent.agent import AgentTerminationException, CompositeAgent
 from aeron_numba.agent.clock import SystemNanoClock
+from aeron_numba.kernels.counters import set_counter_value
+from aeron_numba.kernels.idle_wait import POLLFD_INT32S, changed_agents, poll_sockets
 
 
 class InvokerGroup:
@@ -38,6 +47,26 @@ class InvokerGroup:
 
     def __repr__(self) -> str:
         return f"InvokerGroup({', '.join(map(repr, self.invokers))})"
+
+
+class StartingInvoker:
+    """An invoker known only later (``target``), which it starts on its first ``invoke()``: a consensus module
+    waiting at start-up for its service's ack, with the service on its thread, starts the service from that wait
+    (the service's start needs what the consensus module made before it waits: its counters)."""
+
+    def __init__(self):
+        self.target = None
+
+    def invoke(self) -> int:
+        target = self.target
+        if target is None:
+            return 0
+        if not target.is_started:
+            target.start()
+        return target.invoke()
+
+    def __repr__(self) -> str:
+        return f"StartingInvoker({self.target!r})"
 
 
 class InvokingIdleStrategy:
@@ -68,12 +97,16 @@ class InvokedAgent:
     ``on_start`` starts the invoker; ``do_work`` invokes it (timed into ``duty_cycle_tracker`` when given) and raises
     ``AgentTerminationException`` once the invoker has closed (its agent terminated, or failed to start), so that
     the thread stops with it: one part of a member cannot go on without the others. ``on_close`` closes it.
-    ``add_idle_watch`` is the agent's own, when it has one."""
+    ``add_idle_watch`` is the agent's own, when it has one. ``cycles`` counts the invocations, also stored in
+    ``cycle_counter`` (``(values_buffer, counter_id)`` of a counter of type ``AGENT_CYCLES_COUNTER_TYPE_ID``) when
+    given."""
 
-    def __init__(self, invoker, duty_cycle_tracker=None, nano_clock=SystemNanoClock):
+    def __init__(self, invoker, duty_cycle_tracker=None, nano_clock=SystemNanoClock, cycle_counter=None):
         self.invoker = invoker
         self.duty_cycle_tracker = duty_cycle_tracker
         self._nano_time = nano_clock.nano_time
+        self.cycles = 0
+        self.cycle_counter = cycle_counter
         add = getattr(invoker.agent, "add_idle_watch", None)
         if add is not None:
             self.add_idle_watch = add
@@ -90,6 +123,9 @@ class InvokedAgent:
         invoker = self.invoker
         if not invoker.is_running:
             raise AgentTerminationException(f"{self.role_name()} stopped")
+        self.cycles += 1
+        if self.cycle_counter is not None:
+            set_counter_value(self.cycle_counter[0], self.cycle_counter[1], self.cycles)
         tracker = self.duty_cycle_tracker
         if tracker is None:
             return invoker.invoke()
@@ -103,3 +139,110 @@ class InvokedAgent:
 
     def __repr__(self) -> str:
         return f"InvokedAgent({self.role_name()!r})"
+
+
+class WatchedCompositeAgent(CompositeAgent):
+    """Agents of one thread as one duty cycle that, once idle, runs only the agents a change concerns.
+
+    Every agent must offer ``add_idle_watch`` for the composite to offer one; the watch the runner builds before
+    each cycle (``agent/idle_watch.py``) then holds each agent's words and sockets in a range of its own, and the
+    earliest of the times the agents named. When the previous cycle found no work anywhere, the next one runs an
+    agent only if
+
+    * its words are not the ones it named last time, or one holds another value than in the snapshot before the
+      previous cycle (the snapshot before this one is taken before this decision, so a later change is seen by
+      the next park);
+    * one of its sockets is readable;
+    * the time it named passed. An agent that did not run keeps the earliest time it named since it last ran: it
+      names its next timer afresh at each watch (a consensus module's "10 ms from now"), which would otherwise
+      move away from it for as long as other agents' wakes keep coming.
+
+    After any work, and whenever the runner built no watch (busy, or a strategy that parks in Python), every
+    agent runs, as in ``CompositeAgent``: work done by one agent may be what another waits for in its own memory.
+    ``cycles``: how many times each agent ran, in order (a profile of where the thread's cycles go)."""
+
+    def __init__(self, *agents, nano_time=time.monotonic_ns):
+        super().__init__(*agents)
+        self.cycles = [0] * len(self.agents)
+        self._nano_time = nano_time
+        count = len(self.agents)
+        self._watch = None  # the watch built for the coming cycle, and its per-agent layout
+        self._ranges = np.zeros(2 * count, np.int64)
+        self._sockets: list[tuple[int, int]] = [(0, 0)] * count
+        self._previous = None  # (watch, ranges) of the cycle before, when it found no work
+        self._previous_ranges = np.zeros(2 * count, np.int64)
+        self._deadlines: list[int | None] = [None] * count  # earliest time each agent named since it last ran
+        self._ran = [True] * count
+        self._changed = np.zeros(count, np.int64)
+
+    def add_idle_watch(self, watch) -> bool:
+        deadline = watch.deadline_ns
+        for i, agent in enumerate(self.agents):
+            add = getattr(agent, "add_idle_watch", None)
+            words, sockets = watch.word_count, watch.socket_count
+            watch.deadline_ns = None
+            if add is None or not add(watch):
+                self._watch = None
+                watch.deadline_ns = deadline
+                return False
+            named = watch.deadline_ns
+            known = self._deadlines[i]
+            if not self._ran[i] and known is not None and (named is None or known < named):
+                named = known
+            self._deadlines[i] = named
+            if named is not None and (deadline is None or named < deadline):
+                deadline = named
+            self._ranges[2 * i], self._ranges[2 * i + 1] = words, watch.word_count
+            self._sockets[i] = (sockets, watch.socket_count)
+        watch.deadline_ns = deadline
+        self._watch = watch
+        return True
+
+    def do_work(self) -> int:
+        watch, previous = self._watch, self._previous
+        self._watch = self._previous = None
+        if watch is None or previous is None:
+            work_count = self._run_all()
+        else:
+            work_count = self._run_due(watch, previous)
+        if watch is not None and work_count == 0:
+            self._previous = watch
+            self._previous_ranges[:] = self._ranges
+        return work_count
+
+    def _run_all(self) -> int:
+        ran = self._ran
+        for i in range(len(ran)):
+            ran[i] = False
+        agents = self.agents
+        work_count = 0
+        while self._next_index < len(agents):  # as CompositeAgent's: after an exception, on past the culprit
+            i = self._next_index
+            self._next_index += 1
+            ran[i] = True
+            self.cycles[i] += 1
+            work_count += agents[i].do_work()
+        self._next_index = 0
+        return work_count
+
+    def _run_due(self, watch, previous) -> int:
+        changed = self._changed
+        changed_agents(previous.addresses, previous.values, self._previous_ranges, watch.addresses, watch.values,
+                       self._ranges, changed)
+        now_ns = self._nano_time()
+        ran = self._ran
+        work_count = 0
+        for i, agent in enumerate(self.agents):
+            deadline = self._deadlines[i]
+            due = changed[i] != 0 or (deadline is not None and deadline <= now_ns) or self._readable(watch, i)
+            ran[i] = due
+            if due:
+                self.cycles[i] += 1
+                work_count += agent.do_work()
+        return work_count
+
+    def _readable(self, watch, i: int) -> bool:
+        first, end = self._sockets[i]
+        if first == end:
+            return False
+        return poll_sockets(watch.pollfds[first * POLLFD_INT32S:end * POLLFD_INT32S], 0, -1) != 0

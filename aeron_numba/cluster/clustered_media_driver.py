@@ -10,22 +10,27 @@ cycle in this order:
     archive-conductor
     aeron-client-conductor                             the consensus module's Aeron client (invoker mode)
     consensus-module
+    aeron-client-conductor, clustered-service          with ``service_ctx``: the service container's client and agent
 
 Every agent is driven by an ``AgentInvoker`` and waits by invoking the agents below it (``agent/invoked_agents.py``):
 a client's wait for the driver invokes the driver (``Context.driver_agent_invoker``); the consensus module's waits
 for its archive (``AeronArchiveContext.agent_invoker``) and every other wait inside its duty cycle (its idle
 strategy) invoke its client's conductor, the archive's client and archive, and the driver. Nothing sleeps while
-another agent of the thread has the answer, and no duty cycle is entered twice.
+another agent of the thread has the answer, and no duty cycle is entered twice. A service container on the thread
+is started and invoked from the consensus module's waits too (they wait for its acks: at start-up, for snapshots,
+at termination), and its own waits invoke everything else.
 
 Each part keeps what it had in a process of its own: its files, its Aeron client (named as before), its error log
 and error counter, its duty-cycle counters (each agent's cycle is timed on its own). The thread idles with the
-driver's SHARED idle strategy, parking in compiled code on what all of them watch.
+driver's SHARED idle strategy, parking in compiled code on what all of them watch; after a wake only the agents
+the wake concerns run (``WatchedCompositeAgent``), so the driver's 1 ms timer runs the driver alone.
 
 Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
 driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog
 recovered), the consensus module. ``close()`` releases them in the reverse order, so the driver is there to the
-end for the others' clients. The service container is not part of this: it runs in a process of its own
-(``commands/cluster.py``), connected to this driver.
+end for the others' clients. The service container runs here only when it is given (``service_ctx`` and the
+service): a compiled service, whose messages never run Python callbacks that could stall the consensus module;
+otherwise it runs in a process of its own connected to this driver (``commands/cluster.py`` decides).
 """
 
 from __future__ import annotations
@@ -34,14 +39,15 @@ import logging
 import threading
 import time
 
-from aeron_numba.agent import AgentInvoker, AgentRunner, CompositeAgent, close_on_signals
-from aeron_numba.agent.invoked_agents import InvokedAgent, InvokerGroup
+from aeron_numba.agent import AgentInvoker, AgentRunner, close_on_signals
+from aeron_numba.agent.invoked_agents import InvokedAgent, InvokerGroup, StartingInvoker, WatchedCompositeAgent
+from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout.bits import NULL_VALUE
 
 log = logging.getLogger("aeron_numba.cluster")
 
 
-class _MemberAgent(CompositeAgent):
+class _MemberAgent(WatchedCompositeAgent):
     """The member's composite duty cycle. Closing is ``ClusteredMediaDriver.close``'s, in its order."""
 
     def on_close(self) -> None:
@@ -54,17 +60,19 @@ class ClusteredMediaDriver:
     failed start) releases everything. A node stops in Aeron's order: ``close_consensus_module()``, then
     ``serve_until`` its service container has stopped (the driver still answering it), then ``close()``."""
 
-    def __init__(self, driver_ctx, archive_ctx, consensus_module_ctx):
+    def __init__(self, driver_ctx, archive_ctx, consensus_module_ctx, service_ctx=None, service=None):
         from aeron_numba.archive.archive import Archive
         from aeron_numba.archive.client import AeronArchiveContext
         from aeron_numba.archive.warmup import warm_up_archive_kernels
         from aeron_numba.cluster.consensus_module import ConsensusModule
+        from aeron_numba.cluster.service.container import ClusteredServiceContainer
         from aeron_numba.cluster.warmup import warm_up_cluster_kernels
         from aeron_numba.driver.media_driver import MediaDriver
 
-        self.driver = self.archive = self.consensus_module = None
+        self.driver = self.archive = self.consensus_module = self.service_container = None
         self.runner: AgentRunner | None = None
         self._archive_aeron = self._consensus_module_aeron = None  # the two clients, in invoker mode
+        self._service_aeron = None  # the service container's, when it runs here
         self._stop_requested = False
         self._invokers: dict[str, AgentInvoker] = {}
         self.stopped: list[str] = []  # after run(): ``stopped_parts()`` as the duty cycle ended
@@ -84,20 +92,44 @@ class ClusteredMediaDriver:
             cm_aeron = self._consensus_module_aeron = self._connect(
                 driver, f"consensus-module-{ctx.cluster_id}-{ctx.cluster_member_id}")
             archive_and_below = InvokerGroup(archive_aeron.conductor_agent_invoker, archive, driver)
+            # The consensus module waits for its service's acks inside its own cycle (its start-up, snapshots,
+            # termination): a service on this thread is invoked, and started, from those waits.
+            service_starter = StartingInvoker()
+            cm_waits = InvokerGroup(cm_aeron.conductor_agent_invoker, archive_and_below)
+            if service_ctx is not None:
+                cm_waits = InvokerGroup(cm_aeron.conductor_agent_invoker, service_starter, archive_and_below)
             self.consensus_module = ConsensusModule(
                 ctx, cm_aeron, archive_context=AeronArchiveContext(
                     control_response_stream_id=ctx.archive_control_response_stream_id,
                     agent_invoker=archive_and_below),
-                co_agents=InvokerGroup(cm_aeron.conductor_agent_invoker, archive_and_below))
-            self._invokers["consensus module"] = AgentInvoker(self.consensus_module.agent,
-                                                              self.consensus_module.record_error)
-            self.agents = (
+                co_agents=cm_waits)
+            cm = self._invokers["consensus module"] = AgentInvoker(self.consensus_module.agent,
+                                                                   self.consensus_module.record_error)
+            agents = [
                 InvokedAgent(driver, self.driver.shared_duty_cycle_tracker),
                 InvokedAgent(archive_aeron.conductor_agent_invoker),
                 InvokedAgent(archive, self.archive.runner.duty_cycle_tracker),
                 InvokedAgent(cm_aeron.conductor_agent_invoker),
-                InvokedAgent(self._invokers["consensus module"], self.consensus_module.duty_cycle_tracker()),
-            )
+                InvokedAgent(cm, self.consensus_module.duty_cycle_tracker()),
+            ]
+            if service_ctx is not None:
+                service_aeron = self._service_aeron = self._connect(
+                    driver, f"cluster-service-{service_ctx.cluster_id}-{service_ctx.service_id}")
+                self.service_container = ClusteredServiceContainer(
+                    service_ctx, service, aeron=service_aeron, wait_invoker=InvokerGroup(
+                        service_aeron.conductor_agent_invoker, cm_aeron.conductor_agent_invoker, cm,
+                        archive_and_below))
+                container = self.service_container
+                service_starter.target = self._invokers["service container"] = AgentInvoker(
+                    container.agent, container.record_error)
+                agents += [InvokedAgent(service_aeron.conductor_agent_invoker),
+                           InvokedAgent(service_starter.target, container.runner.duty_cycle_tracker)]
+            self.agents = tuple(agents)
+            counters = self.driver.conductor.counters
+            for agent in self.agents:  # each agent's cycles, for a profile read from cnc.dat
+                agent.cycle_counter = (counters.values_buffer, counters.allocate(
+                    counters_layout.AGENT_CYCLES_LABEL.format(role=agent.role_name()),
+                    counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
             self.runner = AgentRunner(_MemberAgent(*self.agents), self.driver.runner.idle_strategy,
                                       self.driver.record_error)
         except BaseException:
@@ -117,8 +149,14 @@ class ClusteredMediaDriver:
 
     def stopped_parts(self) -> list[str]:
         """The parts whose agent ended (terminated or failed), by name: ``"media driver"``, ``"archive"``,
-        ``"consensus module"`` (a cluster shutdown or abort ends it)."""
+        ``"consensus module"`` (a cluster shutdown or abort ends it), ``"service container"`` when it runs here."""
         return [name for name, invoker in self._invokers.items() if invoker.is_closed]
+
+    def service_stopped(self) -> bool:
+        """True once the service container on this thread has stopped (its agent terminated or failed), or when
+        none runs here."""
+        invoker = self._invokers.get("service container")
+        return invoker is None or invoker.is_closed
 
     # ---------------------------------------------------------------------------------------------- running
     def request_close(self) -> None:
@@ -161,8 +199,9 @@ class ClusteredMediaDriver:
         from aeron_numba.agent.idle_strategy import SleepingIdleStrategy
 
         rest = [invoker for name, invoker in self._invokers.items() if name != "consensus module"]
-        if self._archive_aeron is not None:
-            rest.append(self._archive_aeron.conductor_agent_invoker)
+        for aeron in (self._archive_aeron, self._service_aeron):
+            if aeron is not None:
+                rest.append(aeron.conductor_agent_invoker)
         idle = SleepingIdleStrategy(1_000_000)
         deadline = time.monotonic() + timeout_s
         while not condition():
@@ -177,17 +216,21 @@ class ClusteredMediaDriver:
         if self.runner is not None and not self.runner.is_closed:
             self.runner.close()  # one that never ran (its composite's on_close is nothing)
         self.close_consensus_module()
-        parts = (("consensus module", self.consensus_module), ("archive", self.archive), ("media driver", self.driver))
+        parts = (("service container", self.service_container), ("archive", self.archive),
+                 ("media driver", self.driver))
         for name, part in parts:
             invoker = self._invokers.get(name)
-            if name == "media driver" and self._archive_aeron is not None:
-                self._quietly("closing the archive's client", self._archive_aeron.close)
-                self._archive_aeron = None
             if invoker is not None:
                 self._quietly(f"closing the {name}'s agent", invoker.close)
             if part is not None:
                 self._quietly(f"closing the {name}", part.close)
-        self.consensus_module = self.archive = self.driver = None
+            if name == "service container" and self._service_aeron is not None:
+                self._quietly("closing the service container's client", self._service_aeron.close)
+                self._service_aeron = None
+            if name == "archive" and self._archive_aeron is not None:
+                self._quietly("closing the archive's client", self._archive_aeron.close)
+                self._archive_aeron = None
+        self.service_container = self.archive = self.driver = None
 
     @staticmethod
     def _quietly(what: str, action) -> None:

@@ -4,9 +4,10 @@
 Two process layouts (docs/cluster.md), chosen with ``--layout``:
 
 * ``one-process`` (the default): this process runs the media driver, the archive and the consensus module as one
-  duty cycle (``ClusteredMediaDriver``, ``cluster/clustered_media_driver.py``), and starts the clustered service
-  container (``python -m aeron_numba.cluster.service --service pkg.module:Class``) as a child, so that the
-  service's Python callbacks never stall consensus;
+  duty cycle (``ClusteredMediaDriver``, ``cluster/clustered_media_driver.py``). A compiled service (one with a
+  ``session_message_handler``, such as ``CompiledKeyValueService``) runs on that thread too; a Python one in a
+  clustered service container child (``python -m aeron_numba.cluster.service --service pkg.module:Class``), so
+  that its callbacks never stall consensus (``--service-container member|child`` decides otherwise);
 * ``processes``: this process runs the consensus module (``ConsensusModule(ctx).run()``) and starts three
   children: the media driver (``MediaDriverProcess``, as ``archive --embedded-driver`` starts one), the archive
   (``python -m aeron_numba.archive``) and the service container. It stays for comparison (the cluster benchmark
@@ -55,6 +56,9 @@ SERVICE_CLASS_NAME_ENV = "AERON_CLUSTER_SERVICE_CLASS_NAME"
 LAYOUT_ONE_PROCESS = "one-process"
 LAYOUT_PROCESSES = "processes"
 LAYOUTS = (LAYOUT_ONE_PROCESS, LAYOUT_PROCESSES)
+#: Where the one-process layout runs the service container (``--service-container``).
+SERVICE_IN_MEMBER, SERVICE_IN_CHILD, SERVICE_AUTO = "member", "child", "auto"
+SERVICE_PLACEMENTS = (SERVICE_AUTO, SERVICE_IN_MEMBER, SERVICE_IN_CHILD)
 EXIT_USAGE = 2
 EXIT_CHILD_DIED = 1
 #: How long a child may take to be ready (a cold Numba cache compiles the archive's kernels first).
@@ -98,10 +102,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run an aeron-numba cluster node until SIGINT/SIGTERM: media driver, archive and consensus module\n"
-                    "in this process, the clustered service container in a child (--layout processes: the consensus\n"
-                    "module here, the other three as child processes). Settings come\n"
-                    "from AERON_*, AERON_ARCHIVE_* and AERON_CLUSTER_* environment variables; the flags set the\n"
-                    f"common ones.\n\n'{prog} demo' starts a 3-node cluster with the example service on 127.0.0.1-3,\n"
+                    "in this process, the clustered service container on their thread (a compiled service) or in a\n"
+                    "child (--layout processes: the consensus module here, the other three as child processes).\n"
+                    "Settings come from AERON_*, AERON_ARCHIVE_* and AERON_CLUSTER_* environment variables; the\n"
+                    f"flags set the common ones.\n\n'{prog} demo' starts a 3-node cluster with the example service on 127.0.0.1-3,\n"
                     "sends it messages from a client, kills the leader while it runs, and tells what happened.",
         epilog="\n\n".join(sections) + "\n\nWhat each one means: docs/settings.md, or: python -m aeron_numba settings")
     for flag, (env, about) in FLAGS.items():
@@ -109,6 +113,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--layout", choices=LAYOUTS, default=LAYOUT_ONE_PROCESS,
                         help="one-process (default): driver, archive and consensus module in this process, the "
                              "service container in a child; processes: each of the four in a process of its own")
+    parser.add_argument("--service-container", choices=SERVICE_PLACEMENTS, default=SERVICE_AUTO,
+                        help="one-process layout only: member runs the service container on the member's thread, "
+                             "child in a process of its own; auto (default): member for a compiled service (one "
+                             "with a session_message_handler, such as CompiledKeyValueService), child for a Python "
+                             "one, whose callbacks would stall consensus")
     cli.add_logging_arguments(parser)
     cli.add_version_argument(parser)
     return parser
@@ -335,7 +344,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return fail(parser.prog, f"threading_mode={mode} (AERON_THREADING_MODE): in the one-process layout the driver "
                                  f"is one agent of the member's duty cycle and must be SHARED; or use --layout "
                                  f"processes", EXIT_USAGE)
-    return run_member(parser.prog, settings)
+    return run_member(parser.prog, settings, args.service_container)
 
 
 def _start_line(settings: NodeSettings, layout: str, driver_pid: int, archive_pid: int, service_pid: int) -> str:
@@ -346,42 +355,64 @@ def _start_line(settings: NodeSettings, layout: str, driver_pid: int, archive_pi
             f"archive pid {archive_pid}, service container pid {service_pid}")
 
 
-def run_member(prog: str, settings: NodeSettings) -> int:
+def is_compiled_service(service) -> bool:
+    """A service whose session messages are applied in compiled code (``session_message_handler``, the container's
+    compiled path) and that has no background work of its own to run every cycle: it can share the consensus
+    module's thread without a Python callback per message stalling it."""
+    from aeron_numba.cluster.service.clustered_service import ClusteredServiceBase
+
+    return (getattr(service, "session_message_handler", None) is not None
+            and getattr(type(service), "do_background_work", None) in (None, ClusteredServiceBase.do_background_work))
+
+
+def run_member(prog: str, settings: NodeSettings, service_container: str = SERVICE_AUTO) -> int:
     """The one-process layout: driver, archive and consensus module here (``ClusteredMediaDriver``), the service
-    container in a child; run until the member stops, then stop the service."""
+    container on their thread or in a child (``service_container``); run until the member stops, then stop the
+    service."""
     from aeron_numba.errors import AeronError
 
-    member = service = None
+    member = child = None
     with exit_on_signals():
         try:
             try:
                 from aeron_numba.cluster.clustered_media_driver import ClusteredMediaDriver
 
-                member = ClusteredMediaDriver(settings.driver, settings.archive, settings.consensus_module)
-                service = _start_service_container(settings)
+                service = settings.service.service_factory()
+                in_member = service_container == SERVICE_IN_MEMBER or (
+                    service_container == SERVICE_AUTO and is_compiled_service(service))
+                if in_member:
+                    member = ClusteredMediaDriver(settings.driver, settings.archive, settings.consensus_module,
+                                                  settings.service, service)
+                else:
+                    member = ClusteredMediaDriver(settings.driver, settings.archive, settings.consensus_module)
+                    child = _start_service_container(settings)
             except (AeronError, ValueError) as exc:
                 return fail(prog, str(exc))
             except OSError as exc:  # the user's dirs: a file in the way, read-only, no room
                 return fail(prog, user_error_line(exc, "cluster path"))
-            print(_start_line(settings, LAYOUT_ONE_PROCESS, os.getpid(), os.getpid(), service.pid), flush=True)
-            watch = _ChildWatch([("service container", service)], member.request_close)
+            service_pid = os.getpid() if child is None else child.pid
+            print(_start_line(settings, LAYOUT_ONE_PROCESS, os.getpid(), os.getpid(), service_pid), flush=True)
+            watch = _ChildWatch([] if child is None else [("service container", child)], member.request_close)
             with watch:
                 member.run()  # SIGINT/SIGTERM: a clean stop (its runner's handlers, within this block)
             died = list(watch.died.values())
             if not member.stop_requested:
-                died += [f"the {part}'s agent stopped" for part in member.stopped if part != "consensus module"]
+                died += [f"the {part}'s agent stopped" for part in member.stopped
+                         if part not in ("consensus module", "service container")]
             # Then the service container, its driver still running: it stops by itself once its consensus module
-            # has gone (a cluster termination, or this node's stop), else on SIGTERM.
+            # has gone (a cluster termination, or this node's stop), else on SIGTERM (or, here, its agent closed).
             member.close_consensus_module()
-            if not member.serve_until(lambda: service.exit_code() is not None, SERVICE_TERMINATION_TIMEOUT_S):
+            if child is None:
+                member.serve_until(member.service_stopped, SERVICE_TERMINATION_TIMEOUT_S)
+            elif not member.serve_until(lambda: child.exit_code() is not None, SERVICE_TERMINATION_TIMEOUT_S):
                 log.info("service container still running after the consensus module stopped: stopping it")
-                service.request_stop()
-                member.serve_until(lambda: service.exit_code() is not None, CHILD_STOP_TIMEOUT_S)
+                child.request_stop()
+                member.serve_until(lambda: child.exit_code() is not None, CHILD_STOP_TIMEOUT_S)
             if died:
                 return fail(prog, "stopped: " + "; ".join(died), EXIT_CHILD_DIED)
             return 0
         finally:
-            for part in (service, member):
+            for part in (child, member):
                 if part is not None:
                     try:
                         part.close()

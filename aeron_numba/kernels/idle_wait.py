@@ -300,6 +300,25 @@ def first_changed_word(addresses, values):
 
 
 @kernel
+def changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges, changed):
+    """For each agent of a composite whose words are ``addresses[ranges[2i]:ranges[2i + 1]]`` (and were
+    ``previous_addresses[previous_ranges[2i]:...]`` in the watch before): ``changed[i] = 1`` if it names other words
+    now, or one of its words holds another value than in the previous snapshot, else 0."""
+    for i in range(changed.shape[0]):
+        p0, p1 = previous_ranges[2 * i], previous_ranges[2 * i + 1]
+        c0, c1 = ranges[2 * i], ranges[2 * i + 1]
+        flag = 0
+        if p1 - p0 != c1 - c0:
+            flag = 1
+        else:
+            for k in range(c1 - c0):
+                if previous_addresses[p0 + k] != addresses[c0 + k] or previous_values[p0 + k] != values[c0 + k]:
+                    flag = 1
+                    break
+        changed[i] = flag
+
+
+@kernel
 def poll_sockets(pollfds, timeout_ns, wake_index):
     """``ppoll`` on ``pollfds`` for at most ``timeout_ns``: 1 when a watched socket has an event, 0 when none has
     (the timeout, or only the doorbell's wake socket, at ``wake_index`` (-1: none), whose datagrams it drops: they

@@ -79,6 +79,10 @@ DOORBELL_NAME = "aeron-numba doorbell: rings after working duty cycles"
 DOORBELL_WAITERS_OFFSET = 64
 DOORBELL_POLL_WAITERS_OFFSET = 72
 DOORBELL_WAKE_SOCKADDR_OFFSET = 80
+# aeron-numba's own: how many duty cycles one agent of a thread of several ran (a ClusteredMediaDriver's driver,
+# archive, consensus module and their clients), so a profile of an idle or busy member is read from its cnc.dat.
+AGENT_CYCLES_COUNTER_TYPE_ID = 1_000_002
+AGENT_CYCLES_LABEL = "aeron-numba agent cycles: {role}"
 
 # Label prefixes of the per-stream counters.
 PUBLISHER_LIMIT_NAME = "pub-lmt"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aeron_numba.agent import AgentRunner, DutyCycleTracker, SystemNanoClock, idle_strategy_from_name
 from aeron_numba.agent.agent_runner import close_on_signals
+from aeron_numba.agent.invoked_agents import InvokingIdleStrategy
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.cluster.context import ARCHIVE_CONTROL_RESPONSE_STREAM_ID, ClusteredServiceContext
 from aeron_numba.cluster.mark_file import ClusterMarkFile
@@ -37,12 +38,14 @@ def _epoch_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def archive_context(ctx: ClusteredServiceContext):
-    """The local archive's client settings of a container (Aeron's default archive context of a container)."""
+def archive_context(ctx: ClusteredServiceContext, agent_invoker=None):
+    """The local archive's client settings of a container (Aeron's default archive context of a container);
+    ``agent_invoker``: what its waits for the archive invoke, when the archive runs on the container's thread."""
     from aeron_numba.archive.client import AeronArchiveContext
 
     return AeronArchiveContext(control_response_stream_id=ctx.cluster_id * 100 + 100
-                               + ARCHIVE_CONTROL_RESPONSE_STREAM_ID + ctx.service_id + 1)
+                               + ARCHIVE_CONTROL_RESPONSE_STREAM_ID + ctx.service_id + 1,
+                               agent_invoker=agent_invoker)
 
 
 def service_counter_key(cluster_id: int, service_id: int) -> bytes:
@@ -58,10 +61,13 @@ class ClusteredServiceContainer:
 
     ``service``: the ClusteredService to run; None makes one with ``ctx.service_class_name``
     (AERON_CLUSTER_SERVICE_CLASS_NAME).
-    ``aeron``: an Aeron client to use (not closed by the container); None connects one to ``ctx.aeron_dir``."""
+    ``aeron``: an Aeron client to use (not closed by the container); None connects one to ``ctx.aeron_dir``.
+    ``wait_invoker``: for a container whose agent is invoked on the thread of its consensus module, archive and
+    driver (``ClusteredMediaDriver``): every wait of the agent (its idle strategy, its archive client's) invokes it
+    first, since nothing else runs them while the agent waits."""
 
     def __init__(self, ctx: ClusteredServiceContext, service=None, *, aeron=None, nano_clock=None,
-                 epoch_clock_ms=_epoch_ms):
+                 epoch_clock_ms=_epoch_ms, wait_invoker=None):
         from aeron_numba.client import Aeron, Context
 
         self.ctx = ctx.conclude()
@@ -78,6 +84,7 @@ class ClusteredServiceContainer:
         self.mark_file = self._take_mark_file(mark_dir / self.ctx.mark_file_name)
         self.error_log = DistinctErrorLog(self.mark_file.error_log_buffer, epoch_clock=epoch_clock_ms)
         self._owns_aeron = aeron is None
+        self._wait_invoker = wait_invoker
         try:
             self.aeron = aeron if aeron is not None else Aeron.connect(Context(
                 aeron_dir=self.ctx.aeron_dir, client_name=f"cluster-service-{ctx.cluster_id}-{ctx.service_id}"))
@@ -101,9 +108,12 @@ class ClusteredServiceContainer:
                 service_counter_label(f"Clustered service max snapshot duration exceeded count: threshold="
                                       f"{ctx.snapshot_duration_threshold_ns}", ctx.cluster_id, ctx.service_id))
             clock = nano_clock or SystemNanoClock.nano_time
+            waits = idle_strategy_from_name(self.ctx.idle_strategy)
+            if wait_invoker is not None:
+                waits = InvokingIdleStrategy(waits, wait_invoker)
             self.agent = ClusteredServiceAgent(
                 self.ctx, service, self.aeron, error_handler=self.record_error,
-                archive_connect=self._connect_archive, idle_strategy=idle_strategy_from_name(self.ctx.idle_strategy),
+                archive_connect=self._connect_archive, idle_strategy=waits,
                 nano_clock=clock, epoch_clock_ms=epoch_clock_ms, mark_file=self.mark_file,
                 on_snapshot_duration=self._on_snapshot_duration)
             self.runner = AgentRunner(
@@ -138,7 +148,7 @@ class ClusteredServiceContainer:
     def _connect_archive(self):
         from aeron_numba.archive.client import AeronArchive
 
-        return AeronArchive.connect(self.aeron, archive_context(self.ctx))
+        return AeronArchive.connect(self.aeron, archive_context(self.ctx, self._wait_invoker))
 
     def _on_snapshot_duration(self, duration_ns: int) -> None:
         """Aeron's SnapshotDurationTracker: the longest service snapshot, and how many took over the threshold."""

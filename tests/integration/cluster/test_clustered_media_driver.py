@@ -102,3 +102,27 @@ def test_the_member_runs_driver_archive_and_consensus_module_in_one_duty_cycle(r
     assert member.stopped == []  # asked to stop: no part ended by itself
     assert member.driver is None and member.archive is None and member.consensus_module is None
     assert not Path(settings.driver.aeron_dir).exists()  # the node's own driver deletes its dir on close
+
+
+COMPILED_SERVICE = "aeron_numba.cluster.examples.key_value_service:CompiledKeyValueService"
+
+
+def test_a_compiled_service_runs_on_the_members_thread_and_answers_every_put(cluster_factory):
+    """The node command's default for a compiled service: no service container process, the service's client and
+    agent after the consensus module in the member's duty cycle, and every put answered in order through it (a
+    restart would need its state loaded from the snapshot and log: the cluster suite's business)."""
+    from aeron_numba.cluster.examples.key_value_service import OK
+    from harness.cluster_client import KeyValueClient
+
+    cluster = cluster_factory(member_count=1, service=COMPILED_SERVICE)
+    cluster.start(timeout_s=120.0)
+    node = cluster.node(0)
+    assert node.child_pids["service container"] == node.process.pid  # it runs in the node's own process
+    assert node.pids() == {node.process.pid}
+    client = KeyValueClient(cluster)
+    try:
+        answered = client.put_many(20)
+        assert [s.status for s in answered] == [OK] * 20
+        assert [s.request_id for s in answered] == sorted(s.request_id for s in answered)
+    finally:
+        client.close()

@@ -3,11 +3,16 @@ duty cycle twice, a wait invokes the agents below it, and the thread stops when 
 
 from __future__ import annotations
 
+import select
+
+import numpy as np
 import pytest
 
 from aeron_numba.agent import (AgentInvoker, AgentRunner, AgentTerminationException, CompositeAgent, DutyCycleTracker,
                                NoOpIdleStrategy, SleepingIdleStrategy)
-from aeron_numba.agent.invoked_agents import InvokedAgent, InvokerGroup, InvokingIdleStrategy
+from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.agent.invoked_agents import InvokedAgent, InvokerGroup, InvokingIdleStrategy, WatchedCompositeAgent
+from harness.awaiting import await_condition
 from tests.unit.agent.test_agent import Recorder, ScriptedAgent, stop
 
 
@@ -126,3 +131,129 @@ def test_an_invoked_agent_times_each_cycle_into_its_own_tracker_and_offers_its_a
     assert recorded == [7]
     assert invoked.add_idle_watch(None) is True
     assert not hasattr(InvokedAgent(AgentInvoker(ScriptedAgent("plain"))), "add_idle_watch")
+
+
+class WordAgent:
+    """An agent whose work is a word of its own changing (and, optionally, a time it names): it counts its cycles
+    and reports work when the word moved since its last cycle."""
+
+    def __init__(self, name, deadline=None):
+        self.name = name
+        self.word = np.zeros(1, np.int64)
+        self.seen = 0
+        self.calls = 0
+        self.deadline = deadline  # callable: the time it names at each watch, or None
+
+    def role_name(self):
+        return self.name
+
+    def on_start(self):
+        pass
+
+    def on_close(self):
+        pass
+
+    def add_idle_watch(self, watch):
+        watch.watch_int64(self.word, 0)
+        if self.deadline is not None:
+            watch.run_by(self.deadline())
+        return True
+
+    def do_work(self):
+        self.calls += 1
+        work = int(self.word[0] != self.seen)
+        self.seen = int(self.word[0])
+        return work
+
+
+class ManualClock:
+    def __init__(self):
+        self.now = 1_000
+
+    def __call__(self):
+        return self.now
+
+
+def _cycle(composite):
+    """One duty cycle as the runner runs it under a compiled-wait strategy: a watch built and snapshotted first."""
+    watch = IdleWatch()
+    watched = composite.add_idle_watch(watch)
+    if watched:
+        watch.snapshot()
+    return composite.do_work(), watch if watched else None
+
+
+def test_after_an_idle_cycle_only_the_agent_whose_word_changed_runs():
+    a, b, c = WordAgent("a"), WordAgent("b"), WordAgent("c")
+    composite = WatchedCompositeAgent(a, b, c, nano_time=ManualClock())
+    assert _cycle(composite)[0] == 0  # the first cycle runs everyone
+    assert (a.calls, b.calls, c.calls) == (1, 1, 1)
+    b.word[0] = 5  # lands while the thread parks on the watch of the cycle before
+    assert _cycle(composite)[0] == 1
+    assert (a.calls, b.calls, c.calls) == (1, 2, 1)
+    assert _cycle(composite)[0] == 0  # after work, everyone runs: b's work may be what a or c waits for
+    assert (a.calls, b.calls, c.calls) == (2, 3, 2)
+    assert _cycle(composite)[0] == 0  # idle, nothing changed: nobody runs
+    assert (a.calls, b.calls, c.calls) == (2, 3, 2)
+    assert composite.cycles == [2, 3, 2]
+
+
+def test_an_agent_that_names_a_later_time_at_each_watch_still_runs_by_the_first_it_named():
+    clock = ManualClock()
+    ticking = WordAgent("ticking", deadline=lambda: clock.now + 10)  # "10 from now", every time it is asked
+    woken = WordAgent("woken")
+    woken.do_work = lambda: woken.__dict__.__setitem__("calls", woken.calls + 1) or 0  # wakes, never has work
+    composite = WatchedCompositeAgent(woken, ticking, nano_time=clock)
+    _cycle(composite)  # everyone runs, at 1000
+    _, watch = _cycle(composite)  # nobody; the ticking agent named 1010 right after it ran
+    assert watch.deadline_ns == 1_010 and ticking.calls == 1
+    for now in (1_004, 1_008):  # the other agent's wakes: the ticking one is not due, and its time does not move
+        clock.now = now
+        woken.word[0] += 1
+        _, watch = _cycle(composite)
+        assert watch.deadline_ns == 1_010
+        assert ticking.calls == 1
+    assert woken.calls == 3
+    clock.now = 1_010
+    _cycle(composite)
+    assert ticking.calls == 2
+
+
+def test_a_readable_socket_runs_its_agent_and_every_agent_runs_without_a_watch():
+    import socket
+
+    class SocketAgent(WordAgent):
+        def __init__(self, name, sock):
+            super().__init__(name)
+            self.sock = sock
+
+        def add_idle_watch(self, watch):
+            watch.watch_socket(self.sock.fileno())
+            return super().add_idle_watch(watch)
+
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        receiver.bind(("127.0.0.1", 0))
+        net, other = SocketAgent("net", receiver), WordAgent("other")
+        composite = WatchedCompositeAgent(net, other, nano_time=ManualClock())
+        _cycle(composite)
+        _cycle(composite)
+        assert (net.calls, other.calls) == (1, 1)
+        sender.sendto(b"x", receiver.getsockname())
+        await_condition(lambda: select.select([receiver], [], [], 0)[0], 5.0, "the datagram readable")
+        _cycle(composite)
+        assert (net.calls, other.calls) == (2, 1)
+        composite.do_work()  # no watch built (a busy runner): everyone
+        assert (net.calls, other.calls) == (3, 2)
+    finally:
+        receiver.close()
+        sender.close()
+
+
+def test_a_composite_offers_a_watch_only_when_every_agent_does():
+    composite = WatchedCompositeAgent(WordAgent("watched"), ScriptedAgent("plain", then=0))
+    assert composite.add_idle_watch(IdleWatch()) is False
+    composite.do_work()
+    composite.do_work()
+    assert composite.cycles == [2, 2]

@@ -1,0 +1,160 @@
+"""``python -m benchmarks.cluster.member_profile [--puts N] [--idle-s S] [--layout L] [--compiled-service]``: where a member's CPU goes.
+
+Starts the cluster benchmark's 3-node aeron-numba cluster (``aeron_system.AeronClusterSystem``: backoff agents, a
+client over its own driver), then measures two windows: ``--idle-s`` seconds with nothing sent, and ``--puts``
+synchronous puts one after the other. For each node it prints the CPU of the node's process and of its service
+container (``/proc``), and how many duty cycles each agent of the node's thread ran (the ``aeron-numba agent
+cycles`` counters a one-process member keeps in its ``cnc.dat``): per second while idle, per put while busy.
+
+It answers how many Python duty cycles a put or an idle second costs and whose they are; ``python -m benchmarks
+cluster`` measures latency and ``python -m benchmarks.cluster.put_trace`` the hops of a put. The client polls in a
+loop here, on a core the cluster would otherwise have, so the busy window's CPU is not the benchmark's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.cluster.cpu import process_cpu_s
+from benchmarks.cluster.load import VALUE_SIZE
+
+WARMUP_PUTS = 20
+PUT_TIMEOUT_S = 5.0
+VALUE = b"p" * VALUE_SIZE
+
+
+def _agent_cycle_counters(system) -> dict[str, list[tuple[str, object, int]]]:
+    """``node name -> [(agent role, cnc, counter id)]`` for each running node's agent-cycle counters."""
+    from aeron_numba.kernels.counters import CountersReader
+    from aeron_numba.layout.counters import AGENT_CYCLES_COUNTER_TYPE_ID, AGENT_CYCLES_LABEL
+    from harness.aeron_dirs import NotYet, try_open_cnc
+
+    prefix = AGENT_CYCLES_LABEL.format(role="")
+    found = {}
+    for node in system.harness.running_nodes():
+        cnc = try_open_cnc(node.aeron_dir)
+        if isinstance(cnc, NotYet):
+            raise RuntimeError(f"member {node.member_id} has no ready cnc.dat in {node.aeron_dir}: {cnc}")
+        reader = CountersReader(cnc.counters_metadata_buffer, cnc.counters_values_buffer)
+        found[_node_name(node)] = [(info.label[len(prefix):], cnc, info.counter_id) for info in reader.for_each()
+                                   if info.type_id == AGENT_CYCLES_COUNTER_TYPE_ID]
+    return found
+
+
+def _node_name(node) -> str:
+    return f"member {node.member_id} ({'leader' if node.is_leader() else 'follower'})"
+
+
+def _reading(system, counters) -> dict:
+    """CPU seconds per (node, process) and cycles per (node, agent), now."""
+    from aeron_numba.kernels.counters import get_counter_value
+
+    cpu, cycles = {}, {}
+    for node in system.harness.running_nodes():
+        name = _node_name(node)
+        for pid in node.pids():
+            role = "node" if pid == node.process.pid else "service container"
+            cpu[(name, role)] = process_cpu_s(pid) or 0.0
+        for role, cnc, counter_id in counters.get(name, ()):
+            cycles[(name, role)] = int(get_counter_value(cnc.counters_values_buffer, counter_id))
+    return {"at": time.monotonic(), "cpu": cpu, "cycles": cycles}
+
+
+def _difference(before: dict, after: dict) -> tuple[float, dict, dict]:
+    seconds = after["at"] - before["at"]
+    cpu = {key: after["cpu"][key] - value for key, value in before["cpu"].items() if key in after["cpu"]}
+    cycles = {key: after["cycles"][key] - value for key, value in before["cycles"].items() if key in after["cycles"]}
+    return seconds, cpu, cycles
+
+
+def _put_synchronously(client, count: int, first_token: int) -> None:
+    answered = [False]
+
+    def on_complete(token: int, ok: bool) -> None:
+        answered[0] = True
+
+    for token in range(first_token, first_token + count):
+        answered[0] = False
+        deadline = time.monotonic() + PUT_TIMEOUT_S
+        while not client.put(f"k{token % 10}", VALUE, token):
+            client.poll(on_complete, 0)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"put {token} was not sent within {PUT_TIMEOUT_S:.0f} s")
+        while not answered[0]:
+            client.poll(on_complete, 1_000_000)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"put {token} was not acknowledged within {PUT_TIMEOUT_S:.0f} s")
+
+
+def profile(system, puts: int, idle_s: float) -> dict:
+    counters = _agent_cycle_counters(system)
+    client = system.client()
+    _put_synchronously(client, WARMUP_PUTS, 0)
+    before = _reading(system, counters)
+    time.sleep(idle_s)  # the idle window: a measurement, not a wait for a condition
+    idle = _difference(before, _reading(system, counters))
+    before = _reading(system, counters)
+    _put_synchronously(client, puts, WARMUP_PUTS)
+    busy = _difference(before, _reading(system, counters))
+    for cncs in counters.values():
+        for cnc in {id(c): c for _, c, _ in cncs}.values():
+            cnc.close()
+    return {"puts": puts, "idle": idle, "busy": busy}
+
+
+def format_profile(result: dict) -> str:
+    idle_s, idle_cpu, idle_cycles = result["idle"]
+    busy_s, busy_cpu, busy_cycles = result["busy"]
+    puts = result["puts"]
+    lines = [f"idle {idle_s:.1f} s: {sum(idle_cpu.values()) / idle_s * 100:.1f} % of a core for the members; "
+             f"{puts} synchronous puts in {busy_s:.2f} s: {sum(busy_cpu.values()) * 1e3 / puts:.2f} ms of CPU per put",
+             f"{'':34} {'idle':>14} {'busy':>14}"]
+    for key in sorted(idle_cpu):
+        lines.append(f"{key[0] + ', ' + key[1]:34} {idle_cpu[key] / idle_s * 100:11.1f} % "
+                     f"{busy_cpu.get(key, 0.0) * 1e3 / puts:8.2f} ms/put")
+    lines.append(f"{'cycles of':34} {'per second':>14} {'per put':>14}")
+    for key in sorted(idle_cycles):
+        lines.append(f"{key[0] + ', ' + key[1][:60]:34} {idle_cycles[key] / idle_s:14.0f} "
+                     f"{busy_cycles.get(key, 0) / puts:14.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluster.member_profile") -> int:
+    from aeron_numba.cli import fail
+
+    from benchmarks.cluster.aeron_system import AeronClusterSystem
+
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[1])
+    parser.add_argument("--puts", type=int, default=200, help="synchronous puts in the busy window (default 200)")
+    parser.add_argument("--idle-s", type=float, default=5.0, help="length of the idle window (default 5 s)")
+    parser.add_argument("--layout", choices=("one-process", "processes"), default="one-process",
+                        help="the members' process layout (default one-process; only it counts agent cycles)")
+    parser.add_argument("--compiled-service", action="store_true",
+                        help="the compiled key-value service (CompiledKeyValueService) instead of the Python one")
+    parser.add_argument("--root", help="directory for the cluster's files (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.puts < 1:
+        return fail(prog, f"--puts={args.puts} must be >= 1", 2)
+    if not 0 < args.idle_s <= 600:
+        return fail(prog, f"--idle-s={args.idle_s} must be > 0 and <= 600", 2)
+    root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="aeron-numba-member-profile-"))
+    system = AeronClusterSystem(compiled_service=args.compiled_service, process_layout=args.layout)
+    try:
+        system.start(root)
+        print(format_profile(profile(system, args.puts, args.idle_s)))
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        return fail(prog, f"{type(exc).__name__}: {exc}", 1)
+    finally:
+        system.stop()
+        if not args.root:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
