@@ -197,10 +197,13 @@ class AgentRunner:
         add_idle_watch = getattr(self.agent, "add_idle_watch", None)
         if not hasattr(strategy, "park_until_changed"):
             add_idle_watch = None
+        # An agent that decides from each cycle's watch what to run (WatchedCompositeAgent) gets one every cycle,
+        # busy or not.
+        every_cycle = getattr(self.agent, "runs_by_its_watch", False)
         while self._running:
             try:
                 watch = None
-                if add_idle_watch is not None and strategy.can_wait_compiled:
+                if add_idle_watch is not None and (every_cycle or strategy.can_wait_compiled):
                     watch = self._idle_watch(add_idle_watch)  # its snapshot is taken before the cycle
                 if tracker is None:
                     work_count = do_work()

@@ -142,37 +142,49 @@ class InvokedAgent:
 
 
 class WatchedCompositeAgent(CompositeAgent):
-    """Agents of one thread as one duty cycle that, once idle, runs only the agents a change concerns.
+    """Agents of one thread as one duty cycle that runs only the agents a change concerns.
 
     Every agent must offer ``add_idle_watch`` for the composite to offer one; the watch the runner builds before
     each cycle (``agent/idle_watch.py``) then holds each agent's words and sockets in a range of its own, and the
-    earliest of the times the agents named. When the previous cycle found no work anywhere, the next one runs an
-    agent only if
+    earliest of the times the agents named. A cycle that follows a watched one runs an agent only if
 
     * its words are not the ones it named last time, or one holds another value than in the snapshot before the
       previous cycle (the snapshot before this one is taken before this decision, so a later change is seen by
-      the next park);
+      the next park or the next cycle);
     * one of its sockets is readable;
     * the time it named passed. An agent that did not run keeps the earliest time it named since it last ran: it
       names its next timer afresh at each watch (a consensus module's "10 ms from now"), which would otherwise
-      move away from it for as long as other agents' wakes keep coming.
+      move away from it for as long as other agents' wakes keep coming;
+    * it, or an agent of its group, did work in the previous cycle: agents of a group call into each other in
+      Python (a client's conductor hands its owner new images), which no word shows. Between groups everything
+      goes through shared memory (streams, counters, the driver's command queue), which the words show.
 
-    After any work, and whenever the runner built no watch (busy, or a strategy that parks in Python), every
-    agent runs, as in ``CompositeAgent``: work done by one agent may be what another waits for in its own memory.
-    ``cycles``: how many times each agent ran, in order (a profile of where the thread's cycles go)."""
+    Its runner builds a watch before every cycle (``runs_by_its_watch``), busy or idle. Every agent runs whenever
+    there is no watch (a strategy that parks in Python, an agent that cannot name its work now), as in
+    ``CompositeAgent``. ``groups``: tuples of agent indexes (default: each agent alone). ``cycles``: how many
+    times each agent ran, in order (a profile of where the thread's cycles go)."""
 
-    def __init__(self, *agents, nano_time=time.monotonic_ns):
+    runs_by_its_watch = True  # its runner builds a watch before every cycle, not only once idle
+
+    def __init__(self, *agents, groups=None, nano_time=time.monotonic_ns):
         super().__init__(*agents)
-        self.cycles = [0] * len(self.agents)
-        self._nano_time = nano_time
         count = len(self.agents)
+        self.cycles = [0] * count
+        self._nano_time = nano_time
+        self._group_of = list(range(count))
+        for number, group in enumerate(groups or ()):
+            for index in group:
+                if not 0 <= index < count:
+                    raise ValueError(f"group {group!r}: agent index {index} is outside 0..{count - 1}")
+                self._group_of[index] = count + number
         self._watch = None  # the watch built for the coming cycle, and its per-agent layout
         self._ranges = np.zeros(2 * count, np.int64)
         self._sockets: list[tuple[int, int]] = [(0, 0)] * count
-        self._previous = None  # (watch, ranges) of the cycle before, when it found no work
+        self._previous = None  # the watch of the cycle before, when there was one
         self._previous_ranges = np.zeros(2 * count, np.int64)
         self._deadlines: list[int | None] = [None] * count  # earliest time each agent named since it last ran
         self._ran = [True] * count
+        self._worked_groups: set[int] = set()  # groups with an agent that did work in the previous cycle
         self._changed = np.zeros(count, np.int64)
 
     def add_idle_watch(self, watch) -> bool:
@@ -205,15 +217,16 @@ class WatchedCompositeAgent(CompositeAgent):
             work_count = self._run_all()
         else:
             work_count = self._run_due(watch, previous)
-        if watch is not None and work_count == 0:
+        if watch is not None:
             self._previous = watch
             self._previous_ranges[:] = self._ranges
         return work_count
 
     def _run_all(self) -> int:
-        ran = self._ran
+        ran, worked = self._ran, self._worked_groups
         for i in range(len(ran)):
             ran[i] = False
+        worked.clear()
         agents = self.agents
         work_count = 0
         while self._next_index < len(agents):  # as CompositeAgent's: after an exception, on past the culprit
@@ -221,7 +234,10 @@ class WatchedCompositeAgent(CompositeAgent):
             self._next_index += 1
             ran[i] = True
             self.cycles[i] += 1
-            work_count += agents[i].do_work()
+            work = agents[i].do_work()
+            if work:
+                worked.add(self._group_of[i])
+                work_count += work
         self._next_index = 0
         return work_count
 
@@ -230,15 +246,21 @@ class WatchedCompositeAgent(CompositeAgent):
         changed_agents(previous.addresses, previous.values, self._previous_ranges, watch.addresses, watch.values,
                        self._ranges, changed)
         now_ns = self._nano_time()
-        ran = self._ran
+        ran, group_of = self._ran, self._group_of
+        worked_before, worked = self._worked_groups, set()
+        self._worked_groups = worked
         work_count = 0
         for i, agent in enumerate(self.agents):
             deadline = self._deadlines[i]
-            due = changed[i] != 0 or (deadline is not None and deadline <= now_ns) or self._readable(watch, i)
+            due = (changed[i] != 0 or group_of[i] in worked_before or (deadline is not None and deadline <= now_ns)
+                   or self._readable(watch, i))
             ran[i] = due
             if due:
                 self.cycles[i] += 1
-                work_count += agent.do_work()
+                work = agent.do_work()
+                if work:
+                    worked.add(group_of[i])
+                    work_count += work
         return work_count
 
     def _readable(self, watch, i: int) -> bool:

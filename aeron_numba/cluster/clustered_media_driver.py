@@ -22,8 +22,9 @@ at termination), and its own waits invoke everything else.
 
 Each part keeps what it had in a process of its own: its files, its Aeron client (named as before), its error log
 and error counter, its duty-cycle counters (each agent's cycle is timed on its own). The thread idles with the
-driver's SHARED idle strategy, parking in compiled code on what all of them watch; after a wake only the agents
-the wake concerns run (``WatchedCompositeAgent``), so the driver's 1 ms timer runs the driver alone.
+driver's SHARED idle strategy (``member_idle_strategy``), parking in compiled code on what all of them watch, and each cycle runs only the
+agents a change concerns (``WatchedCompositeAgent``): a status message from a peer runs the driver alone, a
+consensus message the driver and then the consensus module, not the archive and the clients too.
 
 Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
 driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog
@@ -45,6 +46,32 @@ from aeron_numba.layout import counters as counters_layout
 from aeron_numba.layout.bits import NULL_VALUE
 
 log = logging.getLogger("aeron_numba.cluster")
+
+
+#: The member thread's backoff when the driver's shared idle strategy is ``backoff`` with no init args
+#: (AERON_SHARED_IDLE_STRATEGY_INIT_ARGS unset): straight to parks, 100 us doubling to 100 ms, without Aeron's spins,
+#: yields and 1 us ramp, and no polling on in the compiled network cycles after a datagram. Every wake of a member is
+#: signalled (a datagram on a watched socket, the doorbell rung by the node's other processes, the earliest deadline
+#: of its agents), so the ramp's short parks only add timer wake-ups; and members share the machine's cores, so a
+#: member polling for its peer's next datagram takes the CPU that peer needs to send it. Measured on an idle and a
+#: busy 3-member cluster against Aeron's ramp (``python -m benchmarks.cluster.member_profile --env
+#: AERON_SHARED_IDLE_STRATEGY_INIT_ARGS=10-5-1us-1ms``; docs/cluster.md has the figures).
+MEMBER_BACKOFF_INIT_ARGS = "0-0-100us-100ms"
+
+
+def uses_member_backoff(driver_ctx) -> bool:
+    """True when the member idles with ``MEMBER_BACKOFF_INIT_ARGS`` (the default backoff, no init args set)."""
+    return driver_ctx.shared_idle_strategy == "backoff" and driver_ctx.shared_idle_strategy_init_args is None
+
+
+def member_idle_strategy(driver_ctx):
+    """The idle strategy of the member's thread: the driver's shared one, or ``MEMBER_BACKOFF_INIT_ARGS`` for the
+    default backoff."""
+    from aeron_numba.agent import idle_strategy_from_name
+
+    if uses_member_backoff(driver_ctx):
+        return idle_strategy_from_name("backoff", MEMBER_BACKOFF_INIT_ARGS)
+    return driver_ctx.idle_strategy("shared_idle_strategy")
 
 
 class _MemberAgent(WatchedCompositeAgent):
@@ -80,6 +107,8 @@ class ClusteredMediaDriver:
             warm_up_archive_kernels()
             warm_up_cluster_kernels()
             self.driver = MediaDriver(driver_ctx)
+            if uses_member_backoff(driver_ctx):
+                self.driver.shared_network_cycles.idle_ns = 0  # a datagram's stretch ends once nothing is left
             driver = self._invokers["media driver"] = AgentInvoker(self.driver.shared_agent, self.driver.record_error)
             driver.start()  # the archive's and consensus module's clients are answered by it from here on
             archive_aeron = self._archive_aeron = self._connect(
@@ -112,6 +141,8 @@ class ClusteredMediaDriver:
                 InvokedAgent(cm_aeron.conductor_agent_invoker),
                 InvokedAgent(cm, self.consensus_module.duty_cycle_tracker()),
             ]
+            owners = ["", "archive", "", "consensus module", ""]  # whose client each conductor is
+            groups = [(1, 2), (3, 4)]  # a client's conductor and its owner call into each other in Python
             if service_ctx is not None:
                 service_aeron = self._service_aeron = self._connect(
                     driver, f"cluster-service-{service_ctx.cluster_id}-{service_ctx.service_id}")
@@ -124,13 +155,15 @@ class ClusteredMediaDriver:
                     container.agent, container.record_error)
                 agents += [InvokedAgent(service_aeron.conductor_agent_invoker),
                            InvokedAgent(service_starter.target, container.runner.duty_cycle_tracker)]
+                owners += ["service container", ""]
+                groups.append((5, 6))
             self.agents = tuple(agents)
             counters = self.driver.conductor.counters
-            for agent in self.agents:  # each agent's cycles, for a profile read from cnc.dat
+            for agent, owner in zip(self.agents, owners):  # each agent's cycles, for a profile read from cnc.dat
+                role = agent.role_name() + (f" of the {owner}" if owner else "")
                 agent.cycle_counter = (counters.values_buffer, counters.allocate(
-                    counters_layout.AGENT_CYCLES_LABEL.format(role=agent.role_name()),
-                    counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
-            self.runner = AgentRunner(_MemberAgent(*self.agents), self.driver.runner.idle_strategy,
+                    counters_layout.AGENT_CYCLES_LABEL.format(role=role), counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
+            self.runner = AgentRunner(_MemberAgent(*self.agents, groups=groups), member_idle_strategy(driver_ctx),
                                       self.driver.record_error)
         except BaseException:
             self.close()

@@ -208,6 +208,7 @@ class MediaDriver:
         self.threads: list[threading.Thread] = []
         self.failure: BaseException | None = None  # why a network thread ended unasked, if one did
         self._closing = False
+        self.shared_network_cycles = None  # SHARED mode: the compiled data path of the one agent (network_cycles.py)
         self.runner, self.network_runners = self._agent_runners()
         idle = ", ".join(f"{agents}={name}" for agents, name in self.ctx.agent_idle_strategies())
         log.info("media driver %s ready in %s (pid %d, threading mode %s, idle strategies %s)", DRIVER_VERSION,
@@ -247,6 +248,7 @@ class MediaDriver:
             cycles = NetworkCycles(values, network.sender, network.receiver,
                                    add_watch=self.conductor.add_work_watch, idle_strategy=idle,
                                    nano_clock=self.conductor.nano_clock)
+            self.shared_network_cycles = cycles
             runner = AgentRunner(CompositeAgent(cycles, conductor, network.sender, network.receiver), idle, record_error,
                                  duty_cycle_tracker=self._shared_tracker(conductor_cycle, sender_cycle, receiver_cycle))
             return runner, []

@@ -129,6 +129,9 @@ class AeronClusterSystem(LocalClientSystem):
         if process_layout != "one-process":
             self.name = f"aeron-{process_layout}"
             self.label = f"aeron-numba ({process_layout})"
+        elif compiled_service:  # the service on the member's thread (the node command's default for it)
+            self.name = "aeron-compiled"
+            self.label = "aeron-numba (compiled service in the member)"
         self.env = {**NODE_ENV, **(env or {})}
         self.harness = None
         self.client_driver = None

@@ -65,6 +65,7 @@ SYNC_P99_TARGET = 2.0  # synchronous put p99 / the lowest peer synchronous p99
 CPU_PER_PUT_TARGET_NS = 1_000_000  # CPU of the three members per synchronous put
 IDLE_CPU_TARGET = 0.10  # CPU of an idle 3-member cluster, in cores
 AERON_PROCESSES = "aeron-processes"
+AERON_COMPILED = "aeron-compiled"
 AERON = "aeron"
 
 PROFILES: dict[str, dict] = {
@@ -98,6 +99,12 @@ def _aeron_processes():
     return AeronClusterSystem(process_layout="processes")
 
 
+def _aeron_compiled():
+    from benchmarks.cluster.aeron_system import AeronClusterSystem
+
+    return AeronClusterSystem(compiled_service=True)
+
+
 def _pysyncobj():
     from benchmarks.cluster.pysyncobj_system import PySyncObjSystem
 
@@ -129,6 +136,7 @@ class SystemEntry:
 SYSTEMS: dict[str, SystemEntry] = {
     AERON: SystemEntry(AERON, _aeron, False, True),
     AERON_PROCESSES: SystemEntry(AERON_PROCESSES, _aeron_processes, False, True),
+    AERON_COMPILED: SystemEntry(AERON_COMPILED, _aeron_compiled, False, True),
     "pysyncobj": SystemEntry("pysyncobj", _pysyncobj, True, True),
     "pysyncobj-batch": SystemEntry("pysyncobj-batch", _pysyncobj_batch, True, False),
     "etcd": SystemEntry("etcd", _etcd, True, True),
@@ -325,6 +333,15 @@ def compute_ratios(systems: dict) -> dict:
         ratio(f"p99 at 1k/s {old} / aeron", _figure(systems, old, "fixed.1k", "p99"), ours_p99, "higher")
         ratio(f"sustained rate aeron / {old}", ours_rate, _figure(systems, old, "sustained", "msgs_per_s"), "higher")
         ratio(f"cpu per put {old} / aeron", _cpu_per_put(systems, old), _cpu_per_put(systems, AERON), "higher")
+    # The compiled service on the member's thread against the Python one in a child process of the member.
+    if AERON_COMPILED in systems:
+        new = AERON_COMPILED
+        ratio(f"sync p50 aeron / {new}", ours_sync_p50, _figure(systems, new, "sync", "p50"), "higher")
+        ratio(f"p99 at 1k/s aeron / {new}", ours_p99, _figure(systems, new, "fixed.1k", "p99"), "higher")
+        ratio(f"sustained rate {new} / aeron", _figure(systems, new, "sustained", "msgs_per_s"), ours_rate, "higher")
+        ratio(f"cpu per put aeron / {new}", _cpu_per_put(systems, AERON), _cpu_per_put(systems, new), "higher")
+        ratio(f"idle cpu aeron / {new}", _figure(systems, AERON, "idle", "cores"),
+              _figure(systems, new, "idle", "cores"), "higher")
     return ratios
 
 

@@ -1,4 +1,4 @@
-"""``python -m benchmarks.cluster.member_profile [--puts N] [--idle-s S] [--layout L] [--compiled-service]``: where a member's CPU goes.
+"""``python -m benchmarks.cluster.member_profile [options]``: where a member's CPU goes (``--help`` for options).
 
 Starts the cluster benchmark's 3-node aeron-numba cluster (``aeron_system.AeronClusterSystem``: backoff agents, a
 client over its own driver), then measures two windows: ``--idle-s`` seconds with nothing sent, and ``--puts``
@@ -136,14 +136,23 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
                         help="the members' process layout (default one-process; only it counts agent cycles)")
     parser.add_argument("--compiled-service", action="store_true",
                         help="the compiled key-value service (CompiledKeyValueService) instead of the Python one")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for every node over the benchmark's (repeatable), e.g. "
+                             "AERON_SHARED_IDLE_STRATEGY_INIT_ARGS=10-5-1us-1ms")
     parser.add_argument("--root", help="directory for the cluster's files (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.puts < 1:
         return fail(prog, f"--puts={args.puts} must be >= 1", 2)
     if not 0 < args.idle_s <= 600:
         return fail(prog, f"--idle-s={args.idle_s} must be > 0 and <= 600", 2)
+    env = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name.startswith("AERON_"):
+            return fail(prog, f"--env {item!r} must be AERON_<NAME>=<value>", 2)
+        env[name] = value
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="aeron-numba-member-profile-"))
-    system = AeronClusterSystem(compiled_service=args.compiled_service, process_layout=args.layout)
+    system = AeronClusterSystem(compiled_service=args.compiled_service, env=env, process_layout=args.layout)
     try:
         system.start(root)
         print(format_profile(profile(system, args.puts, args.idle_s)))
