@@ -57,11 +57,12 @@ class ClusterSession:
         self.response_stream_id = response_stream_id
         self.response_channel = response_channel
         self.action = action
-        self.state = State.INIT
+        self._open_table = None  # the consensus module's OpenSessionTable, once the session is one of its own
+        self._state = State.INIT
         self.correlation_id = NULL_VALUE
         self.opened_log_position = NULL_POSITION
         self.closed_log_position = NULL_POSITION
-        self.time_of_last_activity_ns = 0
+        self._time_of_last_activity_ns = 0
         self.close_reason: int | None = None
         self.encoded_principal = b""
         self.event_code = EVENT_CODES["OK"]
@@ -71,6 +72,53 @@ class ClusterSession:
         self._aeron = None
         self._registration_id = NULL_VALUE
         self.response_publication = None
+
+    # --------------------------------------------------------------------- state seen by the compiled ingress path
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, value: State) -> None:
+        """Every change of state goes through here, so that the open session table (``kernels/cluster_ingress.py``)
+        holds exactly the OPEN sessions: the compiled path appends only theirs."""
+        previous, self._state = self._state, value
+        table = self._open_table
+        if table is not None and (previous is State.OPEN) != (value is State.OPEN):
+            if value is State.OPEN:
+                table.add(self.id)
+            else:
+                self._time_of_last_activity_ns = self._activity_in(previous)
+                table.remove(self.id)
+
+    def _activity_in(self, state: State) -> int:
+        activity = self._time_of_last_activity_ns
+        table = self._open_table
+        if table is not None and state is State.OPEN:
+            activity = max(activity, table.activity_ns(self.id))
+        return activity
+
+    @property
+    def time_of_last_activity_ns(self) -> int:
+        """The latest of what the Python paths set and, while OPEN, of the compiled ingress path's appends."""
+        return self._activity_in(self._state)
+
+    @time_of_last_activity_ns.setter
+    def time_of_last_activity_ns(self, value: int) -> None:
+        self._time_of_last_activity_ns = value
+
+    def attach_open_table(self, table) -> None:
+        """Keep ``table`` (an ``OpenSessionTable``) in step with this session's state from now on."""
+        self._open_table = table
+        if self._state is State.OPEN:
+            table.add(self.id)
+
+    def detach_open_table(self) -> None:
+        table = self._open_table
+        if table is not None:
+            self._time_of_last_activity_ns = self.time_of_last_activity_ns
+            table.remove(self.id)
+            self._open_table = None
 
     def __repr__(self) -> str:
         return (f"ClusterSession{{id={self.id}, correlationId={self.correlation_id}, "

@@ -62,6 +62,7 @@ from aeron_numba.codecs.channel_uri import (
     TERM_OFFSET_PARAM, UDP_MEDIA, ChannelUri)
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.codecs.cluster_proxies import ConsensusPublisher, ServiceProxy
+from aeron_numba.kernels.cluster_ingress import OpenSessionTable
 from aeron_numba.layout import cluster as C
 from aeron_numba.layout.bits import NULL_VALUE, semantic_version_major, semantic_version_string
 from aeron_numba.layout.cluster import ClusterControlToggle, ClusterRole, ConsensusModuleState, ElectionState
@@ -210,6 +211,7 @@ class ConsensusModuleAgent:
         self.next_session_id = 1
         self.sessions: list[ClusterSession] = []
         self.session_by_id: dict[int, ClusterSession] = {}
+        self.open_sessions = OpenSessionTable()  # the OPEN ones, for the compiled ingress path
         self.pending_user_sessions: list[ClusterSession] = []
         self.rejected_user_sessions: list[ClusterSession] = []
         self.redirect_user_sessions: list[ClusterSession] = []
@@ -772,8 +774,19 @@ class ConsensusModuleAgent:
             return 1
         return 0
 
+    def _ingress_to_log(self, timestamp: int):
+        """What the compiled ingress path appends with (``IngressAdapter.poll``): the term, the cluster time and
+        the activity time it stands for, the log publication and the open sessions; None (the codec path) while
+        there is no mapped log publication to append to: none yet, closed, or one with no log of its own."""
+        publication = self.log_publisher.publication
+        if getattr(publication, "log_buffer", None) is None or getattr(publication, "limit_buffer", None) is None:
+            return None
+        return (self.leadership_term_id, timestamp, self.cluster_clock.convert_to_nanos(timestamp), publication,
+                self.open_sessions)
+
     def _add_session(self, session: ClusterSession) -> None:
         self.session_by_id[session.id] = session
+        session.attach_open_table(self.open_sessions)
         index = len(self.sessions)
         while index > 0 and self.sessions[index - 1].id > session.id:
             index -= 1
@@ -781,6 +794,7 @@ class ConsensusModuleAgent:
 
     def _close_session(self, session: ClusterSession) -> None:
         self.session_by_id.pop(session.id, None)
+        session.detach_open_table()
         for i in range(len(self.sessions) - 1, -1, -1):
             if self.sessions[i].id == session.id:
                 del self.sessions[i]
@@ -1171,7 +1185,7 @@ class ConsensusModuleAgent:
                 work_count += self.timer_service.poll(timestamp)
                 for tracker in self.pending_service_message_trackers:
                     work_count += tracker.poll()
-                work_count += self.ingress_adapter.poll()
+                work_count += self.ingress_adapter.poll(self._ingress_to_log(timestamp))
             work_count += self._update_leader_position_now(now_ns)
         else:
             if self.state in (ConsensusModuleState.ACTIVE, ConsensusModuleState.SUSPENDED):

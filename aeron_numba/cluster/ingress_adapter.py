@@ -2,6 +2,10 @@
 when IPC ingress is allowed), reassembled by a ``ControlledFragmentAssembler`` and decoded by an ``SbeAdapter``
 over ``codecs.cluster_messages.INGRESS``; each message becomes a call on the consensus module agent.
 
+On the leader, the messages that are most of ingress, an open session's application messages, go to the log in
+compiled code instead (``kernels/cluster_ingress.py``): no message object, no dict, no copy but the one into the
+log. The kernel stops before anything else, which takes the path above.
+
 An application message that the log cannot take yet (back pressure) is left in the subscription (ABORT) and
 delivered again next duty cycle, so ingress is never dropped for a full log. Malformed ingress is counted and
 reported to the agent's error handler, never passed on.
@@ -9,9 +13,13 @@ reported to the agent's error handler, never passed on.
 
 from __future__ import annotations
 
+import numpy as np
+
 from aeron_numba.client.fragment_assembler import CONTINUE, ControlledFragmentAssembler
 from aeron_numba.codecs.cluster_messages import CLUSTER, INGRESS
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
+from aeron_numba.kernels.cluster_ingress import RESULT_LENGTH, RESULT_STOPPED, STOPPED_AT_PYTHON, ingress_to_log
+from aeron_numba.layout.publication_status import CLAIM_LENGTH
 
 _SESSION_MESSAGE = CLUSTER.schema.message("SessionMessageHeader").template_id
 
@@ -24,17 +32,60 @@ class IngressAdapter:
         self.ipc_subscription = None
         self._sbe = SbeAdapter(CLUSTER, self, INGRESS, on_error=on_error, name="IngressAdapter")
         self._assembler = ControlledFragmentAssembler(self.on_fragment)
+        self._handles: dict[int, tuple] = {}  # id(image) -> (image, its compiled handle)
+        self._result = np.zeros(RESULT_LENGTH, np.int64)
+        self._claim = np.zeros(CLAIM_LENGTH, np.int64)
 
     def connect(self, subscription, ipc_subscription=None) -> None:
         self.subscription = subscription
         self.ipc_subscription = ipc_subscription
 
-    def poll(self) -> int:
+    def poll(self, append=None) -> int:
+        """Poll both subscriptions; ``append`` (the leader's: leadership term id, cluster time, its activity time in
+        ns, the log publication, the open session table) sends their session messages through the compiled path
+        (``_poll_compiled``)."""
         work_count = 0
-        if self.subscription is not None:
-            work_count += self.subscription.controlled_poll(self._assembler.on_fragment, self.fragment_limit)
-        if self.ipc_subscription is not None:
-            work_count += self.ipc_subscription.controlled_poll(self._assembler.on_fragment, self.fragment_limit)
+        for subscription in (self.subscription, self.ipc_subscription):
+            if subscription is None:
+                continue
+            if append is None:
+                work_count += subscription.controlled_poll(self._assembler.on_fragment, self.fragment_limit)
+            else:
+                work_count += self._poll_compiled(subscription, append)
+        return work_count
+
+    def _poll_compiled(self, subscription, append) -> int:
+        """Each image through ``kernels.cluster_ingress.ingress_to_log`` up to the fragment limit; where it stops
+        before a frame Python must decide on, that one fragment goes through the codec path, then the kernel goes
+        on. Back pressure ends the image's turn, leaving the message for the next poll."""
+        leadership_term_id, timestamp, activity_ns, publication, sessions = append
+        result, claim = self._result, self._claim
+        work_count = 0
+        for image in subscription.images:
+            handle = self._handles.get(id(image))
+            if handle is None or handle[0] is not image:
+                if image.is_closed:
+                    continue
+                handle = self._handles[id(image)] = (image, image.compiled())
+            compiled = handle[1]
+            budget = self.fragment_limit
+            while budget > 0:
+                count = ingress_to_log(compiled.log, compiled.position_buffer, compiled.position_offset,
+                                       compiled.state, budget, publication.log_buffer, publication.pub_state,
+                                       publication.limit_buffer, claim, sessions.table, leadership_term_id,
+                                       timestamp, activity_ns, result)
+                budget -= count
+                work_count += count
+                if result[RESULT_STOPPED] != STOPPED_AT_PYTHON or budget <= 0:
+                    break
+                image.sync_position()  # the kernel moved the position under the image's Python peek
+                taken = image.controlled_poll(self._assembler.on_fragment, 1)
+                if taken == 0:  # ABORT: the log did not take it
+                    break
+                budget -= taken
+                work_count += taken
+        if any(image.is_closed for image, _ in self._handles.values()):  # let go of the logs of images gone
+            self._handles = {key: entry for key, entry in self._handles.items() if not entry[0].is_closed}
         return work_count
 
     def close(self) -> None:

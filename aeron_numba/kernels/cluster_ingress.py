@@ -1,0 +1,195 @@
+"""The leader's compiled ingress path: client session messages from an ingress image appended to the log without
+Python per message (Aeron's ``IngressAdapter.onFragment`` -> ``ConsensusModuleAgent.onIngressMessage`` ->
+``LogPublisher.appendMessage``).
+
+``ingress_to_log`` reads the image's frames in place from the subscriber position. For each unfragmented
+``SessionMessageHeader`` (schema 111) of the current leadership term from an open session it claims a frame of the
+same length in the log publication, writes the log's ``SessionMessageHeader`` (the term, the session, the cluster
+time of this poll) and the application's bytes, commits it, and stores the session's activity time. It stops
+*before* any frame the Python path must decide on: another message (connect, close, keep-alive, admin request,
+challenge response), a fragment of a large message, another term, a session not in the table, another block
+length. It also stops before a message the log cannot take now (back pressure, not connected): the message stays
+in the image, as the Python path's ABORT leaves it, and is tried again next duty cycle. A rotation of the log's
+term (ADMIN_ACTION) is retried at once. The subscriber position is stored once, after the last frame consumed.
+
+The open sessions are an ``int64`` table the consensus module keeps (``OpenSessionTable``): only sessions in the
+OPEN state are in it, so a message the table does not know goes to Python, which drops it or not as Aeron does.
+
+```
+sessions: 0 count | 1 + 2i cluster session id | 2 + 2i time of last activity (ns)
+result:   0 why it stopped (STOPPED_*) | 1 log position after the last append (0: none)
+```
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import types
+
+from aeron_numba.jit import kernel
+from aeron_numba.kernels import atomics
+from aeron_numba.kernels.bits import align
+from aeron_numba.kernels.cluster_service_log import (
+    CLUSTER_SESSION_ID_OFFSET,
+    LEADERSHIP_TERM_ID_OFFSET,
+    SCHEMA_ID,
+    SCHEMA_VERSION,
+    SESSION_HEADER_LENGTH,
+    SESSION_MESSAGE_BLOCK_LENGTH,
+    SESSION_MESSAGE_TEMPLATE_ID,
+    TIMESTAMP_OFFSET,
+)
+from aeron_numba.kernels.memory import copy_bytes
+from aeron_numba.kernels.position import index_by_position, position_bits_to_shift, to_int32
+from aeron_numba.kernels.term_appender import commit_claim, exclusive_try_claim, log_initial_term_id, log_term_length
+from aeron_numba.layout.frame import (
+    FLAGS_FIELD_OFFSET,
+    FRAME_ALIGNMENT,
+    HDR_TYPE_PAD,
+    HEADER_LENGTH,
+    TERM_ID_FIELD_OFFSET,
+    TYPE_FIELD_OFFSET,
+    UNFRAGMENTED,
+)
+from aeron_numba.layout.publication_status import ADMIN_ACTION, CLAIM_FRAME_OFFSET
+
+# Why the poll stopped (result[RESULT_STOPPED]).
+STOPPED_NOTHING_LEFT = 0  # no more frames, or the fragment limit
+STOPPED_AT_PYTHON = 1  # before a frame the Python path takes
+STOPPED_AT_BACK_PRESSURE = 2  # before a message the log did not take
+RESULT_STOPPED = 0
+RESULT_APPENDED_POSITION = 1
+RESULT_LENGTH = 2
+
+_BLOCK_LENGTH_OFFSET = 0
+_TEMPLATE_ID_OFFSET = 2
+_SCHEMA_ID_OFFSET = 4
+_VERSION_OFFSET = 6
+
+_SIG = types.int64(types.uint8[::1], types.uint8[::1], types.int64, types.uint8[::1], types.int64, types.uint8[::1],
+                   types.int64[::1], types.uint8[::1], types.int64[::1], types.int64[::1], types.int64, types.int64,
+                   types.int64, types.int64[::1])
+
+
+@kernel(inline="always")
+def _session_slot(sessions, cluster_session_id):
+    for i in range(sessions[0]):
+        if sessions[1 + 2 * i] == cluster_session_id:
+            return 1 + 2 * i
+    return -1
+
+
+@kernel(_SIG)
+def ingress_to_log(log, position_buf, position_offset, closed_word, fragment_limit, pub_log, pub_state, pub_limit_buf,
+                   claim, sessions, leadership_term_id, timestamp, activity_ns, result):
+    """Append up to ``fragment_limit`` session messages of ``log`` (an ingress image) to ``pub_log`` (the log
+    publication); returns the ingress fragments consumed (see the module docstring). ``closed_word``: the image
+    handle's, nonzero once closed (nothing is read)."""
+    result[RESULT_STOPPED] = STOPPED_NOTHING_LEFT
+    result[RESULT_APPENDED_POSITION] = 0
+    if atomics.get_int64_acquire(closed_word, 0) != 0:
+        return 0
+    position = atomics.get_int64(position_buf, position_offset)
+    term_length = log_term_length(log)
+    shift = position_bits_to_shift(term_length)
+    term_offset = position & (term_length - 1)
+    term_base = index_by_position(position, shift) * term_length
+    term_id = to_int32(log_initial_term_id(log) + ((position - term_offset) >> shift))
+    offset = term_offset
+    fragments = 0
+    while fragments < fragment_limit and offset < term_length:
+        frame_offset = term_base + offset
+        frame_length = atomics.get_int32_acquire(log, frame_offset)
+        if frame_length < HEADER_LENGTH or offset + align(frame_length, FRAME_ALIGNMENT) > term_length:
+            break
+        if atomics.get_int32(log, frame_offset + TERM_ID_FIELD_OFFSET) != term_id:
+            break
+        aligned = align(frame_length, FRAME_ALIGNMENT)
+        if (atomics.get_int16(log, frame_offset + TYPE_FIELD_OFFSET) & 0xFFFF) == HDR_TYPE_PAD:
+            offset += aligned
+            continue
+        message = frame_offset + HEADER_LENGTH
+        length = frame_length - HEADER_LENGTH
+        flags = atomics.get_int8(log, frame_offset + FLAGS_FIELD_OFFSET) & 0xFF
+        if (flags & UNFRAGMENTED) != UNFRAGMENTED or length < SESSION_HEADER_LENGTH \
+                or (atomics.get_int16(log, message + _SCHEMA_ID_OFFSET) & 0xFFFF) != SCHEMA_ID \
+                or (atomics.get_int16(log, message + _TEMPLATE_ID_OFFSET) & 0xFFFF) != SESSION_MESSAGE_TEMPLATE_ID \
+                or (atomics.get_int16(log, message + _BLOCK_LENGTH_OFFSET) & 0xFFFF) != SESSION_MESSAGE_BLOCK_LENGTH \
+                or atomics.get_int64(log, message + LEADERSHIP_TERM_ID_OFFSET) != leadership_term_id:
+            result[RESULT_STOPPED] = STOPPED_AT_PYTHON
+            break
+        cluster_session_id = atomics.get_int64(log, message + CLUSTER_SESSION_ID_OFFSET)
+        slot = _session_slot(sessions, cluster_session_id)
+        if slot < 0:
+            result[RESULT_STOPPED] = STOPPED_AT_PYTHON
+            break
+        appended = exclusive_try_claim(pub_log, pub_state, pub_limit_buf, length, claim)
+        if appended == ADMIN_ACTION:  # the claim rotated the log's term: the next one is in the new term
+            appended = exclusive_try_claim(pub_log, pub_state, pub_limit_buf, length, claim)
+        if appended < 0:
+            result[RESULT_STOPPED] = STOPPED_AT_BACK_PRESSURE
+            break
+        at = claim[CLAIM_FRAME_OFFSET] + HEADER_LENGTH
+        atomics.put_int16(pub_log, at + _BLOCK_LENGTH_OFFSET, SESSION_MESSAGE_BLOCK_LENGTH)
+        atomics.put_int16(pub_log, at + _TEMPLATE_ID_OFFSET, SESSION_MESSAGE_TEMPLATE_ID)
+        atomics.put_int16(pub_log, at + _SCHEMA_ID_OFFSET, SCHEMA_ID)
+        atomics.put_int16(pub_log, at + _VERSION_OFFSET, SCHEMA_VERSION)
+        atomics.put_int64(pub_log, at + LEADERSHIP_TERM_ID_OFFSET, leadership_term_id)
+        atomics.put_int64(pub_log, at + CLUSTER_SESSION_ID_OFFSET, cluster_session_id)
+        atomics.put_int64(pub_log, at + TIMESTAMP_OFFSET, timestamp)
+        copy_bytes(pub_log, at + SESSION_HEADER_LENGTH, log, message + SESSION_HEADER_LENGTH,
+                   length - SESSION_HEADER_LENGTH)
+        commit_claim(pub_log, claim)
+        sessions[slot + 1] = activity_ns
+        result[RESULT_APPENDED_POSITION] = appended
+        offset += aligned
+        fragments += 1
+    if offset > term_offset:
+        atomics.put_int64_release(position_buf, position_offset, position + (offset - term_offset))
+    return fragments
+
+
+class OpenSessionTable:
+    """The consensus module's open sessions as the compiled ingress path reads them (the module docstring's
+    ``sessions`` table): ``add`` when a session opens, ``remove`` when it leaves OPEN; ``activity_ns(id)`` is the
+    time of the last message the compiled path appended for it (0: none)."""
+
+    def __init__(self, capacity: int = 64):
+        self.table = np.zeros(1 + 2 * max(1, capacity), np.int64)
+
+    def __len__(self) -> int:
+        return int(self.table[0])
+
+    def _slot(self, cluster_session_id: int) -> int:
+        table = self.table
+        for i in range(int(table[0])):
+            if table[1 + 2 * i] == cluster_session_id:
+                return 1 + 2 * i
+        return -1
+
+    def add(self, cluster_session_id: int) -> None:
+        if self._slot(cluster_session_id) >= 0:
+            return
+        count = int(self.table[0])
+        if 1 + 2 * (count + 1) > self.table.shape[0]:
+            grown = np.zeros(1 + 4 * (count + 1), np.int64)
+            grown[:self.table.shape[0]] = self.table
+            self.table = grown
+        self.table[1 + 2 * count] = cluster_session_id
+        self.table[2 + 2 * count] = 0
+        self.table[0] = count + 1
+
+    def remove(self, cluster_session_id: int) -> None:
+        slot = self._slot(cluster_session_id)
+        if slot < 0:
+            return
+        last = 1 + 2 * (int(self.table[0]) - 1)
+        self.table[slot], self.table[slot + 1] = self.table[last], self.table[last + 1]
+        self.table[0] -= 1
+
+    def activity_ns(self, cluster_session_id: int) -> int:
+        slot = self._slot(cluster_session_id)
+        return 0 if slot < 0 else int(self.table[slot + 1])
+
+    def clear(self) -> None:
+        self.table[0] = 0
