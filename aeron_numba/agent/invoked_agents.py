@@ -13,9 +13,10 @@ its archive's answer, the archive for the driver's) waits forever unless the wai
   counts what they did as work, so a wait that made progress is not followed by a park;
 * the thread's runner drives every agent in turn through ``InvokedAgent``, which times each one's cycle for its own
   duty-cycle counters and ends the whole thread when one of them stops by itself;
-* ``WatchedCompositeAgent`` runs them as one duty cycle, and after a cycle in which none had work, only those whose
-  idle watch says they may have some now: a word of theirs changed, a socket of theirs is readable, or the time
-  they named passed. A driver's 1 ms timer then costs the driver's cycle, not every agent's.
+* ``WatchedCompositeAgent`` runs them as one duty cycle of which each cycle runs only the agents whose idle watch
+  says they may have work: a word of theirs changed, a socket of theirs is readable, the time they named passed,
+  or their group worked in the cycle before. A peer's status message then costs the driver's cycle, not every
+  agent's.
 """
 
 from __future__ import annotations

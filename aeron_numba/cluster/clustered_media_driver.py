@@ -22,9 +22,9 @@ at termination), and its own waits invoke everything else.
 
 Each part keeps what it had in a process of its own: its files, its Aeron client (named as before), its error log
 and error counter, its duty-cycle counters (each agent's cycle is timed on its own). The thread idles with the
-driver's SHARED idle strategy (``member_idle_strategy``), parking in compiled code on what all of them watch, and each cycle runs only the
-agents a change concerns (``WatchedCompositeAgent``): a status message from a peer runs the driver alone, a
-consensus message the driver and then the consensus module, not the archive and the clients too.
+driver's SHARED idle strategy (``member_idle_strategy``), parking in compiled code on what all of them watch, and
+each cycle runs only the agents a change concerns (``WatchedCompositeAgent``): a status message from a peer runs
+the driver alone, a consensus message the driver and then the consensus module, not the archive and the clients.
 
 Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
 driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog

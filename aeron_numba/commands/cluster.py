@@ -105,8 +105,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                     "in this process, the clustered service container on their thread (a compiled service) or in a\n"
                     "child (--layout processes: the consensus module here, the other three as child processes).\n"
                     "Settings come from AERON_*, AERON_ARCHIVE_* and AERON_CLUSTER_* environment variables; the\n"
-                    f"flags set the common ones.\n\n'{prog} demo' starts a 3-node cluster with the example service on 127.0.0.1-3,\n"
-                    "sends it messages from a client, kills the leader while it runs, and tells what happened.",
+                    "flags set the common ones.\n\n"
+                    f"'{prog} demo' starts a 3-node cluster with the example service on 127.0.0.1-3, sends it\n"
+                    "messages from a client, kills the leader while it runs, and tells what happened.",
         epilog="\n\n".join(sections) + "\n\nWhat each one means: docs/settings.md, or: python -m aeron_numba settings")
     for flag, (env, about) in FLAGS.items():
         parser.add_argument(flag, help=f"{about} (default: ${env})")
@@ -336,6 +337,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         settings.environ[cli.LOG_LEVEL_ENV] = logging.getLevelName(level)
     os.environ.update(settings.environ)  # MediaDriverProcess passes this process's environment on
     if args.layout == LAYOUT_PROCESSES:
+        if args.service_container != SERVICE_AUTO:
+            return fail(parser.prog, f"--service-container {args.service_container}: only the one-process layout "
+                                     f"places the service container (--layout processes always runs it in a child)",
+                        EXIT_USAGE)
         return run_node(parser.prog, settings)
     from aeron_numba.driver.context import THREADING_MODE_SHARED
 

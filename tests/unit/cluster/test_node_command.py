@@ -135,3 +135,28 @@ def test_loopback_cluster_refuses_what_does_not_fit(tmp_path, kwargs, message):
         LoopbackCluster(tmp_path, **kwargs)
     with pytest.raises(ConfigurationError, match="member_id=3"):
         LoopbackCluster(tmp_path).node_environment(3)
+
+
+def test_placing_the_service_container_is_refused_with_the_processes_layout(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AERON_CLUSTER_MEMBERS=MEMBERS, AERON_CLUSTER_MEMBER_ID="0",
+               AERON_CLUSTER_INGRESS_CHANNEL="aeron:udp", AERON_DIR=str(tmp_path / "aeron"))
+    result = subprocess.run([sys.executable, "-m", "aeron_numba.cluster", "--cluster-dir", str(tmp_path / "c"),
+                             "--archive-dir", str(tmp_path / "a"), "--service", SERVICE, "--layout", "processes",
+                             "--service-container", "member"],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("python -m aeron_numba.cluster: --service-container member: only the one-process "
+                             "layout places the service container (--layout processes always runs it in a child)\n")
+    assert not (tmp_path / "aeron").exists() and not (tmp_path / "c").exists()
+
+
+def test_auto_runs_a_compiled_service_on_the_members_thread_and_a_python_one_in_a_child():
+    from aeron_numba.cluster.examples.key_value_service import CompiledKeyValueService, KeyValueService
+
+    class Busy(CompiledKeyValueService):
+        def do_background_work(self, now_ns):  # work of its own every cycle: not on the consensus module's thread
+            return 0
+
+    assert node_command.is_compiled_service(CompiledKeyValueService(capacity=16))
+    assert not node_command.is_compiled_service(KeyValueService())
+    assert not node_command.is_compiled_service(Busy(capacity=16))
