@@ -28,7 +28,6 @@ from numba import types
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
-from aeron_numba.kernels.bits import align
 from aeron_numba.kernels.cluster_service_log import (
     CLUSTER_SESSION_ID_OFFSET,
     LEADERSHIP_TERM_ID_OFFSET,
@@ -38,16 +37,15 @@ from aeron_numba.kernels.cluster_service_log import (
     SESSION_MESSAGE_BLOCK_LENGTH,
     SESSION_MESSAGE_TEMPLATE_ID,
     TIMESTAMP_OFFSET,
+    term_cursor,
+    whole_frame_length,
 )
 from aeron_numba.kernels.memory import copy_bytes
-from aeron_numba.kernels.position import index_by_position, position_bits_to_shift, to_int32
-from aeron_numba.kernels.term_appender import commit_claim, exclusive_try_claim, log_initial_term_id, log_term_length
+from aeron_numba.kernels.term_appender import commit_claim, exclusive_try_claim
 from aeron_numba.layout.frame import (
     FLAGS_FIELD_OFFSET,
-    FRAME_ALIGNMENT,
     HDR_TYPE_PAD,
     HEADER_LENGTH,
-    TERM_ID_FIELD_OFFSET,
     TYPE_FIELD_OFFSET,
     UNFRAGMENTED,
 )
@@ -90,21 +88,15 @@ def ingress_to_log(log, position_buf, position_offset, closed_word, fragment_lim
     if atomics.get_int64_acquire(closed_word, 0) != 0:
         return 0
     position = atomics.get_int64(position_buf, position_offset)
-    term_length = log_term_length(log)
-    shift = position_bits_to_shift(term_length)
-    term_offset = position & (term_length - 1)
-    term_base = index_by_position(position, shift) * term_length
-    term_id = to_int32(log_initial_term_id(log) + ((position - term_offset) >> shift))
+    term_length, term_offset, term_base, term_id = term_cursor(log, position)
     offset = term_offset
     fragments = 0
     while fragments < fragment_limit and offset < term_length:
         frame_offset = term_base + offset
-        frame_length = atomics.get_int32_acquire(log, frame_offset)
-        if frame_length < HEADER_LENGTH or offset + align(frame_length, FRAME_ALIGNMENT) > term_length:
+        aligned = whole_frame_length(log, frame_offset, offset, term_length, term_id)
+        if aligned == 0:
             break
-        if atomics.get_int32(log, frame_offset + TERM_ID_FIELD_OFFSET) != term_id:
-            break
-        aligned = align(frame_length, FRAME_ALIGNMENT)
+        frame_length = atomics.get_int32(log, frame_offset)
         if (atomics.get_int16(log, frame_offset + TYPE_FIELD_OFFSET) & 0xFFFF) == HDR_TYPE_PAD:
             offset += aligned
             continue

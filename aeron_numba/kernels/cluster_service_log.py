@@ -100,6 +100,29 @@ def new_outbox(length: int = DEFAULT_OUTBOX_LENGTH) -> np.ndarray:
     return outbox
 
 
+@kernel(inline="always")
+def term_cursor(log, position):
+    """Where ``position`` is in ``log``: (term length, offset in the term, the term's partition offset, term id)."""
+    term_length = log_term_length(log)
+    shift = position_bits_to_shift(term_length)
+    term_offset = position & (term_length - 1)
+    term_base = index_by_position(position, shift) * term_length
+    term_id = to_int32(log_initial_term_id(log) + ((position - term_offset) >> shift))
+    return term_length, term_offset, term_base, term_id
+
+
+@kernel(inline="always")
+def whole_frame_length(log, frame_offset, offset, term_length, term_id):
+    """The aligned length of the committed frame of term ``term_id`` at ``frame_offset`` (``offset`` in its term),
+    or 0 when there is none yet (not committed, not of this term, or not whole in the term)."""
+    frame_length = atomics.get_int32_acquire(log, frame_offset)
+    if frame_length < HEADER_LENGTH or offset + align(frame_length, FRAME_ALIGNMENT) > term_length:
+        return 0
+    if atomics.get_int32(log, frame_offset + TERM_ID_FIELD_OFFSET) != term_id:
+        return 0
+    return align(frame_length, FRAME_ALIGNMENT)
+
+
 _POLL_SIG = types.int64(types.uint8[::1], types.uint8[::1], types.int64, types.uint8[::1], types.int64, types.int64,
                         SessionMessageHandler, types.uint8[::1], types.uint8[::1], types.int64[::1])
 
@@ -113,21 +136,15 @@ def bounded_session_poll(log, position_buf, position_offset, closed_word, limit_
     if atomics.get_int64_acquire(closed_word, 0) != 0:
         return 0
     position = atomics.get_int64(position_buf, position_offset)
-    term_length = log_term_length(log)
-    shift = position_bits_to_shift(term_length)
-    term_offset = position & (term_length - 1)
-    term_base = index_by_position(position, shift) * term_length
-    term_id = to_int32(log_initial_term_id(log) + ((position - term_offset) >> shift))
+    term_length, term_offset, term_base, term_id = term_cursor(log, position)
     offset = term_offset
     fragments = 0
     while fragments < fragment_limit and offset < term_length:
         frame_offset = term_base + offset
-        frame_length = atomics.get_int32_acquire(log, frame_offset)
-        if frame_length < HEADER_LENGTH or offset + align(frame_length, FRAME_ALIGNMENT) > term_length:
+        aligned = whole_frame_length(log, frame_offset, offset, term_length, term_id)
+        if aligned == 0:
             break
-        if atomics.get_int32(log, frame_offset + TERM_ID_FIELD_OFFSET) != term_id:
-            break
-        aligned = align(frame_length, FRAME_ALIGNMENT)
+        frame_length = atomics.get_int32(log, frame_offset)
         if position + (offset + aligned - term_offset) > limit_position:
             break
         if (atomics.get_int16(log, frame_offset + TYPE_FIELD_OFFSET) & 0xFFFF) == HDR_TYPE_PAD:
