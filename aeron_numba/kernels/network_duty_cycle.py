@@ -83,8 +83,7 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
     last_work = start
     work = 0
     empty_passes = 0
-    # The first pass is pass 0, which reads every socket, quiet or not: a call that returns idle before its eighth
-    # pass would otherwise leave a quiet socket's datagram (a SETUP, a first status message) to the next call.
+    # The first pass is pass 0, which reads every socket, quiet or not (so does the last: see going idle below).
     passes = -1
     while True:
         now = monotonic_ns()
@@ -156,8 +155,12 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
             last_work = now
             empty_passes = 0
         elif now - last_work >= idle_ns:
-            _finish(result, work, RETURN_IDLE, 0, 0)
-            return
+            if (passes & QUIET_SOCKET_POLL_MASK) == 0:
+                _finish(result, work, RETURN_IDLE, 0, 0)
+                return
+            # Go idle only after a pass that read every socket: a datagram on a quiet socket (a first status
+            # message, a SETUP) is taken now, not left for the next call however slowly the passes ran.
+            passes |= QUIET_SOCKET_POLL_MASK
         else:
             empty_passes += 1
             if (empty_passes & yield_mask) == 0:
