@@ -38,6 +38,10 @@ class UnicastFlowControl:
     def on_idle(self, now_ns: int, sender_limit: int) -> int:
         return sender_limit
 
+    def next_idle_ns(self) -> int | None:
+        """When ``on_idle`` next changes anything (a receiver times out), or None: never."""
+        return None
+
     def has_required_receivers(self) -> bool:
         return True
 
@@ -76,6 +80,11 @@ class MinFlowControl:
                             if now_ns - r.time_of_last_sm_ns > self.receiver_timeout_ns]:
             del self.receivers[receiver_id]
         return self._pick(sender_limit)
+
+    def next_idle_ns(self) -> int | None:
+        if not self.receivers:
+            return None
+        return min(r.time_of_last_sm_ns for r in self.receivers.values()) + self.receiver_timeout_ns + 1
 
     def has_required_receivers(self) -> bool:
         return bool(self.receivers)

@@ -8,9 +8,9 @@ receivers, detects loss and sends the images' status messages for as long as not
 ``budget_ns`` at a time (less when Python serves some stream, or when the conductor's timer is due sooner), and
 hands back what does (SETUPs and other frames of no image, other control frames, a NAK due) to the endpoints and
 images that handle them. The sockets in its tables are marked ``read_compiled``: the sender's and receiver's Python
-polls leave them to it. Only fast paths go in: publications whose endpoint sends to one address and sockets of
-ordinary endpoints (multi-destination ones stay with the Python cycles); the loss generator decides in compiled
-code too.
+polls leave them to it. Every publication's data is sent here, to its endpoint's address or to each destination
+of a multi-destination-cast endpoint; the sockets of ordinary receive endpoints are read here (multi-destination
+subscriptions' stay with the Python cycles); the loss generator decides in compiled code too.
 
 After a pass that found work it keeps polling in compiled code, since the next datagram of a busy stream is usually
 microseconds away, waiting as the runner's idle strategy would (``compiled_idle``): until the budget under a
@@ -32,6 +32,7 @@ import numpy as np
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.driver.loss_generator import LossGenerator
 from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH
+from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
 from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import network_duty_cycle as ndc
 from aeron_numba.kernels import publication_sender
@@ -39,8 +40,8 @@ from aeron_numba.kernels import publication_sender
 #: Longest compiled stretch before the Python cycles run again (heartbeats, SETUPs, timers) when the compiled path
 #: serves every stream ...
 DEFAULT_BUDGET_NS = 1_000_000
-#: ... and when Python serves some (status messages of multi-destination or multicast images, sends to several
-#: destinations): their flow control waits for the Python cycles.
+#: ... and when Python serves some (the data and status messages of multi-destination subscriptions' images, the
+#: status messages of multicast images): their flow control waits for the Python cycles.
 PYTHON_SERVED_BUDGET_NS = 100_000
 #: After work, how long to keep polling in compiled code before handing the idle to the runner.
 DEFAULT_IDLE_NS = 50_000
@@ -130,10 +131,10 @@ class NetworkCycles:
         rows = []
         for publication in self.sender.publications if self.sender is not None else ():
             endpoint = publication.endpoint
-            publication.data_sent_compiled = endpoint.remote_sockaddr is not None
-            if publication.data_sent_compiled:
-                rows.append((publication.row.ctypes.data, endpoint.transport.fd, endpoint.remote_sockaddr.ctypes.data,
-                             control_endpoints.index(endpoint)))
+            publication.data_sent_compiled = True
+            sockaddr_address, destinations_address = endpoint.send_addresses()
+            rows.append((publication.row.ctypes.data, endpoint.transport.fd, sockaddr_address,
+                         control_endpoints.index(endpoint), destinations_address))
         return np.array(rows, np.int64).reshape(len(rows), publication_sender.TABLE_COLUMNS)
 
     def _receive_sockets(self) -> tuple[np.ndarray, list]:
@@ -155,7 +156,8 @@ class NetworkCycles:
         and, at best, miss the new settings (a partition that drops nothing). Building the tables each cycle cost
         about a tenth of a busy driver's CPU."""
         key = (self.sender.version if self.sender is not None else -1,
-               self.receiver.version if self.receiver is not None else -1, LossGenerator.settings_taken)
+               self.receiver.version if self.receiver is not None else -1, LossGenerator.settings_taken,
+               SendChannelEndpoint.destination_tables_replaced)
         if key != self._tables_key:
             control_sockets, control_endpoints = self._control_sockets()
             publications = self._publications(control_endpoints)

@@ -245,13 +245,17 @@ class NetworkPublication:
 
     def next_timer_ns(self) -> int:
         """When ``send`` next has timed work: a SETUP while no receiver has answered (or one asked), a heartbeat
-        while connected and quiet, the connection timeout, a retransmit's delay or linger."""
+        while connected and quiet, the connection timeout, a receiver's timeout in flow control, a retransmit's
+        delay or linger."""
         due = []
         if not self.has_receivers or self.is_setup_elicited:
             due.append(self.time_of_last_setup_ns + self.setup_timeout_ns)
         if self.has_receivers:
             due.append(self.time_of_last_send_or_heartbeat_ns + self.heartbeat_timeout_ns)
             due.append(self.time_of_last_sm_ns + self.connection_timeout_ns + 1)
+            flow_control_due_ns = self.flow_control.next_idle_ns()
+            if flow_control_due_ns is not None:
+                due.append(flow_control_due_ns)
         due.extend(action.linger_until_ns if action.sent else action.expiry_ns for action in self.retransmits.values())
         return min(due)  # never empty: a SETUP while unconnected, a heartbeat while connected
 
@@ -261,15 +265,17 @@ class NetworkPublication:
     # ------------------------------------------------------------------------------------ sender: duty
     def needs_python_send(self, now_ns: int) -> bool:
         """Whether ``send`` has anything to do now that the compiled network cycles do not. While they send this
-        publication's data (``data_sent_compiled``: an endpoint with one destination), the rest of ``send`` is
-        timed (the heartbeat, the connection timeout) or follows Python's own events (no receiver yet or a SETUP
-        asked for, retransmits, spies, draining, a flow control that times receivers out): until one of those is
-        due, skipping ``send`` changes nothing and saves its interpreter cost on every duty cycle."""
+        publication's data (``data_sent_compiled``), the rest of ``send`` is timed (the heartbeat, the connection
+        timeout, a receiver's timeout in min or max flow control) or follows Python's own events (no receiver yet
+        or a SETUP asked for, retransmits, spies, draining): until one of those is due, skipping ``send`` changes
+        nothing and saves its interpreter cost on every duty cycle."""
         if not self.data_sent_compiled or self.state is not State.ACTIVE or self.retransmits or self.spies or \
-                not self.has_receivers or self.is_setup_elicited or type(self.flow_control) is not UnicastFlowControl:
+                not self.has_receivers or self.is_setup_elicited:
             return True
+        flow_control_due_ns = self.flow_control.next_idle_ns()
         return (now_ns - self.time_of_last_send_or_heartbeat_ns >= self.heartbeat_timeout_ns or
-                now_ns - self.time_of_last_sm_ns > self.connection_timeout_ns)
+                now_ns - self.time_of_last_sm_ns > self.connection_timeout_ns or
+                (flow_control_due_ns is not None and now_ns >= flow_control_due_ns))
 
     def send(self, now_ns: int, batch: SendBatch) -> int:
         """One sender duty cycle for this publication; returns the bytes sent. ``batch``: the sender's."""
@@ -320,27 +326,16 @@ class NetworkPublication:
     def _send_data(self, now_ns: int, batch: SendBatch) -> int:
         """Datagrams of whole frames up to the sender limit, at most a batch of them per duty cycle (Aeron sends one
         or two: ours returns to Python between cycles, so a batch keeps a stream from being capped by that).
-        Compiled and sent in one ``sendmmsg`` when the endpoint sends to one address; else the endpoint sends each
-        datagram to each destination (``kernels/publication_sender.py``)."""
-        endpoint = self.endpoint
-        sockaddr = endpoint.remote_sockaddr
-        if sockaddr is not None:
-            transport = endpoint.transport
-            sent = int(publication_sender.send_data(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
-                                                    sockaddr.ctypes.data, now_ns, self.values_buffer,
-                                                    transport.loss.state.ctypes.data, transport.local_port,
-                                                    self._collect_result))
-            if sent < 0:
-                raise OSError(-sent, os.strerror(-sent))
-            return sent
-        buffer = self.log.buffer
-        collected = int(publication_sender.collect_data(self.row, buffer, batch.msgs, batch.iovecs, batch.vlen, 0,
-                                                        now_ns, self.values_buffer, self._collect_result))
-        base = buffer.ctypes.data
-        for index in range(int(self._collect_result[publication_sender.COLLECTED])):
-            start, length = batch.entry(index)
-            endpoint.send(buffer[start - base:start - base + length])
-        return collected
+        Compiled: one ``sendmmsg`` to the endpoint's address, or one to each of its destinations
+        (``kernels/publication_sender.py``)."""
+        transport = self.endpoint.transport
+        sent = int(publication_sender.send_data(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
+                                                *self.endpoint.send_addresses(), now_ns, self.values_buffer,
+                                                transport.loss.state.ctypes.data, transport.local_port,
+                                                self._collect_result))
+        if sent < 0:
+            raise OSError(-sent, os.strerror(-sent))
+        return sent
 
     def _update_sender_limit(self, limit: int) -> None:
         if limit != self.sender_limit:
@@ -391,30 +386,16 @@ class NetworkPublication:
                 del self.retransmits[key]
 
     def _resend(self, term_id: int, term_offset: int, length: int) -> None:
-        """The frames of the range again (``kernels/publication_sender.resend``): in ``sendmmsg`` batches to one
-        address, or entry by entry through the endpoint to each of its destinations."""
+        """The frames of the range again (``kernels/publication_sender.resend``): in ``sendmmsg`` batches to the
+        endpoint's address or to each of its destinations."""
         batch = self._resend_batch
-        endpoint = self.endpoint
-        transport = endpoint.transport
-        if endpoint.remote_sockaddr is not None:
-            sent = int(publication_sender.resend(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
-                                                 endpoint.remote_sockaddr.ctypes.data, term_id, term_offset, length,
-                                                 self.values_buffer, transport.loss.state.ctypes.data,
-                                                 transport.local_port, self._collect_result))
-            if sent < 0:
-                raise OSError(-sent, os.strerror(-sent))
-            return
-        buffer, result = self.log.buffer, self._collect_result
-        base = buffer.ctypes.data
-        while length > 0:
-            if publication_sender.collect_resend(self.row, buffer, batch.msgs, batch.iovecs, batch.vlen, 0, term_id,
-                                                 term_offset, length, self.values_buffer, result) <= 0:
-                return
-            for index in range(int(result[publication_sender.COLLECTED])):
-                start, size = batch.entry(index)
-                endpoint.send(buffer[start - base:start - base + size])
-            term_offset += int(result[publication_sender.CONSUMED])
-            length -= int(result[publication_sender.CONSUMED])
+        transport = self.endpoint.transport
+        sent = int(publication_sender.resend(self.row, batch.msgs, batch.iovecs, batch.vlen, transport.fd,
+                                             *self.endpoint.send_addresses(), term_id, term_offset, length,
+                                             self.values_buffer, transport.loss.state.ctypes.data,
+                                             transport.local_port, self._collect_result))
+        if sent < 0:
+            raise OSError(-sent, os.strerror(-sent))
 
     def on_rttm(self, echo_timestamp_ns: int, receiver_id: int, is_reply: bool, now_ns: int) -> None:
         """A receiver measuring the round trip: echo its timestamp straight back as a reply."""

@@ -18,6 +18,7 @@ from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.driver.udp_transport import UdpTransport
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import loss_generator
+from aeron_numba.kernels import publication_sender
 from aeron_numba.kernels import udp_socket
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
@@ -39,9 +40,18 @@ def _i64(buf: np.ndarray, offset: int) -> int:
 class _Destination:
     address: tuple[str, int]
     time_of_last_activity_ns: int
+    sockaddr: np.ndarray  # the address as a sockaddr_in, for the compiled send path's destination table
+
+
+#: Destinations a table holds before it is replaced by a larger one.
+INITIAL_DESTINATION_CAPACITY = 8
+_NO_DESTINATIONS = np.zeros(1, np.int64)  # read only: a count of 0
 
 
 class SendChannelEndpoint:
+    #: Bumped whenever an endpoint replaces its destination table (grown): NetworkCycles' tables hold its address.
+    destination_tables_replaced = 0
+
     def __init__(self, channel: UdpChannel, transport: UdpTransport, system_counters, status_counter_id: int):
         self.channel = channel
         self.transport = transport
@@ -55,6 +65,10 @@ class SendChannelEndpoint:
         # Where data goes when it goes to one address (the compiled send path's sockaddr_in); None: several.
         self.remote_sockaddr = None if channel.is_multi_destination or channel.remote_data is None else \
             udp_socket.sockaddr_in(*channel.remote_data)
+        # A multi-destination endpoint's destinations for the compiled send path (publication_sender's destination
+        # table): rewritten in place on the sender's thread, which is the one that sends, whenever they change.
+        self.destination_table = np.zeros(publication_sender.FIRST_DESTINATION + INITIAL_DESTINATION_CAPACITY,
+                                          np.int64) if channel.is_multi_destination else None
         # Set by NetworkCycles while its compiled cycles read this socket (and hand back what Python handles): the
         # sender's Python poll then only does the rest of its work.
         self.read_compiled = False
@@ -70,6 +84,14 @@ class SendChannelEndpoint:
     def remove_publication(self, publication) -> None:
         self.publications.pop((publication.session_id, publication.stream_id), None)
         self.ref_count -= 1
+
+    def send_addresses(self) -> tuple[int, int]:
+        """(``sockaddr_in`` address, destination table address) for the compiled sends: one of them is 0. An
+        endpoint with neither (a unicast channel with no ``endpoint``: nothing to send to) gets an empty table."""
+        if self.remote_sockaddr is not None:
+            return self.remote_sockaddr.ctypes.data, 0
+        table = self.destination_table if self.destination_table is not None else _NO_DESTINATIONS
+        return 0, table.ctypes.data
 
     def send(self, data: np.ndarray) -> None:
         if self.channel.is_multi_destination:
@@ -95,9 +117,12 @@ class SendChannelEndpoint:
             if count < batch.vlen:
                 break
         if self.channel.is_multi_destination and not self.channel.is_manual_destination_control and self.destinations:
-            for address in [a for a, d in self.destinations.items()
-                            if now_ns - d.time_of_last_activity_ns > DESTINATION_TIMEOUT_NS]:
+            expired = [a for a, d in self.destinations.items()
+                       if now_ns - d.time_of_last_activity_ns > DESTINATION_TIMEOUT_NS]
+            for address in expired:
                 del self.destinations[address]
+            if expired:
+                self._write_destination_table()
         return received
 
     def on_batch(self, batch, now_ns: int, indices: np.ndarray) -> None:
@@ -145,17 +170,39 @@ class SendChannelEndpoint:
     def _track_destination(self, address: tuple[str, int], now_ns: int) -> None:
         destination = self.destinations.get(address)
         if destination is None:
-            self.destinations[address] = _Destination(address, now_ns)
+            self._add(address, now_ns)
         else:
             destination.time_of_last_activity_ns = now_ns
+
+    def _add(self, address: tuple[str, int], now_ns: int) -> None:
+        self.destinations[address] = _Destination(address, now_ns, udp_socket.sockaddr_in(*address))
+        self._write_destination_table()
+
+    def _write_destination_table(self) -> None:
+        """The destinations into ``destination_table``, count last: the compiled send on this thread reads it
+        between duty cycles, never during this. A table too small is replaced (and NetworkCycles told)."""
+        table = self.destination_table
+        first = publication_sender.FIRST_DESTINATION
+        if first + len(self.destinations) > len(table):
+            table = np.zeros(first + 2 * len(self.destinations), np.int64)
+            self.destination_table = table
+            SendChannelEndpoint.destination_tables_replaced += 1
+        table[publication_sender.DESTINATION_COUNT] = 0
+        for index, destination in enumerate(self.destinations.values()):
+            table[first + index] = destination.sockaddr.ctypes.data
+        table[publication_sender.DESTINATION_COUNT] = len(self.destinations)
 
     # --------------------------------------------------------------------------- manual MDC destinations
     def add_destination(self, address: tuple[str, int], now_ns: int) -> None:
         """ADD_DESTINATION on a ``control-mode=manual`` channel: data goes there too until it is removed."""
-        self.destinations.setdefault(address, _Destination(address, now_ns))
+        if address not in self.destinations:
+            self._add(address, now_ns)
 
     def remove_destination(self, address: tuple[str, int]) -> bool:
-        return self.destinations.pop(address, None) is not None
+        removed = self.destinations.pop(address, None) is not None
+        if removed:
+            self._write_destination_table()
+        return removed
 
     def close(self) -> None:
         self.transport.close()

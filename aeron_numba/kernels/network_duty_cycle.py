@@ -32,8 +32,8 @@ from aeron_numba.jit import kernel
 from aeron_numba.kernels.idle_wait import first_changed_word, monotonic_ns, yield_cpu
 from aeron_numba.kernels.image_receiver import NAK_DUE, SLOW_COUNT, WORK_DONE, WORK_FLAGS, dispatch_batch, receiver_work
 from aeron_numba.kernels.memory import bytes_at, int64s_at
-from aeron_numba.kernels.publication_sender import (TABLE_CONTROL, TABLE_FD, TABLE_ROW, TABLE_SOCKADDR, send_data,
-                                                     take_status_messages)
+from aeron_numba.kernels.publication_sender import (TABLE_CONTROL, TABLE_DESTINATIONS, TABLE_FD, TABLE_ROW,
+                                                     TABLE_SOCKADDR, send_data, take_status_messages)
 from aeron_numba.kernels.udp_socket import receive_datagrams
 from aeron_numba.layout import network_state as ns
 
@@ -95,7 +95,7 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                 continue
             control = publications[i, TABLE_CONTROL]
             sent = send_data(row, send_msgs, send_iovecs, send_vlen, publications[i, TABLE_FD],
-                             publications[i, TABLE_SOCKADDR], now, values, control_sockets[control, SOCKET_LOSS_STATE],
+                             publications[i, TABLE_SOCKADDR], publications[i, TABLE_DESTINATIONS], now, values, control_sockets[control, SOCKET_LOSS_STATE],
                              control_sockets[control, SOCKET_LOCAL_PORT], collect_result)
             if sent < 0:
                 _finish(result, work + found, RETURN_ERROR, sent, 0)

@@ -3,8 +3,8 @@
 ``collect_data`` walks the log from the sender position (``term_scanner``: whole frames, at most an MTU per
 datagram, up to the sender limit flow control set) and writes each datagram into a ``SendBatch`` as a pointer
 into the term and a length: no copy. ``send_data`` then hands the batch to the kernel in one ``sendmmsg`` (less
-what the socket's loss generator drops) when the publication's endpoint sends to one unicast address; otherwise the
-Python endpoint sends each entry to each of its destinations. Either way the scan is this one.
+what the socket's loss generator drops) when the publication's endpoint sends to one unicast address, or in one
+``sendmmsg`` per destination of a multi-destination-cast endpoint (its destination table: the scan is done once).
 
 ``take_status_messages`` handles what comes back in compiled code where Python has nothing to decide: a status
 message from the receiver a unicast publication already knows (the one whose last status message Python saw,
@@ -35,9 +35,14 @@ from aeron_numba.layout import udp_frames as ul
 #: ``collect_data``'s second result, in ``result[COLLECTED]``: the batch entries it filled.
 COLLECTED = 0
 #: Columns of a sender's table of fast publications: its state row's address, its socket, where it sends (a
-#: ``sockaddr_in``'s address), and which of the sender's control sockets (send endpoints) it answers to.
-TABLE_ROW, TABLE_FD, TABLE_SOCKADDR, TABLE_CONTROL = 0, 1, 2, 3
-TABLE_COLUMNS = 4
+#: ``sockaddr_in``'s address, 0 for a multi-destination endpoint), which of the sender's control sockets (send
+#: endpoints) it answers to, and a multi-destination endpoint's destination table (0 for one address).
+TABLE_ROW, TABLE_FD, TABLE_SOCKADDR, TABLE_CONTROL, TABLE_DESTINATIONS = 0, 1, 2, 3, 4
+TABLE_COLUMNS = 5
+#: A multi-destination endpoint's destination table (``SendChannelEndpoint.destination_table``, int64): how many
+#: destinations, then the address of each one's ``sockaddr_in``.
+DESTINATION_COUNT = 0
+FIRST_DESTINATION = 1
 
 
 @kernel
@@ -118,16 +123,58 @@ def send_batch(fd, msgs, iovecs, count, values, loss_state, sockaddr, local_port
 
 
 @kernel
-def send_data(row, msgs, iovecs, vlen, fd, sockaddr_address, now_ns, values, loss_state_address, local_port, result):
-    """``collect_data`` and ``send_batch`` in one call, for a publication whose endpoint sends to one address.
-    Returns the bytes collected (sent, or dropped by the loss generator), or ``-errno`` for an error of the socket
-    itself."""
+def send_to_each(fd, msgs, iovecs, count, values, loss_state, destinations, local_port):
+    """``send_batch`` of the first ``count`` entries of a ``SendBatch`` to every destination of a destination table
+    (``DESTINATION_COUNT``, then ``sockaddr_in`` addresses), as Aeron's multi-destination-cast sends each datagram
+    to each destination. Returns 0, or ``-errno`` for an error of the socket itself."""
+    lossy = loss_state[ns.LOSS_IS_ACTIVE] != 0
+    for d in range(destinations[DESTINATION_COUNT]):
+        sockaddr_address = destinations[FIRST_DESTINATION + d]
+        sockaddr = bytes_at(sockaddr_address, ls.SOCKADDR_IN_LENGTH)
+        for i in range(count):
+            set_send_entry(msgs, iovecs, i, atomics.get_int64(iovecs, i * ls.IOVEC_LENGTH + ls.IOVEC_BASE_OFFSET),
+                           atomics.get_int64(iovecs, i * ls.IOVEC_LENGTH + ls.IOVEC_LENGTH_OFFSET), sockaddr_address)
+        if not lossy:
+            status = send_batch(fd, msgs, iovecs, count, values, loss_state, sockaddr, local_port)
+            if status < 0:
+                return status
+            continue
+        # Entry by entry: send_batch packs the kept entries over the dropped ones, and the next destination needs
+        # every entry as collected.
+        for i in range(count):
+            status = send_batch(fd, msgs[i * ls.MMSGHDR_LENGTH:], iovecs[i * ls.IOVEC_LENGTH:], 1, values,
+                                loss_state, sockaddr, local_port)
+            if status < 0:
+                return status
+    return 0
+
+
+@kernel
+def _send_collected(fd, msgs, iovecs, count, values, loss_state, sockaddr_address, destinations_address,
+                    local_port):
+    """The collected entries to the one address, or to each destination of the table at ``destinations_address``
+    when that is not 0."""
+    if destinations_address != 0:
+        destinations = int64s_at(destinations_address, FIRST_DESTINATION)
+        return send_to_each(fd, msgs, iovecs, count, values, loss_state,
+                            int64s_at(destinations_address, FIRST_DESTINATION + destinations[DESTINATION_COUNT]),
+                            local_port)
+    return send_batch(fd, msgs, iovecs, count, values, loss_state, bytes_at(sockaddr_address, ls.SOCKADDR_IN_LENGTH),
+                      local_port)
+
+
+@kernel
+def send_data(row, msgs, iovecs, vlen, fd, sockaddr_address, destinations_address, now_ns, values,
+              loss_state_address, local_port, result):
+    """``collect_data`` and the sends in one call: to ``sockaddr_address``, or to each destination of the table at
+    ``destinations_address`` when that is not 0. Returns the bytes collected (sent, or dropped by the loss
+    generator), or ``-errno`` for an error of the socket itself."""
     log = bytes_at(row[ns.PUBLICATION_LOG_ADDRESS], row[ns.PUBLICATION_LOG_LENGTH])
     collected = collect_data(row, log, msgs, iovecs, vlen, sockaddr_address, now_ns, values, result)
     if collected > 0:
-        status = send_batch(fd, msgs, iovecs, result[COLLECTED], values,
-                            int64s_at(loss_state_address, ns.LOSS_STATE_LENGTH),
-                            bytes_at(sockaddr_address, ls.SOCKADDR_IN_LENGTH), local_port)
+        status = _send_collected(fd, msgs, iovecs, result[COLLECTED], values,
+                                 int64s_at(loss_state_address, ns.LOSS_STATE_LENGTH), sockaddr_address,
+                                 destinations_address, local_port)
         if status < 0:
             return status
         ck.get_and_add_counter_value(values, cl.BYTES_SENT, collected)
@@ -235,20 +282,20 @@ def collect_resend(row, log, msgs, iovecs, vlen, sockaddr_address, term_id, term
 
 
 @kernel
-def resend(row, msgs, iovecs, vlen, fd, sockaddr_address, term_id, term_offset, length, values, loss_state_address,
-           local_port, result):
-    """A retransmit to one address, in batches of ``sendmmsg`` (``collect_resend``, ``send_batch``). Returns the
-    bytes sent, or ``-errno`` for an error of the socket itself."""
+def resend(row, msgs, iovecs, vlen, fd, sockaddr_address, destinations_address, term_id, term_offset, length, values,
+           loss_state_address, local_port, result):
+    """A retransmit, in batches of ``sendmmsg`` (``collect_resend``, then the sends of ``send_data``: to one address
+    or to each destination of a table). Returns the bytes sent, or ``-errno`` for an error of the socket itself."""
     log = bytes_at(row[ns.PUBLICATION_LOG_ADDRESS], row[ns.PUBLICATION_LOG_LENGTH])
     loss_state = int64s_at(loss_state_address, ns.LOSS_STATE_LENGTH)
-    sockaddr = bytes_at(sockaddr_address, ls.SOCKADDR_IN_LENGTH)
     sent = 0
     while length > 0:
         collected = collect_resend(row, log, msgs, iovecs, vlen, sockaddr_address, term_id, term_offset, length,
                                    values, result)
         if collected <= 0:
             break
-        status = send_batch(fd, msgs, iovecs, result[COLLECTED], values, loss_state, sockaddr, local_port)
+        status = _send_collected(fd, msgs, iovecs, result[COLLECTED], values, loss_state, sockaddr_address,
+                                 destinations_address, local_port)
         if status < 0:
             return status
         ck.get_and_add_counter_value(values, cl.BYTES_SENT, collected)

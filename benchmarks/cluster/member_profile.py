@@ -6,6 +6,10 @@ synchronous puts one after the other. For each node it prints the CPU of the nod
 container (``/proc``), and how many duty cycles each agent of the node's thread ran (the ``aeron-numba agent
 cycles`` counters a one-process member keeps in its ``cnc.dat``): per second while idle, per put while busy.
 
+With ``--py-spy DIR`` it also samples each node's process with py-spy (not a dependency: ``pip install py-spy``)
+through the busy window, keeps the collapsed stacks in ``DIR/<member>.txt`` and prints each node's functions that
+hold the most samples, inclusive of their callees.
+
 It answers how many Python duty cycles a put or an idle second costs and whose they are; ``python -m benchmarks
 cluster`` measures latency and ``python -m benchmarks.cluster.put_trace`` the hops of a put. The client polls in a
 loop here, on a core the cluster would otherwise have, so the busy window's CPU is not the benchmark's.
@@ -14,7 +18,10 @@ loop here, on a core the cluster would otherwise have, so the busy window's CPU 
 from __future__ import annotations
 
 import argparse
+import collections
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,20 +98,67 @@ def _put_synchronously(client, count: int, first_token: int) -> None:
                 raise TimeoutError(f"put {token} was not acknowledged within {PUT_TIMEOUT_S:.0f} s")
 
 
-def profile(system, puts: int, idle_s: float) -> dict:
+PY_SPY_RATE = 250  # samples per second: enough over a few seconds, little load on 2 cores
+TOP_FUNCTIONS = 25
+
+
+def _start_py_spy(system, directory: Path) -> list[tuple[str, subprocess.Popen, Path]]:
+    py_spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if py_spy is None:
+        raise RuntimeError("--py-spy needs py-spy on PATH (pip install py-spy)")
+    directory.mkdir(parents=True, exist_ok=True)
+    samplers = []
+    for node in system.harness.running_nodes():
+        name = _node_name(node)
+        out = directory / f"member-{node.member_id}.txt"
+        sampler = subprocess.Popen([py_spy, "record", "--pid", str(node.process.pid), "--rate", str(PY_SPY_RATE),
+                                    "--nonblocking", "--format", "raw", "--output", str(out)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        samplers.append((name, sampler, out))
+    return samplers
+
+
+def _stop_py_spy(samplers) -> dict[str, list[tuple[str, float]]]:
+    """Each node's functions by share of samples, inclusive (a function counted once per stack)."""
+    tops = {}
+    for name, sampler, out in samplers:
+        sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled on SIGINT
+        try:
+            _, err = sampler.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            sampler.kill()
+            raise RuntimeError(f"py-spy of {name} did not stop") from None
+        if not out.exists():
+            raise RuntimeError(f"py-spy of {name} wrote nothing: {err.strip()[-300:]}")
+        inclusive = collections.Counter()
+        total = 0
+        for line in out.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            total += int(count)
+            for frame in set(stack.split(";")):
+                inclusive[frame] += int(count)
+        tops[name] = [(frame, n / total) for frame, n in inclusive.most_common(TOP_FUNCTIONS)] if total else []
+    return tops
+
+
+def profile(system, puts: int, idle_s: float, py_spy_dir: Path | None = None) -> dict:
     counters = _agent_cycle_counters(system)
     client = system.client()
     _put_synchronously(client, WARMUP_PUTS, 0)
     before = _reading(system, counters)
     time.sleep(idle_s)  # the idle window: a measurement, not a wait for a condition
     idle = _difference(before, _reading(system, counters))
+    samplers = _start_py_spy(system, py_spy_dir) if py_spy_dir is not None else []
     before = _reading(system, counters)
     _put_synchronously(client, puts, WARMUP_PUTS)
     busy = _difference(before, _reading(system, counters))
+    tops = _stop_py_spy(samplers)
     for cncs in counters.values():
         for cnc in {id(c): c for _, c, _ in cncs}.values():
             cnc.close()
-    return {"puts": puts, "idle": idle, "busy": busy}
+    return {"puts": puts, "idle": idle, "busy": busy, "py_spy": tops}
 
 
 def format_profile(result: dict) -> str:
@@ -121,6 +175,9 @@ def format_profile(result: dict) -> str:
     for key in sorted(idle_cycles):
         lines.append(f"{key[0] + ', ' + key[1][:60]:34} {idle_cycles[key] / idle_s:14.0f} "
                      f"{busy_cycles.get(key, 0) / puts:14.1f}")
+    for name, top in result.get("py_spy", {}).items():
+        lines.append(f"py-spy, {name}: share of the busy window's samples, inclusive")
+        lines.extend(f"  {share * 100:5.1f} %  {frame}" for frame, share in top)
     return "\n".join(lines)
 
 
@@ -139,6 +196,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for every node over the benchmark's (repeatable), e.g. "
                              "AERON_SHARED_IDLE_STRATEGY_INIT_ARGS=10-5-1us-1ms")
+    parser.add_argument("--py-spy", metavar="DIR", type=Path,
+                        help="sample each node with py-spy through the busy window; collapsed stacks go to DIR")
     parser.add_argument("--root", help="directory for the cluster's files (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.puts < 1:
@@ -155,7 +214,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
     system = AeronClusterSystem(compiled_service=args.compiled_service, env=env, process_layout=args.layout)
     try:
         system.start(root)
-        print(format_profile(profile(system, args.puts, args.idle_s)))
+        print(format_profile(profile(system, args.puts, args.idle_s, args.py_spy)))
     except (RuntimeError, TimeoutError, OSError) as exc:
         return fail(prog, f"{type(exc).__name__}: {exc}", 1)
     finally:

@@ -542,9 +542,9 @@ def test_a_late_subscriber_joins_an_image_at_its_slowest_subscriber_not_its_rebu
 
 
 def test_a_publication_whose_data_the_compiled_cycles_send_gets_a_python_send_only_when_something_is_due(shm_dir):
-    """NetworkCycles' kernel sends the data of a publication with one destination; the sender's Python ``send``
-    then has only timed work (the heartbeat, the connection timeout) and work of Python's own (a SETUP asked for,
-    retransmits, spies, other flow control). It is skipped until one of those is due, and still comes when one is."""
+    """NetworkCycles' kernel sends the data of a publication; the sender's Python ``send`` then has only timed work
+    (the heartbeat, the connection timeout, a receiver's timeout in max flow control) and work of Python's own (a
+    SETUP asked for, retransmits, spies). It is skipped until one of those is due, and still comes when one is."""
     h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
     try:
         stream = Stream(h)
@@ -569,14 +569,21 @@ def test_a_publication_whose_data_the_compiled_cycles_send_gets_a_python_send_on
         assert not publication.needs_python_send(h.nano.nano_time())  # the heartbeat reset its timer
 
         for due in (lambda: setattr(publication, "is_setup_elicited", True),
-                    lambda: publication.retransmits.__setitem__((0, 0), object()),
-                    lambda: setattr(publication, "flow_control", MaxFlowControl())):
-            flow_control = publication.flow_control
+                    lambda: publication.retransmits.__setitem__((0, 0), object())):
             due()
             assert publication.needs_python_send(h.nano.nano_time())
             publication.is_setup_elicited = False
             publication.retransmits.clear()
-            publication.flow_control = flow_control
+
+        # Max flow control (a multi-destination publication's): its on_idle matters only when a receiver times out.
+        flow_control, max_flow_control = publication.flow_control, MaxFlowControl()
+        now = h.nano.nano_time()
+        max_flow_control.on_status_message(publication.sender_limit, 7, publication.sender_limit, now)
+        publication.flow_control = max_flow_control
+        assert not publication.needs_python_send(now)
+        max_flow_control.receivers[7].time_of_last_sm_ns = now - max_flow_control.receiver_timeout_ns - 1
+        assert publication.needs_python_send(now) and publication.next_timer_ns() <= now
+        publication.flow_control = flow_control
         stream.close()
     finally:
         h.close()

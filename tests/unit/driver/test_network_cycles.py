@@ -19,7 +19,9 @@ def _transport(fd: int):
 
 
 def _send_endpoint(fd: int):
-    return SimpleNamespace(transport=_transport(fd), remote_sockaddr=np.zeros(16, np.uint8))
+    sockaddr = np.zeros(16, np.uint8)
+    return SimpleNamespace(transport=_transport(fd), remote_sockaddr=sockaddr,
+                           send_addresses=lambda: (sockaddr.ctypes.data, 0))
 
 
 def _publication(endpoint):

@@ -98,7 +98,7 @@ class Link:
 
     def send(self) -> int:
         return PS.send_data(self.pub_row, self.send_batch.msgs, self.send_batch.iovecs, self.send_batch.vlen,
-                            self.sender.fileno(), self.destination.ctypes.data, 1, self.values,
+                            self.sender.fileno(), self.destination.ctypes.data, 0, 1, self.values,
                             self.send_loss.state.ctypes.data, self.sender.getsockname()[1], self.result)
 
     def receive(self, fast: bool = True) -> tuple[int, int]:
@@ -241,7 +241,7 @@ class Cycles:
         link.image_row[ns.IMAGE_LOSS_STATE_ADDRESS] = self.loss_state.ctypes.data
         link.image_row[ns.IMAGE_TIME_OF_LAST_SM_NS] = -(1 << 40)  # the first one is due at once
         link.pub_row[ns.PUBLICATION_UNICAST_FLOW_CONTROL] = 1
-        self.publications = np.array([[link.pub_row.ctypes.data, sender.fileno(), link.destination.ctypes.data, 0]],
+        self.publications = np.array([[link.pub_row.ctypes.data, sender.fileno(), link.destination.ctypes.data, 0, 0]],
                                      np.int64)
         self.last_datagram_ns = [np.zeros(1, np.int64), np.zeros(1, np.int64)]
         self.control_sockets = np.array([_socket_row(sender, link.send_loss, self.last_datagram_ns[0])], np.int64)
@@ -350,10 +350,87 @@ def test_a_retransmit_resends_the_frames_of_the_naked_range_in_one_batch(tmp_pat
     assert link.receive_loss.dropped == 2
     result = np.zeros(2, np.int64)
     sent = PS.resend(link.pub_row, link.send_batch.msgs, link.send_batch.iovecs, link.send_batch.vlen,
-                     link.sender.fileno(), link.destination.ctypes.data, INITIAL_TERM_ID, frame_length,
+                     link.sender.fileno(), link.destination.ctypes.data, 0, INITIAL_TERM_ID, frame_length,
                      2 * frame_length, link.values, link.send_loss.state.ctypes.data, link.sender.getsockname()[1],
                      result)
     assert sent == 2 * frame_length
     assert link.counter(cl.RETRANSMITS_SENT) == 2 and link.counter(cl.RETRANSMITTED_BYTES) == 2 * frame_length
     assert link.receive()[0] == 2
     assert _received_messages(link) == [b"n" * 1000] * 4
+
+
+def _destination_table(*socks) -> tuple[np.ndarray, list]:
+    """A multi-destination endpoint's table (``SendChannelEndpoint.destination_table``) of ``socks``' addresses."""
+    addresses = [us.sockaddr_in(*s.getsockname()) for s in socks]
+    table = np.array([len(addresses)] + [a.ctypes.data for a in addresses], np.int64)
+    return table, addresses  # the addresses must outlive the table's use
+
+
+def _datagrams(sock) -> list[bytes]:
+    got = []
+    while True:
+        try:
+            got.append(sock.recv(65536))
+        except BlockingIOError:
+            return got
+
+
+def _send_to_each(link: Link, table: np.ndarray) -> int:
+    return PS.send_data(link.pub_row, link.send_batch.msgs, link.send_batch.iovecs, link.send_batch.vlen,
+                        link.sender.fileno(), 0, table.ctypes.data, 1, link.values, link.send_loss.state.ctypes.data,
+                        link.sender.getsockname()[1], link.result)
+
+
+@pytest.fixture
+def third_socket():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    yield sock
+    sock.close()
+
+
+def test_a_multi_destination_publication_sends_each_datagram_to_each_destination_from_one_scan(
+        tmp_path, sockets, third_socket):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    table, _addresses = _destination_table(link.receiver, third_socket)
+    for i in range(40):
+        link.offer(bytes([i]) * 300)  # 40 frames of 352 bytes: several datagrams of up to an MTU, several batches
+    total = 0
+    while (sent := _send_to_each(link, table)) > 0:
+        total += sent
+    assert total == 40 * 352 and link.pub_row[ns.PUBLICATION_SENDER_POSITION] == 40 * 352
+    assert link.counter(cl.BYTES_SENT) == total  # counted once, as Aeron counts a send to every destination
+    first, second = _datagrams(link.receiver), _datagrams(third_socket)
+    assert first == second and b"".join(first) == link.pub_log.buffer[:total].tobytes()
+
+    table[PS.DESTINATION_COUNT] = 1  # the second destination removed: the next data goes to the first only
+    link.offer(b"z" * 100)
+    assert _send_to_each(link, table) > 0
+    assert len(_datagrams(link.receiver)) == 1 and _datagrams(third_socket) == []
+
+
+def test_a_multi_destination_send_under_loss_gives_each_destination_whole_datagrams_in_order(
+        tmp_path, sockets, third_socket):
+    """Each destination's datagrams are dropped on their own draw; what one destination loses never costs
+    another its datagrams or their order (the lossy send packs kept entries over dropped ones)."""
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    _loss(tmp_path, link.send_loss, LossSettings(send_data_rate=0.5, seed=11))
+    table, _addresses = _destination_table(link.receiver, third_socket)
+    for i in range(40):
+        link.offer(bytes([i]) * 1300)  # one frame per datagram, all in the first term
+    while _send_to_each(link, table) > 0:
+        pass
+    log = link.pub_log.buffer
+    received = []
+    for sock in (link.receiver, third_socket):
+        offsets = []
+        for datagram in _datagrams(sock):
+            offset = int(np.frombuffer(datagram[F.TERM_OFFSET_FIELD_OFFSET:F.TERM_OFFSET_FIELD_OFFSET + 4],
+                                       np.int32)[0])
+            assert datagram == log[offset:offset + len(datagram)].tobytes()
+            offsets.append(offset)
+        assert offsets == sorted(set(offsets))
+        received.append(offsets)
+    assert len(received[0]) + len(received[1]) + link.send_loss.dropped == 2 * 40
+    assert 0 < link.send_loss.dropped < 2 * 40 and received[0] != received[1]
