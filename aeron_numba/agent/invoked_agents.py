@@ -163,7 +163,8 @@ class WatchedCompositeAgent(CompositeAgent):
     Its runner builds a watch before every cycle (``runs_by_its_watch``), busy or idle. Every agent runs whenever
     there is no watch (a strategy that parks in Python, an agent that cannot name its work now), as in
     ``CompositeAgent``. ``groups``: tuples of agent indexes (default: each agent alone). ``cycles``: how many
-    times each agent ran, in order (a profile of where the thread's cycles go)."""
+    times each agent ran, in order (a profile of where the thread's cycles go), also stored in
+    ``cycle_counters[i]`` (``(values_buffer, counter_id)``, or None) when they are set."""
 
     runs_by_its_watch = True  # its runner builds a watch before every cycle, not only once idle
 
@@ -171,6 +172,7 @@ class WatchedCompositeAgent(CompositeAgent):
         super().__init__(*agents)
         count = len(self.agents)
         self.cycles = [0] * count
+        self.cycle_counters: list[tuple | None] = [None] * count
         self._nano_time = nano_time
         self._group_of = list(range(count))
         for number, group in enumerate(groups or ()):
@@ -234,7 +236,7 @@ class WatchedCompositeAgent(CompositeAgent):
             i = self._next_index
             self._next_index += 1
             ran[i] = True
-            self.cycles[i] += 1
+            self._count_cycle(i)
             work = agents[i].do_work()
             if work:
                 worked.add(self._group_of[i])
@@ -257,12 +259,18 @@ class WatchedCompositeAgent(CompositeAgent):
                    or self._readable(watch, i))
             ran[i] = due
             if due:
-                self.cycles[i] += 1
+                self._count_cycle(i)
                 work = agent.do_work()
                 if work:
                     worked.add(group_of[i])
                     work_count += work
         return work_count
+
+    def _count_cycle(self, i: int) -> None:
+        self.cycles[i] += 1
+        counter = self.cycle_counters[i]
+        if counter is not None:
+            set_counter_value(counter[0], counter[1], self.cycles[i])
 
     def _readable(self, watch, i: int) -> bool:
         first, end = self._sockets[i]

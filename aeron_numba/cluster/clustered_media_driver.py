@@ -25,6 +25,8 @@ and error counter, its duty-cycle counters (each agent's cycle is timed on its o
 driver's SHARED idle strategy (``member_idle_strategy``), parking in compiled code on what all of them watch, and
 each cycle runs only the agents a change concerns (``WatchedCompositeAgent``): a status message from a peer runs
 the driver alone, a consensus message the driver and then the consensus module, not the archive and the clients.
+The driver's own parts are chosen the same way: a datagram or a stream the compiled data path serves runs its
+network cycles only, not the conductor's, sender's and receiver's Python cycles.
 
 Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
 driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog
@@ -109,7 +111,12 @@ class ClusteredMediaDriver:
             self.driver = MediaDriver(driver_ctx)
             if uses_member_backoff(driver_ctx):
                 self.driver.shared_network_cycles.idle_ns = 0  # a datagram's stretch ends once nothing is left
-            driver = self._invokers["media driver"] = AgentInvoker(self.driver.shared_agent, self.driver.record_error)
+            # The driver's parts (network cycles, conductor, sender, receiver) run as the member's agents do: only
+            # those a wake concerns, so a datagram the compiled data path serves costs no Python duty cycle of
+            # the conductor, sender and receiver.
+            self.driver.shared_network_cycles.serve_as_own_agent()
+            driver_parts = WatchedCompositeAgent(*self.driver.shared_agent.agents)
+            driver = self._invokers["media driver"] = AgentInvoker(driver_parts, self.driver.record_error)
             driver.start()  # the archive's and consensus module's clients are answered by it from here on
             archive_aeron = self._archive_aeron = self._connect(
                 driver, "archive" if archive_ctx.archive_id == NULL_VALUE else f"archive-{archive_ctx.archive_id}")
@@ -163,6 +170,10 @@ class ClusteredMediaDriver:
                 role = agent.role_name() + (f" of the {owner}" if owner else "")
                 agent.cycle_counter = (counters.values_buffer, counters.allocate(
                     counters_layout.AGENT_CYCLES_LABEL.format(role=role), counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
+            for i, part in enumerate(driver_parts.agents):  # and which of the driver's parts those cycles ran
+                driver_parts.cycle_counters[i] = (counters.values_buffer, counters.allocate(
+                    counters_layout.AGENT_CYCLES_LABEL.format(role=f"{part.role_name()} of the media driver"),
+                    counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
             self.runner = AgentRunner(_MemberAgent(*self.agents, groups=groups), member_idle_strategy(driver_ctx),
                                       self.driver.record_error)
         except BaseException:

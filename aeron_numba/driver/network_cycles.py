@@ -31,7 +31,7 @@ import numpy as np
 
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.driver.loss_generator import LossGenerator
-from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH
+from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, add_image_watch
 from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
 from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import network_duty_cycle as ndc
@@ -87,6 +87,7 @@ class NetworkCycles:
         self.idle_ns, self.yield_mask = compiled_idle(idle_strategy, idle_ns, budget_ns)
         self.recent_ns = recent_ns
         self.nano_clock = nano_clock
+        self.own_agent = False  # see serve_as_own_agent
         self.time_of_last_work_ns = 0
         self.result = np.zeros(ndc.RESULT_LENGTH, np.int64)
         self._collect_result = np.zeros(1, np.int64)
@@ -109,9 +110,39 @@ class NetworkCycles:
         pass
 
     def add_idle_watch(self, watch) -> bool:
-        """Nothing of its own: it runs the sender's and receiver's work, and they name it (beside it in SHARED
-        mode's composite agent, through ``_NetworkAgent`` on a network thread)."""
+        """Nothing of its own while the sender and receiver name everything (beside it in SHARED mode's composite
+        agent, through ``_NetworkAgent`` on a network thread). Under ``serve_as_own_agent`` (a duty cycle that
+        runs only the agents a wake concerns) it names what its calls serve: the sockets of its tables, a
+        publisher adding to a publication whose data it sends, and the images whose work it does (their
+        subscribers, status message timers and gaps); the sender and receiver then leave those out."""
+        if not self.own_agent:
+            return True
+        if self.nano_clock is not time.monotonic_ns:
+            return False
+        _, control_endpoints, _, _, sources = self._tables()
+        for endpoint in control_endpoints:
+            watch.watch_socket(endpoint.transport.fd)
+        for _, destination in sources:
+            watch.watch_socket(destination.transport.fd)
+        if self.sender is not None:
+            for publication in self.sender.publications:
+                if publication.data_sent_compiled:
+                    publication.add_idle_watch(watch)
+        if self.receiver is not None:
+            now_ns = self.nano_clock()
+            for image in self.receiver.images:
+                if image.compiled_work:
+                    add_image_watch(watch, image, now_ns)
         return True
+
+    def serve_as_own_agent(self) -> None:
+        """Run as an agent of its own that a duty cycle runs only when its wake concerns it
+        (``WatchedCompositeAgent``): it names the compiled data path's work, the sender and receiver only
+        Python's."""
+        self.own_agent = True
+        for part in (self.sender, self.receiver):
+            if part is not None:
+                part.served_by_cycles = True
 
     # ------------------------------------------------------------------------------------------ tables
     @staticmethod

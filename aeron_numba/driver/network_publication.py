@@ -269,13 +269,18 @@ class NetworkPublication:
         timeout, a receiver's timeout in min or max flow control) or follows Python's own events (no receiver yet
         or a SETUP asked for, retransmits, spies, draining): until one of those is due, skipping ``send`` changes
         nothing and saves its interpreter cost on every duty cycle."""
-        if not self.data_sent_compiled or self.state is not State.ACTIVE or self.retransmits or self.spies or \
-                not self.has_receivers or self.is_setup_elicited:
+        if not self.python_send_is_only_timed():
             return True
         flow_control_due_ns = self.flow_control.next_idle_ns()
         return (now_ns - self.time_of_last_send_or_heartbeat_ns >= self.heartbeat_timeout_ns or
                 now_ns - self.time_of_last_sm_ns > self.connection_timeout_ns or
                 (flow_control_due_ns is not None and now_ns >= flow_control_due_ns))
+
+    def python_send_is_only_timed(self) -> bool:
+        """Whether all ``send`` has to do is timed (``next_timer_ns``): the compiled cycles send the data, and
+        nothing of Python's own (a SETUP asked for, retransmits, spies, draining) waits."""
+        return self.data_sent_compiled and self.state is State.ACTIVE and not self.retransmits and \
+            not self.spies and self.has_receivers and not self.is_setup_elicited
 
     def send(self, now_ns: int, batch: SendBatch) -> int:
         """One sender duty cycle for this publication; returns the bytes sent. ``batch``: the sender's."""

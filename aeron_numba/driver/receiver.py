@@ -50,9 +50,28 @@ IDLE_TIMER_CHECK_NS = 10_000_000
 SHORT_TIMER_CHECK_NS = 1_000_000
 
 
+def run_periodic_check_by(watch, now_ns: int) -> None:
+    """``watch.run_by`` the first multiple of half ``IDLE_TIMER_CHECK_NS`` at least that half from now: between
+    half and all of it, never sooner than ``SHORT_TIMER_CHECK_NS``, and on instants the sender's and receiver's
+    checks share, one wake for both where each runs as an agent of its own (``WatchedCompositeAgent``)."""
+    half = IDLE_TIMER_CHECK_NS // 2
+    watch.run_by(-(-(now_ns + half) // half) * half)
+
+
 def run_timer_by(watch, due_ns: int, now_ns: int) -> None:
     """``watch.run_by(due_ns)``, but not sooner than ``SHORT_TIMER_CHECK_NS`` from ``now_ns``."""
     watch.run_by(max(due_ns, now_ns + SHORT_TIMER_CHECK_NS))
+
+
+def add_image_watch(watch, image, now_ns: int) -> None:
+    """An image's receiver work: its subscribers reading on (a status message opens the window) and, while it is
+    active, its next status message and its loss checks while it has a gap."""
+    for subscriber in image.subscribers:
+        watch.watch_counter(image.values_buffer, subscriber.counter_id)
+    if image.row[ns.IMAGE_IS_ACTIVE]:  # only an active image sends status messages and NAKs
+        run_timer_by(watch, image.time_of_last_sm_ns + image.status_message_timeout_ns, now_ns)
+        if image.rebuild_position < image.hwm_position:
+            run_timer_by(watch, now_ns, now_ns)
 
 
 class Receiver:
@@ -60,6 +79,7 @@ class Receiver:
         self.nano_clock = nano_clock
         self.endpoints: list = []
         self.version = 0  # bumped by every change to ``endpoints``: NetworkCycles rebuilds its tables on a change
+        self.served_by_cycles = False  # as the sender's: the compiled data path names its own work
         self.images: list = []
         self.batch = ReceiveBatch(RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH)
         self.image_rows = ImageRows()
@@ -98,23 +118,23 @@ class Receiver:
     def add_idle_watch(self, watch) -> bool:
         """What its next cycle needs: a datagram on a receive socket, a subscriber reading on (a status message
         opens the window), and its timers: each active image's next status message, its NAK timers while it has
-        a gap. False when its clock is not the monotonic clock a compiled wait reads."""
+        a gap. Under ``served_by_cycles`` it leaves out the sockets the compiled cycles read and the images whose
+        work they do (``compiled_work``): the cycles name those. False when its clock is not the monotonic clock a
+        compiled wait reads."""
         if not (self.endpoints or self.images):
             return True
         if self.nano_clock is not time.monotonic_ns:
             return False
+        served = self.served_by_cycles
         for endpoint in self.endpoints:
             for destination in endpoint.destinations:
-                watch.watch_socket(destination.transport.fd)
+                if not (served and destination.read_compiled):
+                    watch.watch_socket(destination.transport.fd)
         now_ns = self.nano_clock()
         for image in self.images:
-            for subscriber in image.subscribers:
-                watch.watch_counter(image.values_buffer, subscriber.counter_id)
-            if image.row[ns.IMAGE_IS_ACTIVE]:  # only an active image sends status messages and NAKs
-                run_timer_by(watch, image.time_of_last_sm_ns + image.status_message_timeout_ns, now_ns)
-                if image.rebuild_position < image.hwm_position:
-                    run_timer_by(watch, now_ns, now_ns)
-        watch.run_by(now_ns + IDLE_TIMER_CHECK_NS)
+            if not (served and image.compiled_work):
+                add_image_watch(watch, image, now_ns)
+        run_periodic_check_by(watch, now_ns)
         return True
 
     def on_close(self) -> None:

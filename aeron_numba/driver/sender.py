@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from aeron_numba.driver.receiver import IDLE_TIMER_CHECK_NS, RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH, run_timer_by
+from aeron_numba.driver.receiver import (RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH, run_periodic_check_by,
+                                        run_timer_by)
 from aeron_numba.kernels.udp_socket import ReceiveBatch, SendBatch
 
 DEFAULT_SEND_TO_STATUS_POLL_RATIO = 6
@@ -26,6 +27,9 @@ class Sender:
         self.publications: list = []
         self.endpoints: list = []
         self.version = 0  # bumped by every change to the two lists: NetworkCycles rebuilds its tables on a change
+        # Set by a duty cycle that runs NetworkCycles as an agent of its own, which names the compiled data path's
+        # sockets and streams itself (WatchedCompositeAgent): this watch then names only Python's work.
+        self.served_by_cycles = False
         self._round_robin = 0
         self._cycles_since_poll = 0
         self.control_batch = ReceiveBatch(RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH)  # what receivers send back
@@ -76,19 +80,23 @@ class Sender:
     def add_idle_watch(self, watch) -> bool:
         """What its next cycle needs: what receivers send back to a send socket, a publisher adding to a
         publication (``NetworkPublication.add_idle_watch``), and each publication's next timer
-        (``NetworkPublication.next_timer_ns``). False when its clock is not the monotonic clock a compiled wait
-        reads."""
+        (``NetworkPublication.next_timer_ns``). Under ``served_by_cycles`` it leaves out the sockets the compiled
+        cycles read and the publications whose only Python work is timed: the cycles name those for their own
+        calls. False when its clock is not the monotonic clock a compiled wait reads."""
         if not (self.publications or self.endpoints):
             return True
         if self.nano_clock is not time.monotonic_ns:
             return False
+        served = self.served_by_cycles
         for endpoint in self.endpoints:
-            watch.watch_socket(endpoint.transport.fd)
+            if not (served and endpoint.read_compiled):
+                watch.watch_socket(endpoint.transport.fd)
         now_ns = self.nano_clock()
         for publication in self.publications:
-            publication.add_idle_watch(watch)
+            if not (served and publication.python_send_is_only_timed()):
+                publication.add_idle_watch(watch)
             run_timer_by(watch, publication.next_timer_ns(), now_ns)
-        watch.run_by(now_ns + IDLE_TIMER_CHECK_NS)
+        run_periodic_check_by(watch, now_ns)
         return True
 
     def on_close(self) -> None:

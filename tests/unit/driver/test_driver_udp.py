@@ -8,12 +8,14 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 from numba.core.registry import CPUDispatcher as Dispatcher
 
 from aeron_numba.agent.idle_strategy import BackoffIdleStrategy, YieldingIdleStrategy
+from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.codecs import driver_commands as dc
 from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
@@ -750,4 +752,49 @@ def test_the_compiled_cycles_take_loss_settings_written_while_the_thread_waited_
         stream.close()
     finally:
         control.close()
+        h.close()
+
+
+def test_network_cycles_run_as_an_agent_of_their_own_name_the_data_path_and_leave_python_only_its_own_work(
+        shm_dir, monkeypatch):
+    """In a duty cycle that runs only the agents a wake concerns (a cluster member's), the compiled data path's
+    sockets and streams wake the network cycles, not the sender's and receiver's Python cycles: those then name
+    only what Python does (timers, sockets and images the cycles leave to them)."""
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        sender, receiver = network.sender, network.receiver
+        for part in (sender, receiver):  # the harness's cached clock makes a watch impossible: the real one
+            monkeypatch.setattr(part, "nano_clock", time.monotonic_ns)
+        cycles = NetworkCycles(h.cnc.counters_values_buffer, sender, receiver, nano_clock=time.monotonic_ns)
+        (send_endpoint,) = network.send_endpoints.values()
+        (receive_endpoint,) = network.receive_endpoints.values()
+        data_sockets = {send_endpoint.transport.fd, receive_endpoint.destinations[0].transport.fd}
+
+        def named(agent) -> tuple[set[int], set[int]]:
+            watch = IdleWatch()
+            assert agent.add_idle_watch(watch)
+            watch.snapshot()
+            return set(watch.socket_fds), set(watch.addresses.tolist())
+
+        assert named(cycles) == (set(), set())  # beside the sender and receiver in one composite: they name it all
+        assert named(sender)[0] | named(receiver)[0] == data_sockets
+        python_words = named(sender)[1] | named(receiver)[1]
+
+        cycles.serve_as_own_agent()
+        (publication,) = sender.publications
+        (image,) = receiver.images
+        cycle_sockets, cycle_words = named(cycles)  # its tables built: it sends the publication's data
+        assert publication.python_send_is_only_timed() and image.compiled_work
+        assert cycle_sockets == data_sockets and cycle_words == python_words
+        for part in (sender, receiver):
+            sockets, words = named(part)
+            assert sockets == set() and not words & cycle_words
+
+        publication.is_setup_elicited = True  # Python's own work: the sender watches the stream again
+        assert named(sender)[1] & cycle_words
+        publication.is_setup_elicited = False
+        stream.close()
+    finally:
         h.close()
