@@ -454,9 +454,16 @@ def wake_doorbell_sleepers(doorbell_address: int) -> None:
     """``FUTEX_WAKE`` everyone asleep on the doorbell and send the wake datagram if an agent is parked in
     ``ppoll``, through ctypes rather than kernels: safe in a signal handler, which may run in the middle of the JIT
     loading a kernel (calling one there re-enters the JIT: llvmlite aborts). The sleepers look at their words and
-    sleep again unless one changed."""
+    sleep again unless one changed.
+
+    The doorbell's value moves first, as a ring moves it: a sleeper that read it before the flag it waits on was
+    set, and calls ``FUTEX_WAIT`` only after this wake, then returns at once instead of sleeping its whole park
+    (a close that waited a minute-long park out). A plain store, not an atomic add (ctypes has none, and a signal
+    handler must not enter the JIT): a ring racing it may lose one count, and the value still moves."""
     if SYS_FUTEX is None or not doorbell_address:
         return
+    rings = ctypes.c_int64.from_address(doorbell_address)
+    rings.value += 1
     _futex_by_ctypes(doorbell_address, FUTEX_WAKE, 0x7FFFFFFF, None)
     sockaddr_address = doorbell_address + cl.DOORBELL_WAKE_SOCKADDR_OFFSET
     if ctypes.c_int64.from_address(doorbell_address + cl.DOORBELL_POLL_WAITERS_OFFSET).value > 0 and \

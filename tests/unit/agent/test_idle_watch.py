@@ -205,6 +205,24 @@ def test_an_agent_asleep_on_the_doorbell_wakes_when_another_agent_finishes_a_wor
     assert waiters() == 0
 
 
+def test_a_sleeper_that_read_the_doorbell_before_a_close_does_not_sleep_through_its_wake():
+    """The lost wakeup behind a close that waited out a minute-long park: the sleeper reads the doorbell's word
+    and the close flag (not set yet), the closer sets the flag and wakes the doorbell's sleepers (none asleep
+    yet), then the sleeper calls FUTEX_WAIT with the word it read. The wake moves the word, so that wait returns
+    at once (EAGAIN) instead of sleeping for its timeout."""
+    import ctypes
+    import errno
+
+    values = np.zeros(2 * COUNTER_LENGTH // 8, np.int64)
+    address = values.ctypes.data
+    read_by_the_sleeper = int(values[0])
+    iw.wake_doorbell_sleepers(address)
+    timeout = (ctypes.c_int64 * 2)(5, 0)  # five seconds: a wait that sleeps fails the assertion below
+    started = time.monotonic()
+    result = iw._futex_by_ctypes(address, iw.FUTEX_WAIT, read_by_the_sleeper, ctypes.addressof(timeout))
+    assert result == -errno.EAGAIN and time.monotonic() - started < 1.0
+
+
 def test_close_ends_a_compiled_wait(monkeypatch):
     monkeypatch.setattr(agent_runner, "MAX_COMPILED_WAIT_NS", FAR_NS)  # only the close flag can end this wait
     agent = WatchingAgent()
