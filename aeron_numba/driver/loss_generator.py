@@ -31,6 +31,8 @@ offset   size  field
 48       4*16  blocked UDP ports
 112      4     number of blocked hosts (<= MAX_BLOCKED_HOSTS)
 116      4*16  blocked IPv4 addresses (network byte order)
+184      8     taken: the last version a loss generator of the driver took (its
+               endpoints' generators all take it before their next read)
 =======  ====  ==============================================================
 """
 
@@ -66,6 +68,7 @@ BLOCKED_PORT_COUNT_OFFSET = 44
 BLOCKED_PORTS_OFFSET = 48
 BLOCKED_HOST_COUNT_OFFSET = BLOCKED_PORTS_OFFSET + 4 * MAX_BLOCKED_PORTS
 BLOCKED_HOSTS_OFFSET = BLOCKED_HOST_COUNT_OFFSET + 4
+TAKEN_VERSION_OFFSET = 184
 LOSS_CONTROL_LENGTH = 4096
 
 
@@ -149,8 +152,17 @@ class LossControl:
         """Have an idle watch (``agent/idle_watch.py``) end its wait when new settings are written."""
         watch.watch_int64(self.buffer, VERSION_OFFSET)
 
-    def write(self, settings: LossSettings) -> None:
-        """Publish new settings (single writer at a time): version odd, fields, version even."""
+    def taken_version(self) -> int:
+        """The last version the driver's loss generators took: a writer that waits for ``write``'s version here
+        knows the datagrams read from then on are judged by its settings."""
+        return int(atomics_for_python.get_int64_acquire(self.buffer, TAKEN_VERSION_OFFSET))
+
+    def note_taken(self, version: int) -> None:
+        atomics_for_python.put_int64_release(self.buffer, TAKEN_VERSION_OFFSET, version)
+
+    def write(self, settings: LossSettings) -> int:
+        """Publish new settings (single writer at a time): version odd, fields, version even. Returns the
+        version, for ``taken_version``."""
         settings.check()
         buf = self.buffer
         version = self.version()
@@ -172,6 +184,7 @@ class LossControl:
             at = BLOCKED_HOSTS_OFFSET + 4 * index
             buf[at:at + 4] = np.frombuffer(socket.inet_aton(host), dtype=np.uint8)
         atomics_for_python.put_int64_release(buf, VERSION_OFFSET, version + 2)
+        return version + 2
 
     def read(self) -> tuple[int, LossSettings] | None:
         """(version, settings), or None while a writer is mid-update (try again next cycle)."""
@@ -245,6 +258,7 @@ class LossGenerator:
         self.gap_dropped = np.zeros(max(0, settings.gap_length) // (8 * frame.FRAME_ALIGNMENT) + 1, np.uint8)
         self.state = state  # a new array: tables holding the old one's address rebuild on ``settings_taken``
         LossGenerator.settings_taken += 1
+        control.note_taken(self.version)
 
     @property
     def is_active(self) -> bool:

@@ -238,7 +238,9 @@ def test_a_fixed_gap_is_naked_and_retransmitted(drivers):
 def _partition(drivers, receiver) -> None:
     """Block every datagram between driver B and the publication's sender socket (its source identity)."""
     sender_port = int(receiver.subscription.images[0].source_identity.rsplit(":", 1)[1])
-    drivers.loss_b.write(LossSettings(blocked_ports=(sender_port,)))
+    version = drivers.loss_b.write(LossSettings(blocked_ports=(sender_port,)))
+    # In force before anything is sent: a datagram read before driver B took them would cross the partition.
+    await_condition(lambda: drivers.loss_b.taken_version() >= version, 10, "driver B taking the partition")
 
 
 def test_a_partition_shorter_than_the_image_liveness_loses_nothing(drivers):

@@ -225,6 +225,18 @@ def test_bad_loss_settings_are_refused(bad):
         LossSettings(**bad).check()
 
 
+def test_a_writer_learns_when_the_driver_has_taken_its_settings(shm_dir):
+    control = LossControl.create(shm_dir)
+    generators = [LossGenerator(), LossGenerator()]  # two endpoints' generators of one driver
+    version = control.write(LossSettings(blocked_ports=(4000,)))
+    assert control.taken_version() < version  # written, not in force yet
+    generators[0].update(control)
+    assert control.taken_version() == version
+    generators[1].update(control)
+    assert control.taken_version() == version and generators[1].settings.blocked_ports == (4000,)
+    control.close()
+
+
 def test_loss_generator_drops_its_share_the_gap_once_and_everything_from_a_blocked_port(shm_dir):
     control = LossControl.create(shm_dir)
     generator = LossGenerator()
