@@ -95,8 +95,9 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                 continue
             control = publications[i, TABLE_CONTROL]
             sent = send_data(row, send_msgs, send_iovecs, send_vlen, publications[i, TABLE_FD],
-                             publications[i, TABLE_SOCKADDR], publications[i, TABLE_DESTINATIONS], now, values, control_sockets[control, SOCKET_LOSS_STATE],
-                             control_sockets[control, SOCKET_LOCAL_PORT], collect_result)
+                             publications[i, TABLE_SOCKADDR], publications[i, TABLE_DESTINATIONS], now, values,
+                             control_sockets[control, SOCKET_LOSS_STATE], control_sockets[control, SOCKET_LOCAL_PORT],
+                             collect_result)
             if sent < 0:
                 _finish(result, work + found, RETURN_ERROR, sent, 0)
                 return
