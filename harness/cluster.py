@@ -331,13 +331,19 @@ class ClusterHarness:
     def start(self, member_ids: Iterable[int] | None = None, *, await_leader: bool = True,
               timeout_s: float = NODE_START_TIMEOUT_S) -> None:
         """Start the members (all by default) together, wait for each one's start-up line, then for a leader."""
-        ids = list(self.layout.member_ids if member_ids is None else member_ids)
-        for member_id in ids:
-            self._spawn(member_id)
+        ids = self.launch(member_ids)
         for member_id in ids:
             self._await_started(member_id, timeout_s)
         if await_leader:
             self.await_leader(timeout_s)
+
+    def launch(self, member_ids: Iterable[int] | None = None) -> list[int]:
+        """Spawn the members (all by default) and return at once, their ids in order (a start-up timeline reads
+        them as they come up; ``start`` waits)."""
+        ids = list(self.layout.member_ids if member_ids is None else member_ids)
+        for member_id in ids:
+            self._spawn(member_id)
+        return ids
 
     def _spawn(self, member_id: int) -> ClusterNode:
         node = self.nodes[member_id]

@@ -1,0 +1,41 @@
+"""The cluster's diagnosis tools: the start-up timeline (``benchmarks.cluster.startup``) and member_profile's
+command line. The timeline starts a real 3-member cluster; what it reports is checked, not its times."""
+
+from __future__ import annotations
+
+from aeron_numba.layout import cluster as C
+from benchmarks.cluster import member_profile, startup
+from benchmarks.cluster.aeron_system import COMPILED_SERVICE, NODE_ENV
+from harness.cluster import ClusterHarness
+from harness.process_manager import ProcessManager
+
+
+def test_the_startup_timeline_follows_every_election_to_one_leader(tmp_path):
+    harness = ClusterHarness(ProcessManager(tmp_path / "logs"), service=COMPILED_SERVICE, env=dict(NODE_ENV),
+                             name="startup-test")
+    try:
+        result = startup.timeline(harness, timeout_s=90)
+    finally:
+        harness.close()
+    members = result["members"]
+    assert sorted(members) == [0, 1, 2]
+    for member in members.values():
+        states = [state for state, _ in member["states"]]
+        assert states[-1] == C.ElectionState.CLOSED
+        times = [at for _, at in member["states"]]
+        assert times == sorted(times) and member["cnc_s"] <= times[0]
+    leader_states = [state for state, _ in members[result["leader"]]["states"]]
+    assert C.ElectionState.LEADER_READY in leader_states
+    followers = [m for m in members if m != result["leader"]]
+    assert all(C.ElectionState.LEADER_READY not in [s for s, _ in members[m]["states"]] for m in followers)
+    text = startup.format_timeline(result)
+    assert text.startswith(f"first leader: member {result['leader']}, ") and "LEADER_READY" in text
+
+
+def test_the_tools_refuse_bad_arguments_with_one_line(capsys):
+    assert startup.main(["--timeout", "0"]) == 2
+    assert member_profile.main(["--puts", "0"]) == 2
+    assert startup.main(["--env", "PATH=/tmp"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "--timeout=0.0 must be > 0" in err[0] and "--puts=0 must be >= 1" in err[1]
+    assert "--env 'PATH=/tmp' must be AERON_<NAME>=<value>" in err[2]
