@@ -225,6 +225,13 @@ class AeronClusterSystem(LocalClientSystem):
         """SIGKILL member ``target``'s node and children (the harness stops them all first, then kills them)."""
         self.harness.kill(target)
 
+    def restart_killed(self, target: int, timeout_s: float) -> bool:
+        """The killed member restarted from its dirs; it has rejoined as a follower when this returns (the next
+        run's ``await_replicated`` waits for it to catch up)."""
+        self.harness.restart(target, timeout_s)
+        self.harness.await_followers(2, timeout_s)
+        return True
+
     def client(self, *, failover: bool = False) -> AeronClusterKvClient:
         from aeron_numba.cluster.context import AeronClusterContext
 

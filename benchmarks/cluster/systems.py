@@ -69,6 +69,11 @@ class KvSystem(ABC):
         failover: the kill then finds the followers caught up, as Aeron's golden run's did). By default nothing
         to wait for."""
 
+    def restart_killed(self, target: int, timeout_s: float) -> bool:
+        """Bring back the node ``kill(target)`` killed, caught up with the others, for another failover run; False
+        where the system cannot (one failover run then)."""
+        return False
+
     def describe(self) -> dict:
         """Settings worth printing beside the figures (versions, timeouts, batching, where the client runs)."""
         return {}

@@ -39,3 +39,18 @@ def test_the_tools_refuse_bad_arguments_with_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "--timeout=0.0 must be > 0" in err[0] and "--puts=0 must be >= 1" in err[1]
     assert "--env 'PATH=/tmp' must be AERON_<NAME>=<value>" in err[2]
+
+
+def test_a_failover_case_of_several_runs_reports_their_medians_and_everything_lost():
+    from benchmarks.cluster.bench import compute_targets, failover_case
+
+    def run(failover_s, new_leader_s, lost=0, failed=0):
+        return {"failover_ns": int(failover_s * 1e9), "new_leader_event_ns": int(new_leader_s * 1e9),
+                "lost_at_kill": lost, "failed_after_kill": failed}
+
+    case = failover_case([run(3.5, 3.3), run(9.0, 8.8, lost=2), run(3.2, 3.1), run(3.4, 3.2, failed=1),
+                          run(3.6, 3.4)], rate=1_000)
+    assert case["figures"] == {"failover_s": 3.5, "new_leader_event_s": 3.3}  # one slow run does not move it
+    assert case["lost_at_kill"] == 2 and case["failed_after_kill"] == 1 and len(case["runs"]) == 5
+    targets = compute_targets({"aeron": {"cases": {"failover": {"ok": True, **case}}}})
+    assert targets["aeron failover"]["value"] == 3.3 and targets["aeron failover"]["met"]
