@@ -405,6 +405,28 @@ def test_manual_multi_destination_cast_sends_to_the_destinations_its_client_adds
         assert error.value.error_code_name == "INVALID_CHANNEL"
 
 
+def test_a_multi_destination_publication_under_loss_retransmits_until_every_destination_has_everything(drivers):
+    """Driver B drops a fifth of the data each of its two subscriptions' sockets receives, each on its own draw:
+    the one scan of driver A's compiled send feeds both destinations, each NAKs its own gaps, and the retransmits
+    go to every destination. Both read every message, in order."""
+    second_channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}"
+    with _client(drivers.dir_a) as a, _client(drivers.dir_b) as b:
+        receivers = [Receiver(b.add_subscription(channel, STREAM)) for channel in (drivers.channel, second_channel)]
+        publication = a.add_publication("aeron:udp?control-mode=manual|term-length=64k", STREAM)
+        for channel in (drivers.channel, second_channel):
+            publication.add_destination(channel)
+        await_condition(lambda: all(r.subscription.image_count == 1 for r in receivers), 20, "both connected")
+        version = drivers.loss_b.write(LossSettings(receive_data_rate=0.2, seed=3))
+        await_condition(lambda: drivers.loss_b.taken_version() >= version, 10, "driver B taking the loss")
+        messages = [b"mdc-%d-" % i + bytes(i % 200) for i in range(300)]
+        for message in messages:
+            _offer(publication, message)
+        await_condition(lambda: all(r.has(len(messages)) for r in receivers), 60, "every message at both")
+        assert all(r.messages == messages for r in receivers)
+        assert drivers.system_counter(drivers.counters_b, cl.NAK_MESSAGES_SENT) > 0
+        assert drivers.system_counter(drivers.counters_a, cl.RETRANSMITS_SENT) > 0
+
+
 def test_a_publication_on_a_channel_tag_sends_through_the_endpoint_that_carried_the_tag(drivers):
     """Driver A: ``<channel>|tags=1001`` opens the send endpoint, then ``aeron:udp?tags=1001`` (no address of its own)
     publishes another stream through it; driver B's subscriber on the channel reads that stream. A tag that no
