@@ -267,8 +267,8 @@ class NetworkPublication:
         """Whether ``send`` has anything to do now that the compiled network cycles do not. While they send this
         publication's data (``data_sent_compiled``), the rest of ``send`` is timed (the heartbeat, the connection
         timeout, a receiver's timeout in min or max flow control) or follows Python's own events (no receiver yet
-        or a SETUP asked for, retransmits, spies, draining): until one of those is due, skipping ``send`` changes
-        nothing and saves its interpreter cost on every duty cycle."""
+        or a SETUP asked for, retransmits, draining): until one of those is due, skipping ``send`` changes nothing
+        and saves its interpreter cost on every duty cycle."""
         if not self.python_send_is_only_timed():
             return True
         flow_control_due_ns = self.flow_control.next_idle_ns()
@@ -278,9 +278,11 @@ class NetworkPublication:
 
     def python_send_is_only_timed(self) -> bool:
         """Whether all ``send`` has to do is timed (``next_timer_ns``): the compiled cycles send the data, and
-        nothing of Python's own (a SETUP asked for, retransmits, spies, draining) waits."""
+        nothing of Python's own (a SETUP asked for, retransmits, draining) waits. Spies count only while there is
+        no receiver (when they simulate a connection, they set the pace): with receivers, ``send`` never reads
+        them (an archive recording a cluster's log through a spy of the leader's publication)."""
         return self.data_sent_compiled and self.state is State.ACTIVE and not self.retransmits and \
-            not self.spies and self.has_receivers and not self.is_setup_elicited
+            self.has_receivers and not self.is_setup_elicited
 
     def send(self, now_ns: int, batch: SendBatch) -> int:
         """One sender duty cycle for this publication; returns the bytes sent. ``batch``: the sender's."""

@@ -9,6 +9,7 @@ import struct
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -546,7 +547,7 @@ def test_a_late_subscriber_joins_an_image_at_its_slowest_subscriber_not_its_rebu
 def test_a_publication_whose_data_the_compiled_cycles_send_gets_a_python_send_only_when_something_is_due(shm_dir):
     """NetworkCycles' kernel sends the data of a publication; the sender's Python ``send`` then has only timed work
     (the heartbeat, the connection timeout, a receiver's timeout in max flow control) and work of Python's own (a
-    SETUP asked for, retransmits, spies). It is skipped until one of those is due, and still comes when one is."""
+    SETUP asked for, retransmits; spies only while there is no receiver). It is skipped until one of those is due, and still comes when one is."""
     h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
     try:
         stream = Stream(h)
@@ -576,6 +577,12 @@ def test_a_publication_whose_data_the_compiled_cycles_send_gets_a_python_send_on
             assert publication.needs_python_send(h.nano.nano_time())
             publication.is_setup_elicited = False
             publication.retransmits.clear()
+
+        # A spy beside the receivers (an archive recording the stream) asks nothing of send: it is read only when
+        # spies simulate a connection that has no receiver.
+        publication.spies.append(SimpleNamespace(counts_for_flow_control=True, counter_id=0))
+        assert publication.python_send_is_only_timed() and not publication.needs_python_send(h.nano.nano_time())
+        publication.spies.clear()
 
         # Max flow control (a multi-destination publication's): its on_idle matters only when a receiver times out.
         flow_control, max_flow_control = publication.flow_control, MaxFlowControl()
