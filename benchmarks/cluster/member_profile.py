@@ -29,6 +29,7 @@ from pathlib import Path
 
 from benchmarks.cluster.cpu import process_cpu_s
 from benchmarks.cluster.load import VALUE_SIZE
+from benchmarks.cluster.node_options import add_node_options, node_env
 
 WARMUP_PUTS = 20
 PUT_TIMEOUT_S = 5.0
@@ -189,13 +190,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[1])
     parser.add_argument("--puts", type=int, default=200, help="synchronous puts in the busy window (default 200)")
     parser.add_argument("--idle-s", type=float, default=5.0, help="length of the idle window (default 5 s)")
-    parser.add_argument("--layout", choices=("one-process", "processes"), default="one-process",
-                        help="the members' process layout (default one-process; only it counts agent cycles)")
-    parser.add_argument("--compiled-service", action="store_true",
-                        help="the compiled key-value service (CompiledKeyValueService) instead of the Python one")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting for every node over the benchmark's (repeatable), e.g. "
-                             "AERON_SHARED_IDLE_STRATEGY_INIT_ARGS=10-5-1us-1ms")
+    add_node_options(parser, layout_help="the members' process layout (default one-process; only it counts agent "
+                                         "cycles)", env_example="AERON_SHARED_IDLE_STRATEGY_INIT_ARGS=10-5-1us-1ms")
     parser.add_argument("--py-spy", metavar="DIR", type=Path,
                         help="sample each node with py-spy through the busy window; collapsed stacks go to DIR")
     parser.add_argument("--root", help="directory for the cluster's files (default: a temporary one)")
@@ -204,12 +200,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
         return fail(prog, f"--puts={args.puts} must be >= 1", 2)
     if not 0 < args.idle_s <= 600:
         return fail(prog, f"--idle-s={args.idle_s} must be > 0 and <= 600", 2)
-    env = {}
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name.startswith("AERON_"):
-            return fail(prog, f"--env {item!r} must be AERON_<NAME>=<value>", 2)
-        env[name] = value
+    try:
+        env = node_env(args.env)
+    except ValueError as exc:
+        return fail(prog, str(exc), 2)
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="aeron-numba-member-profile-"))
     system = AeronClusterSystem(compiled_service=args.compiled_service, env=env, process_layout=args.layout)
     try:

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.cluster.node_options import add_node_options, node_env
+
 SAMPLE_S = 0.005
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -80,30 +82,23 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
     from aeron_numba.cli import fail
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[1])
-    parser.add_argument("--compiled-service", action="store_true",
-                        help="the compiled key-value service (CompiledKeyValueService) instead of the Python one")
-    parser.add_argument("--layout", choices=("one-process", "processes"), default="one-process",
-                        help="the members' process layout (default one-process)")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting for every node over the benchmark's (repeatable), e.g. "
-                             "AERON_SHARED_IDLE_STRATEGY=sleeping (what the demo runs)")
+    add_node_options(parser, layout_help="the members' process layout (default one-process)",
+                     env_example="AERON_SHARED_IDLE_STRATEGY=sleeping (what the demo runs)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help=f"give up after this many seconds (default {DEFAULT_TIMEOUT_S:.0f})")
     parser.add_argument("--root", help="directory for the cluster's files (default: a temporary one)")
     args = parser.parse_args(argv)
     if not 0 < args.timeout <= 3600:
         return fail(prog, f"--timeout={args.timeout} must be > 0 and <= 3600", 2)
-    env = {}
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name.startswith("AERON_"):
-            return fail(prog, f"--env {item!r} must be AERON_<NAME>=<value>", 2)
-        env[name] = value
-    from benchmarks.cluster.aeron_system import NODE_ENV, AeronClusterSystem
+    try:
+        env = node_env(args.env)
+    except ValueError as exc:
+        return fail(prog, str(exc), 2)
+    from benchmarks.cluster.aeron_system import COMPILED_SERVICE, NODE_ENV, SERVICE
     from harness.cluster import ClusterHarness
     from harness.process_manager import ProcessManager
 
-    service = AeronClusterSystem(compiled_service=args.compiled_service).service
+    service = COMPILED_SERVICE if args.compiled_service else SERVICE
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="aeron-numba-startup-"))
     harness = ClusterHarness(ProcessManager(root / "logs"), service=service, env={**NODE_ENV, **env}, name="startup",
                              process_layout=args.layout)

@@ -81,11 +81,17 @@ def test_each_bad_setting_is_named_before_anything_starts(tmp_path, argv, env, m
     assert not any(tmp_path.iterdir())  # nothing made
 
 
-def test_a_bad_setting_is_one_line_and_exit_2_from_the_command_line(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), AERON_CLUSTER_MEMBERS=MEMBERS, AERON_CLUSTER_MEMBER_ID="5",
+def _run_node_command(tmp_path, member_id: str, *args: str) -> subprocess.CompletedProcess:
+    """``python -m aeron_numba.cluster --cluster-dir <tmp>/c <args>`` as a user types it, member ``member_id`` of
+    MEMBERS, its aeron dir in ``tmp_path``."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AERON_CLUSTER_MEMBERS=MEMBERS, AERON_CLUSTER_MEMBER_ID=member_id,
                AERON_CLUSTER_INGRESS_CHANNEL="aeron:udp", AERON_DIR=str(tmp_path / "aeron"))
-    result = subprocess.run([sys.executable, "-m", "aeron_numba.cluster", "--cluster-dir", str(tmp_path / "c")],
-                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    return subprocess.run([sys.executable, "-m", "aeron_numba.cluster", "--cluster-dir", str(tmp_path / "c"), *args],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+
+
+def test_a_bad_setting_is_one_line_and_exit_2_from_the_command_line(tmp_path):
+    result = _run_node_command(tmp_path, "5")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == ("python -m aeron_numba.cluster: cluster_member_id=5 is not a member id of "
                              "cluster_members (ids [0, 1])\n")
@@ -138,12 +144,8 @@ def test_loopback_cluster_refuses_what_does_not_fit(tmp_path, kwargs, message):
 
 
 def test_placing_the_service_container_is_refused_with_the_processes_layout(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), AERON_CLUSTER_MEMBERS=MEMBERS, AERON_CLUSTER_MEMBER_ID="0",
-               AERON_CLUSTER_INGRESS_CHANNEL="aeron:udp", AERON_DIR=str(tmp_path / "aeron"))
-    result = subprocess.run([sys.executable, "-m", "aeron_numba.cluster", "--cluster-dir", str(tmp_path / "c"),
-                             "--archive-dir", str(tmp_path / "a"), "--service", SERVICE, "--layout", "processes",
-                             "--service-container", "member"],
-                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    result = _run_node_command(tmp_path, "0", "--archive-dir", str(tmp_path / "a"), "--service", SERVICE,
+                               "--layout", "processes", "--service-container", "member")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == ("python -m aeron_numba.cluster: --service-container member: only the one-process "
                              "layout places the service container (--layout processes always runs it in a child)\n")
