@@ -52,6 +52,12 @@ class TwoDrivers:
         self.channel = f"aeron:udp?endpoint=127.0.0.1:{self.port}"
         self.loss_b = LossControl.open(dir_b)
 
+    def apply_loss_b(self, settings: LossSettings) -> None:
+        """Driver B's loss settings, in force when this returns: a datagram B reads from then on is judged by
+        them (it acknowledges the version it took)."""
+        version = self.loss_b.write(settings)
+        await_condition(lambda: self.loss_b.taken_version() >= version, 10, f"driver B taking {settings}")
+
     def system_counter(self, counters: AeronCounters, system_id: int) -> int:
         return counters.value(system_id)  # system counters take ids 0.. in order (§9)
 
@@ -220,9 +226,8 @@ def _offer(publication, payload: bytes) -> int:
 def test_a_fixed_gap_is_naked_and_retransmitted(drivers):
     with _client(drivers.dir_a) as a, _client(drivers.dir_b) as b:
         publication, receiver = _connected_pair(drivers, a, b)
-        drivers.loss_b.write(LossSettings(gap_term_id=publication.initial_term_id, gap_term_offset=4096,
+        drivers.apply_loss_b(LossSettings(gap_term_id=publication.initial_term_id, gap_term_offset=4096,
                                           gap_length=8192))
-        await_condition(lambda: drivers.loss_b.version() == 2, 5, "loss settings written")
         payloads = [bytes([i]) * 480 for i in range(100)]  # 512-byte frames: the gap holds 16 of them
         for payload in payloads:
             _offer(publication, payload)
@@ -238,9 +243,8 @@ def test_a_fixed_gap_is_naked_and_retransmitted(drivers):
 def _partition(drivers, receiver) -> None:
     """Block every datagram between driver B and the publication's sender socket (its source identity)."""
     sender_port = int(receiver.subscription.images[0].source_identity.rsplit(":", 1)[1])
-    version = drivers.loss_b.write(LossSettings(blocked_ports=(sender_port,)))
     # In force before anything is sent: a datagram read before driver B took them would cross the partition.
-    await_condition(lambda: drivers.loss_b.taken_version() >= version, 10, "driver B taking the partition")
+    drivers.apply_loss_b(LossSettings(blocked_ports=(sender_port,)))
 
 
 def test_a_partition_shorter_than_the_image_liveness_loses_nothing(drivers):
@@ -416,8 +420,7 @@ def test_a_multi_destination_publication_under_loss_retransmits_until_every_dest
         for channel in (drivers.channel, second_channel):
             publication.add_destination(channel)
         await_condition(lambda: all(r.subscription.image_count == 1 for r in receivers), 20, "both connected")
-        version = drivers.loss_b.write(LossSettings(receive_data_rate=0.2, seed=3))
-        await_condition(lambda: drivers.loss_b.taken_version() >= version, 10, "driver B taking the loss")
+        drivers.apply_loss_b(LossSettings(receive_data_rate=0.2, seed=3))
         messages = [b"mdc-%d-" % i + bytes(i % 200) for i in range(300)]
         for message in messages:
             _offer(publication, message)
