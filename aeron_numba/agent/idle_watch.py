@@ -1,10 +1,10 @@
 """What an idle agent's next duty cycle depends on, so that its backoff can run in compiled code.
 
 An agent that implements ``add_idle_watch(watch) -> bool`` names, each time its runner is about to wait, every
-shared-memory word whose change could give its next ``do_work`` something to do (``watch_int64``), every socket
-whose datagrams are its work (``watch_socket``), and the monotonic time by which it must run anyway, its next
-timer (``run_by``). It returns False when it cannot name all of its work (a clock that is not the system's): the
-runner then idles as usual.
+shared-memory word whose change could give its next ``do_work`` something to do (``watch_int64``; or, when only a
+value reached is work, ``watch_word_reaching``), every socket whose datagrams are its work (``watch_socket``),
+and the monotonic time by which it must run anyway, its next timer (``run_by``). It returns False when it cannot
+name all of its work (a clock that is not the system's): the runner then idles as usual.
 
 The runner takes a snapshot of the words *before* the duty cycle that found no work, so a change that lands
 while that cycle runs is not missed: the wait (``kernels/idle_wait.park_until_changed``) compares against the
@@ -49,6 +49,7 @@ class IdleWatch:
         self.deadline_ns: int | None = None
         self._arrays: list[np.ndarray] = []  # keeps every watched buffer alive while its addresses are in use
         self._addresses: list[int] = []
+        self._targets: list[tuple[int, int]] = []  # (index in _addresses, value) of the words watched for a value
         self.addresses = np.zeros(0, np.int64)
         self.values = np.zeros(0, np.int64)
         self._fds: list[int] = []
@@ -58,6 +59,7 @@ class IdleWatch:
         self.doorbell_buffer: np.ndarray | None = None  # the counters values buffer it is in
         self.wake_fd = -1  # the driver's doorbell wake socket, parked on beside the watched sockets (-1: none)
         self.wake_index = -1  # its entry in ``pollfds`` once there (-1: not there)
+        self.snapshot_taken = False  # the arrays above hold the named words only once ``snapshot`` ran
 
     def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
         """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
@@ -82,6 +84,16 @@ class IdleWatch:
         change): the same words as ``watch_int64`` would name, without its per-word checks at every wait."""
         self._arrays.extend(buffers)
         self._addresses.extend(addresses)
+
+    def watch_word_reaching(self, buffer: np.ndarray, address: int, value: int) -> None:
+        """Wake once the int64 at ``address`` (in ``buffer``, which the caller computed it from and keeps mapped)
+        is ``>= value``, not at every change: for a word that moves often where only a threshold is work (a
+        publication's limit moves once its slowest reader is a step past the last move)."""
+        if address <= 0 or address % _WORD_LENGTH:
+            raise ValueError(f"address={address:#x} is not a positive 8-byte aligned address")
+        self._arrays.append(buffer)
+        self._targets.append((len(self._addresses), value))
+        self._addresses.append(-address)
 
     def use_doorbell(self, values_buffer: np.ndarray, counter_id: int, wake_fd: int = -1) -> None:
         """Sleep on the driver's doorbell counter (``counter_id`` in ``values_buffer``) while parked, and ``ring``
@@ -128,6 +140,8 @@ class IdleWatch:
         """Read every watched word now (before the duty cycle whose result decides whether to wait)."""
         self.addresses = np.array(self._addresses, np.int64)
         self.values = np.zeros(len(self._addresses), np.int64)
+        for index, value in self._targets:
+            self.values[index] = value
         snapshot_words(self.addresses, self.values)
         fds = self._fds
         self.wake_index = -1
@@ -137,9 +151,10 @@ class IdleWatch:
         self.pollfds = np.zeros(len(fds) * iw.POLLFD_INT32S, np.int32)
         self.pollfds[0::iw.POLLFD_INT32S] = fds
         self.pollfds[1::iw.POLLFD_INT32S] = iw.POLLIN
+        self.snapshot_taken = True
 
     def changed(self) -> bool:
-        """True if a watched word differs from the snapshot."""
+        """True if a watched word differs from the snapshot (or reached the value it is watched for)."""
         return first_changed_word(self.addresses, self.values) >= 0
 
     def park_until_changed(self, park_ns: int, default_deadline_ns: int, *, spins: int = 0, yields: int = 0,

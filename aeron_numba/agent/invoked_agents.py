@@ -216,6 +216,10 @@ class WatchedCompositeAgent(CompositeAgent):
     def do_work(self) -> int:
         watch, previous = self._watch, self._previous
         self._watch = self._previous = None
+        if watch is not None and not watch.snapshot_taken:
+            # Named, then not snapshotted: an agent after this composite in its parent could not name its work,
+            # so the runner idles without the watch. Its words were never read: run everyone, as without one.
+            watch = None
         if watch is None or previous is None:
             work_count = self._run_all()
         else:

@@ -670,20 +670,17 @@ class NetworkConductor:
         return work
 
     def add_idle_watch(self, watch) -> bool:
-        """What the conductor's UDP half waits for (``agent/idle_watch.py``): a sender position or a spy's or
-        subscriber's ``sub-pos`` moving (the limits and log cleaning follow those) and, with the sender and
-        receiver on threads of their own, a command from them; lifecycles run on the conductor's timer. In SHARED
-        mode the sender and receiver on this thread name their own work (sockets, publishers, timers)."""
+        """What the conductor's UDP half waits for (``agent/idle_watch.py``): a publication's slowest reader far
+        enough on for its limit to move, an image's slowest subscriber far enough on for its log to be cleaned
+        and, with the sender and receiver on threads of their own, a command from them; lifecycles run on the
+        conductor's timer. In SHARED mode the sender and receiver on this thread name their own work (sockets,
+        publishers, timers)."""
         if not self.conductor_proxy.is_direct:
             watch.watch_int64(self.conductor_proxy.queue.offers, 0)
-        values = self.counters.values_buffer
         for publication in self.publications:
-            watch.watch_counter(values, publication.snd_pos_counter_id)
-            for spy in publication.spies:
-                watch.watch_counter(values, spy.counter_id)
+            publication.add_conductor_watch(watch)
         for image in self.images:
-            for subscriber in image.subscribers:
-                watch.watch_counter(values, subscriber.counter_id)
+            image.add_conductor_watch(watch)
         return True
 
     def on_timer(self, now_ns: int) -> int:

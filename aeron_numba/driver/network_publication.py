@@ -440,6 +440,28 @@ class NetworkPublication:
             work = 1
         return work
 
+    def add_conductor_watch(self, watch) -> None:
+        """What ``update_pub_pos_and_pub_lmt`` waits for (``agent/idle_watch.py``). While ACTIVE and connected the
+        limit moves only once the slowest of the sender and the spies that hold it back passes ``trip_limit -
+        term_window_length``: that one position is watched for reaching it, not every datagram sent or taken
+        (``pub-pos``, which the update also samples, then moves at each trip and each conductor timer). Otherwise
+        every position the update reads."""
+        values = self.values_buffer
+        if self.state is State.ACTIVE and self.is_connected:
+            slowest = self.sender_position
+            buffer, address = self.row, self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize
+            for spy in self.spies:
+                if spy.counts_for_flow_control:
+                    position = self._get_counter(spy.counter_id)
+                    if position < slowest:
+                        slowest = position
+                        buffer, address = values, counter_value_address(values, spy.counter_id)
+            watch.watch_word_reaching(buffer, address, self.trip_limit - self.term_window_length + 1)
+            return
+        watch.watch_counter(values, self.snd_pos_counter_id)
+        for spy in self.spies:
+            watch.watch_counter(values, spy.counter_id)
+
     def on_time_event(self, now_ns: int) -> bool:
         """Timer tick: blocked-publisher check and the lifecycle. Returns True when DONE."""
         if self.state is State.ACTIVE:

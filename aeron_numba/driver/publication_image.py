@@ -47,6 +47,10 @@ from aeron_numba.layout.log_buffers import LogBuffers
 from aeron_numba.driver.receive_destination import RECEIVE_DESTINATION_TIMEOUT_NS
 
 DEFAULT_STATUS_MESSAGE_TIMEOUT_NS = 200_000_000
+#: The log is cleaned in steps of at least this share of a term (a term behind the slowest subscriber): the
+#: conductor then wakes once per step, not for every message its subscribers take. The receiver never writes within
+#: two terms behind them (its window is at most half a term), so the lag is safe.
+CLEAN_STEP_TERM_DIVISOR = 8
 
 
 class ImageState(enum.Enum):
@@ -342,11 +346,21 @@ class PublicationImage:
                                                  self.log.metadata_offset + lb.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, count)
 
     # ---------------------------------------------------------------------------------- conductor side
+    def add_conductor_watch(self, watch) -> None:
+        """What ``clean`` waits for (``agent/idle_watch.py``): the slowest subscriber a term and a clean step past
+        the clean position, watched for reaching it rather than at every message a subscriber takes."""
+        if not self.subscribers:
+            return
+        values = self.values_buffer
+        slowest = min(self.subscribers, key=lambda subscriber: self._get_counter(subscriber.counter_id))
+        watch.watch_word_reaching(values, counters_kernels.counter_value_address(values, slowest.counter_id),
+                                  self.clean_position + self.term_length + self.term_length // CLEAN_STEP_TERM_DIVISOR)
+
     def clean(self) -> int:
-        """Zero the log a term behind the slowest subscriber, like Aeron: the receiver never writes there, even
-        for a packet it accepted just before the subscribers moved on."""
+        """Zero the log a term behind the slowest subscriber, like Aeron, once that is a clean step on: the receiver
+        never writes there, even for a packet it accepted just before the subscribers moved on."""
         target = self.min_subscriber_position() - self.term_length
-        if target <= self.clean_position:
+        if target - self.clean_position < self.term_length // CLEAN_STEP_TERM_DIVISOR:
             return 0
         self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position, target))
         return 1

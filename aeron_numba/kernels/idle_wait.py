@@ -14,7 +14,10 @@ strategy's behaviour (spins, yields, park lengths) is unchanged.
 
 Words are watched by address (``ndarray.ctypes.data + offset``, 8-byte aligned int64s in mapped files or
 numpy arrays): the caller keeps every array they point into alive while waiting and never unmaps one from
-another thread meanwhile. ``nanosleep`` and ``clock_gettime`` are libc's, called as external symbols.
+another thread meanwhile. A word can also be watched for reaching a value rather than for any change: its
+address is stored negated and its "snapshot" is the value (a publication's limit moves only once its slowest
+reader has gone a step past the last move, so a conductor need not wake for every message its readers take).
+``nanosleep`` and ``clock_gettime`` are libc's, called as external symbols.
 """
 
 from __future__ import annotations
@@ -285,16 +288,26 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
 @kernel
 def snapshot_words(addresses, values):
-    """Load the int64 at each of ``addresses`` into ``values`` (same length)."""
+    """Load the int64 at each of ``addresses`` into ``values`` (same length); a negated address (a word watched
+    for reaching ``values[i]``) keeps its value."""
     for i in range(addresses.shape[0]):
-        values[i] = _load_acquire_int64_at(addresses[i])
+        if addresses[i] > 0:
+            values[i] = _load_acquire_int64_at(addresses[i])
+
+
+@kernel
+def word_moved(address, value):
+    """True if the word at ``address`` differs from ``value``, or, for a negated address, has reached it."""
+    if address > 0:
+        return _load_acquire_int64_at(address) != value
+    return _load_acquire_int64_at(-address) >= value
 
 
 @kernel
 def first_changed_word(addresses, values):
-    """Index of the first word at ``addresses`` that differs from ``values``, or -1 if none does."""
+    """Index of the first word at ``addresses`` that moved against ``values`` (``word_moved``), or -1 if none did."""
     for i in range(addresses.shape[0]):
-        if _load_acquire_int64_at(addresses[i]) != values[i]:
+        if word_moved(addresses[i], values[i]):
             return i
     return -1
 
@@ -303,7 +316,9 @@ def first_changed_word(addresses, values):
 def changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges, changed):
     """For each agent of a composite whose words are ``addresses[ranges[2i]:ranges[2i + 1]]`` (and were
     ``previous_addresses[previous_ranges[2i]:...]`` in the watch before): ``changed[i] = 1`` if it names other words
-    now, or one of its words holds another value than in the previous snapshot, else 0."""
+    now, or one of its words holds another value than in the previous snapshot, or one watched for reaching a value
+    has reached it (another word or value to reach alone is not a change: the agent named them after it last ran),
+    else 0."""
     for i in range(changed.shape[0]):
         p0, p1 = previous_ranges[2 * i], previous_ranges[2 * i + 1]
         c0, c1 = ranges[2 * i], ranges[2 * i + 1]
@@ -312,8 +327,14 @@ def changed_agents(previous_addresses, previous_values, previous_ranges, address
             flag = 1
         else:
             for k in range(c1 - c0):
-                if previous_addresses[p0 + k] != addresses[c0 + k] or previous_values[p0 + k] != values[c0 + k]:
+                address, previous = addresses[c0 + k], previous_addresses[p0 + k]
+                if address < 0 and previous < 0:
+                    # A value to reach, named after the agent last ran (which word holds the slowest position and
+                    # what it must reach may differ from the last watch's): only reaching it counts.
+                    flag = 1 if word_moved(address, values[c0 + k]) else 0
+                elif previous != address or previous_values[p0 + k] != values[c0 + k]:
                     flag = 1
+                if flag:
                     break
         changed[i] = flag
 
@@ -336,16 +357,17 @@ def poll_sockets(pollfds, timeout_ns, wake_index):
 @kernel
 def park_until_changed(addresses, values, pollfds, doorbell_address, wake_index, spins, yields, park_ns, max_park_ns,
                        deadline_ns, result):
-    """Back off until a watched word differs from ``values``, a watched socket is readable or ``deadline_ns`` has
+    """Back off until a watched word moves (``word_moved``), a watched socket is readable or ``deadline_ns`` has
     passed: ``spins`` steps that only look, then ``yields`` that ``sched_yield`` first, then parks of ``park_ns``
     doubling up to ``max_park_ns`` (``ppoll`` on the sockets when there are some, ``nanosleep`` otherwise).
 
     Parameters
     ----------
     addresses : int64[::1]
-        Addresses of 8-byte aligned int64 words.
+        Addresses of 8-byte aligned int64 words (negated: a word watched for reaching its value).
     values : int64[::1]
-        Their snapshot (``snapshot_words``), taken before the agent's last duty cycle read them.
+        Their snapshot (``snapshot_words``), taken before the agent's last duty cycle read them, or the value a
+        negated address's word is to reach.
     pollfds : int32[::1]
         ``struct pollfd`` entries (``POLLFD_INT32S`` int32s each, events ``POLLIN``) of the sockets whose
         datagrams are the agent's work; empty for none.

@@ -58,11 +58,28 @@ def _node_name(node) -> str:
     return f"member {node.member_id} ({'leader' if node.is_leader() else 'follower'})"
 
 
-def _reading(system, counters) -> dict:
-    """CPU seconds per (node, process) and cycles per (node, agent), now."""
+def _subscriber_position_counters(counters) -> dict[str, list[tuple[str, object, int]]]:
+    """``node name -> [(label, cnc, counter id)]`` for each node's subscriber positions (``sub-pos``), read from the
+    cnc.dat its agent-cycle counters came from."""
+    from aeron_numba.kernels.counters import CountersReader
+    from aeron_numba.layout.counters import SUBSCRIBER_POSITION_TYPE_ID
+
+    found = {}
+    for name, cncs in counters.items():
+        if cncs:
+            cnc = cncs[0][1]
+            reader = CountersReader(cnc.counters_metadata_buffer, cnc.counters_values_buffer)
+            found[name] = [(info.label, cnc, info.counter_id) for info in reader.for_each()
+                           if info.type_id == SUBSCRIBER_POSITION_TYPE_ID]
+    return found
+
+
+def _reading(system, counters, positions=None) -> dict:
+    """CPU seconds per (node, process), cycles per (node, agent) and, when ``positions`` is given, each
+    subscriber position per (node, label), now."""
     from aeron_numba.kernels.counters import get_counter_value
 
-    cpu, cycles = {}, {}
+    cpu, cycles, streams = {}, {}, {}
     for node in system.harness.running_nodes():
         name = _node_name(node)
         for pid in node.pids():
@@ -70,7 +87,9 @@ def _reading(system, counters) -> dict:
             cpu[(name, role)] = process_cpu_s(pid) or 0.0
         for role, cnc, counter_id in counters.get(name, ()):
             cycles[(name, role)] = int(get_counter_value(cnc.counters_values_buffer, counter_id))
-    return {"at": time.monotonic(), "cpu": cpu, "cycles": cycles}
+        for label, cnc, counter_id in (positions or {}).get(name, ()):
+            streams[(name, label)] = int(get_counter_value(cnc.counters_values_buffer, counter_id))
+    return {"at": time.monotonic(), "cpu": cpu, "cycles": cycles, "streams": streams}
 
 
 def _difference(before: dict, after: dict) -> tuple[float, dict, dict]:
@@ -78,6 +97,12 @@ def _difference(before: dict, after: dict) -> tuple[float, dict, dict]:
     cpu = {key: after["cpu"][key] - value for key, value in before["cpu"].items() if key in after["cpu"]}
     cycles = {key: after["cycles"][key] - value for key, value in before["cycles"].items() if key in after["cycles"]}
     return seconds, cpu, cycles
+
+
+def _streams_moved(before: dict, after: dict) -> dict:
+    """(node, sub-pos label) -> bytes consumed between the readings, for the positions that moved."""
+    return {key: after["streams"][key] - value for key, value in before["streams"].items()
+            if key in after["streams"] and after["streams"][key] != value}
 
 
 def _put_synchronously(client, count: int, first_token: int) -> None:
@@ -152,14 +177,16 @@ def profile(system, puts: int, idle_s: float, py_spy_dir: Path | None = None) ->
     time.sleep(idle_s)  # the idle window: a measurement, not a wait for a condition
     idle = _difference(before, _reading(system, counters))
     samplers = _start_py_spy(system, py_spy_dir) if py_spy_dir is not None else []
-    before = _reading(system, counters)
+    positions = _subscriber_position_counters(counters)
+    before = _reading(system, counters, positions)
     _put_synchronously(client, puts, WARMUP_PUTS)
-    busy = _difference(before, _reading(system, counters))
+    after = _reading(system, counters, positions)
+    busy = _difference(before, after)
     tops = _stop_py_spy(samplers)
     for cncs in counters.values():
         for cnc in {id(c): c for _, c, _ in cncs}.values():
             cnc.close()
-    return {"puts": puts, "idle": idle, "busy": busy, "py_spy": tops}
+    return {"puts": puts, "idle": idle, "busy": busy, "streams": _streams_moved(before, after), "py_spy": tops}
 
 
 def format_profile(result: dict) -> str:
@@ -176,6 +203,9 @@ def format_profile(result: dict) -> str:
     for key in sorted(idle_cycles):
         lines.append(f"{key[0] + ', ' + key[1][:60]:34} {idle_cycles[key] / idle_s:14.0f} "
                      f"{busy_cycles.get(key, 0) / puts:14.1f}")
+    lines.append("streams a node's subscribers consumed in the busy window, bytes per put")
+    for (name, label), moved in sorted(result.get("streams", {}).items()):
+        lines.append(f"{name}: {moved / puts:8.1f}  {label[:100]}")
     for name, top in result.get("py_spy", {}).items():
         lines.append(f"py-spy, {name}: share of the busy window's samples, inclusive")
         lines.extend(f"  {share * 100:5.1f} %  {frame}" for frame, share in top)

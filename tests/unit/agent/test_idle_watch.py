@@ -327,3 +327,19 @@ def test_a_datagram_wakes_an_agent_waiting_on_its_socket_in_compiled_code():
         runner.close(timeout_s=10.0)
         agent.socket.close()
     assert agent.received == [b"d0", b"d1", b"d2"]
+
+
+def test_a_word_watched_for_a_value_wakes_the_wait_only_once_it_reaches_it():
+    buffer = np.zeros(2, np.int64)
+    watch = IdleWatch()
+    watch.watch_int64(buffer, 0)
+    watch.watch_word_reaching(buffer, buffer.ctypes.data + 8, 50)
+    watch.snapshot()
+    assert watch.values.tolist() == [0, 50]
+    buffer[1] = 49
+    assert not watch.changed()
+    buffer[1] = 50
+    assert watch.changed()
+    assert watch.park_until_changed(1_000, time.monotonic_ns() + 60_000_000_000)[1] == iw.WOKEN_BY_CHANGE
+    with pytest.raises(ValueError, match="address=0x3 is not a positive 8-byte aligned address"):
+        watch.watch_word_reaching(buffer, 3, 1)

@@ -12,6 +12,7 @@ from aeron_numba.agent import (AgentInvoker, AgentRunner, AgentTerminationExcept
                                NoOpIdleStrategy, SleepingIdleStrategy)
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.agent.invoked_agents import InvokedAgent, InvokerGroup, InvokingIdleStrategy, WatchedCompositeAgent
+from aeron_numba.kernels.idle_wait import changed_agents
 from harness.awaiting import await_condition
 from tests.unit.agent.test_agent import Recorder, ScriptedAgent, stop
 
@@ -269,3 +270,79 @@ def test_a_composite_offers_a_watch_only_when_every_agent_does():
     composite.do_work()
     composite.do_work()
     assert composite.cycles == [2, 2]
+
+
+class ThresholdAgent(WordAgent):
+    """Has work only once its word reaches ``trip``, which its work moves on (a publication limit's trip)."""
+
+    def __init__(self, name, trip):
+        super().__init__(name)
+        self.trip = trip
+
+    def add_idle_watch(self, watch):
+        watch.watch_word_reaching(self.word, self.word.ctypes.data, self.trip)
+        return True
+
+    def do_work(self):
+        self.calls += 1
+        if self.word[0] >= self.trip:
+            self.trip = int(self.word[0]) + 100
+            return 1
+        return 0
+
+
+def test_an_agent_watching_for_a_value_runs_only_once_its_word_reaches_it():
+    limit, other = ThresholdAgent("limit", trip=100), WordAgent("other")
+    composite = WatchedCompositeAgent(limit, other, nano_time=ManualClock())
+    _cycle(composite)  # the first cycle runs everyone
+    for position in (10, 50, 99):  # the word moves, short of the value: a change the agent does not wait for
+        limit.word[0] = position
+        _cycle(composite)
+    assert limit.calls == 1
+    limit.word[0] = 130
+    assert _cycle(composite)[0] == 1  # reached: it runs and names the next value, 230
+    assert (limit.calls, limit.trip) == (2, 230)
+    _cycle(composite)  # after its work it runs again (it may have more), then not until 230
+    limit.word[0] = 229
+    _cycle(composite)
+    assert limit.calls == 3
+    limit.word[0] = 230
+    _cycle(composite)
+    assert (limit.calls, other.calls) == (4, 1)
+
+
+class UnwatchableAgent(ScriptedAgent):
+    """Can never name its work (a clock that is not the system's)."""
+
+    def add_idle_watch(self, watch):
+        return False
+
+
+def test_a_nested_composite_runs_everyone_when_its_parent_could_not_watch_and_no_snapshot_was_taken(monkeypatch):
+    """A composite inside another names its words into the parent's watch; when an agent after it cannot, the
+    runner takes no snapshot, and the words' values were never read: comparing them would read past the arrays."""
+    from aeron_numba.agent import invoked_agents
+
+    compared = []
+
+    def checked_changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges,
+                               changed):
+        assert ranges.max(initial=0) <= addresses.shape[0] and previous_ranges.max(initial=0) <= \
+            previous_addresses.shape[0], "ranges past the watched words"
+        compared.append(1)
+        changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges, changed)
+
+    monkeypatch.setattr(invoked_agents, "changed_agents", checked_changed_agents)
+    a, b = WordAgent("a"), WordAgent("b")
+    inner = WatchedCompositeAgent(a, b, nano_time=ManualClock())
+    refusing = UnwatchableAgent("refusing", then=0)
+    outer = WatchedCompositeAgent(inner, nano_time=ManualClock())
+    _cycle(outer)
+    _cycle(outer)
+    assert compared  # watched cycles compare as usual
+    parent = WatchedCompositeAgent(inner, refusing, nano_time=ManualClock())
+    watch = IdleWatch()
+    assert not parent.add_idle_watch(watch)  # inner named its words, then refusing could not: no snapshot
+    calls = (a.calls, b.calls)
+    parent.do_work()
+    assert (a.calls, b.calls) == (calls[0] + 1, calls[1] + 1)  # everyone ran, nothing compared against no snapshot

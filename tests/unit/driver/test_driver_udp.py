@@ -22,7 +22,7 @@ from aeron_numba.driver.feedback_delay import OptimalMulticastFeedbackDelay
 from aeron_numba.driver.flow_control import MaxFlowControl, UnicastFlowControl
 from aeron_numba.driver.loss_generator import LossControl, LossSettings
 from aeron_numba.driver.network_cycles import NetworkCycles
-from aeron_numba.driver.publication_image import ImageState
+from aeron_numba.driver.publication_image import CLEAN_STEP_TERM_DIVISOR, ImageState
 from aeron_numba.driver.warmup import warm_up_driver_kernels
 from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import network_duty_cycle as ndc
@@ -619,6 +619,47 @@ def test_a_network_publications_limit_update_is_skipped_while_nothing_it_reads_m
         count = len(reads)
         h.work(3)
         assert len(reads) == count
+        stream.close()
+    finally:
+        h.close()
+
+
+def test_the_conductor_waits_for_a_publications_limit_trip_and_an_images_clean_point_not_every_message(shm_dir):
+    """The conductor moves a network publication's limit only once its slowest reader is an eighth of a window past
+    the last move, and cleans an image's log a term behind its slowest subscriber in steps: its idle watch wakes
+    for those, not for every datagram sent and taken (a busy stream would otherwise cost a conductor cycle per
+    message)."""
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
+    try:
+        stream = Stream(h)
+        (publication,) = h.conductor.network.sender.publications
+        (image,) = h.conductor.network.images
+        watch = IdleWatch()
+        assert h.conductor.network.add_idle_watch(watch)
+        watch.snapshot()
+        trip_gain = publication.term_window_length // 8
+        assert sorted(watch.values.tolist()) == sorted(
+            [publication.trip_limit - publication.term_window_length + 1,
+             image.clean_position + image.term_length + image.term_length // CLEAN_STEP_TERM_DIVISOR])
+        limit = h.reader.get_counter_value(stream.pub.position_limit_counter_id)
+        stream.offer_all([b"x" * 100])
+        assert stream.settle(10) == [b"x" * 100]  # sent, received and taken, short of the trip: no wake
+        assert not watch.changed()
+        stream.offer_all([b"y" * 1000] * (trip_gain // 1000 + 1))
+        stream.settle(20)
+        assert watch.changed()  # the sender passed the trip
+        h.work(3)
+        assert h.reader.get_counter_value(stream.pub.position_limit_counter_id) > limit
+        step = image.term_length // CLEAN_STEP_TERM_DIVISOR
+        payloads = [bytes([n % 251]) * 1000 for n in range(3 * image.term_length // 1000)]
+        stream.offer_all(payloads)
+        stream.settle(40)
+        assert stream.messages[-len(payloads):] == payloads  # three terms through the cleaned log, intact
+        taken = h.reader.get_counter_value(stream.image.subscriber_position_id)
+        clean = image.clean_position
+        assert taken - image.term_length - step < clean <= taken - image.term_length  # cleaned in steps, a term behind
+        last_step = np.arange(clean - step, clean) % (lb.PARTITION_COUNT * image.term_length)
+        assert not stream.image_log.buffer[last_step].any()  # the last step is zeroed
         stream.close()
     finally:
         h.close()

@@ -72,6 +72,50 @@ def test_snapshot_reads_every_word_and_first_changed_word_finds_the_first_differ
     assert iw.first_changed_word(addresses, values) == 0
 
 
+def test_a_word_watched_for_a_value_moves_only_once_it_reaches_it_and_its_snapshot_is_that_value():
+    buffer = np.zeros(2, np.int64)
+    addresses = np.array([buffer.ctypes.data, -(buffer.ctypes.data + 8)], np.int64)  # the second: reach 100
+    values = np.array([0, 100], np.int64)
+    iw.snapshot_words(addresses, values)
+    assert values.tolist() == [0, 100]
+    buffer[1] = 99
+    assert iw.first_changed_word(addresses, values) == -1
+    assert wait_reason(addresses, values, time.monotonic_ns() + 2 * PARK_NS)[1] == iw.WOKEN_BY_DEADLINE
+    buffer[1] = 100
+    assert iw.first_changed_word(addresses, values) == 1
+    assert wait_reason(addresses, values, time.monotonic_ns() + FAR_NS) == (1, iw.WOKEN_BY_CHANGE)
+    buffer[1] = 5000
+    assert iw.word_moved(addresses[1], values[1]) and not iw.word_moved(addresses[0], values[0])
+
+
+def test_changed_agents_flags_a_value_to_reach_only_when_it_is_reached():
+    buffer = np.zeros(1, np.int64)
+    address = -buffer.ctypes.data
+    previous_addresses, previous_values = np.array([address], np.int64), np.array([10], np.int64)
+    ranges = np.array([0, 1], np.int64)
+    changed = np.ones(1, np.int64)
+
+    def flagged(value_to_reach):
+        iw.changed_agents(previous_addresses, previous_values, ranges, np.array([address], np.int64),
+                          np.array([value_to_reach], np.int64), ranges, changed)
+        return int(changed[0])
+
+    buffer[0] = 15
+    assert flagged(20) == 0  # a new value named by the agent after it ran: not a change
+    assert flagged(15) == 1  # reached
+    other = np.full(1, 7, np.int64)  # the agent's slowest reader is another word now: only reaching counts
+    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([-other.ctypes.data], np.int64),
+                      np.array([8], np.int64), ranges, changed)
+    assert changed[0] == 0
+    other[0] = 8
+    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([-other.ctypes.data], np.int64),
+                      np.array([8], np.int64), ranges, changed)
+    assert changed[0] == 1
+    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([buffer.ctypes.data], np.int64),
+                      np.array([15], np.int64), ranges, changed)
+    assert changed[0] == 1  # the agent watches another kind of word now
+
+
 def test_a_word_already_changed_since_the_snapshot_ends_the_wait_after_one_park():
     buffer = np.zeros(2, np.int64)
     addresses, values = words(buffer, 0, 8), np.zeros(2, np.int64)
