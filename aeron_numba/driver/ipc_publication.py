@@ -76,11 +76,13 @@ class UpdateInputs:
 
     def __init__(self, build):
         self._build = build
+        self.version = 0  # moved by every ``invalidate``: what was computed from the inputs may be stale
         self._words: list[int] | None = None
         self.addresses = self.values = np.zeros(0, np.int64)
         self._snapshot_taken = False
 
     def invalidate(self) -> None:
+        self.version += 1
         self._words = None
         self._snapshot_taken = False
 

@@ -37,6 +37,7 @@ from aeron_numba.driver.ipc_publication import (ImageChange, State, SubscriberPo
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels.counters import counter_value_address
+from aeron_numba.kernels.idle_wait import word_moved
 from aeron_numba.kernels import publication_sender
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_buffer_unblocker import unblock
@@ -140,6 +141,7 @@ class NetworkPublication:
         self.retransmits: dict[tuple[int, int], _Retransmit] = {}
         self.control = np.zeros(2 * ul.SETUP_FRAME_LENGTH, dtype=np.uint8)  # scratch for one control frame
         self.data_sent_compiled = False  # set by NetworkCycles when its kernel sends this publication's data
+        self._slowest_reader = None  # ((trip, inputs' version), buffer, address, value): add_conductor_watch's
         self.update_inputs = UpdateInputs(lambda: tail_counter_addresses(self.log) + [
             self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize] + [
             counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies])
@@ -448,15 +450,21 @@ class NetworkPublication:
         every position the update reads."""
         values = self.values_buffer
         if self.state is State.ACTIVE and self.is_connected:
-            slowest = self.sender_position
-            buffer, address = self.row, self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize
-            for spy in self.spies:
-                if spy.counts_for_flow_control:
-                    position = self._get_counter(spy.counter_id)
-                    if position < slowest:
-                        slowest = position
-                        buffer, address = values, counter_value_address(values, spy.counter_id)
-            watch.watch_word_reaching(buffer, address, self.trip_limit - self.term_window_length + 1)
+            # Which reader is the slowest is kept while the trip and the readers stay (one that has moved ahead
+            # since costs one cycle that finds no trip, and a new pick), so most watches only name it again.
+            key = (self.trip_limit, self.update_inputs.version)
+            known = self._slowest_reader
+            if known is None or known[0] != key or word_moved(-known[2], known[3]):
+                slowest = self.sender_position
+                buffer, address = self.row, self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize
+                for spy in self.spies:
+                    if spy.counts_for_flow_control:
+                        position = self._get_counter(spy.counter_id)
+                        if position < slowest:
+                            slowest = position
+                            buffer, address = values, counter_value_address(values, spy.counter_id)
+                known = self._slowest_reader = (key, buffer, address, self.trip_limit - self.term_window_length + 1)
+            watch.watch_word_reaching(known[1], known[2], known[3])
             return
         watch.watch_counter(values, self.snd_pos_counter_id)
         for spy in self.spies:

@@ -33,6 +33,7 @@ import numpy as np
 
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
+from aeron_numba.kernels import idle_wait
 from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import udp_socket
 from aeron_numba.kernels import loss_detector as ld
@@ -151,6 +152,7 @@ class PublicationImage:
             row[column] = value
         self._state = ImageState.ACTIVE
         self.clean_position = self.join_position
+        self._slowest_subscriber = None  # (clean position, subscribers, address, value): add_conductor_watch's
         self.loss_state = np.zeros(ld.LOSS_STATE_LENGTH, dtype=np.int64)
         row[ns.IMAGE_LOSS_STATE_ADDRESS] = self.loss_state.ctypes.data
         self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
@@ -349,12 +351,19 @@ class PublicationImage:
     def add_conductor_watch(self, watch) -> None:
         """What ``clean`` waits for (``agent/idle_watch.py``): the slowest subscriber a term and a clean step past
         the clean position, watched for reaching it rather than at every message a subscriber takes."""
-        if not self.subscribers:
+        subscribers = self.subscribers
+        if not subscribers:
             return
         values = self.values_buffer
-        slowest = min(self.subscribers, key=lambda subscriber: self._get_counter(subscriber.counter_id))
-        watch.watch_word_reaching(values, counters_kernels.counter_value_address(values, slowest.counter_id),
-                                  self.clean_position + self.term_length + self.term_length // CLEAN_STEP_TERM_DIVISOR)
+        # Kept while the clean position and the subscribers stay, as a publication's slowest reader is.
+        known = self._slowest_subscriber
+        if known is None or known[0] != self.clean_position or known[1] is not subscribers or \
+                idle_wait.word_moved(-known[2], known[3]):
+            slowest = min(subscribers, key=lambda subscriber: self._get_counter(subscriber.counter_id))
+            known = self._slowest_subscriber = (
+                self.clean_position, subscribers, counters_kernels.counter_value_address(values, slowest.counter_id),
+                self.clean_position + self.term_length + self.term_length // CLEAN_STEP_TERM_DIVISOR)
+        watch.watch_word_reaching(values, known[2], known[3])
 
     def clean(self) -> int:
         """Zero the log a term behind the slowest subscriber, like Aeron, once that is a clean step on: the receiver
