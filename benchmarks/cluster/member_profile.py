@@ -4,7 +4,9 @@ Starts the cluster benchmark's 3-node aeron-numba cluster (``aeron_system.AeronC
 client over its own driver), then measures two windows: ``--idle-s`` seconds with nothing sent, and ``--puts``
 synchronous puts one after the other. For each node it prints the CPU of the node's process and of its service
 container (``/proc``), and how many duty cycles each agent of the node's thread ran (the ``aeron-numba agent
-cycles`` counters a one-process member keeps in its ``cnc.dat``): per second while idle, per put while busy.
+cycles`` counters a one-process member keeps in its ``cnc.dat``): per second while idle, per put while busy. Then the
+bytes per put each node's subscribers consumed in the busy window (its ``sub-pos`` counters that moved), which
+names the streams a put moves.
 
 With ``--py-spy DIR`` it also samples each node's process with py-spy (not a dependency: ``pip install py-spy``)
 through the busy window, keeps the collapsed stacks in ``DIR/<member>.txt`` and prints each node's functions that

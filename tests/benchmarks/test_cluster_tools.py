@@ -54,3 +54,17 @@ def test_a_failover_case_of_several_runs_reports_their_medians_and_everything_lo
     assert case["lost_at_kill"] == 2 and case["failed_after_kill"] == 1 and len(case["runs"]) == 5
     targets = compute_targets({"aeron": {"cases": {"failover": {"ok": True, **case}}}})
     assert targets["aeron failover"]["value"] == 3.3 and targets["aeron failover"]["met"]
+
+
+def test_member_profile_names_the_streams_a_put_moved_per_put():
+    key = ("member 0 (leader)", "sub-pos: 57 -5 100 aeron-spy:aeron:udp?tags=52|alias=log @0")
+    still = ("member 0 (leader)", "sub-pos: 39 -6 120 aeron:ipc?term-length=64k @0")
+    before = {"streams": {key: 1000, still: 64}}
+    after = {"streams": {key: 1000 + 160 * 50, still: 64}}
+    moved = member_profile._streams_moved(before, after)
+    assert moved == {key: 8000}  # the stream that did not move is left out
+    idle = (1.0, {("member 0 (leader)", "node"): 0.05}, {})
+    busy = (1.0, {("member 0 (leader)", "node"): 0.10}, {})
+    text = member_profile.format_profile({"puts": 50, "idle": idle, "busy": busy, "streams": moved})
+    assert "member 0 (leader):    160.0  sub-pos: 57 -5 100 aeron-spy:aeron:udp?tags=52|alias=log @0" in text
+    assert "aeron:ipc" not in text
