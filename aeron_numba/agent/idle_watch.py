@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from aeron_numba.kernels import idle_wait as iw
-from aeron_numba.kernels.idle_wait import first_changed_word, snapshot_words
+from aeron_numba.kernels.idle_wait import first_changed_word, snapshot_words, word_moved
 from aeron_numba.layout.counters import COUNTER_LENGTH, COUNTER_VALUE_OFFSET, counter_offset
 
 _WORD_LENGTH = 8
@@ -177,3 +177,20 @@ class IdleWatch:
 
     def __repr__(self) -> str:
         return f"IdleWatch(words={self.word_count}, sockets={self.socket_count}, deadline_ns={self.deadline_ns})"
+
+
+class KeptWordToReach:
+    """A word an agent watches for reaching a value (``IdleWatch.watch_word_reaching``), picked again only when
+    ``key`` changes or the word has reached it: which of several readers is the slowest changes as they move, but
+    the last pick stays a valid watch (a reader since moved ahead costs one cycle with nothing to do, and a new
+    pick), so most watches only name the kept word again instead of reading every reader."""
+
+    def __init__(self):
+        self._kept = None  # (key, buffer, address, value)
+
+    def add_to(self, watch: IdleWatch, key, pick) -> None:
+        """Name the kept word in ``watch``; ``pick()`` returns a new ``(buffer, address, value)`` when due."""
+        kept = self._kept
+        if kept is None or kept[0] != key or word_moved(-kept[2], kept[3]):
+            kept = self._kept = (key, *pick())
+        watch.watch_word_reaching(kept[1], kept[2], kept[3])

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from aeron_numba.agent.idle_watch import KeptWordToReach
 from aeron_numba.driver.flow_control import UnicastFlowControl
 from aeron_numba.driver.ipc_publication import (ImageChange, State, SubscriberPosition, UpdateInputs, check_untethered,
                                                 tail_counter_addresses)
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
 from aeron_numba.kernels.counters import counter_value_address
-from aeron_numba.kernels.idle_wait import word_moved
 from aeron_numba.kernels import publication_sender
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels.log_buffer_unblocker import unblock
@@ -141,9 +141,10 @@ class NetworkPublication:
         self.retransmits: dict[tuple[int, int], _Retransmit] = {}
         self.control = np.zeros(2 * ul.SETUP_FRAME_LENGTH, dtype=np.uint8)  # scratch for one control frame
         self.data_sent_compiled = False  # set by NetworkCycles when its kernel sends this publication's data
-        self._slowest_reader = None  # ((trip, inputs' version), buffer, address, value): add_conductor_watch's
+        self._slowest_reader = KeptWordToReach()  # add_conductor_watch's
+        self._sender_position_address = self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize
         self.update_inputs = UpdateInputs(lambda: tail_counter_addresses(self.log) + [
-            self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize] + [
+            self._sender_position_address] + [
             counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies])
         for counter_id in (self.pub_pos_counter_id, self.pub_lmt_counter_id, self.snd_pos_counter_id):
             self._set_counter(counter_id, start)
@@ -450,25 +451,23 @@ class NetworkPublication:
         every position the update reads."""
         values = self.values_buffer
         if self.state is State.ACTIVE and self.is_connected:
-            # Which reader is the slowest is kept while the trip and the readers stay (one that has moved ahead
-            # since costs one cycle that finds no trip, and a new pick), so most watches only name it again.
-            key = (self.trip_limit, self.update_inputs.version)
-            known = self._slowest_reader
-            if known is None or known[0] != key or word_moved(-known[2], known[3]):
-                slowest = self.sender_position
-                buffer, address = self.row, self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize
-                for spy in self.spies:
-                    if spy.counts_for_flow_control:
-                        position = self._get_counter(spy.counter_id)
-                        if position < slowest:
-                            slowest = position
-                            buffer, address = values, counter_value_address(values, spy.counter_id)
-                known = self._slowest_reader = (key, buffer, address, self.trip_limit - self.term_window_length + 1)
-            watch.watch_word_reaching(known[1], known[2], known[3])
+            # Kept while the trip and the readers (the update's inputs) stay.
+            self._slowest_reader.add_to(watch, (self.trip_limit, self.update_inputs.version), self._pick_slowest_reader)
             return
         watch.watch_counter(values, self.snd_pos_counter_id)
         for spy in self.spies:
             watch.watch_counter(values, spy.counter_id)
+
+    def _pick_slowest_reader(self) -> tuple[np.ndarray, int, int]:
+        """The slowest of the sender and the spies that hold the limit back, and where it must reach for a trip."""
+        values = self.values_buffer
+        slowest, buffer, address = self.sender_position, self.row, self._sender_position_address
+        for spy in self.spies:
+            if spy.counts_for_flow_control:
+                position = self._get_counter(spy.counter_id)
+                if position < slowest:
+                    slowest, buffer, address = position, values, counter_value_address(values, spy.counter_id)
+        return buffer, address, self.trip_limit - self.term_window_length + 1
 
     def on_time_event(self, now_ns: int) -> bool:
         """Timer tick: blocked-publisher check and the lifecycle. Returns True when DONE."""

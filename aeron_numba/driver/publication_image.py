@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from aeron_numba.agent.idle_watch import KeptWordToReach
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import counters as counters_kernels
-from aeron_numba.kernels import idle_wait
 from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import udp_socket
 from aeron_numba.kernels import loss_detector as ld
@@ -152,7 +152,8 @@ class PublicationImage:
             row[column] = value
         self._state = ImageState.ACTIVE
         self.clean_position = self.join_position
-        self._slowest_subscriber = None  # (clean position, subscribers, address, value): add_conductor_watch's
+        self.clean_step = self.term_length // CLEAN_STEP_TERM_DIVISOR
+        self._slowest_subscriber = KeptWordToReach()  # add_conductor_watch's
         self.loss_state = np.zeros(ld.LOSS_STATE_LENGTH, dtype=np.int64)
         row[ns.IMAGE_LOSS_STATE_ADDRESS] = self.loss_state.ctypes.data
         self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
@@ -351,25 +352,21 @@ class PublicationImage:
     def add_conductor_watch(self, watch) -> None:
         """What ``clean`` waits for (``agent/idle_watch.py``): the slowest subscriber a term and a clean step past
         the clean position, watched for reaching it rather than at every message a subscriber takes."""
-        subscribers = self.subscribers
-        if not subscribers:
-            return
+        if self.subscribers:  # kept while the clean position and the subscribers (a list replaced on change) stay
+            self._slowest_subscriber.add_to(watch, (self.clean_position, self.subscribers),
+                                            self._pick_slowest_subscriber)
+
+    def _pick_slowest_subscriber(self) -> tuple[np.ndarray, int, int]:
         values = self.values_buffer
-        # Kept while the clean position and the subscribers stay, as a publication's slowest reader is.
-        known = self._slowest_subscriber
-        if known is None or known[0] != self.clean_position or known[1] is not subscribers or \
-                idle_wait.word_moved(-known[2], known[3]):
-            slowest = min(subscribers, key=lambda subscriber: self._get_counter(subscriber.counter_id))
-            known = self._slowest_subscriber = (
-                self.clean_position, subscribers, counters_kernels.counter_value_address(values, slowest.counter_id),
-                self.clean_position + self.term_length + self.term_length // CLEAN_STEP_TERM_DIVISOR)
-        watch.watch_word_reaching(values, known[2], known[3])
+        slowest = min(self.subscribers, key=lambda subscriber: self._get_counter(subscriber.counter_id))
+        return (values, counters_kernels.counter_value_address(values, slowest.counter_id),
+                self.clean_position + self.term_length + self.clean_step)
 
     def clean(self) -> int:
         """Zero the log a term behind the slowest subscriber, like Aeron, once that is a clean step on: the receiver
         never writes there, even for a packet it accepted just before the subscribers moved on."""
         target = self.min_subscriber_position() - self.term_length
-        if target - self.clean_position < self.term_length // CLEAN_STEP_TERM_DIVISOR:
+        if target - self.clean_position < self.clean_step:
             return 0
         self.clean_position = int(clean_buffer_to(self.log.buffer, self.clean_position, target))
         return 1
