@@ -9,6 +9,11 @@ name all of its work (a clock that is not the system's): the runner then idles a
 The runner takes a snapshot of the words *before* the duty cycle that found no work, so a change that lands
 while that cycle runs is not missed: the wait (``kernels/idle_wait.park_until_changed``) compares against the
 snapshot and returns at once.
+
+A runner waits only after a cycle without work, so a watch need not show what a working cycle left undone (a
+batch limit, a retry). An agent whose watch shows that too says so with ``names_work_left = True``: a duty cycle
+that runs only the agents a change concerns (``agent/invoked_agents.WatchedCompositeAgent``) then does not run
+it again after every cycle in which it worked.
 """
 
 from __future__ import annotations

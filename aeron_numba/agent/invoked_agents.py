@@ -15,8 +15,8 @@ its archive's answer, the archive for the driver's) waits forever unless the wai
   duty-cycle counters and ends the whole thread when one of them stops by itself;
 * ``WatchedCompositeAgent`` runs them as one duty cycle of which each cycle runs only the agents whose idle watch
   says they may have work: a word of theirs changed, a socket of theirs is readable, the time they named passed,
-  or their group worked in the cycle before. A peer's status message then costs the driver's cycle, not every
-  agent's.
+  or (unless their watch names what a cycle leaves undone) they worked in the cycle before. A peer's status
+  message then costs the driver's cycle, not every agent's.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class InvokedAgent:
     ``on_start`` starts the invoker; ``do_work`` invokes it (timed into ``duty_cycle_tracker`` when given) and raises
     ``AgentTerminationException`` once the invoker has closed (its agent terminated, or failed to start), so that
     the thread stops with it: one part of a member cannot go on without the others. ``on_close`` closes it.
-    ``add_idle_watch`` is the agent's own, when it has one. ``cycles`` counts the invocations, also stored in
+    ``add_idle_watch`` and ``names_work_left`` are the agent's own, when it has them. ``cycles`` counts the invocations, also stored in
     ``cycle_counter`` (``(values_buffer, counter_id)`` of a counter of type ``AGENT_CYCLES_COUNTER_TYPE_ID``) when
     given."""
 
@@ -111,6 +111,7 @@ class InvokedAgent:
         add = getattr(invoker.agent, "add_idle_watch", None)
         if add is not None:
             self.add_idle_watch = add
+        self.names_work_left = getattr(invoker.agent, "names_work_left", False)
 
     def role_name(self) -> str:
         return self.invoker.role_name()
@@ -156,30 +157,33 @@ class WatchedCompositeAgent(CompositeAgent):
     * the time it named passed. An agent that did not run keeps the earliest time it named since it last ran: it
       names its next timer afresh at each watch (a consensus module's "10 ms from now"), which would otherwise
       move away from it for as long as other agents' wakes keep coming;
-    * it, or an agent of its group, did work in the previous cycle: agents of a group call into each other in
-      Python (a client's conductor hands its owner new images), which no word shows. Between groups everything
-      goes through shared memory (streams, counters, the driver's command queue), which the words show.
+    * it did work in the previous cycle, as a runner of its own would run it again before it idles: a cycle may
+      stop short of what it has (a batch limit) without a word showing it. Not an agent whose watch names that
+      too (``names_work_left``): a client conductor's names its broadcast's tail past what it received.
+
+    Agents that call into each other in Python are not run for each other: a client conductor hands its owner new
+    images and unavailable ones in a cycle that moves its ``work_generation``, which every owner's watch names
+    (``Aeron.add_idle_watch``), and what the owner asks of its conductor it awaits in its own cycle (the driver's
+    answer comes on the broadcast the conductor watches). Everything else goes through shared memory (streams,
+    counters, the driver's command queue), which the words show.
 
     Its runner builds a watch before every cycle (``runs_by_its_watch``), busy or idle. Every agent runs whenever
     there is no watch (a strategy that parks in Python, an agent that cannot name its work now), as in
-    ``CompositeAgent``. ``groups``: tuples of agent indexes (default: each agent alone). ``cycles``: how many
-    times each agent ran, in order (a profile of where the thread's cycles go), also stored in
-    ``cycle_counters[i]`` (``(values_buffer, counter_id)``, or None) when they are set."""
+    ``CompositeAgent``. ``cycles``: how many times each agent ran, in order (a profile of where the thread's
+    cycles go), also stored in ``cycle_counters[i]`` (``(values_buffer, counter_id)``, or None) when they are set.
+    A composite names its work left when all its agents do (``names_work_left``)."""
 
     runs_by_its_watch = True  # its runner builds a watch before every cycle, not only once idle
 
-    def __init__(self, *agents, groups=None, nano_time=time.monotonic_ns):
+    def __init__(self, *agents, nano_time=time.monotonic_ns):
         super().__init__(*agents)
         count = len(self.agents)
         self.cycles = [0] * count
         self.cycle_counters: list[tuple | None] = [None] * count
         self._nano_time = nano_time
-        self._group_of = list(range(count))
-        for number, group in enumerate(groups or ()):
-            for index in group:
-                if not 0 <= index < count:
-                    raise ValueError(f"group {group!r}: agent index {index} is outside 0..{count - 1}")
-                self._group_of[index] = count + number
+        # Who runs again after a cycle with work: an agent whose watch may not show what it left.
+        self._reruns_after_work = [not getattr(agent, "names_work_left", False) for agent in self.agents]
+        self.names_work_left = not any(self._reruns_after_work)
         self._watch = None  # the watch built for the coming cycle, and its per-agent layout
         self._ranges = np.zeros(2 * count, np.int64)
         self._sockets: list[tuple[int, int]] = [(0, 0)] * count
@@ -187,7 +191,7 @@ class WatchedCompositeAgent(CompositeAgent):
         self._previous_ranges = np.zeros(2 * count, np.int64)
         self._deadlines: list[int | None] = [None] * count  # earliest time each agent named since it last ran
         self._ran = [True] * count
-        self._worked_groups: set[int] = set()  # groups with an agent that did work in the previous cycle
+        self._worked = [False] * count  # which agents did work in the previous cycle
         self._changed = np.zeros(count, np.int64)
 
     def add_idle_watch(self, watch) -> bool:
@@ -230,10 +234,9 @@ class WatchedCompositeAgent(CompositeAgent):
         return work_count
 
     def _run_all(self) -> int:
-        ran, worked = self._ran, self._worked_groups
+        ran, worked = self._ran, self._worked
         for i in range(len(ran)):
-            ran[i] = False
-        worked.clear()
+            ran[i] = worked[i] = False
         agents = self.agents
         work_count = 0
         while self._next_index < len(agents):  # as CompositeAgent's: after an exception, on past the culprit
@@ -243,7 +246,7 @@ class WatchedCompositeAgent(CompositeAgent):
             self._count_cycle(i)
             work = agents[i].do_work()
             if work:
-                worked.add(self._group_of[i])
+                worked[i] = True
                 work_count += work
         self._next_index = 0
         return work_count
@@ -253,20 +256,19 @@ class WatchedCompositeAgent(CompositeAgent):
         changed_agents(previous.addresses, previous.values, self._previous_ranges, watch.addresses, watch.values,
                        self._ranges, changed)
         now_ns = self._nano_time()
-        ran, group_of = self._ran, self._group_of
-        worked_before, worked = self._worked_groups, set()
-        self._worked_groups = worked
+        ran, worked, reruns = self._ran, self._worked, self._reruns_after_work
         work_count = 0
         for i, agent in enumerate(self.agents):
             deadline = self._deadlines[i]
-            due = (changed[i] != 0 or group_of[i] in worked_before or (deadline is not None and deadline <= now_ns)
+            due = (changed[i] != 0 or (worked[i] and reruns[i]) or (deadline is not None and deadline <= now_ns)
                    or self._readable(watch, i))
             ran[i] = due
+            worked[i] = False
             if due:
                 self._count_cycle(i)
                 work = agent.do_work()
                 if work:
-                    worked.add(group_of[i])
+                    worked[i] = True
                     work_count += work
         return work_count
 

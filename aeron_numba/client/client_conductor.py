@@ -97,6 +97,9 @@ class ClientConductor:
         self.driver_proxy = DriverProxy(self.to_driver, self.client_id, self.driver_timeout_ns, self.nano_clock)
         receiver = CopyBroadcastReceiver(BroadcastReceiver(cnc_file.to_clients_buffer))
         self.driver_events_adapter = DriverEventsAdapter(receiver, self.client_id, self)
+        self._events_receiver = receiver.receiver
+        to_clients = cnc_file.to_clients_buffer
+        self._events_tail_address = to_clients.ctypes.data + to_clients.shape[0] - TRAILER_LENGTH + TAIL_COUNTER_OFFSET
 
         now_ns = self.nano_clock.nano_time()
         self._time_of_last_service_ns = now_ns
@@ -166,15 +169,18 @@ class ClientConductor:
         finally:
             self._lock.release()
 
+    #: Its watch names the events a cycle's batch limit left unread too (``agent/idle_watch.py``).
+    names_work_left = True
+
     def add_idle_watch(self, watch) -> bool:
         """What the conductor's next cycle depends on, for a thread that runs it in invoker mode among other agents
-        (``agent/invoked_agents.py``): a new event in the driver's to-clients broadcast (its tail counter) and the
-        next keepalive, which also unmaps lingering logs. False with an injected clock: its deadline is not the
-        watch's time."""
+        (``agent/invoked_agents.py``): an event in the driver's to-clients broadcast past the ones received (its
+        tail counter past the next record: one just sent, or one a cycle's batch left) and the next keepalive,
+        which also unmaps lingering logs. False with an injected clock: its deadline is not the watch's time."""
         if self.nano_clock is not SystemNanoClock or self._is_closed:
             return False
-        to_clients = self.cnc.to_clients_buffer
-        watch.watch_int64(to_clients, to_clients.shape[0] - TRAILER_LENGTH + TAIL_COUNTER_OFFSET)
+        watch.watch_word_reaching(self.cnc.to_clients_buffer, self._events_tail_address,
+                                  self._events_receiver.next_record_position() + 1)
         watch.run_by(self._time_of_last_keepalive_ns + self.keepalive_interval_ns)
         return True
 

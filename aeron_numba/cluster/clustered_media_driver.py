@@ -149,7 +149,6 @@ class ClusteredMediaDriver:
                 InvokedAgent(cm, self.consensus_module.duty_cycle_tracker()),
             ]
             owners = ["", "archive", "", "consensus module", ""]  # whose client each conductor is
-            groups = [(1, 2), (3, 4)]  # a client's conductor and its owner call into each other in Python
             if service_ctx is not None:
                 service_aeron = self._service_aeron = self._connect(
                     driver, f"cluster-service-{service_ctx.cluster_id}-{service_ctx.service_id}")
@@ -163,7 +162,6 @@ class ClusteredMediaDriver:
                 agents += [InvokedAgent(service_aeron.conductor_agent_invoker),
                            InvokedAgent(service_starter.target, container.runner.duty_cycle_tracker)]
                 owners += ["service container", ""]
-                groups.append((5, 6))
             self.agents = tuple(agents)
             counters = self.driver.conductor.counters
             for agent, owner in zip(self.agents, owners):  # each agent's cycles, for a profile read from cnc.dat
@@ -174,7 +172,7 @@ class ClusteredMediaDriver:
                 driver_parts.cycle_counters[i] = (counters.values_buffer, counters.allocate(
                     counters_layout.AGENT_CYCLES_LABEL.format(role=f"{part.role_name()} of the media driver"),
                     counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
-            self.runner = AgentRunner(_MemberAgent(*self.agents, groups=groups), member_idle_strategy(driver_ctx),
+            self.runner = AgentRunner(_MemberAgent(*self.agents), member_idle_strategy(driver_ctx),
                                       self.driver.record_error)
         except BaseException:
             self.close()

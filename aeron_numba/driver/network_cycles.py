@@ -74,6 +74,10 @@ def compiled_idle(idle_strategy, idle_ns: int, budget_ns: int) -> tuple[int, int
 
 
 class NetworkCycles:
+    #: What a call leaves (datagrams past a batch or its budget, data past a send batch) stays on a watched socket or
+    #: at a watched sender position (``agent/idle_watch.py``).
+    names_work_left = True
+
     def __init__(self, values_buffer: np.ndarray, sender=None, receiver=None, *, add_watch=None, idle_strategy=None,
                  budget_ns: int = DEFAULT_BUDGET_NS, idle_ns: int = DEFAULT_IDLE_NS,
                  recent_ns: int = DEFAULT_RECENT_NS, nano_clock=time.monotonic_ns):

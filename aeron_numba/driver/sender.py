@@ -21,6 +21,9 @@ SEND_BATCH_LENGTH = 16
 
 
 class Sender:
+    #: Data past a send batch is at the sender position its watch names; status messages wait on its sockets.
+    names_work_left = True
+
     def __init__(self, *, nano_clock=time.monotonic_ns, send_to_status_poll_ratio: int = DEFAULT_SEND_TO_STATUS_POLL_RATIO):
         self.nano_clock = nano_clock
         self.send_to_status_poll_ratio = send_to_status_poll_ratio

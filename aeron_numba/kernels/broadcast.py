@@ -489,6 +489,10 @@ class BroadcastReceiver:
     def lapped_count(self) -> int:
         return int(self.state[RECEIVER_LAPPED_COUNT])
 
+    def next_record_position(self) -> int:
+        """Where the next record to receive starts: the transmitter's tail is past it while one is there."""
+        return int(self.state[RECEIVER_NEXT_RECORD])
+
     def corrupt_count(self) -> int:
         return int(self.state[RECEIVER_CORRUPT_COUNT])
 

@@ -201,16 +201,30 @@ def test_after_an_idle_cycle_only_the_agent_whose_word_changed_runs():
     assert composite.cycles == [2, 4, 2]
 
 
-def test_after_work_the_agents_of_its_group_run_too():
-    owner, conductor, other = WordAgent("owner"), WordAgent("client-conductor"), WordAgent("other")
-    composite = WatchedCompositeAgent(conductor, owner, other, groups=[(0, 1)], nano_time=ManualClock())
+class CompleteWordAgent(WordAgent):
+    """A WordAgent whose watch names everything a cycle leaves (``names_work_left``)."""
+
+    names_work_left = True
+
+
+def test_an_agent_whose_watch_names_its_work_left_does_not_run_again_after_its_work():
+    complete, plain = CompleteWordAgent("complete"), WordAgent("plain")
+    composite = WatchedCompositeAgent(complete, plain, nano_time=ManualClock())
+    assert not composite.names_work_left  # one of its agents does not: its parent runs it again after work
     _cycle(composite)
-    conductor.word[0] = 1  # a driver event: the conductor hands its owner an image, which no word of the owner shows
+    complete.word[0] = 1
+    plain.word[0] = 1
+    assert _cycle(composite)[0] == 2
+    _cycle(composite)  # only the plain one runs again: it may have more that its word does not show
+    assert (complete.calls, plain.calls) == (2, 3)
+    _cycle(composite)
+    assert (complete.calls, plain.calls) == (2, 3)
+    complete.word[0] = 2
     assert _cycle(composite)[0] == 1
-    _cycle(composite)
-    assert (conductor.calls, owner.calls, other.calls) == (3, 2, 1)
-    with pytest.raises(ValueError, match="agent index 3 is outside 0..2"):
-        WatchedCompositeAgent(conductor, owner, other, groups=[(1, 3)])
+    assert (complete.calls, plain.calls) == (3, 3)
+    assert WatchedCompositeAgent(CompleteWordAgent("a"), CompleteWordAgent("b")).names_work_left
+    invoked = InvokedAgent(AgentInvoker(CompleteWordAgent("invoked")))
+    assert invoked.names_work_left and not InvokedAgent(AgentInvoker(WordAgent("other"))).names_work_left
 
 
 def test_an_agent_that_names_a_later_time_at_each_watch_still_runs_by_the_first_it_named():

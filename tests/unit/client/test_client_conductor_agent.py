@@ -193,6 +193,43 @@ def test_an_idle_conductor_does_no_work_between_keepalives(manual_driver):
     assert errors == []
 
 
+def test_the_conductors_idle_watch_names_driver_events_a_cycle_left_unread(manual_driver):
+    """A duty cycle that runs the conductor only when its watch says so (a cluster member's) must not leave the
+    driver's answers past one cycle's batch unread until the next keepalive."""
+    from aeron_numba.agent.clock import SystemNanoClock
+    from aeron_numba.agent.idle_watch import IdleWatch
+    from aeron_numba.client.client_conductor import ClientConductor
+    from aeron_numba.client.driver_events_adapter import MESSAGE_BATCH
+
+    assert ClientConductor.names_work_left
+
+    def watch_changed(conductor) -> bool:
+        watch = IdleWatch()
+        assert conductor.add_idle_watch(watch)
+        watch.snapshot()
+        return watch.changed()
+
+    aeron, errors, _, _ = connect_invoked(manual_driver, nano_clock=SystemNanoClock)
+    invoker = aeron.conductor_agent_invoker
+    conductor = invoker.agent
+    with aeron:
+        manual_driver.do_work()
+        invoker.invoke()
+        assert not watch_changed(conductor)  # nothing from the driver: nothing to do
+        answered = len(manual_driver.responses)
+        registrations = [aeron.async_add_subscription("aeron:ipc", 50 + i) for i in range(MESSAGE_BATCH + 6)]
+        manual_driver.do_work()
+        manual_driver.do_work()  # 64 commands a cycle
+        assert len(manual_driver.responses) == answered + len(registrations)
+        assert watch_changed(conductor)  # answers sent
+        invoker.invoke()  # one batch of them
+        assert watch_changed(conductor)  # the rest, though the broadcast's tail has not moved since
+        invoker.invoke()
+        assert not watch_changed(conductor)
+        assert all(aeron.get_subscription(r) is not None for r in registrations)
+    assert errors == []
+
+
 # ------------------------------------------------------------------------------------------ driver liveness
 def test_driver_timeout_closes_the_client(driver):
     """The driver is dead once its heartbeat is older than driver_timeout_ms by the client's epoch clock."""
