@@ -101,6 +101,35 @@ def compiled_entry(dispatcher, *example_args):
     return existing.entry_point if existing is not None else dispatcher.compile(signature)
 
 
+def handler_address(dispatcher, function_type):
+    """``dispatcher`` (an ``@njit`` handler) as an argument of ``function_type`` (``types.FunctionType``) for a
+    kernel called from Python, with its address looked up once: passed as is, a dispatcher is typed and its address
+    asked of LLVM at every call (numba's unboxing of a first-class function; 3-5 % of a cluster member's busy
+    samples under py-spy, ``benchmarks.cluster.member_profile --py-spy``). Under ``NUMBA_DISABLE_JIT`` the plain
+    function."""
+    if numba.config.DISABLE_JIT:
+        return dispatcher
+    return _HandlerAddress(dispatcher, function_type.signature)
+
+
+class _HandlerAddress(numba.types.WrapperAddressProtocol):
+    def __init__(self, dispatcher, signature):
+        from numba.experimental.function_type import _get_wrapper_address
+
+        self.dispatcher = dispatcher  # holds its compiled code
+        self._signature = signature
+        self._address = _get_wrapper_address(dispatcher, signature)
+
+    def __wrapper_address__(self) -> int:
+        return self._address
+
+    def signature(self):
+        return self._signature
+
+    def __repr__(self) -> str:
+        return f"handler_address({self.dispatcher!r})"
+
+
 # Here rather than in the package's __init__: importing ``aeron_numba`` must not import Numba (tools' --help), and
 # every kernel module imports this module before it defines a kernel.
 configure_cache()

@@ -55,8 +55,11 @@ class IdleWatch:
         self._arrays: list[np.ndarray] = []  # keeps every watched buffer alive while its addresses are in use
         self._addresses: list[int] = []
         self._targets: list[tuple[int, int]] = []  # (index in _addresses, value) of the words watched for a value
+        self._idle: list[tuple[int, int]] = []  # (index in _addresses, value) of the words with an idle value
         self.addresses = np.zeros(0, np.int64)
         self.values = np.zeros(0, np.int64)
+        self.idle_known = np.zeros(0, np.int8)  # after ``snapshot``: 1 where a word has an idle value, held in
+        self.idle_values = np.zeros(0, np.int64)  # ``idle_values`` (``watch_int64``)
         self._fds: list[int] = []
         self.pollfds = np.zeros(0, np.int32)
         self._result = np.zeros(iw.RESULT_LENGTH, np.int64)
@@ -66,8 +69,11 @@ class IdleWatch:
         self.wake_index = -1  # its entry in ``pollfds`` once there (-1: not there)
         self.snapshot_taken = False  # the arrays above hold the named words only once ``snapshot`` ran
 
-    def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
-        """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
+    def watch_int64(self, buffer: np.ndarray, offset: int, idle_value: int | None = None) -> None:
+        """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned).
+        ``idle_value``: what it holds while it gives no work (a frame slot not yet written: 0), so that a duty cycle
+        of several agents (``WatchedCompositeAgent``) need not run the agent for a word it names anew that holds
+        it."""
         base, length = _address_and_length(buffer)
         if offset < 0 or offset + _WORD_LENGTH > length:
             raise ValueError(f"offset={offset} + {_WORD_LENGTH} > buffer length={length}")
@@ -77,6 +83,8 @@ class IdleWatch:
         # Holding the view keeps the memory mapped: an mmap with a live export cannot be closed (MappedFile.close),
         # so another thread letting go of the log meanwhile (a client conductor's linger) cannot unmap it under us.
         self._arrays.append(buffer)
+        if idle_value is not None:
+            self._idle.append((len(self._addresses), idle_value))
         self._addresses.append(address)
 
     def watch_counter(self, values_buffer: np.ndarray, counter_id: int) -> None:
@@ -148,6 +156,11 @@ class IdleWatch:
         for index, value in self._targets:
             self.values[index] = value
         snapshot_words(self.addresses, self.values)
+        self.idle_known = np.zeros(len(self._addresses), np.int8)
+        self.idle_values = np.zeros(len(self._addresses), np.int64)
+        for index, value in self._idle:
+            self.idle_known[index] = 1
+            self.idle_values[index] = value
         fds = self._fds
         self.wake_index = -1
         if fds and self.wake_fd >= 0:  # parked in ppoll, a ring wakes it through the wake socket

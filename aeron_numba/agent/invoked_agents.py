@@ -150,9 +150,10 @@ class WatchedCompositeAgent(CompositeAgent):
     each cycle (``agent/idle_watch.py``) then holds each agent's words and sockets in a range of its own, and the
     earliest of the times the agents named. A cycle that follows a watched one runs an agent only if
 
-    * its words are not the ones it named last time, or one holds another value than in the snapshot before the
-      previous cycle (the snapshot before this one is taken before this decision, so a later change is seen by
-      the next park or the next cycle);
+    * one of its words holds another value than in the snapshot before the previous cycle (the snapshot before
+      this one is taken before this decision, so a later change is seen by the next park or the next cycle), or
+      it names words it did not name then, unless each holds the idle value it was named with (a subscriber that
+      read everything names the empty frame slot at its new position: ``kernels/idle_wait.changed_agents``);
     * one of its sockets is readable;
     * the time it named passed. An agent that did not run keeps the earliest time it named since it last ran: it
       names its next timer afresh at each watch (a consensus module's "10 ms from now"), which would otherwise
@@ -254,7 +255,7 @@ class WatchedCompositeAgent(CompositeAgent):
     def _run_due(self, watch, previous) -> int:
         changed = self._changed
         changed_agents(previous.addresses, previous.values, self._previous_ranges, watch.addresses, watch.values,
-                       self._ranges, changed)
+                       watch.idle_known, watch.idle_values, self._ranges, changed)
         now_ns = self._nano_time()
         ran, worked, reruns = self._ran, self._worked, self._reruns_after_work
         work_count = 0

@@ -112,6 +112,10 @@ def _migrate_error(src, dst) -> str | None:
 class ArchiveConductor:
     """Agent: ``do_work`` / ``role_name`` / ``on_close``."""
 
+    #: Its watch names what a cycle leaves (requests and recorded frames past a poll's limit are the next frames
+    #: of their images), or it offers no watch (replays, replications, sessions still answering).
+    names_work_left = True
+
     def __init__(self, ctx: ArchiveContext, aeron, mark_file: ArchiveMarkFile, catalog: Catalog,
                  nano_clock=time.monotonic_ns, epoch_clock=lambda: time.time_ns() // 1_000_000):
         self.ctx = ctx

@@ -97,7 +97,6 @@ class ClientConductor:
         self.driver_proxy = DriverProxy(self.to_driver, self.client_id, self.driver_timeout_ns, self.nano_clock)
         receiver = CopyBroadcastReceiver(BroadcastReceiver(cnc_file.to_clients_buffer))
         self.driver_events_adapter = DriverEventsAdapter(receiver, self.client_id, self)
-        self._events_receiver = receiver.receiver
         to_clients = cnc_file.to_clients_buffer
         self._events_tail_address = to_clients.ctypes.data + to_clients.shape[0] - TRAILER_LENGTH + TAIL_COUNTER_OFFSET
 
@@ -180,7 +179,7 @@ class ClientConductor:
         if self.nano_clock is not SystemNanoClock or self._is_closed:
             return False
         watch.watch_word_reaching(self.cnc.to_clients_buffer, self._events_tail_address,
-                                  self._events_receiver.next_record_position() + 1)
+                                  self.driver_events_adapter.receiver.receiver.next_record_position() + 1)
         watch.run_by(self._time_of_last_keepalive_ns + self.keepalive_interval_ns)
         return True
 

@@ -426,7 +426,8 @@ class Image:
         committing a frame there gives ``poll`` something to read (``agent/idle_watch.py``)."""
         log = self.log_buffer
         if log is not None:
-            watch.watch_int64(log, self._frame_slot(self.position) * 4)  # frames are 32-byte aligned
+            # Frames are 32-byte aligned; an empty slot (0) is no work, wherever the position moved to.
+            watch.watch_int64(log, self._frame_slot(self.position) * 4, idle_value=0)
 
     def _internal_close(self) -> None:
         """Record the final position and drop the views (called by the conductor under its lock)."""

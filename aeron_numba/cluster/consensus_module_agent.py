@@ -164,6 +164,10 @@ class ConsensusModuleAgent:
     connected ``AeronArchive`` to this node's archive; ``error_handler(exc)`` records an error (the mark file's
     error log and the error counter)."""
 
+    #: Its watch names what a cycle leaves (``add_idle_watch``): the next frames of its images, a slow tick with
+    #: more to do, service messages past one poll's limit.
+    names_work_left = True
+
     def __init__(self, ctx, aeron, *, archive_connect, recording_log, node_state_file, mark_file, counters,
                  cluster_clock, idle_strategy, error_handler, should_stop=lambda: False, random=None,
                  app_version: int = 0):
@@ -233,6 +237,7 @@ class ConsensusModuleAgent:
         self.time_of_last_append_position_send_ns = 0
         self._time_of_last_leader_update_ns = 0
         self.slow_tick_deadline_ns = 0
+        self._slow_tick_again = False  # the last slow tick had work: it runs again at once (its +1 ns deadline)
         self.mark_file_update_deadline_ns = 0
         self.log_publication_channel_tag = NULL_VALUE
         self.local_log_channel: str | None = None
@@ -303,6 +308,7 @@ class ConsensusModuleAgent:
             if now_ns >= self.slow_tick_deadline_ns:
                 slow = self._slow_tick_work(now_ns)
                 work_count += slow
+                self._slow_tick_again = slow > 0
                 self.slow_tick_deadline_ns = now_ns + 1 if slow > 0 else now_ns + SLOW_TICK_INTERVAL_NS
             work_count += self.consensus_adapter.poll()
             if self.election is not None:
@@ -433,6 +439,8 @@ class ConsensusModuleAgent:
         most one slow tick, 10 ms. An election runs on its own timers: no watch while one is in progress."""
         if self.election is not None or self.state is not ConsensusModuleState.ACTIVE:
             return False
+        if self._slow_tick_again or any(tracker.has_more_to_append for tracker in self.pending_service_message_trackers):
+            watch.run_by(time.monotonic_ns())  # a cycle stopped short: the next one is due at once
         self.aeron.add_idle_watch(watch)
         for adapter in (self.ingress_adapter, self.consensus_adapter, self.consensus_module_adapter, self.log_adapter):
             if adapter is not None and adapter.subscription is not None:

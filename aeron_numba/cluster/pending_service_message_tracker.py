@@ -57,6 +57,7 @@ class PendingServiceMessageTracker:
         self.capacity = DEFAULT_CAPACITY
         self._pending: deque[list] = deque()
         self._head = 0  # index of the first message not appended yet
+        self._limit_reached = False  # the last poll appended SERVICE_MESSAGE_LIMIT
         self._uncommitted = 0
 
     def __len__(self) -> int:
@@ -88,9 +89,15 @@ class PendingServiceMessageTracker:
         self._head = 0
         self._uncommitted = 0
 
+    @property
+    def has_more_to_append(self) -> bool:
+        """The last poll stopped at its limit with messages left, not at one the log could not take."""
+        return self._head < len(self._pending) and self._limit_reached
+
     def poll(self) -> int:
         """Append up to SERVICE_MESSAGE_LIMIT messages to the log; stops at the first the log cannot take."""
         appended = 0
+        self._limit_reached = False
         while self._head < len(self._pending) and appended < SERVICE_MESSAGE_LIMIT:
             entry = self._pending[self._head]
             position = self._log_publisher.append_message(self.leadership_term_id, entry[0],
@@ -101,6 +108,7 @@ class PendingServiceMessageTracker:
             self._uncommitted += 1
             self._head += 1
             appended += 1
+        self._limit_reached = appended == SERVICE_MESSAGE_LIMIT
         return appended
 
     def sweep_leader_messages(self) -> None:

@@ -244,7 +244,7 @@ class NetworkPublication:
         watch.watch_words((buffer, self.values_buffer, self.row), self.update_inputs.words())
         position = self.sender_position
         watch.watch_int64(buffer, pos.index_by_position(position, self.bits) * self.term_length +
-                          pos.compute_term_offset_from_position(position, self.bits))
+                          pos.compute_term_offset_from_position(position, self.bits), idle_value=0)  # no frame yet
 
     def next_timer_ns(self) -> int:
         """When ``send`` next has timed work: a SETUP while no receiver has answered (or one asked), a heartbeat

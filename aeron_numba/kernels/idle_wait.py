@@ -313,29 +313,37 @@ def first_changed_word(addresses, values):
 
 
 @kernel
-def changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges, changed):
+def changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, idle_known, idle_values,
+                   ranges, changed):
     """For each agent of a composite whose words are ``addresses[ranges[2i]:ranges[2i + 1]]`` (and were
-    ``previous_addresses[previous_ranges[2i]:...]`` in the watch before): ``changed[i] = 1`` if it names other words
-    now, or one of its words holds another value than in the previous snapshot, or one watched for reaching a value
-    has reached it (another word or value to reach alone is not a change: the agent named them after it last ran),
-    else 0."""
+    ``previous_addresses[previous_ranges[2i]:...]`` in the watch before): ``changed[i] = 1`` if one of its words
+    holds another value than in the previous snapshot, or one watched for reaching a value has reached it, or it
+    names a word it did not name there (at that place of its range) which holds another value than its idle one
+    (``idle_known[k]``: ``idle_values[k]``), or has none; else 0. A value to reach, or another word or value to
+    reach, alone is not a change: the agent named them after it last ran. Nor is a word named anew that holds its
+    idle value: the snapshot was taken after the agent ran, so the word held it after the agent last looked (a
+    frame slot still empty at the position a subscriber moved to)."""
     for i in range(changed.shape[0]):
         p0, p1 = previous_ranges[2 * i], previous_ranges[2 * i + 1]
         c0, c1 = ranges[2 * i], ranges[2 * i + 1]
+        same_layout = p1 - p0 == c1 - c0
         flag = 0
-        if p1 - p0 != c1 - c0:
-            flag = 1
-        else:
-            for k in range(c1 - c0):
-                address, previous = addresses[c0 + k], previous_addresses[p0 + k]
-                if address < 0 and previous < 0:
-                    # A value to reach, named after the agent last ran (which word holds the slowest position and
-                    # what it must reach may differ from the last watch's): only reaching it counts.
-                    flag = 1 if word_moved(address, values[c0 + k]) else 0
-                elif previous != address or previous_values[p0 + k] != values[c0 + k]:
-                    flag = 1
-                if flag:
-                    break
+        for k in range(c1 - c0):
+            address = addresses[c0 + k]
+            if address < 0:
+                # Which word holds the slowest position and what it must reach may differ from the last watch's:
+                # only reaching it counts.
+                flag = 1 if word_moved(address, values[c0 + k]) else 0
+            elif same_layout and previous_addresses[p0 + k] == address:
+                flag = 1 if previous_values[p0 + k] != values[c0 + k] else 0
+            elif idle_known[c0 + k] != 0:
+                flag = 1 if values[c0 + k] != idle_values[c0 + k] else 0
+            else:
+                flag = 1
+            if flag:
+                break
+        if not same_layout and c1 == c0 and p1 != p0:
+            flag = 1  # it names nothing now where it named words: its work changed (nothing to compare)
         changed[i] = flag
 
 

@@ -12,15 +12,22 @@ import os
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of ``pid`` so far; None when it is gone."""
+def process_cpu_split_s(pid: int) -> tuple[float, float] | None:
+    """User and system CPU seconds of ``pid`` so far (the system part: its syscalls, such as a loopback send that
+    delivers the datagram and wakes the receiver); None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read().decode("ascii", "replace")
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": field 3 (state) onwards
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S  # utime, stime: fields 14 and 15 of stat
+    return int(fields[11]) / _TICKS_PER_S, int(fields[12]) / _TICKS_PER_S  # utime, stime: fields 14 and 15 of stat
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` so far; None when it is gone."""
+    split = process_cpu_split_s(pid)
+    return None if split is None else split[0] + split[1]
 
 
 def cpu_snapshot(pids) -> dict[int, float]:

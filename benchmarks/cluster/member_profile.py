@@ -6,7 +6,9 @@ synchronous puts one after the other. For each node it prints the CPU of the nod
 container (``/proc``), and how many duty cycles each agent of the node's thread ran (the ``aeron-numba agent
 cycles`` counters a one-process member keeps in its ``cnc.dat``): per second while idle, per put while busy. Then the
 bytes per put each node's subscribers consumed in the busy window (its ``sub-pos`` counters that moved), which
-names the streams a put moves.
+names the streams a put moves, the share of each node's busy CPU spent in the kernel (its syscalls: a loopback
+send delivers the datagram and wakes its receiver), and the driver's datagram counters per put (data bytes and
+frames each way, status messages, heartbeats, NAKs, retransmits): the sends and receives a put costs.
 
 With ``--py-spy DIR`` it also samples each node's process with py-spy (not a dependency: ``pip install py-spy``)
 through the busy window, keeps the collapsed stacks in ``DIR/<member>.txt`` and prints each node's functions that
@@ -29,11 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.cluster.cpu import process_cpu_s
+from benchmarks.cluster.cpu import process_cpu_split_s
 from benchmarks.cluster.load import VALUE_SIZE
 from benchmarks.cluster.node_options import add_node_options, node_env
 
 WARMUP_PUTS = 20
+#: The driver's system counters that count what its network cycles sent and received (``layout/counters.py``).
+DATAGRAM_COUNTERS = ("BYTES_SENT", "BYTES_RECEIVED", "STATUS_MESSAGES_SENT", "STATUS_MESSAGES_RECEIVED",
+                     "HEARTBEATS_SENT", "HEARTBEATS_RECEIVED", "NAK_MESSAGES_SENT", "RETRANSMITS_SENT")
 PUT_TIMEOUT_S = 5.0
 VALUE = b"p" * VALUE_SIZE
 
@@ -81,17 +86,27 @@ def _reading(system, counters, positions=None) -> dict:
     subscriber position per (node, label), now."""
     from aeron_numba.kernels.counters import get_counter_value
 
-    cpu, cycles, streams = {}, {}, {}
+    from aeron_numba.layout import counters as counters_layout
+
+    cpu, system_cpu, cycles, streams, datagrams = {}, {}, {}, {}, {}
     for node in system.harness.running_nodes():
         name = _node_name(node)
         for pid in node.pids():
             role = "node" if pid == node.process.pid else "service container"
-            cpu[(name, role)] = process_cpu_s(pid) or 0.0
+            user_s, system_s = process_cpu_split_s(pid) or (0.0, 0.0)
+            cpu[(name, role)] = user_s + system_s
+            system_cpu[(name, role)] = system_s
         for role, cnc, counter_id in counters.get(name, ()):
             cycles[(name, role)] = int(get_counter_value(cnc.counters_values_buffer, counter_id))
+        cncs = counters.get(name, ())
+        if cncs:  # system counter ids are their system ids (``SYSTEM_COUNTERS``)
+            values = cncs[0][1].counters_values_buffer
+            for counter in DATAGRAM_COUNTERS:
+                datagrams[(name, counter)] = int(get_counter_value(values, getattr(counters_layout, counter)))
         for label, cnc, counter_id in (positions or {}).get(name, ()):
             streams[(name, label)] = int(get_counter_value(cnc.counters_values_buffer, counter_id))
-    return {"at": time.monotonic(), "cpu": cpu, "cycles": cycles, "streams": streams}
+    return {"at": time.monotonic(), "cpu": cpu, "system_cpu": system_cpu, "cycles": cycles, "streams": streams,
+            "datagrams": datagrams}
 
 
 def _difference(before: dict, after: dict) -> tuple[float, dict, dict]:
@@ -99,6 +114,11 @@ def _difference(before: dict, after: dict) -> tuple[float, dict, dict]:
     cpu = {key: after["cpu"][key] - value for key, value in before["cpu"].items() if key in after["cpu"]}
     cycles = {key: after["cycles"][key] - value for key, value in before["cycles"].items() if key in after["cycles"]}
     return seconds, cpu, cycles
+
+
+def _moved(before: dict, after: dict, what: str) -> dict:
+    """How much each of ``what``'s values (a reading's dict) moved between the readings."""
+    return {key: after[what][key] - value for key, value in before[what].items() if key in after[what]}
 
 
 def _streams_moved(before: dict, after: dict) -> dict:
@@ -188,7 +208,8 @@ def profile(system, puts: int, idle_s: float, py_spy_dir: Path | None = None) ->
     for cncs in counters.values():
         for cnc in {id(c): c for _, c, _ in cncs}.values():
             cnc.close()
-    return {"puts": puts, "idle": idle, "busy": busy, "streams": _streams_moved(before, after), "py_spy": tops}
+    return {"puts": puts, "idle": idle, "busy": busy, "streams": _streams_moved(before, after), "py_spy": tops,
+            "system_cpu": _moved(before, after, "system_cpu"), "datagrams": _moved(before, after, "datagrams")}
 
 
 def format_profile(result: dict) -> str:
@@ -198,13 +219,22 @@ def format_profile(result: dict) -> str:
     lines = [f"idle {idle_s:.1f} s: {sum(idle_cpu.values()) / idle_s * 100:.1f} % of a core for the members; "
              f"{puts} synchronous puts in {busy_s:.2f} s: {sum(busy_cpu.values()) * 1e3 / puts:.2f} ms of CPU per put",
              f"{'':34} {'idle':>14} {'busy':>14}"]
+    system_cpu = result.get("system_cpu", {})
     for key in sorted(idle_cpu):
+        busy_key = busy_cpu.get(key, 0.0)
+        kernel = f"  ({system_cpu[key] / busy_key * 100:.0f} % in the kernel)" if busy_key and key in system_cpu else ""
         lines.append(f"{key[0] + ', ' + key[1]:34} {idle_cpu[key] / idle_s * 100:11.1f} % "
-                     f"{busy_cpu.get(key, 0.0) * 1e3 / puts:8.2f} ms/put")
+                     f"{busy_key * 1e3 / puts:8.2f} ms/put{kernel}")
     lines.append(f"{'cycles of':34} {'per second':>14} {'per put':>14}")
     for key in sorted(idle_cycles):
         lines.append(f"{key[0] + ', ' + key[1][:60]:34} {idle_cycles[key] / idle_s:14.0f} "
                      f"{busy_cycles.get(key, 0) / puts:14.1f}")
+    datagrams = result.get("datagrams", {})
+    if datagrams:
+        names = sorted({name for name, _ in datagrams})
+        lines.append("the driver's counters per put: " + ", ".join(c.lower().replace("_", " ") for c in DATAGRAM_COUNTERS))
+        for name in names:
+            lines.append(f"{name:34} " + " ".join(f"{datagrams.get((name, c), 0) / puts:7.1f}" for c in DATAGRAM_COUNTERS))
     lines.append("streams a node's subscribers consumed in the busy window, bytes per put")
     for (name, label), moved in sorted(result.get("streams", {}).items()):
         lines.append(f"{name}: {moved / puts:8.1f}  {label[:100]}")

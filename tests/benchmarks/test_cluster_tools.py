@@ -65,6 +65,12 @@ def test_member_profile_names_the_streams_a_put_moved_per_put():
     assert moved == {key: 8000}  # the stream that did not move is left out
     idle = (1.0, {("member 0 (leader)", "node"): 0.05}, {})
     busy = (1.0, {("member 0 (leader)", "node"): 0.10}, {})
-    text = member_profile.format_profile({"puts": 50, "idle": idle, "busy": busy, "streams": moved})
+    datagrams = {("member 0 (leader)", counter): 0 for counter in member_profile.DATAGRAM_COUNTERS}
+    datagrams[("member 0 (leader)", "STATUS_MESSAGES_SENT")] = 150
+    text = member_profile.format_profile({"puts": 50, "idle": idle, "busy": busy, "streams": moved,
+                                          "system_cpu": {("member 0 (leader)", "node"): 0.04},
+                                          "datagrams": datagrams})
     assert "member 0 (leader):    160.0  sub-pos: 57 -5 100 aeron-spy:aeron:udp?tags=52|alias=log @0" in text
     assert "aeron:ipc" not in text
+    assert "2.00 ms/put  (40 % in the kernel)" in text
+    assert "member 0 (leader)" + " " * 17 + "     0.0     0.0     3.0     0.0" in text  # 3 status messages a put

@@ -33,6 +33,7 @@ from aeron_numba.client.fragment_assembler import ABORT, BREAK, CONTINUE, Contro
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
+from aeron_numba.jit import handler_address
 from aeron_numba.kernels import cluster_service_log as K
 from aeron_numba.layout.sbe import MESSAGE_HEADER_LENGTH
 
@@ -60,6 +61,8 @@ class BoundedLogAdapter:
         self.max_log_position = 0
         self._limit = 0
         self._handler = session_message_handler
+        self._handler_arg = (handler_address(session_message_handler, K.SessionMessageHandler)
+                             if session_message_handler is not None else None)
         self._state = state
         self.outbox = outbox if outbox is not None or session_message_handler is None else K.new_outbox()
         self._result = np.zeros(K.RESULT_LENGTH, dtype=np.int64)
@@ -101,7 +104,7 @@ class BoundedLogAdapter:
             return self.image.controlled_poll(self._on_fragment, self.fragment_limit)
         handle, result = self._handle, self._result
         count = K.bounded_session_poll(handle.log, handle.position_buffer, handle.position_offset, handle.state, limit,
-                                       self.fragment_limit, self._handler, self._state, self.outbox, result)
+                                       self.fragment_limit, self._handler_arg, self._state, self.outbox, result)
         if count > 0:
             self.agent.on_compiled_session_messages(int(result[K.RESULT_LAST_POSITION]),
                                                     int(result[K.RESULT_LAST_TIMESTAMP]), count)

@@ -134,6 +134,10 @@ class ClusteredServiceAgent:
         Given how long each ``service.on_take_snapshot`` took (the container's snapshot duration counters).
     """
 
+    #: Its watch names what a cycle leaves: the log's and the consensus module's next frames (its polls' limits),
+    #: and its clocks; replies the egress cannot take yet are retried on its timer, as after an idle cycle.
+    names_work_left = True
+
     def __init__(self, ctx, service, aeron, *, error_handler, archive_connect, idle_strategy, nano_clock,
                  epoch_clock_ms, mark_file=None, app_version: int = 0, on_snapshot_duration=None):
         check_service(service)

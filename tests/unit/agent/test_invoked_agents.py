@@ -227,6 +227,53 @@ def test_an_agent_whose_watch_names_its_work_left_does_not_run_again_after_its_w
     assert invoked.names_work_left and not InvokedAgent(AgentInvoker(WordAgent("other"))).names_work_left
 
 
+class SlotReader:
+    """Reads slots of a log in order, as a subscriber reads frames: its watch names the slot at its position, empty
+    (0) while there is nothing to read; all it left is there (``names_work_left``)."""
+
+    names_work_left = True
+
+    def __init__(self):
+        self.log = np.zeros(16, np.int64)
+        self.position = self.calls = 0
+
+    def role_name(self):
+        return "slot-reader"
+
+    def on_start(self):
+        pass
+
+    def on_close(self):
+        pass
+
+    def add_idle_watch(self, watch):
+        watch.watch_int64(self.log, 8 * self.position, idle_value=0)
+        return True
+
+    def do_work(self):
+        self.calls += 1
+        read = 0
+        while self.log[self.position] != 0 and read < 2:  # a fragment limit of 2
+            self.position += 1
+            read += 1
+        return read
+
+
+def test_a_reader_that_read_everything_is_not_run_for_the_empty_slot_it_names_next():
+    reader = SlotReader()
+    composite = WatchedCompositeAgent(reader, WordAgent("other"), nano_time=ManualClock())
+    _cycle(composite)
+    reader.log[0] = 1
+    assert _cycle(composite)[0] == 1 and reader.calls == 2
+    _cycle(composite)  # it names the empty slot 1: nothing to do
+    assert reader.calls == 2
+    reader.log[1:4] = 1
+    assert _cycle(composite)[0] == 2  # two of three: the limit
+    assert _cycle(composite)[0] == 1  # the slot it names next holds a frame: it runs for it
+    _cycle(composite)
+    assert (reader.calls, reader.position) == (4, 4)
+
+
 def test_an_agent_that_names_a_later_time_at_each_watch_still_runs_by_the_first_it_named():
     clock = ManualClock()
     ticking = WordAgent("ticking", deadline=lambda: clock.now + 10)  # "10 from now", every time it is asked
@@ -339,12 +386,13 @@ def test_a_nested_composite_runs_everyone_when_its_parent_could_not_watch_and_no
 
     compared = []
 
-    def checked_changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges,
-                               changed):
+    def checked_changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, idle_known,
+                               idle_values, ranges, changed):
         assert ranges.max(initial=0) <= addresses.shape[0] and previous_ranges.max(initial=0) <= \
             previous_addresses.shape[0], "ranges past the watched words"
         compared.append(1)
-        changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges, changed)
+        changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, idle_known,
+                       idle_values, ranges, changed)
 
     monkeypatch.setattr(invoked_agents, "changed_agents", checked_changed_agents)
     a, b = WordAgent("a"), WordAgent("b")

@@ -88,6 +88,34 @@ def test_a_word_watched_for_a_value_moves_only_once_it_reaches_it_and_its_snapsh
     assert iw.word_moved(addresses[1], values[1]) and not iw.word_moved(addresses[0], values[0])
 
 
+NOT_IDLE, NO_VALUES = np.zeros(1, np.int8), np.zeros(1, np.int64)  # one word with no idle value
+
+
+def test_changed_agents_flags_a_word_named_anew_unless_it_holds_its_idle_value():
+    """A subscriber that read on names the frame slot at its new position: no work while that slot is empty."""
+    log = np.zeros(8, np.int64)
+    ranges = np.array([0, 1, 1, 2], np.int64)  # two agents, one word each
+    previous_addresses = np.array([log.ctypes.data, log.ctypes.data + 8], np.int64)
+    previous_values = np.zeros(2, np.int64)
+    changed = np.zeros(2, np.int64)
+
+    def flags(addresses, values, idle_known, idle_values=(0, 0)):
+        iw.changed_agents(previous_addresses, previous_values, ranges, np.array(addresses, np.int64),
+                          np.array(values, np.int64), np.array(idle_known, np.int8), np.array(idle_values, np.int64),
+                          ranges, changed)
+        return list(changed)
+
+    moved = [log.ctypes.data + 16, log.ctypes.data + 24]
+    assert flags(moved, [0, 0], [1, 0]) == [0, 1]  # the first holds its idle value; the second has none
+    assert flags(moved, [64, 0], [1, 1]) == [1, 0]  # a frame already at the first one's new position
+    assert flags(moved, [5, 5], [1, 1], [5, 5]) == [0, 0]  # the idle value named, whatever it is
+    assert flags(previous_addresses, [0, 3], [1, 1]) == [0, 1]  # the same words: only a change since counts
+    fewer = np.array([0, 1, 1, 1], np.int64)  # the second agent names nothing now
+    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([log.ctypes.data + 16], np.int64),
+                      np.zeros(1, np.int64), np.ones(1, np.int8), np.zeros(1, np.int64), fewer, changed)
+    assert list(changed) == [0, 1]
+
+
 def test_changed_agents_flags_a_value_to_reach_only_when_it_is_reached():
     buffer = np.zeros(1, np.int64)
     address = -buffer.ctypes.data
@@ -97,7 +125,7 @@ def test_changed_agents_flags_a_value_to_reach_only_when_it_is_reached():
 
     def flagged(value_to_reach):
         iw.changed_agents(previous_addresses, previous_values, ranges, np.array([address], np.int64),
-                          np.array([value_to_reach], np.int64), ranges, changed)
+                          np.array([value_to_reach], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
         return int(changed[0])
 
     buffer[0] = 15
@@ -105,14 +133,14 @@ def test_changed_agents_flags_a_value_to_reach_only_when_it_is_reached():
     assert flagged(15) == 1  # reached
     other = np.full(1, 7, np.int64)  # the agent's slowest reader is another word now: only reaching counts
     iw.changed_agents(previous_addresses, previous_values, ranges, np.array([-other.ctypes.data], np.int64),
-                      np.array([8], np.int64), ranges, changed)
+                      np.array([8], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
     assert changed[0] == 0
     other[0] = 8
     iw.changed_agents(previous_addresses, previous_values, ranges, np.array([-other.ctypes.data], np.int64),
-                      np.array([8], np.int64), ranges, changed)
+                      np.array([8], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
     assert changed[0] == 1
     iw.changed_agents(previous_addresses, previous_values, ranges, np.array([buffer.ctypes.data], np.int64),
-                      np.array([15], np.int64), ranges, changed)
+                      np.array([15], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
     assert changed[0] == 1  # the agent watches another kind of word now
 
 

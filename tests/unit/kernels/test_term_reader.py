@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aeron_numba.jit import handler_address
 from aeron_numba.kernels import term_reader as TR
+from aeron_numba.kernels.handlers import FragmentHandler
 from aeron_numba.kernels import term_scanner as TS
 from aeron_numba.layout import frame as F
 from aeron_numba.layout.log_buffers import LogBuffers
@@ -29,6 +31,9 @@ def count_fragments(ctx, buffer, offset, length):
     ctx[1] += length
     if length > 0:
         ctx[2] += buffer[offset]
+
+
+COUNT_FRAGMENTS_ADDRESS = handler_address(count_fragments, FragmentHandler)
 
 
 def frames_strategy():
@@ -88,6 +93,10 @@ def test_read_matches_reference_and_stays_in_term(log, term, start_frames, limit
     fragments, offset = TR.read(log, 0, start, TERM_LENGTH, TERM_ID, limit, count_fragments, ctx)
     assert (fragments, offset) == (len(expected), expected_offset)
     assert ctx[1] == sum(n - F.HEADER_LENGTH for _, n, _ in expected)
+    # The handler with its address looked up once (a Python caller's hot path) reads the same.
+    again = np.zeros(3, np.int64)
+    assert TR.read(log, 0, start, TERM_LENGTH, TERM_ID, limit, COUNT_FRAGMENTS_ADDRESS, again) == (fragments, offset)
+    assert list(again) == list(ctx)
 
 
 @SETTINGS
