@@ -326,6 +326,7 @@ class AgentInvoker:
         self.is_running = False
         self.is_closed = False
         self.is_invoking = False
+        self.invocations = 0  # duty cycles entered: a watch built since none ran still holds (WatchedCompositeAgent)
 
     @property
     def error_count(self) -> int:
@@ -348,6 +349,7 @@ class AgentInvoker:
         if not self.is_running or self.is_invoking:
             return 0
         self.is_invoking = True
+        self.invocations += 1
         try:
             return self.agent.do_work()
         except AgentTerminationException:

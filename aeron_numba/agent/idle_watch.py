@@ -125,6 +125,35 @@ class IdleWatch:
         self.doorbell_address = base + offset
         self.wake_fd = wake_fd
 
+    def mark(self) -> tuple:
+        """Where the watch stands, for ``segment_since``."""
+        return (len(self._arrays), len(self._addresses), len(self._targets), len(self._idle), len(self._fds),
+                self.doorbell_address, self.doorbell_buffer, self.wake_fd)
+
+    def segment_since(self, mark: tuple) -> tuple:
+        """What was named since ``mark`` (words, values to reach, idle values, sockets, a doorbell), to name again in
+        a later watch with ``add_segment`` while the agent that named it has not run (``WatchedCompositeAgent``).
+        Not the deadline, which the caller reads."""
+        arrays, words, targets, idle, fds, doorbell_address, doorbell_buffer, wake_fd = mark
+        doorbell = None
+        if (self.doorbell_address, self.wake_fd) != (doorbell_address, wake_fd) or \
+                self.doorbell_buffer is not doorbell_buffer:
+            doorbell = (self.doorbell_address, self.doorbell_buffer, self.wake_fd)
+        return (self._arrays[arrays:], self._addresses[words:], [(k - words, v) for k, v in self._targets[targets:]],
+                [(k - words, v) for k, v in self._idle[idle:]], self._fds[fds:], doorbell)
+
+    def add_segment(self, segment: tuple) -> None:
+        """Name again what ``segment_since`` returned (its buffers are still held by it, so still mapped)."""
+        arrays, addresses, targets, idle, fds, doorbell = segment
+        base = len(self._addresses)
+        self._arrays.extend(arrays)
+        self._addresses.extend(addresses)
+        self._targets.extend((base + k, v) for k, v in targets)
+        self._idle.extend((base + k, v) for k, v in idle)
+        self._fds.extend(fds)
+        if doorbell is not None:
+            self.doorbell_address, self.doorbell_buffer, self.wake_fd = doorbell
+
     def watch_socket(self, fd: int) -> None:
         """Wake when socket ``fd`` has a datagram to read (the caller keeps it open while the watch is in use)."""
         if fd < 0:

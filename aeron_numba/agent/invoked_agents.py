@@ -116,6 +116,11 @@ class InvokedAgent:
     def role_name(self) -> str:
         return self.invoker.role_name()
 
+    @property
+    def invocations(self) -> int:
+        """Duty cycles of the agent entered so far, here or from another agent's wait."""
+        return self.invoker.invocations
+
     def on_start(self) -> None:
         self.invoker.start()
         if not self.invoker.is_running:
@@ -172,7 +177,10 @@ class WatchedCompositeAgent(CompositeAgent):
     there is no watch (a strategy that parks in Python, an agent that cannot name its work now), as in
     ``CompositeAgent``. ``cycles``: how many times each agent ran, in order (a profile of where the thread's
     cycles go), also stored in ``cycle_counters[i]`` (``(values_buffer, counter_id)``, or None) when they are set.
-    A composite names its work left when all its agents do (``names_work_left``)."""
+    A composite names its work left when all its agents do (``names_work_left``). An agent that counts its
+    ``invocations`` (``InvokedAgent``) is asked for its watch only after it ran, here or from another agent's wait:
+    until then the words, sockets and time it named last are named again as they were (building every agent's
+    watch before every cycle was most of a busy member's Python time)."""
 
     runs_by_its_watch = True  # its runner builds a watch before every cycle, not only once idle
 
@@ -194,17 +202,33 @@ class WatchedCompositeAgent(CompositeAgent):
         self._ran = [True] * count
         self._worked = [False] * count  # which agents did work in the previous cycle
         self._changed = np.zeros(count, np.int64)
+        # Per agent that counts its ``invocations``: (invocations, watch segment, deadline) of the watch it named
+        # last, named again as is while it has not run since (``IdleWatch.segment_since``).
+        self._segments: list[tuple | None] = [None] * count
 
     def add_idle_watch(self, watch) -> bool:
         deadline = watch.deadline_ns
+        segments = self._segments
         for i, agent in enumerate(self.agents):
-            add = getattr(agent, "add_idle_watch", None)
             words, sockets = watch.word_count, watch.socket_count
-            watch.deadline_ns = None
-            if add is None or not add(watch):
-                self._watch = None
-                watch.deadline_ns = deadline
-                return False
+            invocations = getattr(agent, "invocations", None)
+            kept = segments[i]
+            if kept is not None and kept[0] == invocations:
+                # Not run since it named these (here or from a wait): its watch still holds, and its deadline is
+                # no later than one it would name now.
+                watch.add_segment(kept[1])
+                watch.deadline_ns = kept[2]
+            else:
+                add = getattr(agent, "add_idle_watch", None)
+                watch.deadline_ns = None
+                mark = watch.mark()
+                if add is None or not add(watch):
+                    segments[i] = None
+                    self._watch = None
+                    watch.deadline_ns = deadline
+                    return False
+                if invocations is not None:
+                    segments[i] = (invocations, watch.segment_since(mark), watch.deadline_ns)
             named = watch.deadline_ns
             known = self._deadlines[i]
             if not self._ran[i] and known is not None and (named is None or known < named):

@@ -274,6 +274,55 @@ def test_a_reader_that_read_everything_is_not_run_for_the_empty_slot_it_names_ne
     assert (reader.calls, reader.position) == (4, 4)
 
 
+class CountingWatchAgent(WordAgent):
+    """A WordAgent that counts how often it is asked for its watch."""
+
+    names_work_left = True
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.watches = 0
+
+    def add_idle_watch(self, watch):
+        self.watches += 1
+        watch.watch_int64(self.word, 0, idle_value=0)
+        watch.watch_socket(self.socket_fd)
+        watch.run_by(5_000 + self.watches)
+        return True
+
+
+def test_an_invoked_agent_is_asked_for_its_watch_only_after_it_ran():
+    import socket
+
+    agents = [CountingWatchAgent("a"), CountingWatchAgent("b")]
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in agents]
+    try:
+        for agent, sock in zip(agents, sockets):
+            agent.socket_fd = sock.fileno()
+        invokers = [AgentInvoker(agent) for agent in agents]
+        composite = WatchedCompositeAgent(*(InvokedAgent(invoker) for invoker in invokers), nano_time=ManualClock())
+        composite.on_start()
+        a, b = agents
+        _cycle(composite)  # everyone runs; each names its watch after
+        _, watch = _cycle(composite)
+        assert (a.watches, b.watches) == (2, 2) and (a.calls, b.calls) == (1, 1)
+        for _ in range(3):  # nobody runs: the watches named are named again as they were
+            _, again = _cycle(composite)
+            assert (a.watches, b.watches) == (2, 2)
+            assert list(again.socket_fds) == list(watch.socket_fds)
+            assert again.word_count == watch.word_count and again.deadline_ns == watch.deadline_ns == 5_002
+        b.word[0] = 1
+        _cycle(composite)  # b ran: it names its watch afresh; a's stays
+        _, watch = _cycle(composite)
+        assert (a.watches, b.watches) == (2, 3) and b.calls == 2
+        invokers[0].invoke()  # a, from another agent's wait: its watch may have changed
+        _cycle(composite)
+        assert (a.watches, b.watches) == (3, 3)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def test_an_agent_that_names_a_later_time_at_each_watch_still_runs_by_the_first_it_named():
     clock = ManualClock()
     ticking = WordAgent("ticking", deadline=lambda: clock.now + 10)  # "10 from now", every time it is asked
