@@ -98,9 +98,9 @@ class InvokedAgent:
     ``on_start`` starts the invoker; ``do_work`` invokes it (timed into ``duty_cycle_tracker`` when given) and raises
     ``AgentTerminationException`` once the invoker has closed (its agent terminated, or failed to start), so that
     the thread stops with it: one part of a member cannot go on without the others. ``on_close`` closes it.
-    ``add_idle_watch`` and ``names_work_left`` are the agent's own, when it has them. ``cycles`` counts the invocations, also stored in
-    ``cycle_counter`` (``(values_buffer, counter_id)`` of a counter of type ``AGENT_CYCLES_COUNTER_TYPE_ID``) when
-    given."""
+    ``add_idle_watch`` and ``names_work_left`` are the agent's own, when it has them. ``cycles`` counts the
+    invocations, also stored in ``cycle_counter`` (``(values_buffer, counter_id)`` of a counter of type
+    ``AGENT_CYCLES_COUNTER_TYPE_ID``) when given."""
 
     def __init__(self, invoker, duty_cycle_tracker=None, nano_clock=SystemNanoClock, cycle_counter=None):
         self.invoker = invoker

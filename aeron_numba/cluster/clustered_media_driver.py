@@ -76,6 +76,61 @@ def member_idle_strategy(driver_ctx):
     return driver_ctx.idle_strategy("shared_idle_strategy")
 
 
+class _DriverPythonRuns:
+    """How often the driver's Python parts ran, and the compiled network cycles handed them work."""
+
+    def __init__(self, network_cycles):
+        self.runs = 0
+        self.network_cycles = network_cycles
+
+    @property
+    def generation(self) -> tuple[int, int]:
+        return self.runs, self.network_cycles.python_returns
+
+
+class _DriverPart:
+    """The driver's conductor, sender or receiver as an agent of the member's driver parts, whose ``invocations``
+    move whenever any Python part of the driver ran or the network cycles handed one of them work. Each part's
+    watch reads the others' state (the conductor adds a publication to the sender, the sender's datagrams create
+    the conductor's images) and the rows the compiled path writes (the times of the last status message or
+    heartbeat), but the compiled path hands over to Python whatever would need a part sooner (``run_network_cycles``:
+    a new receiver, a SETUP, NAKs, a due NAK): until then a watch named stays right, its times at worst early, and
+    is named again as it was (``WatchedCompositeAgent``) instead of afresh before every cycle."""
+
+    def __init__(self, part, runs: _DriverPythonRuns):
+        self.part = part
+        self._runs = runs
+        self.names_work_left = getattr(part, "names_work_left", False)
+        self.add_idle_watch = part.add_idle_watch
+
+    @property
+    def invocations(self) -> tuple[int, int]:
+        return self._runs.generation
+
+    def role_name(self) -> str:
+        return self.part.role_name()
+
+    def on_start(self) -> None:
+        self.part.on_start()
+
+    def do_work(self) -> int:
+        self._runs.runs += 1
+        return self.part.do_work()
+
+    def on_close(self) -> None:
+        self.part.on_close()
+
+    def __repr__(self) -> str:
+        return f"_DriverPart({self.part!r})"
+
+
+def _driver_parts(driver) -> list:
+    """The driver's SHARED agent's parts, network cycles first, the Python ones as ``_DriverPart``."""
+    cycles = driver.shared_network_cycles
+    runs = _DriverPythonRuns(cycles)
+    return [part if part is cycles else _DriverPart(part, runs) for part in driver.shared_agent.agents]
+
+
 class _MemberAgent(WatchedCompositeAgent):
     """The member's composite duty cycle. Closing is ``ClusteredMediaDriver.close``'s, in its order."""
 
@@ -115,7 +170,7 @@ class ClusteredMediaDriver:
             # those a wake concerns, so a datagram the compiled data path serves costs no Python duty cycle of
             # the conductor, sender and receiver.
             self.driver.shared_network_cycles.serve_as_own_agent()
-            driver_parts = WatchedCompositeAgent(*self.driver.shared_agent.agents)
+            driver_parts = WatchedCompositeAgent(*_driver_parts(self.driver))
             driver = self._invokers["media driver"] = AgentInvoker(driver_parts, self.driver.record_error)
             driver.start()  # the archive's and consensus module's clients are answered by it from here on
             archive_aeron = self._archive_aeron = self._connect(

@@ -439,7 +439,8 @@ class ConsensusModuleAgent:
         most one slow tick, 10 ms. An election runs on its own timers: no watch while one is in progress."""
         if self.election is not None or self.state is not ConsensusModuleState.ACTIVE:
             return False
-        if self._slow_tick_again or any(tracker.has_more_to_append for tracker in self.pending_service_message_trackers):
+        trackers = self.pending_service_message_trackers
+        if self._slow_tick_again or any(tracker.has_more_to_append for tracker in trackers):
             watch.run_by(time.monotonic_ns())  # a cycle stopped short: the next one is due at once
         self.aeron.add_idle_watch(watch)
         for adapter in (self.ingress_adapter, self.consensus_adapter, self.consensus_module_adapter, self.log_adapter):

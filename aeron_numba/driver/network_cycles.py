@@ -92,6 +92,9 @@ class NetworkCycles:
         self.recent_ns = recent_ns
         self.nano_clock = nano_clock
         self.own_agent = False  # see serve_as_own_agent
+        # Calls that handed datagrams or a due NAK to the Python sender, receiver or conductor: between two of them
+        # and while those do not run, the compiled path alone moved the driver on (``ClusteredMediaDriver``).
+        self.python_returns = 0
         self.time_of_last_work_ns = 0
         self.result = np.zeros(ndc.RESULT_LENGTH, np.int64)
         self._collect_result = np.zeros(1, np.int64)
@@ -261,6 +264,8 @@ class NetworkCycles:
             slow, self._collect_result, self._scratch, self._work_result, result)
         work, reason, index = int(result[ndc.RESULT_WORK]), int(result[ndc.RESULT_REASON]), int(result[ndc.RESULT_INDEX])
         now_ns = self.nano_clock()
+        if reason in (ndc.RETURN_SLOW_DATAGRAMS, ndc.RETURN_CONTROL_FRAMES, ndc.RETURN_NAK_DUE):
+            self.python_returns += 1  # Python state of the sender, receiver or conductor may change here
         if reason == ndc.RETURN_SLOW_DATAGRAMS:
             endpoint, destination = sources[index]
             endpoint.on_slow_datagrams(destination, batch, slow, now_ns)

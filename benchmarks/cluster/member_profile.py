@@ -12,7 +12,7 @@ frames each way, status messages, heartbeats, NAKs, retransmits): the sends and 
 
 With ``--py-spy DIR`` it also samples each node's process with py-spy (not a dependency: ``pip install py-spy``)
 through the busy window, keeps the collapsed stacks in ``DIR/<member>.txt`` and prints each node's functions that
-hold the most samples, inclusive of their callees.
+hold the most samples not parked, inclusive of their callees; ``--py-spy-native`` samples native frames too.
 
 It answers how many Python duty cycles a put or an idle second costs and whose they are; ``python -m benchmarks
 cluster`` measures latency and ``python -m benchmarks.cluster.put_trace`` the hops of a put. The client polls in a
@@ -148,9 +148,10 @@ def _put_synchronously(client, count: int, first_token: int) -> None:
 
 PY_SPY_RATE = 250  # samples per second: enough over a few seconds, little load on 2 cores
 TOP_FUNCTIONS = 25
+PARKED_FRAME = "IdleWatch.park_until_changed"  # the member thread's idle park
 
 
-def _start_py_spy(system, directory: Path) -> list[tuple[str, subprocess.Popen, Path]]:
+def _start_py_spy(system, directory: Path, native: bool = False) -> list[tuple[str, subprocess.Popen, Path]]:
     py_spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
     if py_spy is None:
         raise RuntimeError("--py-spy needs py-spy on PATH (pip install py-spy)")
@@ -160,7 +161,7 @@ def _start_py_spy(system, directory: Path) -> list[tuple[str, subprocess.Popen, 
         name = _node_name(node)
         out = directory / f"member-{node.member_id}.txt"
         sampler = subprocess.Popen([py_spy, "record", "--pid", str(node.process.pid), "--rate", str(PY_SPY_RATE),
-                                    "--nonblocking", "--format", "raw", "--output", str(out)],
+                                    "--native" if native else "--nonblocking", "--format", "raw", "--output", str(out)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         samplers.append((name, sampler, out))
     return samplers
@@ -182,8 +183,8 @@ def _stop_py_spy(samplers) -> dict[str, list[tuple[str, float]]]:
         total = 0
         for line in out.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
-            if not stack or not count.isdigit():
-                continue
+            if not stack or not count.isdigit() or PARKED_FRAME in stack:
+                continue  # a park is not work (native samples keep the thread's waits)
             total += int(count)
             for frame in set(stack.split(";")):
                 inclusive[frame] += int(count)
@@ -191,14 +192,14 @@ def _stop_py_spy(samplers) -> dict[str, list[tuple[str, float]]]:
     return tops
 
 
-def profile(system, puts: int, idle_s: float, py_spy_dir: Path | None = None) -> dict:
+def profile(system, puts: int, idle_s: float, py_spy_dir: Path | None = None, native: bool = False) -> dict:
     counters = _agent_cycle_counters(system)
     client = system.client()
     _put_synchronously(client, WARMUP_PUTS, 0)
     before = _reading(system, counters)
     time.sleep(idle_s)  # the idle window: a measurement, not a wait for a condition
     idle = _difference(before, _reading(system, counters))
-    samplers = _start_py_spy(system, py_spy_dir) if py_spy_dir is not None else []
+    samplers = _start_py_spy(system, py_spy_dir, native) if py_spy_dir is not None else []
     positions = _subscriber_position_counters(counters)
     before = _reading(system, counters, positions)
     _put_synchronously(client, puts, WARMUP_PUTS)
@@ -232,14 +233,16 @@ def format_profile(result: dict) -> str:
     datagrams = result.get("datagrams", {})
     if datagrams:
         names = sorted({name for name, _ in datagrams})
-        lines.append("the driver's counters per put: " + ", ".join(c.lower().replace("_", " ") for c in DATAGRAM_COUNTERS))
+        lines.append("the driver's counters per put: "
+                     + ", ".join(counter.lower().replace("_", " ") for counter in DATAGRAM_COUNTERS))
         for name in names:
-            lines.append(f"{name:34} " + " ".join(f"{datagrams.get((name, c), 0) / puts:7.1f}" for c in DATAGRAM_COUNTERS))
+            lines.append(f"{name:34} " + " ".join(f"{datagrams.get((name, counter), 0) / puts:7.1f}"
+                                                  for counter in DATAGRAM_COUNTERS))
     lines.append("streams a node's subscribers consumed in the busy window, bytes per put")
     for (name, label), moved in sorted(result.get("streams", {}).items()):
         lines.append(f"{name}: {moved / puts:8.1f}  {label[:100]}")
     for name, top in result.get("py_spy", {}).items():
-        lines.append(f"py-spy, {name}: share of the busy window's samples, inclusive")
+        lines.append(f"py-spy, {name}: share of the busy window's samples not parked, inclusive")
         lines.extend(f"  {share * 100:5.1f} %  {frame}" for frame, share in top)
     return "\n".join(lines)
 
@@ -256,6 +259,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
                                          "cycles)", env_example="AERON_SHARED_IDLE_STRATEGY_INIT_ARGS=10-5-1us-1ms")
     parser.add_argument("--py-spy", metavar="DIR", type=Path,
                         help="sample each node with py-spy through the busy window; collapsed stacks go to DIR")
+    parser.add_argument("--py-spy-native", action="store_true",
+                        help="with --py-spy: native frames too (py-spy --native, which pauses each node at every "
+                             "sample): the time in compiled code and syscalls, which a sample without them puts on "
+                             "the Python line that called it")
     parser.add_argument("--root", help="directory for the cluster's files (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.puts < 1:
@@ -270,7 +277,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.cluste
     system = AeronClusterSystem(compiled_service=args.compiled_service, env=env, process_layout=args.layout)
     try:
         system.start(root)
-        print(format_profile(profile(system, args.puts, args.idle_s, args.py_spy)))
+        print(format_profile(profile(system, args.puts, args.idle_s, args.py_spy, args.py_spy_native)))
     except (RuntimeError, TimeoutError, OSError) as exc:
         return fail(prog, f"{type(exc).__name__}: {exc}", 1)
     finally:
