@@ -177,12 +177,14 @@ class WatchedCompositeAgent(CompositeAgent):
     there is no watch (a strategy that parks in Python, an agent that cannot name its work now), as in
     ``CompositeAgent``. ``cycles``: how many times each agent ran, in order (a profile of where the thread's
     cycles go), also stored in ``cycle_counters[i]`` (``(values_buffer, counter_id)``, or None) when they are set.
-    A composite names its work left when all its agents do (``names_work_left``). An agent that counts its
+    A composite names its own work left (``names_work_left``): while an agent of it is to run again after its work,
+    the time its watch names is now. An agent that counts its
     ``invocations`` (``InvokedAgent``) is asked for its watch only after it ran, here or from another agent's wait:
     until then the words, sockets and time it named last are named again as they were (building every agent's
     watch before every cycle was most of a busy member's Python time)."""
 
     runs_by_its_watch = True  # its runner builds a watch before every cycle, not only once idle
+    names_work_left = True  # an agent of it to run again after its work makes its watch's time now
 
     def __init__(self, *agents, nano_time=time.monotonic_ns):
         super().__init__(*agents)
@@ -192,7 +194,6 @@ class WatchedCompositeAgent(CompositeAgent):
         self._nano_time = nano_time
         # Who runs again after a cycle with work: an agent whose watch may not show what it left.
         self._reruns_after_work = [not getattr(agent, "names_work_left", False) for agent in self.agents]
-        self.names_work_left = not any(self._reruns_after_work)
         self._watch = None  # the watch built for the coming cycle, and its per-agent layout
         self._ranges = np.zeros(2 * count, np.int64)
         self._sockets: list[tuple[int, int]] = [(0, 0)] * count
@@ -238,6 +239,9 @@ class WatchedCompositeAgent(CompositeAgent):
                 deadline = named
             self._ranges[2 * i], self._ranges[2 * i + 1] = words, watch.word_count
             self._sockets[i] = (sockets, watch.socket_count)
+        worked, reruns = self._worked, self._reruns_after_work
+        if any(worked[i] and reruns[i] for i in range(len(worked))):
+            deadline = self._nano_time()  # one of its agents is to run again at once: so is this composite
         watch.deadline_ns = deadline
         self._watch = watch
         return True

@@ -121,6 +121,9 @@ class CounterLink:
 class DriverConductor:
     """Agent: ``do_work()`` returns the work done; ``on_close()`` releases every resource."""
 
+    #: Commands past a batch are at the to-driver head its watch names; its timers are in its deadline.
+    names_work_left = True
+
     def __init__(self, context: DriverContext, cnc_file: CncFile, *, nano_clock=time.monotonic_ns, epoch_clock=None,
                  loss_report: LossReport | None = None):
         self.ctx = context

@@ -366,6 +366,8 @@ class _TerminatingConductor:
     """Adapts the conductor to the runner: an allowed TERMINATE_DRIVER ends the run loop cleanly, and closing stops
     the network threads before the conductor's ``on_close`` releases what they used."""
 
+    names_work_left = DriverConductor.names_work_left
+
     def __init__(self, conductor: DriverConductor, driver: MediaDriver):
         self.conductor = conductor
         self.driver = driver

@@ -210,7 +210,7 @@ class CompleteWordAgent(WordAgent):
 def test_an_agent_whose_watch_names_its_work_left_does_not_run_again_after_its_work():
     complete, plain = CompleteWordAgent("complete"), WordAgent("plain")
     composite = WatchedCompositeAgent(complete, plain, nano_time=ManualClock())
-    assert not composite.names_work_left  # one of its agents does not: its parent runs it again after work
+    assert composite.names_work_left  # its watch's time is now while an agent of it is to run again
     _cycle(composite)
     complete.word[0] = 1
     plain.word[0] = 1
@@ -222,7 +222,19 @@ def test_an_agent_whose_watch_names_its_work_left_does_not_run_again_after_its_w
     complete.word[0] = 2
     assert _cycle(composite)[0] == 1
     assert (complete.calls, plain.calls) == (3, 3)
-    assert WatchedCompositeAgent(CompleteWordAgent("a"), CompleteWordAgent("b")).names_work_left
+    clock = ManualClock()
+    nested = WatchedCompositeAgent(CompleteWordAgent("complete"), WordAgent("plain"), nano_time=clock)
+    _cycle(nested)
+    _, watch = _cycle(nested)
+    assert watch.deadline_ns is None  # nobody worked
+    nested.agents[0].word[0] = 1
+    _cycle(nested)
+    _, watch = _cycle(nested)
+    assert watch.deadline_ns is None  # the agent that worked names what it left
+    nested.agents[1].word[0] = 1
+    _cycle(nested)
+    _, watch = _cycle(nested)
+    assert watch.deadline_ns == clock.now  # the plain one worked: it runs again, and its parent must run it
     invoked = InvokedAgent(AgentInvoker(CompleteWordAgent("invoked")))
     assert invoked.names_work_left and not InvokedAgent(AgentInvoker(WordAgent("other"))).names_work_left
 
