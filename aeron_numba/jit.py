@@ -113,6 +113,9 @@ def handler_address(dispatcher, function_type):
 
 
 class _HandlerAddress(numba.types.WrapperAddressProtocol):
+    """numba's wrapper address protocol: the address numba's unboxing would look up, looked up once (with numba's
+    own lookup, so it is the same cfunc wrapper numba would call)."""
+
     def __init__(self, dispatcher, signature):
         from numba.experimental.function_type import _get_wrapper_address
 
