@@ -117,8 +117,12 @@ class InvokedAgent:
         return self.invoker.role_name()
 
     @property
-    def invocations(self) -> int:
-        """Duty cycles of the agent entered so far, here or from another agent's wait."""
+    def invocations(self) -> int | None:
+        """Duty cycles of the agent entered so far, here or from another agent's wait; None for an agent that
+        decides what to run from the watch built before each of its cycles (``runs_by_its_watch``): a composite
+        whose watch were named again from an earlier cycle would decide from that cycle's snapshot."""
+        if getattr(self.invoker.agent, "runs_by_its_watch", False):
+            return None
         return self.invoker.invocations
 
     def on_start(self) -> None:

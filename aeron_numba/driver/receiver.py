@@ -75,6 +75,9 @@ def add_image_watch(watch, image, now_ns: int) -> None:
 
 
 class Receiver:
+    #: Datagrams past a batch wait on the sockets its watch names; its images' timers are in its deadline.
+    names_work_left = True
+
     def __init__(self, *, nano_clock=time.monotonic_ns):
         self.nano_clock = nano_clock
         self.endpoints: list = []

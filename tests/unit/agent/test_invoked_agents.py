@@ -335,6 +335,23 @@ def test_an_invoked_agent_is_asked_for_its_watch_only_after_it_ran():
             sock.close()
 
 
+def test_a_composite_inside_another_is_asked_for_its_watch_before_every_cycle():
+    """Its own choice of agents rests on the snapshot of the watch built before the cycle: one named again from an
+    earlier cycle would show none of the changes since (a member's driver parts, its receiver's work missed)."""
+    a = CompleteWordAgent("a")
+    inner = WatchedCompositeAgent(a, nano_time=ManualClock())
+    invoked = InvokedAgent(AgentInvoker(inner))
+    assert invoked.invocations is None
+    outer = WatchedCompositeAgent(invoked, WordAgent("other"), nano_time=ManualClock())
+    outer.on_start()
+    for _ in range(3):
+        _cycle(outer)
+    calls = a.calls
+    a.word[0] = 1
+    _cycle(outer)
+    assert a.calls == calls + 1
+
+
 def test_an_agent_that_names_a_later_time_at_each_watch_still_runs_by_the_first_it_named():
     clock = ManualClock()
     ticking = WordAgent("ticking", deadline=lambda: clock.now + 10)  # "10 from now", every time it is asked
