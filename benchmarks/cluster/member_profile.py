@@ -109,22 +109,18 @@ def _reading(system, counters, positions=None) -> dict:
             "datagrams": datagrams}
 
 
-def _difference(before: dict, after: dict) -> tuple[float, dict, dict]:
-    seconds = after["at"] - before["at"]
-    cpu = {key: after["cpu"][key] - value for key, value in before["cpu"].items() if key in after["cpu"]}
-    cycles = {key: after["cycles"][key] - value for key, value in before["cycles"].items() if key in after["cycles"]}
-    return seconds, cpu, cycles
-
-
 def _moved(before: dict, after: dict, what: str) -> dict:
     """How much each of ``what``'s values (a reading's dict) moved between the readings."""
     return {key: after[what][key] - value for key, value in before[what].items() if key in after[what]}
 
 
+def _difference(before: dict, after: dict) -> tuple[float, dict, dict]:
+    return after["at"] - before["at"], _moved(before, after, "cpu"), _moved(before, after, "cycles")
+
+
 def _streams_moved(before: dict, after: dict) -> dict:
     """(node, sub-pos label) -> bytes consumed between the readings, for the positions that moved."""
-    return {key: after["streams"][key] - value for key, value in before["streams"].items()
-            if key in after["streams"] and after["streams"][key] != value}
+    return {key: moved for key, moved in _moved(before, after, "streams").items() if moved != 0}
 
 
 def _put_synchronously(client, count: int, first_token: int) -> None:
