@@ -7,9 +7,9 @@
   same loss at the same time, and the sender retransmits to all of them over the group: spreading the NAKs
   out means one NAK usually triggers the retransmit, and the others then find the gap filled (the loss
   detector forgets a filled gap). The delay follows the truncated exponential of RFC 5401 §3.5 with
-  ``lambda = ln(group_size) + 1``, as Aeron's ``OptimalMulticastDelayGenerator`` does: inverting its CDF
-  gives ``delay = (max_backoff / lambda) * ln(1 + u * (e^lambda - 1))`` for ``u`` uniform in ``[0, 1)``,
-  which puts most delays near the max and a few near zero.
+  ``lambda = ln(group_size) + 1``, as Aeron's ``OptimalMulticastDelayGenerator`` does
+  (``kernels/feedback_delay.py``), which puts most delays near the max and a few near zero. An image draws its
+  delays in compiled code with the same formula, from a generator this one seeds.
 
 Both answer ``delay_ns()`` (a gap seen for the first time) and ``retry_delay_ns()`` (the gap is still there
 after a NAK).
@@ -17,10 +17,11 @@ after a NAK).
 
 from __future__ import annotations
 
-import math
 import random
 
 from aeron_numba.errors import ConfigurationError
+from aeron_numba.kernels.feedback_delay import multicast_delay_ns
+from aeron_numba.kernels.minstd import seed_state
 
 
 class StaticFeedbackDelay:
@@ -43,13 +44,14 @@ class OptimalMulticastFeedbackDelay:
             raise ConfigurationError(f"nak_multicast_group_size={group_size} must be >= 1")
         self.max_backoff_ns = max_backoff_ns
         self.group_size = group_size
-        lam = math.log(group_size) + 1.0
-        self._scale_ns = max_backoff_ns / lam
-        self._spread = math.expm1(lam)
         self._rng = rng if rng is not None else random.Random()
 
     def delay_ns(self) -> int:
-        delay = int(self._scale_ns * math.log1p(self._rng.random() * self._spread))
-        return min(delay, self.max_backoff_ns - 1)  # float rounding must not reach the max
+        return int(multicast_delay_ns(self.max_backoff_ns, self.group_size, self._rng.random()))
 
     retry_delay_ns = delay_ns
+
+    def image_random_state(self) -> int:
+        """A seed for an image's own generator, from which its compiled receiver work draws each NAK's delay with
+        this formula (``kernels/feedback_delay.next_image_nak_delay_ns``)."""
+        return seed_state(self._rng.getrandbits(31))

@@ -48,7 +48,8 @@ import numpy as np
 from aeron_numba.errors import ConfigurationError
 from aeron_numba.kernels import atomics_for_python
 from aeron_numba.kernels import loss_generator as kernels
-from aeron_numba.kernels.loss_generator import PPM, random_seed
+from aeron_numba.kernels.loss_generator import PPM
+from aeron_numba.kernels.minstd import seed_state
 from aeron_numba.layout import frame
 from aeron_numba.layout import network_state as ns
 from aeron_numba.layout.mapped_file import MappedFile
@@ -244,7 +245,7 @@ class LossGenerator:
                             (ns.LOSS_SEND_DATA_PPM, settings.send_data_rate),
                             (ns.LOSS_SEND_CONTROL_PPM, settings.send_control_rate)):
             state[index] = round(rate * PPM)
-        state[ns.LOSS_RANDOM_STATE] = random_seed(settings.seed)
+        state[ns.LOSS_RANDOM_STATE] = seed_state(settings.seed)
         state[ns.LOSS_GAP_TERM_ID] = settings.gap_term_id
         state[ns.LOSS_GAP_TERM_OFFSET] = settings.gap_term_offset
         state[ns.LOSS_GAP_LENGTH] = settings.gap_length

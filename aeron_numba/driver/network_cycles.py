@@ -178,18 +178,17 @@ class NetworkCycles:
     def _receive_sockets(self) -> tuple[np.ndarray, list]:
         sources = []
         for endpoint in self.receiver.endpoints if self.receiver is not None else ():
-            for destination in endpoint.destinations:
-                if endpoint.is_fast(destination):
-                    destination.read_compiled = True
-                    sources.append((endpoint, destination))
+            for destination in endpoint.destinations:  # each image says which socket's data it takes here
+                destination.read_compiled = True
+                sources.append((endpoint, destination))
         table = np.array([self._socket_row(d.transport, e.endpoint_id) for e, d in sources], np.int64)
         return table.reshape(len(sources), ndc.SOCKET_COLUMNS), sources
 
     def _tables(self) -> tuple:
         """(control sockets, their endpoints, publications, receive sockets, their sources), rebuilt only when the
-        sender's or receiver's lists changed or a loss generator took new settings: every other field of a row
-        (fds, ports, addresses of state rows, sockaddrs) is fixed for the life of its publication, endpoint or
-        transport, and an ordinary endpoint's destinations, the only ones in the tables, are fixed when it is made.
+        sender's or receiver's lists changed (a receive endpoint's destinations included) or a loss generator took
+        new settings: every other field of a row (fds, ports, addresses of state rows, sockaddrs) is fixed for the
+        life of its publication, endpoint or transport.
         A loss generator's update replaces its arrays: a row left with the old address would read freed memory
         and, at best, miss the new settings (a partition that drops nothing). Building the tables each cycle cost
         about a tenth of a busy driver's CPU."""

@@ -27,6 +27,7 @@ attributes below that name those fields read and write the row. Python keeps wha
 from __future__ import annotations
 
 import enum
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,6 +160,11 @@ class PublicationImage:
         self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
         self._control_sockaddr = None  # kept alive while the row points at it
         self._subscriber_ids = self._retired_subscriber_ids = np.zeros(0, np.int64)
+        if self.feedback_delay is not None:
+            row[ns.IMAGE_NAK_GROUP_SIZE] = self.feedback_delay.group_size
+            row[ns.IMAGE_NAK_MAX_BACKOFF_NS] = self.feedback_delay.max_backoff_ns
+            row[ns.IMAGE_NAK_RANDOM_STATE] = self.feedback_delay.image_random_state()
+        self._refresh_lock = threading.Lock()
         self.refresh_compiled_work()
         self.loss_report_entry = None  # created at this image's first loss (§13.1), one per image
         self.control = np.zeros(64, dtype=np.uint8)
@@ -208,18 +214,31 @@ class PublicationImage:
         else:
             connection = ImageConnection(destination, destination.control_address)
             self.connections.append(connection)
+        connection.time_of_last_activity_ns = connection.time_of_last_frame_ns = now_ns
         if connection.control_address is None:
             connection.control_address = source
-        connection.time_of_last_activity_ns = connection.time_of_last_frame_ns = now_ns
+            self.refresh_compiled_work()  # it may be the one connection, now with an address to answer
         return connection
 
     def add_destination(self, destination, now_ns: int) -> None:
         """A destination added to the endpoint: answered once it delivers a frame (or at once with a control
         address), as Aeron's image adds a connection for every new destination."""
+        self._take_compiled_activity()
         self.connections.append(ImageConnection(destination, destination.control_address, now_ns))
+        self.refresh_compiled_work()
 
     def remove_destination(self, destination) -> None:
+        self._take_compiled_activity()
         self.connections = [c for c in self.connections if c.destination is not destination]
+        self.refresh_compiled_work()
+
+    def _take_compiled_activity(self) -> None:
+        """While the compiled path feeds a multi-destination image's one connection (``IMAGE_DATA_FD``), the
+        connection's last frame is the image's last packet: bring it up to date before Python reads it."""
+        if self.row[ns.IMAGE_DATA_FD] >= 0 and len(self.connections) == 1:
+            connection = self.connections[0]
+            last = max(self.time_of_last_packet_ns, connection.time_of_last_frame_ns or 0)
+            connection.time_of_last_activity_ns = connection.time_of_last_frame_ns = last
 
     # ------------------------------------------------------------------------------- receiver: packets
     def insert_packet(self, buf: np.ndarray, length: int, now_ns: int, connection: ImageConnection | None = None,
@@ -246,9 +265,6 @@ class PublicationImage:
         message of an image with several connections."""
         if self.state is not ImageState.ACTIVE:
             return 0
-        if self.feedback_delay is not None and self.hwm_position > self.rebuild_position:
-            # A fresh random backoff; the scan uses it only if it (re)arms a NAK.
-            self.row[ns.IMAGE_NAK_DELAY_NS] = self.row[ns.IMAGE_NAK_RETRY_DELAY_NS] = self.feedback_delay.delay_ns()
         result = self._work_result
         image_receiver.receiver_work(self.row, self.log.buffer, self.values_buffer, now_ns, self.control, result)
         flags = int(result[image_receiver.WORK_FLAGS])
@@ -286,6 +302,7 @@ class PublicationImage:
 
     def _send_to_connections(self, size: int, counter_id: int, now_ns: int) -> None:
         """The control frame in ``self.control`` to every live connection, each counted, as Aeron counts them."""
+        self._take_compiled_activity()
         for connection in self.connections:
             if connection.is_alive(now_ns):
                 self.endpoint.send_to(self.control[:size], connection.control_address, connection.destination)
@@ -308,22 +325,30 @@ class PublicationImage:
     def refresh_compiled_work(self) -> None:
         """Tell ``receiver_work`` the subscribers' counters (a new array each time: a reader may still hold the
         last one, kept alive until the next change) and whether the compiled cycles may run it: one connection,
-        with an address to answer, unicast NAK delays."""
-        row = self.row
-        row[ns.IMAGE_COMPILED_WORK] = 0
-        self._retired_subscriber_ids = self._subscriber_ids
-        self._subscriber_ids = np.array([s.counter_id for s in self.subscribers], np.int64)
-        row[ns.IMAGE_SUBSCRIBER_COUNT] = 0
-        row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS] = self._subscriber_ids.ctypes.data
-        row[ns.IMAGE_SUBSCRIBER_COUNT] = len(self._subscriber_ids)
-        connections = self.connections
-        # Group semantics draw a fresh random NAK backoff for each scan: that stays with the Python cycle.
-        if len(connections) == 1 and connections[0].time_of_last_activity_ns is None and \
-                connections[0].control_address is not None and self.feedback_delay is None:
-            self._control_sockaddr = udp_socket.sockaddr_in(*connections[0].control_address)
-            row[ns.IMAGE_CONTROL_FD] = connections[0].destination.transport.fd
-            row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS] = self._control_sockaddr.ctypes.data
-            row[ns.IMAGE_COMPILED_WORK] = 1
+        with an address to answer. A multi-destination image with one such connection has its data inserted in
+        compiled code too, from that connection's socket only (``IMAGE_DATA_FD``); with several, Python tracks
+        each (their liveness, their ends of stream). Called by the conductor (subscribers) and the receiver
+        (connections): the lock keeps one refresh from undoing a later one."""
+        with self._refresh_lock:
+            row = self.row
+            row[ns.IMAGE_COMPILED_WORK] = 0
+            multi_destination = self.endpoint.is_multi_destination
+            row[ns.IMAGE_DATA_FD] = ns.NO_SOCKET if multi_destination else ns.ANY_SOCKET
+            self._retired_subscriber_ids = self._subscriber_ids
+            self._subscriber_ids = np.array([s.counter_id for s in self.subscribers], np.int64)
+            row[ns.IMAGE_SUBSCRIBER_COUNT] = 0
+            row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS] = self._subscriber_ids.ctypes.data
+            row[ns.IMAGE_SUBSCRIBER_COUNT] = len(self._subscriber_ids)
+            connections = self.connections
+            if len(connections) == 1 and connections[0].control_address is not None:
+                connection = connections[0]
+                self._control_sockaddr = udp_socket.sockaddr_in(*connection.control_address)
+                row[ns.IMAGE_CONTROL_FD] = connection.destination.transport.fd
+                row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS] = self._control_sockaddr.ctypes.data
+                row[ns.IMAGE_CONNECTION_TIMEOUT_NS] = RECEIVE_DESTINATION_TIMEOUT_NS if multi_destination else 0
+                if multi_destination:  # its last frame is the image's last packet from here on
+                    row[ns.IMAGE_DATA_FD] = connection.destination.transport.fd
+                row[ns.IMAGE_COMPILED_WORK] = 1
 
     @property
     def compiled_work(self) -> bool:

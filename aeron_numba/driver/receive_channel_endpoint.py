@@ -145,10 +145,6 @@ class ReceiveChannelEndpoint:
         return destination.control_address if destination.control_address is not None else source
 
     # ------------------------------------------------------------------------------------- receiving
-    def is_fast(self, destination: ReceiveDestination) -> bool:
-        """Whether its data can be dispatched in compiled code: an ordinary endpoint, one destination per image."""
-        return not self.is_multi_destination
-
     def poll(self, now_ns: int, batch, images) -> int:
         """Read and dispatch what waits on every destination; returns the datagrams read. ``batch``: the
         receiver's ``ReceiveBatch``; ``images``: its ``ImageRows`` (the images the compiled path can find)."""
@@ -160,7 +156,6 @@ class ReceiveChannelEndpoint:
             transport.poll_loss_settings()
             if destination.read_compiled:
                 continue
-            fast = self.is_fast(destination)
             read = 0
             while read < MAX_DATAGRAMS_PER_POLL:
                 count = transport.receive_batch(batch)
@@ -169,8 +164,8 @@ class ReceiveChannelEndpoint:
                 read += count
                 loss = transport.loss
                 image_receiver.dispatch_batch(batch.msgs, batch.names, batch.buffer, batch.slot_length, count,
-                                              self.endpoint_id, images.addresses, images.count, values, now_ns, fast,
-                                              loss.state, loss.gap_dropped, transport.local_port, slow)
+                                              self.endpoint_id, transport.fd, images.addresses, images.count, values,
+                                              now_ns, loss.state, loss.gap_dropped, transport.local_port, slow)
                 self.on_slow_datagrams(destination, batch, slow, now_ns)
                 if count < batch.vlen:
                     break

@@ -81,7 +81,8 @@ class Receiver:
     def __init__(self, *, nano_clock=time.monotonic_ns):
         self.nano_clock = nano_clock
         self.endpoints: list = []
-        self.version = 0  # bumped by every change to ``endpoints``: NetworkCycles rebuilds its tables on a change
+        # Bumped by every change to ``endpoints`` and their destinations: NetworkCycles rebuilds its tables then.
+        self.version = 0
         self.served_by_cycles = False  # as the sender's: the compiled data path names its own work
         self.images: list = []
         self.batch = ReceiveBatch(RECEIVE_BATCH_LENGTH, RECEIVE_SLOT_LENGTH)
@@ -100,6 +101,17 @@ class Receiver:
     def remove_endpoint(self, endpoint) -> None:
         self.endpoints.remove(endpoint)
         self.version += 1
+
+    def add_destination(self, endpoint, destination) -> None:
+        """A multi-destination endpoint reads one more socket."""
+        endpoint.add_destination(destination, self.nano_clock())
+        self.version += 1
+
+    def remove_destination(self, endpoint, channel):
+        """The destination ``channel`` names is no longer read (returned; None when the endpoint has none)."""
+        destination = endpoint.remove_destination(channel)
+        self.version += 1
+        return destination
 
     def add_image(self, image) -> None:
         self.images.append(image)

@@ -50,7 +50,7 @@ class ReceiverProxy(CommandProxy):
         self._run(self._on_add_destination, endpoint, destination)
 
     def _on_add_destination(self, endpoint, destination) -> None:
-        endpoint.add_destination(destination, self.receiver.nano_clock())
+        self.receiver.add_destination(endpoint, destination)
 
     def remove_destination(self, endpoint, channel) -> None:
         """REMOVE_RCV_DESTINATION: the endpoint stops reading the destination ``channel`` names; then the conductor
@@ -58,7 +58,7 @@ class ReceiverProxy(CommandProxy):
         self._run(self._on_remove_destination, endpoint, channel)
 
     def _on_remove_destination(self, endpoint, channel) -> None:
-        destination = endpoint.remove_destination(channel)
+        destination = self.receiver.remove_destination(endpoint, channel)
         if destination is not None:
             self.conductor_proxy.on_receive_destination_removed(destination)
 

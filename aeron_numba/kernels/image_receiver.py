@@ -5,8 +5,8 @@ socket. What the socket's loss generator drops goes no further (``kernels/loss_g
 validated (``classify_datagram``: anything malformed is counted as an invalid packet and dropped, the driver never
 dies on network input); DATA and PAD datagrams of a session with an active image of this endpoint go straight into
 that image's log (``insert_packet``); the rest (SETUP, RTT measurements, data of a session the driver has no image
-for yet, anything of a multi-destination endpoint) is left for the Python dispatcher, whose decisions are per image,
-not per message: the kernel lists their batch indices in ``slow``.
+for yet, data of a multi-destination image through any but its one connection) is left for the Python dispatcher,
+whose decisions are per image, not per message: the kernel lists their batch indices in ``slow``.
 
 ``insert_packet`` is the one implementation of Aeron's ``PublicationImage.insertPacket`` here: the Python path
 calls it too. Images are found by the addresses of their state rows (``layout/network_state.py``), and their logs
@@ -21,6 +21,7 @@ from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels import position as pos
 from aeron_numba.kernels import loss_detector as ld
 from aeron_numba.kernels import term_rebuilder
+from aeron_numba.kernels.feedback_delay import next_image_nak_delay_ns
 from aeron_numba.kernels.loss_generator import drops_received
 from aeron_numba.kernels.memory import bytes_at, int64s_at
 from aeron_numba.kernels.udp_frames import classify_datagram, encode_status_message
@@ -108,21 +109,31 @@ def find_image(row_addresses, row_count, endpoint_id, session_id, stream_id):
 
 
 @kernel
-def dispatch_batch(msgs, names, buffer, slot_length, count, endpoint_id, row_addresses, row_count, values, now_ns,
-                   fast, loss_state, gap_dropped, local_port, slow):
+def _takes_from(row, socket_fd, buffer, offset):
+    """Whether the compiled dispatcher inserts this DATA/PAD datagram of image ``row`` read from ``socket_fd``:
+    always on an ordinary endpoint; on a multi-destination one only through the image's one connection, and not an
+    end of stream, which ends the image only once every connection has sent it (Python keeps each one's)."""
+    data_fd = row[ns.IMAGE_DATA_FD]
+    if data_fd == ns.ANY_SOCKET:
+        return True
+    if data_fd != socket_fd:
+        return False
+    return not (atomics.get_int32(buffer, offset + frame.FRAME_LENGTH_FIELD_OFFSET) == 0 and
+                atomics.get_int8(buffer, offset + frame.FLAGS_FIELD_OFFSET) & frame.EOS_FLAG)
+
+
+@kernel
+def dispatch_batch(msgs, names, buffer, slot_length, count, endpoint_id, socket_fd, row_addresses, row_count, values,
+                   now_ns, loss_state, gap_dropped, local_port, slow):
     """Sort the ``count`` datagrams of a ``ReceiveBatch`` (``msgs``, ``names``, ``buffer``, ``slot_length``) read
-    from endpoint ``endpoint_id``'s socket (bound to ``local_port``). What its loss generator (``loss_state``,
-    ``gap_dropped``) drops goes no further. With ``fast``, invalid ones are counted and dropped and data of an image
-    in ``row_addresses[:row_count]`` is inserted; every other index goes to ``slow[1:]`` with its count in
-    ``slow[0]``. Without ``fast`` every index kept goes to ``slow``. Returns the bytes inserted."""
+    from socket ``socket_fd`` of endpoint ``endpoint_id`` (bound to ``local_port``). What its loss generator
+    (``loss_state``, ``gap_dropped``) drops goes no further; invalid ones are counted and dropped; data of an image
+    in ``row_addresses[:row_count]`` is inserted when the image takes it from this socket (``_takes_from``); every
+    other index goes to ``slow[1:]`` with its count in ``slow[0]``. Returns the bytes inserted."""
     inserted = 0
     slow_count = 0
     for i in range(count):
         if drops_received(loss_state, gap_dropped, msgs, names, buffer, slot_length, i, local_port):
-            continue
-        if not fast:
-            slow[1 + slow_count] = i
-            slow_count += 1
             continue
         offset = i * slot_length
         length = datagram_length(msgs, i)
@@ -139,8 +150,12 @@ def dispatch_batch(msgs, names, buffer, slot_length, count, endpoint_id, row_add
             slow[1 + slow_count] = i
             slow_count += 1
             continue
-        ck.get_and_add_counter_value(values, cl.BYTES_RECEIVED, length)
         row = int64s_at(row_addresses[index], ns.IMAGE_ROW_LENGTH)
+        if not _takes_from(row, socket_fd, buffer, offset):
+            slow[1 + slow_count] = i
+            slow_count += 1
+            continue
+        ck.get_and_add_counter_value(values, cl.BYTES_RECEIVED, length)
         log = bytes_at(row[ns.IMAGE_LOG_ADDRESS], row[ns.IMAGE_LOG_LENGTH])
         inserted += insert_packet(row, log, buffer, offset, length, now_ns, values, True)
     slow[SLOW_COUNT] = slow_count
@@ -179,6 +194,8 @@ def receiver_work(row, log, values, now_ns, scratch, result):
     initial_term_id = row[ns.IMAGE_INITIAL_TERM_ID]
     rebuild = row[ns.IMAGE_REBUILD_POSITION]
     if row[ns.IMAGE_HWM_POSITION] > rebuild:
+        if row[ns.IMAGE_NAK_GROUP_SIZE] > 0:  # group semantics: a fresh backoff, used if the scan (re)arms a NAK
+            row[ns.IMAGE_NAK_DELAY_NS] = row[ns.IMAGE_NAK_RETRY_DELAY_NS] = next_image_nak_delay_ns(row)
         term_length = row[ns.IMAGE_TERM_LENGTH]
         term_base = pos.index_by_position(rebuild, bits) * term_length
         loss_state = int64s_at(row[ns.IMAGE_LOSS_STATE_ADDRESS], ld.LOSS_STATE_LENGTH)
@@ -212,11 +229,13 @@ def receiver_work(row, log, values, now_ns, scratch, result):
         row[ns.IMAGE_TIME_OF_LAST_SM_NS] = now_ns
         work += 1
         if row[ns.IMAGE_COMPILED_WORK] == 1:
-            # Lost if the network refuses it (a full buffer): the next one is due within the timeout anyway.
-            send_datagram_to(row[ns.IMAGE_CONTROL_FD], address_of(scratch), length,
-                             row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS])
-            ck.get_and_add_counter_value(values, cl.STATUS_MESSAGES_SENT, 1)
-            ck.get_and_add_counter_value(values, cl.BYTES_SENT, length)
+            connection_timeout = row[ns.IMAGE_CONNECTION_TIMEOUT_NS]
+            if connection_timeout == 0 or now_ns < row[ns.IMAGE_TIME_OF_LAST_PACKET_NS] + connection_timeout:
+                # Lost if the network refuses it (a full buffer): the next one is due within the timeout anyway.
+                send_datagram_to(row[ns.IMAGE_CONTROL_FD], address_of(scratch), length,
+                                 row[ns.IMAGE_CONTROL_SOCKADDR_ADDRESS])
+                ck.get_and_add_counter_value(values, cl.STATUS_MESSAGES_SENT, 1)
+                ck.get_and_add_counter_value(values, cl.BYTES_SENT, length)
             alive = 1 if now_ns < row[ns.IMAGE_TIME_OF_LAST_PACKET_NS] + row[ns.IMAGE_IMAGE_LIVENESS_TIMEOUT_NS] else 0
             if alive != row[ns.IMAGE_ACTIVE_TRANSPORT_COUNT]:
                 row[ns.IMAGE_ACTIVE_TRANSPORT_COUNT] = alive

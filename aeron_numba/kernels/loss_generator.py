@@ -3,15 +3,16 @@
 The settings come from ``loss-control.dat`` through ``driver/loss_generator.LossGenerator``, which copies them into
 a state array (``layout/network_state.py``, ``LOSS_*``) the compiled send and receive paths read per datagram, so
 a stream with a loss generator on runs the same compiled path as one without. Random drops use a MINSTD
-generator seeded from the settings' seed; a fixed gap drops, once, each datagram that carries any of its bytes, as
-Aeron's ``FixedLossGenerator`` does (the ``gap_dropped`` bitmap, one bit per 32-byte frame slot of the gap where a
-dropped datagram's part of it begins), so the retransmit gets through.
+generator (``kernels/minstd.py``) seeded from the settings' seed; a fixed gap drops, once, each datagram that
+carries any of its bytes, as Aeron's ``FixedLossGenerator`` does (the ``gap_dropped`` bitmap, one bit per 32-byte
+frame slot of the gap where a dropped datagram's part of it begins), so the retransmit gets through.
 """
 
 from __future__ import annotations
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
+from aeron_numba.kernels.minstd import next_state
 from aeron_numba.kernels.udp_socket import datagram_length
 from aeron_numba.layout import frame
 from aeron_numba.layout import linux_socket as ls
@@ -20,20 +21,10 @@ from aeron_numba.layout import network_state as ns
 PPM = 1_000_000
 
 
-#: MINSTD (Lehmer): ``x' = x * 48271 mod (2^31 - 1)``, products well inside an int64 (no overflow, compiled or not).
-RANDOM_MODULUS = 2_147_483_647
-RANDOM_MULTIPLIER = 48_271
-
-
-def random_seed(seed: int) -> int:
-    """A valid generator state (1 .. modulus - 1) from any seed."""
-    return seed % (RANDOM_MODULUS - 1) + 1
-
-
 @kernel
 def next_random_ppm(state):
     """A pseudo-random draw in [0, PPM) (``state[LOSS_RANDOM_STATE]`` moves on)."""
-    x = state[ns.LOSS_RANDOM_STATE] * RANDOM_MULTIPLIER % RANDOM_MODULUS
+    x = next_state(state[ns.LOSS_RANDOM_STATE])
     state[ns.LOSS_RANDOM_STATE] = x
     return x % PPM
 

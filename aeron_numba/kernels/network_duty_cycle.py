@@ -112,7 +112,8 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
                 continue
             found += count
             dispatch_batch(batch_msgs, batch_names, batch_buffer, slot_length, count,
-                           receive_sockets[i, SOCKET_ENDPOINT_ID], image_rows, image_count, values, now, True,
+                           receive_sockets[i, SOCKET_ENDPOINT_ID], receive_sockets[i, SOCKET_FD], image_rows,
+                           image_count, values, now,
                            int64s_at(receive_sockets[i, SOCKET_LOSS_STATE], ns.LOSS_STATE_LENGTH),
                            bytes_at(receive_sockets[i, SOCKET_GAP_DROPPED], receive_sockets[i, SOCKET_GAP_LENGTH]),
                            receive_sockets[i, SOCKET_LOCAL_PORT], slow)

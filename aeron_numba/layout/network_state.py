@@ -46,7 +46,7 @@ IMAGE_END_OF_STREAM_POSITION = 16  # NO_POSITION until a heartbeat flagged end o
 IMAGE_RCV_HWM_COUNTER_ID = 17
 IMAGE_RCV_POS_COUNTER_ID = 18
 # The image's own status messages and loss detection in compiled code (kernels/image_receiver.receiver_work), for an
-# image whose receiver work Python has nothing to decide in: one connection, reliable, unicast NAK delays.
+# image whose receiver work Python has nothing to decide in: one connection that knows where to answer.
 IMAGE_COMPILED_WORK = 19  # 1: receiver_work may run it
 IMAGE_CONTROL_FD = 20  # the socket its status messages and NAKs leave by ...
 IMAGE_CONTROL_SOCKADDR_ADDRESS = 21  # ... and where they go (a sockaddr_in's address)
@@ -60,7 +60,19 @@ IMAGE_IMAGE_LIVENESS_TIMEOUT_NS = 28
 IMAGE_ACTIVE_TRANSPORT_COUNT = 29  # as last written to the log's metadata
 IMAGE_SUBSCRIBER_COUNT = 30  # its subscribers' sub-pos counters: how many ...
 IMAGE_SUBSCRIBER_IDS_ADDRESS = 31  # ... and the address of their ids (an int64 array)
-IMAGE_ROW_LENGTH = 32
+# Which receive socket's data the compiled dispatcher may insert: ANY_SOCKET (an ordinary endpoint's image), the fd
+# of the one connection of a multi-destination image, or NO_SOCKET (several connections: Python tracks each).
+IMAGE_DATA_FD = 32
+# A multi-destination image's connection is answered only while it delivered a frame this recently (0: always).
+IMAGE_CONNECTION_TIMEOUT_NS = 33
+# Group semantics: each NAK delay is a fresh random backoff below the max (kernels/feedback_delay.py), drawn from
+# the image's own generator state; a group size of 0: the static NAK delays above.
+IMAGE_NAK_GROUP_SIZE = 34
+IMAGE_NAK_MAX_BACKOFF_NS = 35
+IMAGE_NAK_RANDOM_STATE = 36
+IMAGE_ROW_LENGTH = 40
+ANY_SOCKET = -1
+NO_SOCKET = -2
 
 # ---------------------------------------------------------------------------------------------- publication row
 PUBLICATION_SESSION_ID = 0

@@ -30,7 +30,7 @@ def _publication(endpoint):
 
 def _receive_endpoint(fd: int, endpoint_id: int):
     destination = SimpleNamespace(transport=_transport(fd))
-    return SimpleNamespace(endpoint_id=endpoint_id, destinations=[destination], is_fast=lambda d: True)
+    return SimpleNamespace(endpoint_id=endpoint_id, destinations=[destination])
 
 
 def _fds(table: np.ndarray) -> list[int]:

@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 
 from aeron_numba.codecs import driver_commands as dc
+from aeron_numba.driver.network_cycles import NetworkCycles
 from aeron_numba.kernels import term_appender as TA
 from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.layout import network_state as ns
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout.log_buffers import LogBuffers
+from harness.awaiting import await_condition
 from tests.unit.driver.test_driver_udp import STREAM, free_udp_port
 from tests.unit.driver.test_network_conductor import Reader
 from tests.unit.driver_support import MS, Harness, RawClient, run
@@ -232,6 +235,64 @@ def test_the_stream_ends_only_when_every_destination_has_ended_it(harness):
     finally:
         replay.close()
         live.close()
+
+
+def test_an_mds_image_fed_through_one_destination_is_served_by_the_compiled_cycles_until_a_second_joins(harness):
+    """A cluster follower's log: an MDS subscription with one destination. Its data and status messages go
+    through the compiled network cycles with no return to Python; while a second destination feeds it too (a
+    catch-up replay), Python tracks each connection; once that one goes, the compiled path takes it back."""
+    mds = Mds(harness)
+    ports = free_udp_port(), free_udp_port()
+    mds.destination(True, _port_channel(ports[0]))
+    network = harness.conductor.network
+    cycles = NetworkCycles(harness.cnc.counters_values_buffer, network.sender, network.receiver)
+    live, replay = Sender(ports[0]), Sender(ports[1])
+    try:
+        live.send(setup_frame())
+        mds.cycle(2)
+        (image,) = network.images
+        (endpoint,) = network.receive_endpoints.values()
+        live_fd = endpoint.destinations[0].transport.fd
+        assert image.compiled_work and image.row[ns.IMAGE_DATA_FD] == live_fd
+        reader = Reader(harness, mds.images[0])
+        live.received()
+
+        def cycled_to(position: int):
+            return lambda: cycles.do_work() >= 0 and image.rebuild_position >= position
+
+        returns = cycles.python_returns
+        live.send(data_frame(0, b"a" * 32))
+        live.send(data_frame(64, b"b" * 32))
+        await_condition(cycled_to(128), 5, "the compiled cycles to take both frames")
+        assert cycles.python_returns == returns  # nothing handed to Python
+        assert reader.poll() == [b"a" * 32, b"b" * 32]
+        await_condition(lambda: cycles.do_work() >= 0 and any(
+            t == frame.HDR_TYPE_SM and fields[1] == 128 for t, fields, _ in live.received()), 5,
+            "a status message from the compiled cycles for what the subscriber read")
+
+        mds.destination(True, _port_channel(ports[1]))
+        assert not image.compiled_work and image.row[ns.IMAGE_DATA_FD] == ns.NO_SOCKET
+        replay_fd = endpoint.destinations[1].transport.fd
+        live.send(data_frame(128, b"c" * 32))
+        replay.send(data_frame(128, b"c" * 32))
+        await_condition(lambda: cycles.do_work() >= 0 and cycles.python_returns >= returns + 2, 5,
+                        "the cycles to read both destinations and hand their data to Python")
+        assert {live_fd, replay_fd} <= set(cycles._tables()[3][:, 0].tolist())
+        mds.cycle(2)  # the Python receiver's loss detection moves the image on
+        assert image.rebuild_position == 192 and reader.poll()[2:] == [b"c" * 32]
+
+        assert mds.destination(False, _port_channel(ports[1]))[0] == cp.ON_OPERATION_SUCCESS
+        mds.cycle(1)
+        assert image.compiled_work and image.row[ns.IMAGE_DATA_FD] == live_fd
+        returns = cycles.python_returns
+        live.send(data_frame(192, b"d" * 32))
+        await_condition(cycled_to(256), 5, "the compiled cycles to take the live stream back")
+        assert cycles.python_returns == returns
+        assert reader.poll()[3:] == [b"d" * 32]
+        reader.close()
+    finally:
+        live.close()
+        replay.close()
 
 
 def test_a_destination_added_to_an_ordinary_subscription_is_refused(harness):

@@ -14,6 +14,8 @@ from aeron_numba.driver.loss_generator import LossControl, LossGenerator, LossSe
 from aeron_numba.driver.udp_channel import UdpChannel
 from aeron_numba.errors import ChannelParameterError, ConfigurationError, InvalidChannelError
 from aeron_numba.kernels import udp_frames as uf
+from aeron_numba.kernels.feedback_delay import next_image_nak_delay_ns
+from aeron_numba.layout import network_state as ns
 from aeron_numba.layout import udp_frames as ul
 
 
@@ -120,6 +122,25 @@ def test_multicast_feedback_delay_is_a_random_backoff_below_the_max_shaped_by_th
     assert len(set(delays)) > 1_000
     one = OptimalMulticastFeedbackDelay(max_backoff, 1, random.Random(5))  # lambda = 1: still below the max
     assert all(0 <= one.delay_ns() < max_backoff for _ in range(1_000))
+
+
+def test_an_image_draws_its_group_nak_delays_in_compiled_code_from_the_same_backoff_its_generator_seeded():
+    """A group image's receiver work (compiled, so the network cycles can run it) draws a fresh delay for every
+    scan of a gap from a generator state in its row, with the formula the Python generator uses."""
+    max_backoff, group_size = ul.NAK_MULTICAST_MAX_BACKOFF_NS, ul.NAK_MULTICAST_GROUP_SIZE
+    generator = OptimalMulticastFeedbackDelay(max_backoff, group_size, random.Random(5))
+    row = np.zeros(ns.IMAGE_ROW_LENGTH, np.int64)
+    row[ns.IMAGE_NAK_GROUP_SIZE], row[ns.IMAGE_NAK_MAX_BACKOFF_NS] = group_size, max_backoff
+    row[ns.IMAGE_NAK_RANDOM_STATE] = generator.image_random_state()
+    first = row.copy()
+    delays = [int(next_image_nak_delay_ns(row)) for _ in range(40_000)]
+    assert delays[:100] == [int(next_image_nak_delay_ns(first)) for _ in range(100)]  # its own sequence
+    assert 0 <= min(delays) and max(delays) < max_backoff and len(set(delays)) > 1_000
+    lam = math.log(group_size) + 1
+    for fraction in (0.25, 0.5, 0.75, 0.9):
+        expected = math.expm1(lam * fraction) / math.expm1(lam)
+        observed = sum(d <= fraction * max_backoff for d in delays) / len(delays)
+        assert abs(observed - expected) < 0.015, (fraction, observed, expected)
 
 
 @pytest.mark.parametrize("max_backoff, group_size, message", [(0, 10, "nak_multicast_max_backoff_ns=0 must be > 0"),

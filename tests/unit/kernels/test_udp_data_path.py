@@ -71,6 +71,7 @@ def _image_row(log: LogBuffers, window: int) -> np.ndarray:
     row[ns.IMAGE_LAST_SM_WINDOW] = window
     row[ns.IMAGE_END_OF_STREAM_POSITION] = ns.NO_POSITION
     row[ns.IMAGE_RCV_HWM_COUNTER_ID] = RCV_HWM_ID
+    row[ns.IMAGE_DATA_FD] = ns.ANY_SOCKET
     return row
 
 
@@ -101,14 +102,14 @@ class Link:
                             self.sender.fileno(), self.destination.ctypes.data, 0, 1, self.values,
                             self.send_loss.state.ctypes.data, self.sender.getsockname()[1], self.result)
 
-    def receive(self, fast: bool = True) -> tuple[int, int]:
+    def receive(self) -> tuple[int, int]:
         """One batch: (datagrams read, bytes inserted)."""
         count = us.receive_datagrams(self.receiver.fileno(), self.receive_batch.msgs, self.receive_batch.vlen)
         assert count >= 0
         inserted = IR.dispatch_batch(self.receive_batch.msgs, self.receive_batch.names, self.receive_batch.buffer,
-                                     self.receive_batch.slot_length, count, ENDPOINT_ID, self.rows, 1, self.values,
-                                     2, fast, self.receive_loss.state, self.receive_loss.gap_dropped,
-                                     self.receiver.getsockname()[1], self.slow)
+                                     self.receive_batch.slot_length, count, ENDPOINT_ID, self.receiver.fileno(),
+                                     self.rows, 1, self.values, 2, self.receive_loss.state,
+                                     self.receive_loss.gap_dropped, self.receiver.getsockname()[1], self.slow)
         return count, inserted
 
     def counter(self, counter_id: int) -> int:
@@ -188,9 +189,31 @@ def test_what_the_kernel_cannot_place_is_left_to_python_and_garbage_is_counted(t
     assert link.slow_indices() == [0, 2]  # the SETUP and the unknown session; the garbage counted and dropped
     assert link.counter(cl.INVALID_PACKETS) == 1
     assert link.receive_batch.source(0) == sender.getsockname()
-    for datagram in (setup[:length].tobytes(),):
-        sender.sendto(datagram, receiver.getsockname())
-    assert link.receive(fast=False) == (1, 0) and link.slow_indices() == [0]
+
+
+def test_a_multi_destination_image_takes_data_in_compiled_code_only_through_its_one_connection(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    sender, receiver = sockets
+    heartbeat = np.zeros(32, np.uint8)
+    uf.encode_heartbeat(heartbeat, 0, 0, SESSION_ID, STREAM_ID, INITIAL_TERM_ID, False)
+    eos = np.zeros(32, np.uint8)
+    uf.encode_heartbeat(eos, 0, 0, SESSION_ID, STREAM_ID, INITIAL_TERM_ID, True)
+    link.offer(b"m" * 100)
+    link.image_row[ns.IMAGE_DATA_FD] = ns.NO_SOCKET  # several connections: Python tracks each
+    assert link.send() > 0 and link.receive() == (1, 0) and link.slow_indices() == [0]
+    link.image_row[ns.IMAGE_DATA_FD] = sender.fileno()  # its one connection is another socket of the endpoint
+    sender.sendto(heartbeat.tobytes(), receiver.getsockname())
+    assert link.receive() == (1, 0) and link.slow_indices() == [0]
+    link.image_row[ns.IMAGE_DATA_FD] = receiver.fileno()  # through its connection: data and heartbeats go in ...
+    link.image_row[ns.IMAGE_LAST_SM_POSITION] = 0
+    link.pub_row[ns.PUBLICATION_SENDER_POSITION] = 0
+    assert link.send() > 0 and link.receive()[1] > 0 and link.slow_indices() == []
+    sender.sendto(heartbeat.tobytes(), receiver.getsockname())
+    assert link.receive() == (1, 0) and link.slow_indices() == []
+    sender.sendto(eos.tobytes(), receiver.getsockname())  # ... but not an end of stream, which is the connection's
+    assert link.receive() == (1, 0) and link.slow_indices() == [0]
+    assert link.image_row[ns.IMAGE_END_OF_STREAM_POSITION] == ns.NO_POSITION
+    assert _received_messages(link) == [b"m" * 100]
 
 
 def test_an_end_of_stream_heartbeat_marks_the_image_log_once(tmp_path, sockets):
