@@ -28,7 +28,8 @@ import numpy as np
 from aeron_numba.agent.agent import AgentTerminationException, CompositeAgent
 from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.kernels.counters import set_counter_value
-from aeron_numba.kernels.idle_wait import POLLFD_INT32S, changed_agents, poll_sockets
+from aeron_numba.kernels.idle_wait import (POLLFD_INT32S, changed_agents, changed_since_snapshot, poll_sockets,
+                                           snapshot_range)
 
 
 class InvokerGroup:
@@ -171,6 +172,12 @@ class WatchedCompositeAgent(CompositeAgent):
       stop short of what it has (a batch limit) without a word showing it. Not an agent whose watch names that
       too (``names_work_left``): a client conductor's names its broadcast's tail past what it received.
 
+    and within the cycle, an agent not run yet runs as soon as the work of one that ran moved one of its words
+    (``changed_since_snapshot``): after it in the same pass, or in another pass over those not run yet, until a
+    pass does no work. A put handed from the network cycles to the consensus module, from there to the archive,
+    then is one cycle, not one per hand-over, each with a watch built for it. An agent's words are read again just
+    before it runs, so the next cycle compares against what it saw.
+
     Agents that call into each other in Python are not run for each other: a client conductor hands its owner new
     images and unavailable ones in a cycle that moves its ``work_generation``, which every owner's watch names
     (``Aeron.add_idle_watch``), and what the owner asks of its conductor it awaits in its own cycle (the driver's
@@ -207,6 +214,7 @@ class WatchedCompositeAgent(CompositeAgent):
         self._ran = [True] * count
         self._worked = [False] * count  # which agents did work in the previous cycle
         self._changed = np.zeros(count, np.int64)
+        self._ran_now = np.zeros(count, np.int64)  # which agents ran in the cycle under way
         # Per agent that counts its ``invocations``: (invocations, watch segment, deadline) of the watch it named
         # last, named again as is while it has not run since (``IdleWatch.segment_since``).
         self._segments: list[tuple | None] = [None] * count
@@ -289,20 +297,41 @@ class WatchedCompositeAgent(CompositeAgent):
         changed_agents(previous.addresses, previous.values, self._previous_ranges, watch.addresses, watch.values,
                        watch.idle_known, watch.idle_values, self._ranges, changed)
         now_ns = self._nano_time()
-        ran, worked, reruns = self._ran, self._worked, self._reruns_after_work
+        ran, worked, reruns, ranges = self._ran, self._worked, self._reruns_after_work, self._ranges
+        ran_now = self._ran_now
+        ran_now[:] = 0
         work_count = 0
-        for i, agent in enumerate(self.agents):
-            deadline = self._deadlines[i]
-            due = (changed[i] != 0 or (worked[i] and reruns[i]) or (deadline is not None and deadline <= now_ns)
-                   or self._readable(watch, i))
-            ran[i] = due
-            worked[i] = False
-            if due:
+        first_pass, passes_on = True, True
+        while passes_on:
+            passes_on = False
+            for i, agent in enumerate(self.agents):
+                if ran_now[i]:
+                    continue
+                if first_pass:
+                    deadline = self._deadlines[i]
+                    due = (changed[i] != 0 or (worked[i] and reruns[i])
+                           or (deadline is not None and deadline <= now_ns) or self._readable(watch, i))
+                    worked[i] = False
+                else:  # a later pass: only what this cycle's work gave it
+                    due = changed[i] != 0 or self._readable(watch, i)
+                if not due:
+                    continue
+                ran_now[i] = 1
+                # Its words as it starts: the next cycle compares against what it saw, not the snapshot before
+                # this cycle (a word another agent moved meanwhile is not a change for it next time).
+                snapshot_range(watch.addresses, watch.values, ranges[2 * i], ranges[2 * i + 1])
                 self._count_cycle(i)
                 work = agent.do_work()
                 if work:
                     worked[i] = True
                     work_count += work
+                    # Agents not run yet whose words that work moved run in this cycle too: those after it in this
+                    # pass, those before it in the next.
+                    changed_since_snapshot(watch.addresses, watch.values, ranges, ran_now, changed)
+                    passes_on = True
+            first_pass = False
+        for i in range(len(ran)):
+            ran[i] = ran_now[i] != 0
         return work_count
 
     def _count_cycle(self, i: int) -> None:

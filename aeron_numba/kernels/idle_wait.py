@@ -348,6 +348,28 @@ def changed_agents(previous_addresses, previous_values, previous_ranges, address
 
 
 @kernel
+def changed_since_snapshot(addresses, values, ranges, ran, changed):
+    """For each agent of a composite (``ranges`` as in ``changed_agents``) that has not run yet in this cycle
+    (``ran[i] == 0``) and is not already marked: ``changed[i] = 1`` if one of its words moved against the snapshot
+    taken before the cycle (``word_moved``): another agent's work in this cycle gave it some."""
+    for i in range(changed.shape[0]):
+        if ran[i] != 0 or changed[i] != 0:
+            continue
+        for k in range(ranges[2 * i], ranges[2 * i + 1]):
+            if word_moved(addresses[k], values[k]):
+                changed[i] = 1
+                break
+
+
+@kernel
+def snapshot_range(addresses, values, start, end):
+    """``snapshot_words`` of ``addresses[start:end]`` alone: one agent's words read again just before it runs."""
+    for i in range(start, end):
+        if addresses[i] > 0:
+            values[i] = _load_acquire_int64_at(addresses[i])
+
+
+@kernel
 def poll_sockets(pollfds, timeout_ns, wake_index):
     """``ppoll`` on ``pollfds`` for at most ``timeout_ns``: 1 when a watched socket has an event, 0 when none has
     (the timeout, or only the doorbell's wake socket, at ``wake_index`` (-1: none), whose datagrams it drops: they

@@ -352,6 +352,49 @@ def test_a_composite_inside_another_is_asked_for_its_watch_before_every_cycle():
     assert a.calls == calls + 1
 
 
+class HandingAgent(CompleteWordAgent):
+    """Its work moves the words of the agents it hands to, as a consensus module's append moves the log a network
+    cycle sends and an archive records."""
+
+    def __init__(self, name, *to):
+        super().__init__(name)
+        self.to = to
+
+    def do_work(self):
+        work = super().do_work()
+        if work:
+            for agent in self.to:
+                agent.word[0] += 1
+        return work
+
+
+def test_work_handed_to_an_agent_not_run_yet_runs_it_in_the_same_cycle_and_not_again_in_the_next():
+    before, after = CompleteWordAgent("before"), CompleteWordAgent("after")
+    producer = HandingAgent("producer", before, after)
+    composite = WatchedCompositeAgent(before, producer, after, nano_time=ManualClock())
+    _cycle(composite)
+    _cycle(composite)
+    calls = (before.calls, producer.calls, after.calls)
+    producer.word[0] = 1
+    assert _cycle(composite)[0] == 3  # after in the same pass, before in a second one
+    assert (before.calls, producer.calls, after.calls) == tuple(c + 1 for c in calls)
+    assert (before.seen, after.seen) == (1, 1)
+    assert _cycle(composite)[0] == 0  # what they saw as they ran is no change for them in the next cycle
+    assert (before.calls, producer.calls, after.calls) == tuple(c + 1 for c in calls)
+    # Inside a composite of its own, the agent handed to runs too: its words read as the composite starts.
+    consumer = CompleteWordAgent("consumer")
+    inner = WatchedCompositeAgent(consumer, nano_time=ManualClock())
+    handing = HandingAgent("handing", consumer)
+    outer = WatchedCompositeAgent(InvokedAgent(AgentInvoker(inner)), handing, nano_time=ManualClock())
+    outer.on_start()
+    for _ in range(3):
+        _cycle(outer)
+    calls = consumer.calls
+    handing.word[0] = 1
+    assert _cycle(outer)[0] == 2 and consumer.calls == calls + 1 and consumer.seen == 1
+    assert _cycle(outer)[0] == 0 and consumer.calls == calls + 1
+
+
 def test_an_agent_that_names_a_later_time_at_each_watch_still_runs_by_the_first_it_named():
     clock = ManualClock()
     ticking = WordAgent("ticking", deadline=lambda: clock.now + 10)  # "10 from now", every time it is asked
