@@ -243,8 +243,8 @@ class NetworkPublication:
         buffer = self.log.buffer
         watch.watch_words((buffer, self.values_buffer, self.row), self.update_inputs.words())
         position = self.sender_position
-        watch.watch_int64(buffer, pos.index_by_position(position, self.bits) * self.term_length +
-                          pos.compute_term_offset_from_position(position, self.bits), idle_value=0)  # no frame yet
+        # The slot of the frame at the sender position (terms in order, power-of-two long): no frame yet is 0.
+        watch.watch_int64(buffer, position % (lb.PARTITION_COUNT * self.term_length), idle_value=0)
 
     def next_timer_ns(self) -> int:
         """When ``send`` next has timed work: a SETUP while no receiver has answered (or one asked), a heartbeat
