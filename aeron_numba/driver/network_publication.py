@@ -143,6 +143,7 @@ class NetworkPublication:
         self.data_sent_compiled = False  # set by NetworkCycles when its kernel sends this publication's data
         self._slowest_reader = KeptWordToReach()  # add_conductor_watch's
         self._sender_position_address = self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize
+        self._watch_words, self._watch_words_version = None, -1  # update_inputs' words but the sender position
         self.update_inputs = UpdateInputs(lambda: tail_counter_addresses(self.log) + [
             self._sender_position_address] + [
             counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies])
@@ -238,10 +239,15 @@ class NetworkPublication:
         """What ``send`` waits for (``agent/idle_watch.py``): a publisher claiming (the tail counters) and
         committing (the frame at the sender position, which a claim made before the watch's snapshot commits
         after it), and the spies that set the pace when they simulate a connection. Status messages and NAKs come
-        on the endpoint's socket, which the sender watches. (With them, from ``update_inputs``, the sender position,
-        which only the sender moves.)"""
+        on the endpoint's socket, which the sender watches. Not the sender position, which ``update_inputs`` also
+        lists: only the sender moves it, and watching it ran the sender again after every send for nothing."""
         buffer = self.log.buffer
-        watch.watch_words((buffer, self.values_buffer, self.row), self.update_inputs.words())
+        inputs = self.update_inputs
+        if self._watch_words_version != inputs.version or self._watch_words is None:
+            words = inputs.words()
+            self._watch_words = [w for w in words if w != self._sender_position_address]
+            self._watch_words_version = inputs.version
+        watch.watch_words((buffer, self.values_buffer), self._watch_words)
         position = self.sender_position
         # The slot of the frame at the sender position (terms in order, power-of-two long): no frame yet is 0.
         watch.watch_int64(buffer, position % (lb.PARTITION_COUNT * self.term_length), idle_value=0)

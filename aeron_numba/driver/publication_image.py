@@ -155,6 +155,7 @@ class PublicationImage:
         self.clean_position = self.join_position
         self.clean_step = self.term_length // CLEAN_STEP_TERM_DIVISOR
         self._slowest_subscriber = KeptWordToReach()  # add_conductor_watch's
+        self._sm_subscriber = KeptWordToReach()  # add_status_message_watch's
         self.loss_state = np.zeros(ld.LOSS_STATE_LENGTH, dtype=np.int64)
         row[ns.IMAGE_LOSS_STATE_ADDRESS] = self.loss_state.ctypes.data
         self._work_result = np.zeros(image_receiver.WORK_RESULT_LENGTH, np.int64)
@@ -382,10 +383,26 @@ class PublicationImage:
                                             self._pick_slowest_subscriber)
 
     def _pick_slowest_subscriber(self) -> tuple[np.ndarray, int, int]:
+        return self._slowest_subscriber_reaching(self.clean_position + self.term_length + self.clean_step)
+
+    def _slowest_subscriber_reaching(self, position: int) -> tuple[np.ndarray, int, int]:
         values = self.values_buffer
         slowest = min(self.subscribers, key=lambda subscriber: self._get_counter(subscriber.counter_id))
-        return (values, counters_kernels.counter_value_address(values, slowest.counter_id),
-                self.clean_position + self.term_length + self.clean_step)
+        return values, counters_kernels.counter_value_address(values, slowest.counter_id), position
+
+    def add_status_message_watch(self, watch) -> None:
+        """What makes ``receiver_work`` send a status message before its timeout: the slowest subscriber a quarter
+        window past the last one, or at the end of the stream (``agent/idle_watch.py``). Watched for reaching that
+        point, not for every message a subscriber takes, each of which ran the receiver for nothing."""
+        if not self.subscribers:
+            return
+        last = int(self.row[ns.IMAGE_LAST_SM_POSITION])
+        due_at = last + int(self.row[ns.IMAGE_RECEIVER_WINDOW]) // 4
+        end = self.end_of_stream_position
+        if end is not None and end > last:
+            due_at = min(due_at, end)
+        self._sm_subscriber.add_to(watch, (due_at, self.subscribers),
+                                   lambda: self._slowest_subscriber_reaching(due_at))
 
     def clean(self) -> int:
         """Zero the log a term behind the slowest subscriber, like Aeron, once that is a clean step on: the receiver

@@ -64,10 +64,9 @@ def run_timer_by(watch, due_ns: int, now_ns: int) -> None:
 
 
 def add_image_watch(watch, image, now_ns: int) -> None:
-    """An image's receiver work: its subscribers reading on (a status message opens the window) and, while it is
-    active, its next status message and its loss checks while it has a gap."""
-    for subscriber in image.subscribers:
-        watch.watch_counter(image.values_buffer, subscriber.counter_id)
+    """An image's receiver work: its subscribers reading far enough on for a status message (which opens the
+    window) and, while it is active, its next status message and its loss checks while it has a gap."""
+    image.add_status_message_watch(watch)
     if image.row[ns.IMAGE_IS_ACTIVE]:  # only an active image sends status messages and NAKs
         run_timer_by(watch, image.time_of_last_sm_ns + image.status_message_timeout_ns, now_ns)
         if image.rebuild_position < image.hwm_position:

@@ -34,6 +34,7 @@ from aeron_numba.layout import control_protocol as cp
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame
 from aeron_numba.layout import log_buffer_descriptor as lb
+from aeron_numba.layout import network_state as ns
 from aeron_numba.layout import publication_status as P
 from aeron_numba.layout import udp_frames as ul
 from aeron_numba.layout.log_buffers import LogBuffers
@@ -843,6 +844,51 @@ def test_network_cycles_run_as_an_agent_of_their_own_name_the_data_path_and_leav
         publication.is_setup_elicited = True  # Python's own work: the sender watches the stream again
         assert named(sender)[1] & cycle_words
         publication.is_setup_elicited = False
+        stream.close()
+    finally:
+        h.close()
+
+
+def test_the_data_paths_watches_wake_for_a_status_message_due_not_for_each_message_read_nor_their_own_sends(shm_dir):
+    """A cluster member runs only the agents whose watched words moved. The sender's watch of a publication names
+    what publishers do (the frame at the sender position, the tail counters), not the sender position it moves
+    itself; an image's names its slowest subscriber reaching the point where ``receiver_work`` sends a status
+    message (a quarter window past the last one, or the end of the stream), not every message it reads."""
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        (publication,) = network.sender.publications
+        (image,) = network.receiver.images
+        watch = IdleWatch()
+        publication.add_idle_watch(watch)
+        watch.snapshot()
+        named = set(watch.addresses.tolist())
+        log = publication.log
+        assert publication.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * 8 not in named
+        assert log.buffer.ctypes.data + publication.sender_position % (3 * log.term_length) in named
+        assert log.buffer.ctypes.data + log.metadata_offset + lb.term_tail_counter_offset(0) in named
+
+        def status_message_watch() -> IdleWatch:
+            watch = IdleWatch()
+            image.add_status_message_watch(watch)
+            watch.snapshot()
+            return watch
+
+        (subscriber,) = image.subscribers
+        last = int(image.row[ns.IMAGE_LAST_SM_POSITION])
+        due_at = last + int(image.row[ns.IMAGE_RECEIVER_WINDOW]) // 4
+        watch = status_message_watch()
+        h.conductor.counters.set_counter_value(subscriber.counter_id, due_at - 32)  # read on, not far enough
+        assert not watch.changed()
+        h.conductor.counters.set_counter_value(subscriber.counter_id, due_at)
+        assert watch.changed()
+        h.conductor.counters.set_counter_value(subscriber.counter_id, last)
+        image.row[ns.IMAGE_END_OF_STREAM_POSITION] = last + 64  # the stream ends before that: its end is the point
+        watch = status_message_watch()
+        assert not watch.changed()
+        h.conductor.counters.set_counter_value(subscriber.counter_id, last + 64)
+        assert watch.changed()
         stream.close()
     finally:
         h.close()
