@@ -215,6 +215,10 @@ class WatchedCompositeAgent(CompositeAgent):
         self._worked = [False] * count  # which agents did work in the previous cycle
         self._changed = np.zeros(count, np.int64)
         self._ran_now = np.zeros(count, np.int64)  # which agents ran in the cycle under way
+        # In the cycle under way: the order each agent last ran in (-1: not yet), and the last run that did work.
+        self._run_seq = [-1] * count
+        self._seq = 0
+        self._last_work_seq = -1
         # Per agent that counts its ``invocations``: (invocations, watch segment, deadline) of the watch it named
         # last, named again as is while it has not run since (``IdleWatch.segment_since``).
         self._segments: list[tuple | None] = [None] * count
@@ -261,6 +265,10 @@ class WatchedCompositeAgent(CompositeAgent):
     def do_work(self) -> int:
         watch, previous = self._watch, self._previous
         self._watch = self._previous = None
+        run_seq = self._run_seq
+        for i in range(len(run_seq)):
+            run_seq[i] = -1
+        self._seq, self._last_work_seq = 0, -1
         if watch is not None and not watch.snapshot_taken:
             # Named, then not snapshotted: an agent after this composite in its parent could not name its work,
             # so the runner idles without the watch. Its words were never read: run everyone, as without one.
@@ -289,6 +297,7 @@ class WatchedCompositeAgent(CompositeAgent):
             if work:
                 worked[i] = True
                 work_count += work
+                self._last_work_seq = self._run_seq[i]
         self._next_index = 0
         return work_count
 
@@ -325,6 +334,7 @@ class WatchedCompositeAgent(CompositeAgent):
                 if work:
                     worked[i] = True
                     work_count += work
+                    self._last_work_seq = self._run_seq[i]
                     # Agents not run yet whose words that work moved run in this cycle too: those after it in this
                     # pass, those before it in the next.
                     changed_since_snapshot(watch.addresses, watch.values, ranges, ran_now, changed)
@@ -334,7 +344,25 @@ class WatchedCompositeAgent(CompositeAgent):
             ran[i] = ran_now[i] != 0
         return work_count
 
+    def run_again(self, i: int) -> int:
+        """Run agent ``i`` once more in the cycle under way, counted as a cycle of its own: for a parent that knows
+        the work its later agents did is this agent's to move on (a member's network cycles sending what its
+        consensus module and service just wrote), without a cycle and a watch built first."""
+        self._count_cycle(i)
+        work = self.agents[i].do_work()
+        if work:
+            self._worked[i] = True
+            self._last_work_seq = self._run_seq[i]
+        return work
+
+    def worked_after(self, i: int) -> bool:
+        """Whether, in the cycle just run, an agent did work after agent ``i`` last ran in it (False when ``i`` did
+        not run)."""
+        return 0 <= self._run_seq[i] < self._last_work_seq
+
     def _count_cycle(self, i: int) -> None:
+        self._run_seq[i] = self._seq
+        self._seq += 1
         self.cycles[i] += 1
         counter = self.cycle_counters[i]
         if counter is not None:

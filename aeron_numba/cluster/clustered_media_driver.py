@@ -132,7 +132,24 @@ def _driver_parts(driver) -> list:
 
 
 class _MemberAgent(WatchedCompositeAgent):
-    """The member's composite duty cycle. Closing is ``ClusteredMediaDriver.close``'s, in its order."""
+    """The member's composite duty cycle. Closing is ``ClusteredMediaDriver.close``'s, in its order.
+
+    The driver runs first; what the agents after it write to the network (the log appended, an append or commit
+    position, a reply) would wait for the next cycle, after a watch is built and snapshotted for it. So a cycle in
+    which one of them worked after the driver ran ends with the driver's network cycles run once more
+    (``run_again``), which send it at once (nothing to send: they return at once). One in which the driver ran
+    after their work (for it, in another pass) needs none."""
+
+    def __init__(self, *agents, driver_parts: WatchedCompositeAgent, network_cycles_index: int):
+        super().__init__(*agents)
+        self._driver_parts = driver_parts
+        self._network_cycles_index = network_cycles_index
+
+    def do_work(self) -> int:
+        work = super().do_work()
+        if self.worked_after(0):  # an agent worked after the driver ran: it may have written to the network
+            work += self._driver_parts.run_again(self._network_cycles_index)
+        return work
 
     def on_close(self) -> None:
         pass
@@ -227,7 +244,9 @@ class ClusteredMediaDriver:
                 driver_parts.cycle_counters[i] = (counters.values_buffer, counters.allocate(
                     counters_layout.AGENT_CYCLES_LABEL.format(role=f"{part.role_name()} of the media driver"),
                     counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
-            self.runner = AgentRunner(_MemberAgent(*self.agents), member_idle_strategy(driver_ctx),
+            member = _MemberAgent(*self.agents, driver_parts=driver_parts,
+                                  network_cycles_index=driver_parts.agents.index(self.driver.shared_network_cycles))
+            self.runner = AgentRunner(member, member_idle_strategy(driver_ctx),
                                       self.driver.record_error)
         except BaseException:
             self.close()
