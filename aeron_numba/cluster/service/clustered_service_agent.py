@@ -237,8 +237,12 @@ class ClusteredServiceAgent:
         self.service_adapter.subscription.add_idle_watch(watch)
         image = self.log_adapter.image
         if image is not None:
-            image.add_idle_watch(watch)
-            watch.watch_counter(self.counters.values_buffer, self._commit_position_counter_id)
+            values, commit_id = self.counters.values_buffer, self._commit_position_counter_id
+            # The log's next frame is work only below the commit position: a frame that arrives before it is
+            # committed (the log reaches a member before its commit does) is read once the commit moves.
+            if image.position < self.counters.get_counter_value(commit_id):
+                image.add_idle_watch(watch)
+            watch.watch_counter(values, commit_id)
         watch.run_by(time.monotonic_ns() + IDLE_WATCH_MAX_WAIT_NS)
         return True
 

@@ -6,6 +6,8 @@ counted without stopping the service."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -22,6 +24,7 @@ from aeron_numba.cluster.examples.key_value_service import (
 from aeron_numba.cluster.service.clustered_service import MOCKED_OFFER, CloseReason, Role
 from aeron_numba.cluster.service.clustered_service_agent import ClusterTerminationException
 from aeron_numba.codecs.cluster_messages import CLUSTER
+from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.client import FragmentAssembler
 from aeron_numba.layout.bits import NULL_VALUE
 from tests.unit.client_support import FakeDriver, connect
@@ -103,6 +106,30 @@ def test_join_log_acks_takes_the_role_and_hands_over_the_log_in_order_up_to_the_
                                   ("close", 5, 15, CloseReason.CLIENT_ACTION)]
     assert agent.log_position() == cm.log_publication.position and agent.time() == 15
     assert agent.client_sessions() == [] and agent.time_unit() == ClusterTimeUnit.NANOS
+
+
+def test_an_idle_container_waits_on_the_logs_next_frame_only_below_the_commit_position(node, monkeypatch):
+    """The log reaches a member before its commit does: a frame past the commit position is read once the commit
+    moves, so it is no work, and a container woken for it would run a cycle for nothing."""
+    _, aeron = node
+    service = RecordingService()
+    cm, agent = joined(aeron, service)
+    monkeypatch.setattr(agent, "_nano_clock", time.monotonic_ns)  # a watch needs the clock a compiled wait reads
+    image = agent.log_adapter.image
+
+    def named() -> set[int]:
+        watch = IdleWatch()
+        assert agent.add_idle_watch(watch)
+        watch.snapshot()
+        return set(watch.addresses.tolist())
+
+    assert cm.log.session_message_header(7, 5, 12, b"uncommitted")
+    next_frame = image.log_buffer.ctypes.data + image.position % (3 * image.term_buffer_length)
+    assert next_frame not in named()  # written, not committed: the commit position is what it waits on
+    cm.commit()
+    assert next_frame in named()  # committed, not read yet: the frame is work
+    run_until(agent, lambda: agent.log_position() == cm.log_publication.position, "the committed message")
+    assert service.events[-1][3] == b"uncommitted"
 
 
 def test_fragmented_session_message_is_reassembled(node):
