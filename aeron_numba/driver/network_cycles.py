@@ -31,7 +31,7 @@ import numpy as np
 
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.driver.loss_generator import LossGenerator
-from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, add_image_watch
+from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, SHORT_TIMER_CHECK_NS
 from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
 from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import network_duty_cycle as ndc
@@ -106,6 +106,9 @@ class NetworkCycles:
         self._cached_tables = None
         self._loss_transports = []  # the tables' sockets with a loss-control file (the driver's, if enabled)
         self._loss_controls = []  # and their files
+        self._kept_rows = np.zeros(0, np.int64)  # the row words its own watch was last named from
+        self._own_watch = None  # (tables and inputs key, watch segment) of that watch
+        self._watch_deadline = np.zeros(1, np.int64)
 
     def role_name(self) -> str:
         return "network-cycles"
@@ -126,20 +129,41 @@ class NetworkCycles:
             return True
         if self.nano_clock is not time.monotonic_ns:
             return False
-        _, control_endpoints, _, _, sources = self._tables()
-        for endpoint in control_endpoints:
-            watch.watch_socket(endpoint.transport.fd)
-        for _, destination in sources:
-            watch.watch_socket(destination.transport.fd)
-        if self.sender is not None:
-            for publication in self.sender.publications:
-                if publication.data_sent_compiled:
-                    publication.add_idle_watch(watch)
-        if self.receiver is not None:
-            now_ns = self.nano_clock()
-            for image in self.receiver.images:
+        _, control_endpoints, publications, _, sources = self._tables()
+        sender, receiver = self.sender, self.receiver
+        images = receiver.images if receiver is not None else ()
+        rows = receiver.image_rows if receiver is not None else None
+        # Its words and sockets follow from its tables, the publications' inputs and a few words of each row: while
+        # none of those moved, what it named last is named again as is. Its deadline, the images' timers, is named
+        # afresh each time: it follows the clock.
+        key = (self._tables_key, tuple(p.update_inputs.version for p in sender.publications) if sender else ())
+        needed = ndc.kept_rows_length(len(publications), rows.count if rows is not None else 0)
+        if self._kept_rows.shape[0] < needed:
+            self._kept_rows = np.zeros(2 * needed, np.int64)
+            self._own_watch = None
+        deadline = self._watch_deadline
+        unchanged = ndc.scan_watched_rows(publications, len(publications),
+                                          rows.addresses if rows is not None else self._no_words,
+                                          rows.count if rows is not None else 0, self.values_buffer,
+                                          self.nano_clock(), SHORT_TIMER_CHECK_NS, self._kept_rows, deadline)
+        if unchanged and self._own_watch is not None and self._own_watch[0] == key:
+            watch.add_segment(self._own_watch[1])
+        else:
+            mark = watch.mark()
+            for endpoint in control_endpoints:
+                watch.watch_socket(endpoint.transport.fd)
+            for _, destination in sources:
+                watch.watch_socket(destination.transport.fd)
+            if sender is not None:
+                for publication in sender.publications:
+                    if publication.data_sent_compiled:
+                        publication.add_idle_watch(watch)
+            for image in images:
                 if image.compiled_work:
-                    add_image_watch(watch, image, now_ns)
+                    image.add_status_message_watch(watch)
+            self._own_watch = (key, watch.segment_since(mark))
+        if deadline[0] >= 0:
+            watch.run_by(int(deadline[0]))
         return True
 
     def serve_as_own_agent(self) -> None:

@@ -240,12 +240,14 @@ class NetworkPublication:
         committing (the frame at the sender position, which a claim made before the watch's snapshot commits
         after it), and the spies that set the pace when they simulate a connection. Status messages and NAKs come
         on the endpoint's socket, which the sender watches. Not the sender position, which ``update_inputs`` also
-        lists: only the sender moves it, and watching it ran the sender again after every send for nothing."""
+        lists: only the sender moves it, and watching it ran the sender again after every send for nothing; nor
+        spies that do not simulate a connection (a recording of the stream), whose reads never move the sender."""
         buffer = self.log.buffer
         inputs = self.update_inputs
         if self._watch_words_version != inputs.version or self._watch_words is None:
-            words = inputs.words()
-            self._watch_words = [w for w in words if w != self._sender_position_address]
+            self._watch_words = tail_counter_addresses(self.log) + (
+                [counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies]
+                if self.spies_simulate_connection else [])
             self._watch_words_version = inputs.version
         watch.watch_words((buffer, self.values_buffer), self._watch_words)
         position = self.sender_position

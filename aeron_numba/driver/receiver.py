@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
+from aeron_numba.kernels.network_duty_cycle import image_deadline
 from aeron_numba.kernels.udp_socket import ReceiveBatch
 from aeron_numba.layout import frame
-from aeron_numba.layout import network_state as ns
 
 #: Datagrams one ``recvmmsg`` may return; each slot holds the largest UDP payload.
 RECEIVE_BATCH_LENGTH = 16
@@ -67,10 +67,9 @@ def add_image_watch(watch, image, now_ns: int) -> None:
     """An image's receiver work: its subscribers reading far enough on for a status message (which opens the
     window) and, while it is active, its next status message and its loss checks while it has a gap."""
     image.add_status_message_watch(watch)
-    if image.row[ns.IMAGE_IS_ACTIVE]:  # only an active image sends status messages and NAKs
-        run_timer_by(watch, image.time_of_last_sm_ns + image.status_message_timeout_ns, now_ns)
-        if image.rebuild_position < image.hwm_position:
-            run_timer_by(watch, now_ns, now_ns)
+    due = image_deadline(image.row, now_ns, SHORT_TIMER_CHECK_NS)
+    if due >= 0:
+        watch.run_by(int(due))
 
 
 class Receiver:

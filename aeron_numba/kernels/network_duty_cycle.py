@@ -29,6 +29,7 @@ cores than busy threads, the peers it waits for need the core.
 from __future__ import annotations
 
 from aeron_numba.jit import kernel
+from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels.idle_wait import first_changed_word, monotonic_ns, yield_cpu
 from aeron_numba.kernels.image_receiver import NAK_DUE, SLOW_COUNT, WORK_DONE, WORK_FLAGS, dispatch_batch, receiver_work
 from aeron_numba.kernels.memory import bytes_at, int64s_at
@@ -52,6 +53,107 @@ SOCKET_COLUMNS = 7
 #: ``QUIET_SOCKET_POLL_MASK + 1`` passes: each read is a system call, and every pass pays for every socket.
 QUIET_SOCKET_NS = 1_000_000
 QUIET_SOCKET_POLL_MASK = 7
+
+
+#: What ``watched_rows_unchanged`` keeps: the two counts, then per publication its row's address and sender position,
+#: per image its row's address and the words of it that ``NetworkCycles``' own watch is named from.
+KEPT_HEADER = 2
+KEPT_PER_PUBLICATION = 2
+KEPT_PER_IMAGE = 8
+
+
+def kept_rows_length(publication_count: int, image_count: int) -> int:
+    return KEPT_HEADER + KEPT_PER_PUBLICATION * publication_count + KEPT_PER_IMAGE * image_count
+
+
+@kernel(inline="always")
+def _keep(kept, k, value):
+    same = kept[k] == value
+    kept[k] = value
+    return same
+
+
+@kernel
+def _a_subscriber_reached(row, values):
+    """Whether a subscriber of image ``row`` is at the point where its next status message is due (a quarter
+    window past the last one, or the end of the stream): the one its watch names may be it."""
+    last = row[ns.IMAGE_LAST_SM_POSITION]
+    due_at = last + row[ns.IMAGE_RECEIVER_WINDOW] // 4
+    end = row[ns.IMAGE_END_OF_STREAM_POSITION]
+    if end != ns.NO_POSITION and end > last:
+        due_at = min(due_at, end)
+    count = row[ns.IMAGE_SUBSCRIBER_COUNT]
+    if count == 0:
+        return False
+    ids = int64s_at(row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS], count)
+    for i in range(count):
+        if ck.get_counter_value(values, ids[i]) >= due_at:
+            return True
+    return False
+
+
+@kernel
+def image_deadline(row, now_ns, soonest_ns):
+    """When image ``row``'s receiver work must run by: its next status message, or now while it has a gap (its
+    loss checks); not sooner than ``now_ns + soonest_ns``. -1 when it is not active (only an active image sends
+    status messages and NAKs)."""
+    if row[ns.IMAGE_IS_ACTIVE] == 0:
+        return -1
+    due = row[ns.IMAGE_TIME_OF_LAST_SM_NS] + row[ns.IMAGE_STATUS_MESSAGE_TIMEOUT_NS]
+    if row[ns.IMAGE_REBUILD_POSITION] < row[ns.IMAGE_HWM_POSITION]:
+        due = now_ns
+    return max(due, now_ns + soonest_ns)
+
+
+@kernel
+def scan_watched_rows(publications, publication_count, image_rows, image_count, values, now_ns, soonest_ns, kept,
+                      deadline):
+    """For the network cycles' own watch (``NetworkCycles.add_idle_watch``): whether every word it is named from
+    (a publication's sender position, which frame slot it names; an image's state, last status message, window,
+    end of stream and subscribers, which point its slowest subscriber is watched for reaching) holds what it held
+    at the last call, for the same rows, and no subscriber has reached that point (the one watched would be named
+    anew); ``kept`` (``kept_rows_length`` long) then holds them for the next. ``deadline[0]``: when the images
+    whose work the cycles do must run by (the next status message, now while there is a gap; not sooner than
+    ``now_ns + soonest_ns``), or -1 when none has a timer."""
+    deadline[0] = -1
+    same = _keep(kept, 0, publication_count)
+    if not _keep(kept, 1, image_count):
+        same = False
+    k = KEPT_HEADER
+    for i in range(publication_count):
+        address = publications[i, TABLE_ROW]
+        row = int64s_at(address, ns.PUBLICATION_ROW_LENGTH)
+        if not _keep(kept, k, address):
+            same = False
+        if not _keep(kept, k + 1, row[ns.PUBLICATION_SENDER_POSITION]):
+            same = False
+        k += KEPT_PER_PUBLICATION
+    for i in range(image_count):
+        row = int64s_at(image_rows[i], ns.IMAGE_ROW_LENGTH)
+        if not _keep(kept, k, image_rows[i]):
+            same = False
+        if not _keep(kept, k + 1, row[ns.IMAGE_IS_ACTIVE]):
+            same = False
+        if not _keep(kept, k + 2, row[ns.IMAGE_COMPILED_WORK]):
+            same = False
+        if not _keep(kept, k + 3, row[ns.IMAGE_LAST_SM_POSITION]):
+            same = False
+        if not _keep(kept, k + 4, row[ns.IMAGE_RECEIVER_WINDOW]):
+            same = False
+        if not _keep(kept, k + 5, row[ns.IMAGE_END_OF_STREAM_POSITION]):
+            same = False
+        if not _keep(kept, k + 6, row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS]):
+            same = False
+        if not _keep(kept, k + 7, row[ns.IMAGE_SUBSCRIBER_COUNT]):
+            same = False
+        if row[ns.IMAGE_COMPILED_WORK] != 0:
+            if same and _a_subscriber_reached(row, values):
+                same = False
+            due = image_deadline(row, now_ns, soonest_ns)
+            if due >= 0 and (deadline[0] < 0 or due < deadline[0]):
+                deadline[0] = due
+        k += KEPT_PER_IMAGE
+    return same
 
 
 @kernel

@@ -892,3 +892,45 @@ def test_the_data_paths_watches_wake_for_a_status_message_due_not_for_each_messa
         stream.close()
     finally:
         h.close()
+
+
+def test_the_network_cycles_name_their_watch_afresh_only_once_a_word_it_follows_from_moved(shm_dir, monkeypatch):
+    """Their own watch (a cluster member's duty cycle asks for it before every cycle) follows from their tables and
+    a few words of each row: while none moved, what they named last is named again as is; a sender position that
+    moved, or a subscriber at the point a status message is due, has it named afresh."""
+    h = Harness(shm_dir / "aeron", publication_connection_timeout_ns=1_000 * MS)
+    try:
+        stream = Stream(h)
+        network = h.conductor.network
+        sender, receiver = network.sender, network.receiver
+        for part in (sender, receiver):
+            monkeypatch.setattr(part, "nano_clock", time.monotonic_ns)
+        cycles = NetworkCycles(h.cnc.counters_values_buffer, sender, receiver, nano_clock=time.monotonic_ns)
+        cycles.serve_as_own_agent()
+        (publication,) = sender.publications
+        (image,) = receiver.images
+        named_by = []
+        for owner, method in ((publication, "add_idle_watch"), (image, "add_status_message_watch")):
+            original = getattr(owner, method)
+            monkeypatch.setattr(owner, method, lambda watch, f=original, m=method: named_by.append(m) or f(watch))
+
+        def named() -> tuple[list[int], list[str]]:
+            del named_by[:]
+            watch = IdleWatch()
+            assert cycles.add_idle_watch(watch)
+            watch.snapshot()
+            return watch.addresses.tolist(), list(named_by)
+
+        first, by = named()
+        assert by == ["add_idle_watch", "add_status_message_watch"]
+        assert named() == (first, [])  # nothing moved: named again as is
+        publication.sender_position = publication.sender_position + 64
+        moved, by = named()
+        assert by == ["add_idle_watch", "add_status_message_watch"] and moved != first  # the next frame slot
+        (subscriber,) = image.subscribers
+        due_at = int(image.row[ns.IMAGE_LAST_SM_POSITION]) + int(image.row[ns.IMAGE_RECEIVER_WINDOW]) // 4
+        h.conductor.counters.set_counter_value(subscriber.counter_id, due_at)
+        assert named()[1] == ["add_idle_watch", "add_status_message_watch"]
+        stream.close()
+    finally:
+        h.close()
