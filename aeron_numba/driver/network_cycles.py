@@ -123,8 +123,9 @@ class NetworkCycles:
         """Nothing of its own while the sender and receiver name everything (beside it in SHARED mode's composite
         agent, through ``_NetworkAgent`` on a network thread). Under ``serve_as_own_agent`` (a duty cycle that
         runs only the agents a wake concerns) it names what its calls serve: the sockets of its tables, a
-        publisher adding to a publication whose data it sends, and the images whose work it does (their
-        subscribers, status message timers and gaps); the sender and receiver then leave those out."""
+        publisher adding to a publication whose data it sends, and the images whose work it does (their slowest
+        subscriber reaching a status message's point, their status message timers and gaps); the sender and
+        receiver then leave those out."""
         if not self.own_agent:
             return True
         if self.nano_clock is not time.monotonic_ns:

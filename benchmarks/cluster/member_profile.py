@@ -36,6 +36,8 @@ from benchmarks.cluster.load import VALUE_SIZE
 from benchmarks.cluster.node_options import add_node_options, node_env
 
 WARMUP_PUTS = 20
+#: An idle client's keep-alive interval in the idle window, well inside the cluster's 10 s session timeout.
+KEEP_ALIVE_S = 4.0
 #: The driver's system counters that count what its network cycles sent and received (``layout/counters.py``).
 DATAGRAM_COUNTERS = ("BYTES_SENT", "BYTES_RECEIVED", "STATUS_MESSAGES_SENT", "STATUS_MESSAGES_RECEIVED",
                      "HEARTBEATS_SENT", "HEARTBEATS_RECEIVED", "NAK_MESSAGES_SENT", "RETRANSMITS_SENT")
@@ -188,12 +190,25 @@ def _stop_py_spy(samplers) -> dict[str, list[tuple[str, float]]]:
     return tops
 
 
+def _idle_window(client, idle_s: float) -> None:
+    """Nothing sent for ``idle_s`` but what an idle Aeron client sends: a keep-alive every ``KEEP_ALIVE_S``, or the
+    cluster closes the session after its session timeout (10 s) and the puts after the window go unanswered."""
+    end = time.monotonic() + idle_s
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, KEEP_ALIVE_S))  # the idle window: a measurement, not a wait for a condition
+        if end - time.monotonic() > 0:
+            client.session.send_keep_alive()
+
+
 def profile(system, puts: int, idle_s: float, py_spy_dir: Path | None = None, native: bool = False) -> dict:
     counters = _agent_cycle_counters(system)
     client = system.client()
     _put_synchronously(client, WARMUP_PUTS, 0)
     before = _reading(system, counters)
-    time.sleep(idle_s)  # the idle window: a measurement, not a wait for a condition
+    _idle_window(client, idle_s)
     idle = _difference(before, _reading(system, counters))
     samplers = _start_py_spy(system, py_spy_dir, native) if py_spy_dir is not None else []
     positions = _subscriber_position_counters(counters)
