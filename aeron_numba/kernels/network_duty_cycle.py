@@ -55,11 +55,15 @@ QUIET_SOCKET_NS = 1_000_000
 QUIET_SOCKET_POLL_MASK = 7
 
 
-#: What ``watched_rows_unchanged`` keeps: the two counts, then per publication its row's address and sender position,
-#: per image its row's address and the words of it that ``NetworkCycles``' own watch is named from.
+#: The words of an image's row that ``NetworkCycles``' own watch is named from (``scan_watched_rows``).
+_IMAGE_WATCHED_COLUMNS = (ns.IMAGE_IS_ACTIVE, ns.IMAGE_COMPILED_WORK, ns.IMAGE_LAST_SM_POSITION,
+                          ns.IMAGE_RECEIVER_WINDOW, ns.IMAGE_END_OF_STREAM_POSITION, ns.IMAGE_SUBSCRIBER_IDS_ADDRESS,
+                          ns.IMAGE_SUBSCRIBER_COUNT)
+#: What ``scan_watched_rows`` keeps: the two counts, then per publication its row's address and sender position,
+#: per image its row's address and those words.
 KEPT_HEADER = 2
 KEPT_PER_PUBLICATION = 2
-KEPT_PER_IMAGE = 8
+KEPT_PER_IMAGE = 1 + len(_IMAGE_WATCHED_COLUMNS)
 
 
 def kept_rows_length(publication_count: int, image_count: int) -> int:
@@ -132,20 +136,9 @@ def scan_watched_rows(publications, publication_count, image_rows, image_count, 
         row = int64s_at(image_rows[i], ns.IMAGE_ROW_LENGTH)
         if not _keep(kept, k, image_rows[i]):
             same = False
-        if not _keep(kept, k + 1, row[ns.IMAGE_IS_ACTIVE]):
-            same = False
-        if not _keep(kept, k + 2, row[ns.IMAGE_COMPILED_WORK]):
-            same = False
-        if not _keep(kept, k + 3, row[ns.IMAGE_LAST_SM_POSITION]):
-            same = False
-        if not _keep(kept, k + 4, row[ns.IMAGE_RECEIVER_WINDOW]):
-            same = False
-        if not _keep(kept, k + 5, row[ns.IMAGE_END_OF_STREAM_POSITION]):
-            same = False
-        if not _keep(kept, k + 6, row[ns.IMAGE_SUBSCRIBER_IDS_ADDRESS]):
-            same = False
-        if not _keep(kept, k + 7, row[ns.IMAGE_SUBSCRIBER_COUNT]):
-            same = False
+        for j in range(len(_IMAGE_WATCHED_COLUMNS)):
+            if not _keep(kept, k + 1 + j, row[_IMAGE_WATCHED_COLUMNS[j]]):
+                same = False
         if row[ns.IMAGE_COMPILED_WORK] != 0:
             if same and _a_subscriber_reached(row, values):
                 same = False

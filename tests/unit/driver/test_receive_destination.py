@@ -85,12 +85,12 @@ class Sender:
 class Mds:
     """A client with an MDS subscription and what the driver answered it."""
 
-    def __init__(self, harness):
+    def __init__(self, harness, channel: str = MDS_CHANNEL):
         self.harness = harness
         self.client = RawClient(harness.cnc)
         self.images: list[dc.Message] = []  # every ON_AVAILABLE_IMAGE
         self.sub_id = self.client.send(cp.ADD_SUBSCRIPTION, dc.SubscriptionMessage, registration_correlation_id=-1,
-                                       stream_id=STREAM, channel=MDS_CHANNEL)
+                                       stream_id=STREAM, channel=channel)
         (t, ready), = self.cycle(1)
         assert t == cp.ON_SUBSCRIPTION_READY
         self.status_id = ready.channel_status_indicator_id
@@ -245,12 +245,13 @@ def test_an_mds_image_fed_through_one_destination_is_served_by_the_compiled_cycl
     ports = free_udp_port(), free_udp_port()
     mds.destination(True, _port_channel(ports[0]))
     network = harness.conductor.network
-    cycles = NetworkCycles(harness.cnc.counters_values_buffer, network.sender, network.receiver)
     live, replay = Sender(ports[0]), Sender(ports[1])
     try:
         live.send(setup_frame())
         mds.cycle(2)
         (image,) = network.images
+        cycles = NetworkCycles(harness.cnc.counters_values_buffer, network.sender, network.receiver)
+        cycles.do_work()  # compiled on a cold cache before any deadline runs
         (endpoint,) = network.receive_endpoints.values()
         live_fd = endpoint.destinations[0].transport.fd
         assert image.compiled_work and image.row[ns.IMAGE_DATA_FD] == live_fd
@@ -293,6 +294,43 @@ def test_an_mds_image_fed_through_one_destination_is_served_by_the_compiled_cycl
     finally:
         live.close()
         replay.close()
+
+
+def test_a_gap_in_an_mds_image_the_compiled_cycles_serve_is_naked_through_its_connection(harness):
+    """A follower's log loses a datagram: the compiled cycles find the gap, wait the group backoff its row draws
+    (``group=true``, as Aeron's follower log subscription), and Python sends the NAK through the one connection,
+    whose activity the compiled path kept; the retransmit fills the gap without a return to Python."""
+    mds = Mds(harness, channel=MDS_CHANNEL + "|group=true")
+    port = free_udp_port()
+    mds.destination(True, _port_channel(port))
+    network = harness.conductor.network
+    live = Sender(port)
+    try:
+        live.send(setup_frame())
+        mds.cycle(2)
+        (image,) = network.images
+        cycles = NetworkCycles(harness.cnc.counters_values_buffer, network.sender, network.receiver)
+        cycles.do_work()  # compiled on a cold cache before any deadline runs
+        assert image.compiled_work and image.row[ns.IMAGE_NAK_GROUP_SIZE] > 0
+        reader = Reader(harness, mds.images[0])
+        live.send(data_frame(0, b"a" * 32))
+        live.send(data_frame(128, b"c" * 32))  # the frame at 64 is lost
+        naks = []
+
+        def naked() -> bool:
+            cycles.do_work()
+            naks.extend(fields for t, fields, _ in live.received() if t == frame.HDR_TYPE_NAK)
+            return bool(naks)
+        await_condition(naked, 5, "a NAK for the gap")
+        assert naks[0] == (TERM_ID, 64, 64)
+        returns = cycles.python_returns
+        live.send(data_frame(64, b"b" * 32))
+        await_condition(lambda: cycles.do_work() >= 0 and image.rebuild_position >= 192, 5, "the gap filled")
+        assert cycles.python_returns == returns
+        assert reader.poll() == [b"a" * 32, b"b" * 32, b"c" * 32]
+        reader.close()
+    finally:
+        live.close()
 
 
 def test_a_destination_added_to_an_ordinary_subscription_is_refused(harness):
