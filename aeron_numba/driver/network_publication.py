@@ -143,7 +143,9 @@ class NetworkPublication:
         self.data_sent_compiled = False  # set by NetworkCycles when its kernel sends this publication's data
         self._slowest_reader = KeptWordToReach()  # add_conductor_watch's
         self._sender_position_address = self.row.ctypes.data + ns.PUBLICATION_SENDER_POSITION * self.row.itemsize
-        self._watch_words, self._watch_words_version = None, -1  # update_inputs' words but the sender position
+        # What add_idle_watch names of update_inputs' words (the tail counters; the spies if they simulate a
+        # connection), and the inputs' version it was built for.
+        self._watch_words, self._watch_words_version = [], -1
         self.update_inputs = UpdateInputs(lambda: tail_counter_addresses(self.log) + [
             self._sender_position_address] + [
             counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies])
@@ -244,7 +246,7 @@ class NetworkPublication:
         spies that do not simulate a connection (a recording of the stream), whose reads never move the sender."""
         buffer = self.log.buffer
         inputs = self.update_inputs
-        if self._watch_words_version != inputs.version or self._watch_words is None:
+        if self._watch_words_version != inputs.version:
             self._watch_words = tail_counter_addresses(self.log) + (
                 [counter_value_address(self.values_buffer, spy.counter_id) for spy in self.spies]
                 if self.spies_simulate_connection else [])

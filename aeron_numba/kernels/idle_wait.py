@@ -287,12 +287,19 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
 
 @kernel
-def snapshot_words(addresses, values):
-    """Load the int64 at each of ``addresses`` into ``values`` (same length); a negated address (a word watched
-    for reaching ``values[i]``) keeps its value."""
-    for i in range(addresses.shape[0]):
+def snapshot_range(addresses, values, start, end):
+    """Load the int64 at each of ``addresses[start:end]`` into ``values[start:end]``; a negated address (a word
+    watched for reaching ``values[i]``) keeps its value. A range alone: one agent's words read again just before
+    it runs."""
+    for i in range(start, end):
         if addresses[i] > 0:
             values[i] = _load_acquire_int64_at(addresses[i])
+
+
+@kernel
+def snapshot_words(addresses, values):
+    """``snapshot_range`` of all of ``addresses`` (``values`` the same length)."""
+    snapshot_range(addresses, values, 0, addresses.shape[0])
 
 
 @kernel
@@ -359,14 +366,6 @@ def changed_since_snapshot(addresses, values, ranges, ran, changed):
             if word_moved(addresses[k], values[k]):
                 changed[i] = 1
                 break
-
-
-@kernel
-def snapshot_range(addresses, values, start, end):
-    """``snapshot_words`` of ``addresses[start:end]`` alone: one agent's words read again just before it runs."""
-    for i in range(start, end):
-        if addresses[i] > 0:
-            values[i] = _load_acquire_int64_at(addresses[i])
 
 
 @kernel

@@ -237,6 +237,18 @@ def test_the_stream_ends_only_when_every_destination_has_ended_it(harness):
         live.close()
 
 
+def _image_served_by_cycles(mds: Mds, sender: Sender) -> tuple:
+    """The image a SETUP from ``sender`` makes, and network cycles serving the driver's streams (compiled on a cold
+    cache here, before any deadline of the test runs)."""
+    network = mds.harness.conductor.network
+    sender.send(setup_frame())
+    mds.cycle(2)
+    (image,) = network.images
+    cycles = NetworkCycles(mds.harness.cnc.counters_values_buffer, network.sender, network.receiver)
+    cycles.do_work()
+    return image, cycles
+
+
 def test_an_mds_image_fed_through_one_destination_is_served_by_the_compiled_cycles_until_a_second_joins(harness):
     """A cluster follower's log: an MDS subscription with one destination. Its data and status messages go
     through the compiled network cycles with no return to Python; while a second destination feeds it too (a
@@ -247,11 +259,7 @@ def test_an_mds_image_fed_through_one_destination_is_served_by_the_compiled_cycl
     network = harness.conductor.network
     live, replay = Sender(ports[0]), Sender(ports[1])
     try:
-        live.send(setup_frame())
-        mds.cycle(2)
-        (image,) = network.images
-        cycles = NetworkCycles(harness.cnc.counters_values_buffer, network.sender, network.receiver)
-        cycles.do_work()  # compiled on a cold cache before any deadline runs
+        image, cycles = _image_served_by_cycles(mds, live)
         (endpoint,) = network.receive_endpoints.values()
         live_fd = endpoint.destinations[0].transport.fd
         assert image.compiled_work and image.row[ns.IMAGE_DATA_FD] == live_fd
@@ -303,14 +311,9 @@ def test_a_gap_in_an_mds_image_the_compiled_cycles_serve_is_naked_through_its_co
     mds = Mds(harness, channel=MDS_CHANNEL + "|group=true")
     port = free_udp_port()
     mds.destination(True, _port_channel(port))
-    network = harness.conductor.network
     live = Sender(port)
     try:
-        live.send(setup_frame())
-        mds.cycle(2)
-        (image,) = network.images
-        cycles = NetworkCycles(harness.cnc.counters_values_buffer, network.sender, network.receiver)
-        cycles.do_work()  # compiled on a cold cache before any deadline runs
+        image, cycles = _image_served_by_cycles(mds, live)
         assert image.compiled_work and image.row[ns.IMAGE_NAK_GROUP_SIZE] > 0
         reader = Reader(harness, mds.images[0])
         live.send(data_frame(0, b"a" * 32))
