@@ -26,7 +26,7 @@ from aeron_numba.agent.agent import Agent, AgentTerminationException
 from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.agent.duty_cycle_tracker import DutyCycleTracker
 from aeron_numba.agent.idle_strategy import IdleStrategy
-from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.agent.idle_watch import IdleWatch, WatchArrays
 from aeron_numba.kernels.idle_wait import ring_doorbell, wake_doorbell_sleepers, wake_socket_fd
 
 ErrorHandler = Callable[[BaseException], None]
@@ -118,6 +118,8 @@ class AgentRunner:
         self._report = _ErrorReporter(agent.role_name(), error_handler, error_counter)
         self._running = True
         self._close_requested = np.zeros(1, np.int64)  # the flag in memory, for a compiled wait to watch
+        self._close_watch = IdleWatch.segment_of(lambda watch: watch.watch_int64(self._close_requested, 0))
+        self._watch_arrays = WatchArrays()  # the arrays of the last watch, reused while its pieces are the same
         self._compiled_parks = 0
         self._doorbell: tuple[int, weakref.ref] | None = None  # (address, its buffer): rung after working cycles
         self._wake_fd = -1  # the process's socket for the doorbell's wake datagrams, once there is a doorbell
@@ -241,8 +243,8 @@ class AgentRunner:
         ring_doorbell(address, self._wake_fd)
 
     def _idle_watch(self, add_idle_watch) -> IdleWatch | None:
-        watch = IdleWatch()
-        watch.watch_int64(self._close_requested, 0)  # close() from another thread ends a compiled wait at once
+        watch = IdleWatch(self._watch_arrays)
+        watch.add_segment(self._close_watch)  # close() from another thread ends a compiled wait at once
         if not add_idle_watch(watch):
             return None
         watch.snapshot()

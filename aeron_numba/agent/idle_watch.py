@@ -14,11 +14,18 @@ A runner waits only after a cycle without work, so a watch need not show what a 
 batch limit, a retry). An agent whose watch shows that too says so with ``names_work_left = True``: a duty cycle
 that runs only the agents a change concerns (``agent/invoked_agents.WatchedCompositeAgent``) then does not run
 it again after every cycle in which it worked.
+
+A watch is made of frozen pieces (``WatchSegment``): what each agent named, which a duty cycle of several agents
+names again as is while the agent has not run, or while what it names anew is the same (a reader's next frame is
+named by its position word, ``watch_frame_at``, so it stays the same as the reader moves). A runner that keeps a
+``WatchArrays`` then builds the arrays its kernels read only when a piece changed: most busy cycles only read the
+words again.
 """
 
 from __future__ import annotations
 
 import weakref
+from typing import Callable
 
 import numpy as np
 
@@ -46,21 +53,65 @@ def _address_and_length(buffer: np.ndarray) -> tuple[int, int]:
     return address, length
 
 
-class IdleWatch:
-    """Addresses of int64 words and sockets to watch, and a deadline in ``time.monotonic_ns`` time (None: no
-    deadline yet)."""
+def _word_address(buffer: np.ndarray, offset: int) -> int:
+    """The address of the int64 at byte ``offset`` of ``buffer``, checked: within it and 8-byte aligned."""
+    base, length = _address_and_length(buffer)
+    if offset < 0 or offset + _WORD_LENGTH > length:
+        raise ValueError(f"offset={offset} + {_WORD_LENGTH} > buffer length={length}")
+    address = base + offset
+    if address % _WORD_LENGTH:
+        raise ValueError(f"offset={offset} is not 8-byte aligned in its buffer (address {address:#x})")
+    return address
+
+
+class WatchSegment:
+    """A frozen piece of a watch: the entries (``kernels/idle_wait``: words, words to reach, position entries, each
+    address with its value) and sockets one agent named, the buffers they point into (held, so still mapped), and
+    the doorbell it set (None: none). ``key`` compares two pieces by what they name."""
+
+    __slots__ = ("buffers", "addresses", "values", "fds", "doorbell", "key")
+
+    def __init__(self, buffers: tuple, addresses: tuple, values: tuple, fds: tuple, doorbell: tuple | None = None):
+        self.buffers, self.addresses, self.values, self.fds, self.doorbell = buffers, addresses, values, fds, doorbell
+        self.key = (addresses, values, fds, None if doorbell is None else (doorbell[0], doorbell[2]))
+
+    def __repr__(self) -> str:
+        return f"WatchSegment(words={len(self.addresses)}, sockets={len(self.fds)})"
+
+
+_EMPTY_SEGMENT = WatchSegment((), (), (), ())
+
+
+class WatchArrays:
+    """The arrays last built from a watch's pieces, kept by its runner across cycles: a watch made of the same
+    pieces (the same objects) takes them as they are."""
 
     def __init__(self):
+        self.pieces: tuple = ()
+        self.wake_fd = -1
+        self.addresses = np.zeros(0, np.int64)
+        self.initial_values = np.zeros(0, np.int64)  # what each entry's snapshot starts from: a value to reach, a span
+        self.pollfds = np.zeros(0, np.int32)
+        self.wake_index = -1
+
+
+class IdleWatch:
+    """Addresses of int64 words and sockets to watch, and a deadline in ``time.monotonic_ns`` time (None: no
+    deadline yet). ``arrays``: the runner's ``WatchArrays``, reused while the pieces are the same."""
+
+    def __init__(self, arrays: WatchArrays | None = None):
         self.deadline_ns: int | None = None
-        self._arrays: list[np.ndarray] = []  # keeps every watched buffer alive while its addresses are in use
+        self._pieces: list[WatchSegment] = []
+        self._piece_words = 0  # entries and sockets in ``_pieces``
+        self._piece_sockets = 0
+        # What is being named, not yet a piece:
+        self._buffers: list[np.ndarray] = []  # keeps every watched buffer alive while its addresses are in use
         self._addresses: list[int] = []
-        self._targets: list[tuple[int, int]] = []  # (index in _addresses, value) of the words watched for a value
-        self._idle: list[tuple[int, int]] = []  # (index in _addresses, value) of the words with an idle value
+        self._values: list[int] = []
+        self._fds: list[int] = []
+        self._arrays = arrays if arrays is not None else WatchArrays()
         self.addresses = np.zeros(0, np.int64)
         self.values = np.zeros(0, np.int64)
-        self.idle_known = np.zeros(0, np.int8)  # after ``snapshot``: 1 where a word has an idle value, held in
-        self.idle_values = np.zeros(0, np.int64)  # ``idle_values`` (``watch_int64``)
-        self._fds: list[int] = []
         self.pollfds = np.zeros(0, np.int32)
         self._result = np.zeros(iw.RESULT_LENGTH, np.int64)
         self.doorbell_address = 0  # the value of the driver's doorbell counter; 0: none (``use_doorbell``)
@@ -69,23 +120,32 @@ class IdleWatch:
         self.wake_index = -1  # its entry in ``pollfds`` once there (-1: not there)
         self.snapshot_taken = False  # the arrays above hold the named words only once ``snapshot`` ran
 
-    def watch_int64(self, buffer: np.ndarray, offset: int, idle_value: int | None = None) -> None:
-        """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned).
-        ``idle_value``: what it holds while it gives no work (a frame slot not yet written: 0), so that a duty cycle
-        of several agents (``WatchedCompositeAgent``) need not run the agent for a word it names anew that holds
-        it."""
-        base, length = _address_and_length(buffer)
-        if offset < 0 or offset + _WORD_LENGTH > length:
-            raise ValueError(f"offset={offset} + {_WORD_LENGTH} > buffer length={length}")
-        address = base + offset
-        if address % _WORD_LENGTH:
-            raise ValueError(f"offset={offset} is not 8-byte aligned in its buffer (address {address:#x})")
+    def watch_int64(self, buffer: np.ndarray, offset: int) -> None:
+        """Watch the int64 at byte ``offset`` of ``buffer`` (a contiguous array; the word 8-byte aligned)."""
         # Holding the view keeps the memory mapped: an mmap with a live export cannot be closed (MappedFile.close),
         # so another thread letting go of the log meanwhile (a client conductor's linger) cannot unmap it under us.
-        self._arrays.append(buffer)
-        if idle_value is not None:
-            self._idle.append((len(self._addresses), idle_value))
-        self._addresses.append(address)
+        self._buffers.append(buffer)
+        self._addresses.append(_word_address(buffer, offset))
+        self._values.append(0)
+
+    def watch_frame_at(self, slots: np.ndarray, span: int, position_buffer: np.ndarray, position_offset: int) -> None:
+        """Watch the slot a reader's position points at: the int64 at ``slots[position % span]`` (a log's three terms
+        and their length times three, a ring buffer and its capacity), where position is the int64 at byte
+        ``position_offset`` of ``position_buffer`` (a subscriber position counter, a ring buffer's head). A frame
+        written there is work; once the reader took it and moved on, the slot at its new position is the one
+        watched, with no new naming (``kernels/idle_wait``'s position entries)."""
+        base, length = _address_and_length(slots)
+        if span <= 0 or span % _WORD_LENGTH or span > length:
+            raise ValueError(f"span={span} must be a positive multiple of {_WORD_LENGTH} within the slots' length "
+                             f"{length}")
+        if base % _WORD_LENGTH:
+            raise ValueError(f"the slots start at {base:#x}, which is not 8-byte aligned")
+        self._buffers.append(slots)
+        self._buffers.append(position_buffer)
+        self._addresses.append(_word_address(position_buffer, position_offset) + iw.POSITION_ENTRY_TAG)
+        self._values.append(0)
+        self._addresses.append(base + iw.SLOTS_TAG)
+        self._values.append(span)
 
     def watch_counter(self, values_buffer: np.ndarray, counter_id: int) -> None:
         """Watch the value of counter ``counter_id`` in a counters values buffer (``cnc.dat``'s)."""
@@ -95,8 +155,9 @@ class IdleWatch:
         """Watch the int64s at ``addresses``, which the caller computed once from ``buffers`` and keeps valid while
         they are mapped (a publication's tail counters and subscriber positions, rebuilt when its subscribers
         change): the same words as ``watch_int64`` would name, without its per-word checks at every wait."""
-        self._arrays.extend(buffers)
+        self._buffers.extend(buffers)
         self._addresses.extend(addresses)
+        self._values.extend([0] * len(addresses))
 
     def watch_word_reaching(self, buffer: np.ndarray, address: int, value: int) -> None:
         """Wake once the int64 at ``address`` (in ``buffer``, which the caller computed it from and keeps mapped)
@@ -104,9 +165,9 @@ class IdleWatch:
         publication's limit moves once its slowest reader is a step past the last move)."""
         if address <= 0 or address % _WORD_LENGTH:
             raise ValueError(f"address={address:#x} is not a positive 8-byte aligned address")
-        self._arrays.append(buffer)
-        self._targets.append((len(self._addresses), value))
+        self._buffers.append(buffer)
         self._addresses.append(-address)
+        self._values.append(value)
 
     def use_doorbell(self, values_buffer: np.ndarray, counter_id: int, wake_fd: int = -1) -> None:
         """Sleep on the driver's doorbell counter (``counter_id`` in ``values_buffer``) while parked, and ``ring``
@@ -120,39 +181,71 @@ class IdleWatch:
         offset = counter_offset(counter_id) + COUNTER_VALUE_OFFSET
         if counter_id < 0 or offset + COUNTER_LENGTH > length:
             raise ValueError(f"counter_id={counter_id} is outside the counters values buffer (length={length})")
-        self._arrays.append(values_buffer)
-        self.doorbell_buffer = values_buffer
-        self.doorbell_address = base + offset
-        self.wake_fd = wake_fd
+        self._buffers.append(values_buffer)
+        self._set_doorbell((base + offset, values_buffer, wake_fd))
+
+    def _set_doorbell(self, doorbell: tuple) -> None:
+        self.doorbell_address, self.doorbell_buffer, self.wake_fd = doorbell
+
+    def _close_piece(self) -> None:
+        """What was named since the last piece becomes one."""
+        if self._addresses or self._fds or self._buffers:
+            piece = WatchSegment(tuple(self._buffers), tuple(self._addresses), tuple(self._values), tuple(self._fds))
+            self._pieces.append(piece)
+            self._piece_words += len(piece.addresses)
+            self._piece_sockets += len(piece.fds)
+            self._buffers, self._addresses, self._values, self._fds = [], [], [], []
 
     def mark(self) -> tuple:
         """Where the watch stands, for ``segment_since``."""
-        return (len(self._arrays), len(self._addresses), len(self._targets), len(self._idle), len(self._fds),
-                self.doorbell_address, self.doorbell_buffer, self.wake_fd)
+        self._close_piece()
+        return len(self._pieces), self.doorbell_address, self.doorbell_buffer, self.wake_fd
 
-    def segment_since(self, mark: tuple) -> tuple:
-        """What was named since ``mark`` (words, values to reach, idle values, sockets, a doorbell), to name again in
-        a later watch with ``add_segment`` while the agent that named it has not run (``WatchedCompositeAgent``).
+    def segment_since(self, mark: tuple, like: WatchSegment | None = None) -> WatchSegment:
+        """What was named since ``mark`` (entries, sockets, a doorbell) as one piece, to name again in a later watch
+        with ``add_segment`` while the agent that named it has not run (``WatchedCompositeAgent``); ``like`` (the
+        piece it named before) when it names the same, so that the watch is made of the same pieces as before.
         Not the deadline, which the caller reads."""
-        arrays, words, targets, idle, fds, doorbell_address, doorbell_buffer, wake_fd = mark
+        self._close_piece()
+        first, doorbell_address, doorbell_buffer, wake_fd = mark
         doorbell = None
         if (self.doorbell_address, self.wake_fd) != (doorbell_address, wake_fd) or \
                 self.doorbell_buffer is not doorbell_buffer:
             doorbell = (self.doorbell_address, self.doorbell_buffer, self.wake_fd)
-        return (self._arrays[arrays:], self._addresses[words:], [(k - words, v) for k, v in self._targets[targets:]],
-                [(k - words, v) for k, v in self._idle[idle:]], self._fds[fds:], doorbell)
+        pieces = self._pieces[first:]
+        if len(pieces) == 1 and doorbell is None:
+            segment = pieces[0]
+        elif not pieces and doorbell is None:
+            segment = _EMPTY_SEGMENT
+        else:
+            segment = WatchSegment(tuple(b for p in pieces for b in p.buffers), tuple(a for p in pieces for a in p.addresses),
+                                   tuple(v for p in pieces for v in p.values), tuple(f for p in pieces for f in p.fds),
+                                   doorbell)
+        if like is not None and like.key == segment.key:
+            segment = like
+        del self._pieces[first:]
+        if segment is not _EMPTY_SEGMENT:
+            self._pieces.append(segment)
+        return segment
 
-    def add_segment(self, segment: tuple) -> None:
+    @staticmethod
+    def segment_of(name: Callable[["IdleWatch"], None]) -> WatchSegment:
+        """The piece ``name(watch)`` names: what never changes (a runner's close flag) named once."""
+        watch = IdleWatch()
+        mark = watch.mark()
+        name(watch)
+        return watch.segment_since(mark)
+
+    def add_segment(self, segment: WatchSegment) -> None:
         """Name again what ``segment_since`` returned (its buffers are still held by it, so still mapped)."""
-        arrays, addresses, targets, idle, fds, doorbell = segment
-        base = len(self._addresses)
-        self._arrays.extend(arrays)
-        self._addresses.extend(addresses)
-        self._targets.extend((base + k, v) for k, v in targets)
-        self._idle.extend((base + k, v) for k, v in idle)
-        self._fds.extend(fds)
-        if doorbell is not None:
-            self.doorbell_address, self.doorbell_buffer, self.wake_fd = doorbell
+        self._close_piece()
+        if segment is _EMPTY_SEGMENT:
+            return
+        self._pieces.append(segment)
+        self._piece_words += len(segment.addresses)
+        self._piece_sockets += len(segment.fds)
+        if segment.doorbell is not None:
+            self._set_doorbell(segment.doorbell)
 
     def watch_socket(self, fd: int) -> None:
         """Wake when socket ``fd`` has a datagram to read (the caller keeps it open while the watch is in use)."""
@@ -168,40 +261,41 @@ class IdleWatch:
     @property
     def socket_fds(self) -> tuple[int, ...]:
         """The watched sockets, in the order they were named."""
-        return tuple(self._fds)
+        return tuple(f for p in self._pieces for f in p.fds) + tuple(self._fds)
 
     @property
     def word_count(self) -> int:
-        return len(self._addresses)
+        """Entries named so far (a position entry takes two)."""
+        return self._piece_words + len(self._addresses)
 
     @property
     def socket_count(self) -> int:
-        return len(self._fds)
+        return self._piece_sockets + len(self._fds)
 
     def snapshot(self) -> None:
         """Read every watched word now (before the duty cycle whose result decides whether to wait)."""
-        self.addresses = np.array(self._addresses, np.int64)
-        self.values = np.zeros(len(self._addresses), np.int64)
-        for index, value in self._targets:
-            self.values[index] = value
+        self._close_piece()
+        pieces, arrays = tuple(self._pieces), self._arrays
+        if pieces != arrays.pieces or self.wake_fd != arrays.wake_fd:  # elements compare by identity
+            arrays.addresses = np.array([a for p in pieces for a in p.addresses], np.int64)
+            arrays.initial_values = np.array([v for p in pieces for v in p.values], np.int64)
+            fds = [f for p in pieces for f in p.fds]
+            arrays.wake_index = -1
+            if fds and self.wake_fd >= 0:  # parked in ppoll, a ring wakes it through the wake socket
+                arrays.wake_index = len(fds)
+                fds.append(self.wake_fd)
+            arrays.pollfds = np.zeros(len(fds) * iw.POLLFD_INT32S, np.int32)
+            arrays.pollfds[0::iw.POLLFD_INT32S] = fds
+            arrays.pollfds[1::iw.POLLFD_INT32S] = iw.POLLIN
+            arrays.pieces, arrays.wake_fd = pieces, self.wake_fd
+        self.addresses = arrays.addresses  # never written: shared with the watches before, as is ``pollfds``
+        self.values = arrays.initial_values.copy()
         snapshot_words(self.addresses, self.values)
-        self.idle_known = np.zeros(len(self._addresses), np.int8)
-        self.idle_values = np.zeros(len(self._addresses), np.int64)
-        for index, value in self._idle:
-            self.idle_known[index] = 1
-            self.idle_values[index] = value
-        fds = self._fds
-        self.wake_index = -1
-        if fds and self.wake_fd >= 0:  # parked in ppoll, a ring wakes it through the wake socket
-            self.wake_index = len(fds)
-            fds = [*fds, self.wake_fd]
-        self.pollfds = np.zeros(len(fds) * iw.POLLFD_INT32S, np.int32)
-        self.pollfds[0::iw.POLLFD_INT32S] = fds
-        self.pollfds[1::iw.POLLFD_INT32S] = iw.POLLIN
+        self.pollfds, self.wake_index = arrays.pollfds, arrays.wake_index
         self.snapshot_taken = True
 
     def changed(self) -> bool:
-        """True if a watched word differs from the snapshot (or reached the value it is watched for)."""
+        """True if a watched entry moved against the snapshot (or reached the value it is watched for)."""
         return first_changed_word(self.addresses, self.values) >= 0
 
     def park_until_changed(self, park_ns: int, default_deadline_ns: int, *, spins: int = 0, yields: int = 0,

@@ -113,6 +113,7 @@ class InvokedAgent:
         if add is not None:
             self.add_idle_watch = add
         self.names_work_left = getattr(invoker.agent, "names_work_left", False)
+        self.runs_by_its_watch = getattr(invoker.agent, "runs_by_its_watch", False)  # a composite's, as its own
 
     def role_name(self) -> str:
         return self.invoker.role_name()
@@ -122,9 +123,7 @@ class InvokedAgent:
         """Duty cycles of the agent entered so far, here or from another agent's wait; None for an agent that
         decides what to run from the watch built before each of its cycles (``runs_by_its_watch``): a composite
         whose watch were named again from an earlier cycle would decide from that cycle's snapshot."""
-        if getattr(self.invoker.agent, "runs_by_its_watch", False):
-            return None
-        return self.invoker.invocations
+        return None if self.runs_by_its_watch else self.invoker.invocations
 
     def on_start(self) -> None:
         self.invoker.start()
@@ -161,9 +160,9 @@ class WatchedCompositeAgent(CompositeAgent):
     earliest of the times the agents named. A cycle that follows a watched one runs an agent only if
 
     * one of its words holds another value than in the snapshot before the previous cycle (the snapshot before
-      this one is taken before this decision, so a later change is seen by the next park or the next cycle), or
-      it names words it did not name then, unless each holds the idle value it was named with (a subscriber that
-      read everything names the empty frame slot at its new position: ``kernels/idle_wait.changed_agents``);
+      this one is taken before this decision, so a later change is seen by the next park or the next cycle), a
+      reader's next frame it watches is there and was not then, or it names words it did not name then
+      (``kernels/idle_wait.changed_agents``);
     * one of its sockets is readable;
     * the time it named passed. An agent that did not run keeps the earliest time it named since it last ran: it
       names its next timer afresh at each watch (a consensus module's "10 ms from now"), which would otherwise
@@ -219,9 +218,12 @@ class WatchedCompositeAgent(CompositeAgent):
         self._run_seq = [-1] * count
         self._seq = 0
         self._last_work_seq = -1
-        # Per agent that counts its ``invocations``: (invocations, watch segment, deadline) of the watch it named
-        # last, named again as is while it has not run since (``IdleWatch.segment_since``).
+        # Per agent: (invocations, watch segment, deadline) of the watch it named last, named again as is while it
+        # has not run since when it counts its ``invocations`` (``IdleWatch.segment_since``), and the piece it
+        # names again when it names the same.
         self._segments: list[tuple | None] = [None] * count
+        # Composites among the agents: they name their agents' pieces, each kept by them, not one of their own.
+        self._names_pieces = [getattr(agent, "runs_by_its_watch", False) for agent in self.agents]
 
     def add_idle_watch(self, watch) -> bool:
         deadline = watch.deadline_ns
@@ -230,7 +232,7 @@ class WatchedCompositeAgent(CompositeAgent):
             words, sockets = watch.word_count, watch.socket_count
             invocations = getattr(agent, "invocations", None)
             kept = segments[i]
-            if kept is not None and kept[0] == invocations:
+            if kept is not None and invocations is not None and kept[0] == invocations:
                 # Not run since it named these (here or from a wait): its watch still holds, and its deadline is
                 # no later than one it would name now.
                 watch.add_segment(kept[1])
@@ -244,8 +246,11 @@ class WatchedCompositeAgent(CompositeAgent):
                     self._watch = None
                     watch.deadline_ns = deadline
                     return False
-                if invocations is not None:
-                    segments[i] = (invocations, watch.segment_since(mark), watch.deadline_ns)
+                if not self._names_pieces[i]:
+                    # Named the same as before (its readers' next frames follow their positions): the same piece,
+                    # so the watch's arrays need not be built again.
+                    segment = watch.segment_since(mark, kept[1] if kept is not None else None)
+                    segments[i] = (invocations, segment, watch.deadline_ns)
             named = watch.deadline_ns
             known = self._deadlines[i]
             if not self._ran[i] and known is not None and (named is None or known < named):
@@ -304,7 +309,7 @@ class WatchedCompositeAgent(CompositeAgent):
     def _run_due(self, watch, previous) -> int:
         changed = self._changed
         changed_agents(previous.addresses, previous.values, self._previous_ranges, watch.addresses, watch.values,
-                       watch.idle_known, watch.idle_values, self._ranges, changed)
+                       self._ranges, changed)
         now_ns = self._nano_time()
         ran, worked, reruns, ranges = self._ran, self._worked, self._reruns_after_work, self._ranges
         ran_now = self._ran_now

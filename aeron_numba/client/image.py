@@ -424,10 +424,10 @@ class Image:
     def add_idle_watch(self, watch) -> None:
         """The length word of the frame at this subscriber's position: a publisher (or the driver's receiver)
         committing a frame there gives ``poll`` something to read (``agent/idle_watch.py``)."""
-        log = self.log_buffer
-        if log is not None:
-            # Frames are 32-byte aligned; an empty slot (0) is no work, wherever the position moved to.
-            watch.watch_int64(log, self._frame_slot(self.position) * 4, idle_value=0)
+        log, position_buffer = self.log_buffer, self.position_buffer
+        if log is not None and position_buffer is not None:
+            watch.watch_frame_at(log, lb.PARTITION_COUNT * self.term_buffer_length, position_buffer,
+                                 self.position_offset)
 
     def _internal_close(self) -> None:
         """Record the final position and drop the views (called by the conductor under its lock)."""

@@ -122,9 +122,10 @@ class ClientCommandAdapter:
 
     def add_idle_watch(self, watch) -> None:
         """What ``receive`` waits for: a command claimed or committed at head (``agent/idle_watch.py``)."""
-        tail_offset, head_offset = self._to_driver.next_record_word_offsets()
-        watch.watch_int64(self._to_driver.buffer, tail_offset)
-        watch.watch_int64(self._to_driver.buffer, head_offset, idle_value=0)  # no record at head yet
+        to_driver = self._to_driver
+        tail_offset, head_offset = to_driver.next_record_word_offsets()
+        watch.watch_int64(to_driver.buffer, tail_offset)
+        watch.watch_frame_at(to_driver.buffer, to_driver.capacity, to_driver.buffer, head_offset)
 
     def check_for_blocked_commands(self, now_ns: int) -> int:
         """A head that has not moved for the timeout while commands wait belongs to a dead or broken producer

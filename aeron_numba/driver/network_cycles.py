@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.agent.idle_watch import IdleWatch, WatchArrays
 from aeron_numba.driver.loss_generator import LossGenerator
 from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, SHORT_TIMER_CHECK_NS
 from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
@@ -109,6 +109,8 @@ class NetworkCycles:
         self._kept_rows = np.zeros(0, np.int64)  # the row words its own watch was last named from
         self._own_watch = None  # (tables and inputs key, watch segment) of that watch
         self._watch_deadline = np.zeros(1, np.int64)
+        self._stretch_arrays = WatchArrays()  # the watch that ends a compiled stretch, kept while it names the same
+        self._stretch_piece = None
 
     def role_name(self) -> str:
         return "network-cycles"
@@ -260,10 +262,13 @@ class NetworkCycles:
         if self._python_serves_a_stream(len(publications), len(sources)):
             budget_ns = min(budget_ns, PYTHON_SERVED_BUDGET_NS)
         if self.add_watch is not None:
-            watch = IdleWatch()
+            watch = IdleWatch(self._stretch_arrays)
+            mark = watch.mark()
             self.add_watch(watch)
             for control in self._loss_controls:  # new settings end the stretch: the endpoints' polls take them
                 control.watch_version(watch)
+            # Named as the last stretch's (a command queue's head is watched by its word): its arrays as they were.
+            self._stretch_piece = watch.segment_since(mark, self._stretch_piece)
             watch.snapshot()
             if watch.deadline_ns is not None:
                 budget_ns = max(0, min(budget_ns, watch.deadline_ns - now_ns))

@@ -252,9 +252,9 @@ class NetworkPublication:
                 if self.spies_simulate_connection else [])
             self._watch_words_version = inputs.version
         watch.watch_words((buffer, self.values_buffer), self._watch_words)
-        position = self.sender_position
-        # The slot of the frame at the sender position (terms in order, power-of-two long): no frame yet is 0.
-        watch.watch_int64(buffer, position % (lb.PARTITION_COUNT * self.term_length), idle_value=0)
+        # The slot of the frame at the sender position (terms in order): no frame yet is 0.
+        watch.watch_frame_at(buffer, lb.PARTITION_COUNT * self.term_length, self.row,
+                             ns.PUBLICATION_SENDER_POSITION * self.row.itemsize)
 
     def next_timer_ns(self) -> int:
         """When ``send`` next has timed work: a SETUP while no receiver has answered (or one asked), a heartbeat

@@ -17,6 +17,17 @@ numpy arrays): the caller keeps every array they point into alive while waiting 
 another thread meanwhile. A word can also be watched for reaching a value rather than for any change: its
 address is stored negated and its "snapshot" is the value (a publication's limit moves only once its slowest
 reader has gone a step past the last move, so a conductor need not wake for every message its readers take).
+
+A word can also be one that a position word points at: the frame slot at a reader's position (an image's
+subscriber, a sender, a ring buffer's head), which moves with every message read. Such an entry takes two places:
+``addresses[i]`` is the position word's address with ``POSITION_ENTRY_TAG`` added, and ``addresses[i + 1]`` the
+base address of the slots with ``SLOTS_TAG`` added, its ``values[i + 1]`` their span (the slot is at
+``base + position % span``: three terms of a log, a ring buffer's capacity). Its snapshot is ``2 * position + 1``
+when that slot holds a committed frame (a positive int32 length in the word's low half; a claim not yet committed
+holds its negated length) and ``2 * position`` when it holds none, and it has moved when the slot at the position
+now holds a frame it did not hold then (``entry_moved``): a reader that took everything, and so moved on to an
+empty slot, has nothing new; one that left a frame it cannot take yet (a bound, back pressure) is not woken for
+it again. The entry's words stay the same as the reader moves, so an agent's watch does too.
 ``nanosleep`` and ``clock_gettime`` are libc's, called as external symbols.
 """
 
@@ -52,6 +63,10 @@ RESULT_LENGTH = 5
 #: ``struct pollfd`` as two int32s: the fd, then ``events`` (low half) and ``revents`` (high half).
 POLLFD_INT32S = 2
 POLLIN = 0x001
+#: Added to an 8-byte aligned address in ``addresses``: a position entry's position word, and the base of its slots
+#: (the entry's second place, whose value is their span). A negated address (a word to reach) has neither.
+POSITION_ENTRY_TAG = 1
+SLOTS_TAG = 2
 
 
 @intrinsic
@@ -287,13 +302,26 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
 
 @kernel
+def _entry_now(addresses, values, i):
+    """What entry ``i`` (a word, or a position entry's first place) holds now, as its snapshot stores it."""
+    address = addresses[i]
+    if address & POSITION_ENTRY_TAG == 0:
+        return _load_acquire_int64_at(address)
+    position = _load_acquire_int64_at(address - POSITION_ENTRY_TAG)
+    slot = addresses[i + 1] - SLOTS_TAG + position % values[i + 1]
+    length = _load_acquire_int64_at(slot) & 0xFFFFFFFF  # the low half: a frame's (or record's) int32 length
+    return 2 * position + (1 if 0 < length < 0x80000000 else 0)
+
+
+@kernel
 def snapshot_range(addresses, values, start, end):
-    """Load the int64 at each of ``addresses[start:end]`` into ``values[start:end]``; a negated address (a word
-    watched for reaching ``values[i]``) keeps its value. A range alone: one agent's words read again just before
-    it runs."""
+    """Read each entry of ``addresses[start:end]`` into ``values[start:end]`` (``_entry_now``); a word to reach
+    (negated address) keeps its value, a position entry's second place its span. A range alone: one agent's words
+    read again just before it runs."""
     for i in range(start, end):
-        if addresses[i] > 0:
-            values[i] = _load_acquire_int64_at(addresses[i])
+        address = addresses[i]
+        if address > 0 and address & SLOTS_TAG == 0:
+            values[i] = _entry_now(addresses, values, i)
 
 
 @kernel
@@ -311,25 +339,45 @@ def word_moved(address, value):
 
 
 @kernel
+def _moved_from(address, before, now):
+    """Whether an entry (not a word to reach) holding ``now`` moved from ``before``: a word that differs, a position
+    entry whose slot holds a frame it did not hold then."""
+    if address & POSITION_ENTRY_TAG == 0:
+        return now != before
+    return now & 1 == 1 and now != before
+
+
+@kernel
+def entry_moved(addresses, values, i):
+    """Whether entry ``i`` moved against ``values[i]``: a word that differs, a word to reach that reached it, a
+    position entry whose slot at the position now holds a frame it did not (never a position entry's second
+    place)."""
+    address = addresses[i]
+    if address < 0:
+        return _load_acquire_int64_at(-address) >= values[i]
+    if address & SLOTS_TAG != 0:
+        return False
+    return _moved_from(address, values[i], _entry_now(addresses, values, i))
+
+
+@kernel
 def first_changed_word(addresses, values):
-    """Index of the first word at ``addresses`` that moved against ``values`` (``word_moved``), or -1 if none did."""
+    """Index of the first entry of ``addresses`` that moved against ``values`` (``entry_moved``), or -1 if none
+    did."""
     for i in range(addresses.shape[0]):
-        if word_moved(addresses[i], values[i]):
+        if entry_moved(addresses, values, i):
             return i
     return -1
 
 
 @kernel
-def changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, idle_known, idle_values,
-                   ranges, changed):
-    """For each agent of a composite whose words are ``addresses[ranges[2i]:ranges[2i + 1]]`` (and were
-    ``previous_addresses[previous_ranges[2i]:...]`` in the watch before): ``changed[i] = 1`` if one of its words
-    holds another value than in the previous snapshot, or one watched for reaching a value has reached it, or it
-    names a word it did not name there (at that place of its range) which holds another value than its idle one
-    (``idle_known[k]``: ``idle_values[k]``), or has none; else 0. A value to reach, or another word or value to
-    reach, alone is not a change: the agent named them after it last ran. Nor is a word named anew that holds its
-    idle value: the snapshot was taken after the agent ran, so the word held it after the agent last looked (a
-    frame slot still empty at the position a subscriber moved to)."""
+def changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges, changed):
+    """For each agent of a composite whose entries are ``addresses[ranges[2i]:ranges[2i + 1]]`` (and were
+    ``previous_addresses[previous_ranges[2i]:...]`` in the watch before): ``changed[i] = 1`` if one of its entries
+    moved between the previous snapshot and this one (``_moved_from``), or one watched for reaching a value has
+    reached it, or it names a word it did not name there (at that place of its range), or a position entry it did
+    not name there whose slot holds a frame; else 0. A value to reach, or another word or value to reach, alone is
+    not a change: the agent named them after it last ran."""
     for i in range(changed.shape[0]):
         p0, p1 = previous_ranges[2 * i], previous_ranges[2 * i + 1]
         c0, c1 = ranges[2 * i], ranges[2 * i + 1]
@@ -341,10 +389,12 @@ def changed_agents(previous_addresses, previous_values, previous_ranges, address
                 # Which word holds the slowest position and what it must reach may differ from the last watch's:
                 # only reaching it counts.
                 flag = 1 if word_moved(address, values[c0 + k]) else 0
+            elif address & SLOTS_TAG != 0:
+                flag = 0
             elif same_layout and previous_addresses[p0 + k] == address:
-                flag = 1 if previous_values[p0 + k] != values[c0 + k] else 0
-            elif idle_known[c0 + k] != 0:
-                flag = 1 if values[c0 + k] != idle_values[c0 + k] else 0
+                flag = 1 if _moved_from(address, previous_values[p0 + k], values[c0 + k]) else 0
+            elif address & POSITION_ENTRY_TAG != 0:
+                flag = 1 if values[c0 + k] & 1 == 1 else 0  # named anew: a frame waiting is work
             else:
                 flag = 1
             if flag:
@@ -357,13 +407,13 @@ def changed_agents(previous_addresses, previous_values, previous_ranges, address
 @kernel
 def changed_since_snapshot(addresses, values, ranges, ran, changed):
     """For each agent of a composite (``ranges`` as in ``changed_agents``) that has not run yet in this cycle
-    (``ran[i] == 0``) and is not already marked: ``changed[i] = 1`` if one of its words moved against the snapshot
-    taken before the cycle (``word_moved``): another agent's work in this cycle gave it some."""
+    (``ran[i] == 0``) and is not already marked: ``changed[i] = 1`` if one of its entries moved against the
+    snapshot taken before the cycle (``entry_moved``): another agent's work in this cycle gave it some."""
     for i in range(changed.shape[0]):
         if ran[i] != 0 or changed[i] != 0:
             continue
         for k in range(ranges[2 * i], ranges[2 * i + 1]):
-            if word_moved(addresses[k], values[k]):
+            if entry_moved(addresses, values, k):
                 changed[i] = 1
                 break
 
@@ -386,14 +436,15 @@ def poll_sockets(pollfds, timeout_ns, wake_index):
 @kernel
 def park_until_changed(addresses, values, pollfds, doorbell_address, wake_index, spins, yields, park_ns, max_park_ns,
                        deadline_ns, result):
-    """Back off until a watched word moves (``word_moved``), a watched socket is readable or ``deadline_ns`` has
+    """Back off until a watched word moves (``entry_moved``), a watched socket is readable or ``deadline_ns`` has
     passed: ``spins`` steps that only look, then ``yields`` that ``sched_yield`` first, then parks of ``park_ns``
     doubling up to ``max_park_ns`` (``ppoll`` on the sockets when there are some, ``nanosleep`` otherwise).
 
     Parameters
     ----------
     addresses : int64[::1]
-        Addresses of 8-byte aligned int64 words (negated: a word watched for reaching its value).
+        Addresses of 8-byte aligned int64 words (negated: a word watched for reaching its value; tagged: a position
+        entry, see the module's docstring).
     values : int64[::1]
         Their snapshot (``snapshot_words``), taken before the agent's last duty cycle read them, or the value a
         negated address's word is to reach.

@@ -62,7 +62,7 @@ _IMAGE_WATCHED_COLUMNS = (ns.IMAGE_IS_ACTIVE, ns.IMAGE_COMPILED_WORK, ns.IMAGE_L
 #: What ``scan_watched_rows`` keeps: the two counts, then per publication its row's address and sender position,
 #: per image its row's address and those words.
 KEPT_HEADER = 2
-KEPT_PER_PUBLICATION = 2
+KEPT_PER_PUBLICATION = 1
 KEPT_PER_IMAGE = 1 + len(_IMAGE_WATCHED_COLUMNS)
 
 
@@ -113,10 +113,10 @@ def image_deadline(row, now_ns, soonest_ns):
 def scan_watched_rows(publications, publication_count, image_rows, image_count, values, now_ns, soonest_ns, kept,
                       deadline):
     """For the network cycles' own watch (``NetworkCycles.add_idle_watch``): whether every word it is named from
-    (a publication's sender position, which frame slot it names; an image's state, last status message, window,
-    end of stream and subscribers, which point its slowest subscriber is watched for reaching) holds what it held
-    at the last call, for the same rows, and no subscriber has reached that point (the one watched would be named
-    anew); ``kept`` (``kept_rows_length`` long) then holds them for the next. ``deadline[0]``: when the images
+    (the publication rows, whose frame at the sender position it names by the position's word; an image's state,
+    last status message, window, end of stream and subscribers, which point its slowest subscriber is watched for
+    reaching) holds what it held at the last call, for the same rows, and no subscriber has reached that point (the
+    one watched would be named anew); ``kept`` (``kept_rows_length`` long) then holds them for the next. ``deadline[0]``: when the images
     whose work the cycles do must run by (the next status message, now while there is a gap; not sooner than
     ``now_ns + soonest_ns``), or -1 when none has a timer."""
     deadline[0] = -1
@@ -128,8 +128,6 @@ def scan_watched_rows(publications, publication_count, image_rows, image_count, 
         address = publications[i, TABLE_ROW]
         row = int64s_at(address, ns.PUBLICATION_ROW_LENGTH)
         if not _keep(kept, k, address):
-            same = False
-        if not _keep(kept, k + 1, row[ns.PUBLICATION_SENDER_POSITION]):
             same = False
         k += KEPT_PER_PUBLICATION
     for i in range(image_count):

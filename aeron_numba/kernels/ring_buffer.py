@@ -707,11 +707,10 @@ class ManyToOneRingBuffer:
         return messages
 
     def next_record_word_offsets(self) -> tuple[int, int]:
-        """Consumer side: byte offsets of the two int64 words that change when a record becomes readable at head:
-        the tail (a producer claims) and the header of the record at head (its producer commits, or pads to the
-        end), for a consumer waiting on them in compiled code (``agent/idle_watch.py``)."""
-        head = int(self._trailer_words[_HEAD_WORD])  # only the consumer moves head
-        return self.capacity + TAIL_POSITION_OFFSET, head & (self.capacity - 1)
+        """Consumer side: byte offsets of the tail (a producer claims) and of the head, whose record's header
+        changes when its producer commits (or pads to the end), for a consumer waiting on them in compiled code:
+        the header at ``head % capacity`` (``IdleWatch.watch_frame_at``)."""
+        return self.capacity + TAIL_POSITION_OFFSET, self.capacity + HEAD_POSITION_OFFSET
 
     def unblock(self) -> bool:
         return unblock(self.buffer, self.capacity) == 1

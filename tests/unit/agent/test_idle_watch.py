@@ -115,6 +115,61 @@ def test_watch_addresses_follow_each_buffer_and_a_freed_buffer_is_forgotten():
         IdleWatch().watch_int64(np.zeros((4, 4), np.int64)[:, 1], 0)
 
 
+@pytest.mark.parametrize("span, match", [(0, "span=0"), (12, "span=12"), (64, "span=64")])
+def test_watch_refuses_frame_slots_it_cannot_read_naming_the_span(span, match):
+    with pytest.raises(ValueError, match=match):
+        IdleWatch().watch_frame_at(np.zeros(4, np.int64), span, np.zeros(1, np.int64), 0)
+
+
+def test_a_watch_of_a_readers_next_frame_follows_its_position_without_being_named_again():
+    log, position = np.zeros(12, np.int64), np.zeros(1, np.int64)  # three "terms" of 32 bytes
+    watch = IdleWatch()
+    watch.watch_frame_at(log, log.nbytes, position, 0)
+    for _ in range(4):  # the fourth frame is past the end of the terms: back at their start
+        slot = (int(position[0]) % log.nbytes) // 8
+        watch.snapshot()  # as a runner does before each cycle
+        assert not watch.changed()
+        log[slot] = -32  # claimed: not a frame to read yet
+        assert not watch.changed()
+        log[slot] = 32  # committed
+        assert watch.changed()
+        assert watch.park_until_changed(100_000, time.monotonic_ns() + FAR_NS) == (1, iw.WOKEN_BY_CHANGE)
+        log[slot] = 0  # read (a log is cleaned behind its readers)
+        position[0] += 32
+
+
+def test_a_runner_reuses_the_arrays_of_a_watch_made_of_the_same_pieces():
+    from aeron_numba.agent.idle_watch import WatchArrays
+
+    words, other = np.zeros(2, np.int64), np.zeros(1, np.int64)
+    arrays = WatchArrays()
+    kept = IdleWatch.segment_of(lambda watch: watch.watch_int64(words, 0))
+
+    def build(name_again=None):
+        watch = IdleWatch(arrays)
+        watch.add_segment(kept)
+        mark = watch.mark()
+        (name_again or (lambda w: w.watch_int64(words, 8)))(watch)
+        piece = watch.segment_since(mark, build.last)
+        build.last = piece
+        watch.snapshot()
+        return watch, piece
+
+    build.last = None
+    first, first_piece = build()
+    second, second_piece = build()
+    assert second_piece is first_piece  # named the same: the piece it named before
+    assert second.addresses is first.addresses and second.values is not first.values  # arrays kept, values its own
+    words[1] = 5
+    assert first.changed() and second.changed()
+    third, third_piece = build(lambda w: w.watch_int64(other, 0))  # named something else: arrays built anew
+    assert third_piece is not first_piece and third.addresses is not first.addresses
+    assert list(third.addresses) == [words.ctypes.data, other.ctypes.data] and list(third.values) == [0, 0]
+    assert not third.changed()
+    other[0] = 1
+    assert third.changed()
+
+
 def test_composite_agent_watches_only_if_every_agent_can():
     a, b = WatchingAgent(), WatchingAgent()
     watch = IdleWatch()

@@ -175,9 +175,10 @@ class ManualClock:
         return self.now
 
 
-def _cycle(composite):
-    """One duty cycle as the runner runs it under a compiled-wait strategy: a watch built and snapshotted first."""
-    watch = IdleWatch()
+def _cycle(composite, arrays=None):
+    """One duty cycle as the runner runs it under a compiled-wait strategy: a watch built and snapshotted first
+    (with the runner's ``WatchArrays`` when given)."""
+    watch = IdleWatch(arrays)
     watched = composite.add_idle_watch(watch)
     if watched:
         watch.snapshot()
@@ -247,7 +248,8 @@ class SlotReader:
 
     def __init__(self):
         self.log = np.zeros(16, np.int64)
-        self.position = self.calls = 0
+        self._position = np.zeros(1, np.int64)  # in bytes, as a subscriber position counter holds it
+        self.calls = 0
 
     def role_name(self):
         return "slot-reader"
@@ -259,8 +261,16 @@ class SlotReader:
         pass
 
     def add_idle_watch(self, watch):
-        watch.watch_int64(self.log, 8 * self.position, idle_value=0)
+        watch.watch_frame_at(self.log, self.log.nbytes, self._position, 0)
         return True
+
+    @property
+    def position(self):
+        return int(self._position[0]) // 8
+
+    @position.setter
+    def position(self, value):
+        self._position[0] = 8 * value
 
     def do_work(self):
         self.calls += 1
@@ -286,6 +296,25 @@ def test_a_reader_that_read_everything_is_not_run_for_the_empty_slot_it_names_ne
     assert (reader.calls, reader.position) == (4, 4)
 
 
+def test_a_reader_that_ran_names_the_same_piece_again_and_the_watch_keeps_its_arrays():
+    """Its watch names its next frame by its position: reading moves the position, not what it names, so a busy
+    cycle builds no new arrays for it."""
+    from aeron_numba.agent.idle_watch import WatchArrays
+
+    reader = SlotReader()
+    composite = WatchedCompositeAgent(InvokedAgent(AgentInvoker(reader)), WordAgent("other"), nano_time=ManualClock())
+    composite.on_start()
+    arrays = WatchArrays()
+    _cycle(composite, arrays)
+    _, before = _cycle(composite, arrays)
+    reader.log[0:2] = 1
+    assert _cycle(composite, arrays)[0] == 2 and reader.position == 2  # it ran, and named its watch again
+    _, after = _cycle(composite, arrays)
+    assert after.addresses is before.addresses  # the same pieces: the arrays as they were
+    reader.log[2] = 1
+    assert _cycle(composite, arrays)[0] == 1 and reader.position == 3  # and they still wake it
+
+
 class CountingWatchAgent(WordAgent):
     """A WordAgent that counts how often it is asked for its watch."""
 
@@ -297,7 +326,7 @@ class CountingWatchAgent(WordAgent):
 
     def add_idle_watch(self, watch):
         self.watches += 1
-        watch.watch_int64(self.word, 0, idle_value=0)
+        watch.watch_int64(self.word, 0)
         watch.watch_socket(self.socket_fd)
         watch.run_by(5_000 + self.watches)
         return True
@@ -507,13 +536,12 @@ def test_a_nested_composite_runs_everyone_when_its_parent_could_not_watch_and_no
 
     compared = []
 
-    def checked_changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, idle_known,
-                               idle_values, ranges, changed):
+    def checked_changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges,
+                               changed):
         assert ranges.max(initial=0) <= addresses.shape[0] and previous_ranges.max(initial=0) <= \
             previous_addresses.shape[0], "ranges past the watched words"
         compared.append(1)
-        changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, idle_known,
-                       idle_values, ranges, changed)
+        changed_agents(previous_addresses, previous_values, previous_ranges, addresses, values, ranges, changed)
 
     monkeypatch.setattr(invoked_agents, "changed_agents", checked_changed_agents)
     a, b = WordAgent("a"), WordAgent("b")

@@ -628,12 +628,16 @@ def test_an_idle_watch_on_a_subscription_sees_a_frame_committed_at_each_images_p
     subscription = aeron.add_subscription("aeron:ipc", 9)
     publication = aeron.add_publication("aeron:ipc", 9)
     await_condition(lambda: subscription.image_count == 1, 5, "the image")
+    kept = IdleWatch()  # named once: the frame it watches follows the image's position
+    subscription.add_idle_watch(kept)
     for message in (b"first", b"second"):
         watch = IdleWatch()
         subscription.add_idle_watch(watch)
         watch.snapshot()
-        assert watch.word_count == 1 and not watch.changed()
+        kept.snapshot()
+        assert watch.word_count == 2 and not watch.changed() and not kept.changed()  # a position entry's two places
         assert offer(publication, message) > 0
-        assert watch.changed()
+        assert watch.changed() and kept.changed()
         collector = Collector()
-        poll_until(subscription, collector, lambda: len(collector.messages), 1)  # the next watch is past it
+        poll_until(subscription, collector, lambda: len(collector.messages), 1)
+        assert not kept.changed()  # read: the slot it watches now is the empty one past the message

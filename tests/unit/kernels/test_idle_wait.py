@@ -88,32 +88,79 @@ def test_a_word_watched_for_a_value_moves_only_once_it_reaches_it_and_its_snapsh
     assert iw.word_moved(addresses[1], values[1]) and not iw.word_moved(addresses[0], values[0])
 
 
-NOT_IDLE, NO_VALUES = np.zeros(1, np.int8), np.zeros(1, np.int64)  # one word with no idle value
-
-
-def test_changed_agents_flags_a_word_named_anew_unless_it_holds_its_idle_value():
-    """A subscriber that read on names the frame slot at its new position: no work while that slot is empty."""
-    log = np.zeros(8, np.int64)
+def test_changed_agents_flags_a_word_named_anew_or_one_that_moved_since_the_previous_snapshot():
+    buffer = np.zeros(8, np.int64)
     ranges = np.array([0, 1, 1, 2], np.int64)  # two agents, one word each
-    previous_addresses = np.array([log.ctypes.data, log.ctypes.data + 8], np.int64)
+    previous_addresses = words(buffer, 0, 8)
     previous_values = np.zeros(2, np.int64)
     changed = np.zeros(2, np.int64)
 
-    def flags(addresses, values, idle_known, idle_values=(0, 0)):
+    def flags(addresses, values, agent_ranges=ranges):
         iw.changed_agents(previous_addresses, previous_values, ranges, np.array(addresses, np.int64),
-                          np.array(values, np.int64), np.array(idle_known, np.int8), np.array(idle_values, np.int64),
-                          ranges, changed)
+                          np.array(values, np.int64), agent_ranges, changed)
         return list(changed)
 
-    moved = [log.ctypes.data + 16, log.ctypes.data + 24]
-    assert flags(moved, [0, 0], [1, 0]) == [0, 1]  # the first holds its idle value; the second has none
-    assert flags(moved, [64, 0], [1, 1]) == [1, 0]  # a frame already at the first one's new position
-    assert flags(moved, [5, 5], [1, 1], [5, 5]) == [0, 0]  # the idle value named, whatever it is
-    assert flags(previous_addresses, [0, 3], [1, 1]) == [0, 1]  # the same words: only a change since counts
+    assert flags(previous_addresses, [0, 3]) == [0, 1]  # the same words: only a change since counts
+    assert flags([previous_addresses[0], buffer.ctypes.data + 24], [0, 0]) == [0, 1]  # another word: nothing to compare
     fewer = np.array([0, 1, 1, 1], np.int64)  # the second agent names nothing now
-    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([log.ctypes.data + 16], np.int64),
-                      np.zeros(1, np.int64), np.ones(1, np.int8), np.zeros(1, np.int64), fewer, changed)
-    assert list(changed) == [0, 1]
+    assert flags([previous_addresses[0]], [0], fewer) == [0, 1]
+
+
+def position_entry(slots: np.ndarray, position: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two places of a watch entry for the slot at ``position[0] % span`` of ``slots``, before a snapshot."""
+    addresses = np.array([position.ctypes.data + iw.POSITION_ENTRY_TAG, slots.ctypes.data + iw.SLOTS_TAG], np.int64)
+    return addresses, np.array([0, span], np.int64)
+
+
+def test_a_position_entry_moves_when_a_frame_lands_at_the_position_not_for_one_left_there():
+    slots, position = np.zeros(8, np.int64), np.zeros(1, np.int64)
+    addresses, values = position_entry(slots, position, slots.nbytes)
+    iw.snapshot_words(addresses, values)
+    assert values.tolist() == [0, 64]  # position 0, its slot empty; the span kept
+    assert iw.first_changed_word(addresses, values) == -1
+    assert wait_reason(addresses, values, time.monotonic_ns() + 2 * PARK_NS)[1] == iw.WOKEN_BY_DEADLINE
+    slots[0] = 32  # a frame written at the position
+    assert iw.first_changed_word(addresses, values) == 0
+    assert wait_reason(addresses, values, time.monotonic_ns() + FAR_NS) == (1, iw.WOKEN_BY_CHANGE)
+    iw.snapshot_words(addresses, values)
+    assert values[0] == 1  # 2 * position + a frame there
+    assert iw.first_changed_word(addresses, values) == -1  # a frame the reader left there (a bound) is not new
+    slots[0] = 0
+    position[0] = 32  # read and moved on: the slot at the new position is watched, with no new naming
+    assert iw.first_changed_word(addresses, values) == -1
+    slots[4] = 16
+    assert iw.first_changed_word(addresses, values) == 0
+    slots[4], position[0] = 0, 64  # past the end of the span: back at its start
+    slots[0] = 8
+    assert iw.first_changed_word(addresses, values) == 0
+
+
+def test_changed_agents_takes_a_frame_at_a_readers_position_as_work_and_an_empty_slot_as_none():
+    slots, position = np.zeros(8, np.int64), np.zeros(1, np.int64)
+    addresses, previous_values = position_entry(slots, position, slots.nbytes)
+    ranges = np.array([0, 2], np.int64)
+    changed = np.zeros(1, np.int64)
+
+    def flagged(named_addresses=addresses):
+        values = np.array([0, slots.nbytes], np.int64)
+        iw.snapshot_words(named_addresses, values)
+        iw.changed_agents(addresses, previous_values, ranges, named_addresses, values, ranges, changed)
+        return int(changed[0])
+
+    slots[0] = 32
+    iw.snapshot_words(addresses, previous_values)  # the reader about to run, with a frame at its position
+    slots[0], position[0] = 0, 32
+    assert flagged() == 0  # it read everything: an empty slot at its new position
+    slots[4] = 32
+    assert flagged() == 1  # a frame there since
+    position[0] = 0
+    slots[0] = 32
+    assert flagged() == 0  # the frame it left at its position, as before: no work it could do then
+    other = np.zeros(1, np.int64)
+    anew, _ = position_entry(slots, other, slots.nbytes)
+    assert flagged(anew) == 1  # another reader's entry, with a frame waiting at its position
+    slots[0] = 0
+    assert flagged(anew) == 0  # and with none
 
 
 def test_changed_agents_flags_a_value_to_reach_only_when_it_is_reached():
@@ -123,25 +170,19 @@ def test_changed_agents_flags_a_value_to_reach_only_when_it_is_reached():
     ranges = np.array([0, 1], np.int64)
     changed = np.ones(1, np.int64)
 
-    def flagged(value_to_reach):
-        iw.changed_agents(previous_addresses, previous_values, ranges, np.array([address], np.int64),
-                          np.array([value_to_reach], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
+    def flagged(value_to_reach, addresses=(address,)):
+        iw.changed_agents(previous_addresses, previous_values, ranges, np.array(addresses, np.int64),
+                          np.array([value_to_reach], np.int64), ranges, changed)
         return int(changed[0])
 
     buffer[0] = 15
     assert flagged(20) == 0  # a new value named by the agent after it ran: not a change
     assert flagged(15) == 1  # reached
     other = np.full(1, 7, np.int64)  # the agent's slowest reader is another word now: only reaching counts
-    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([-other.ctypes.data], np.int64),
-                      np.array([8], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
-    assert changed[0] == 0
+    assert flagged(8, (-other.ctypes.data,)) == 0
     other[0] = 8
-    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([-other.ctypes.data], np.int64),
-                      np.array([8], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
-    assert changed[0] == 1
-    iw.changed_agents(previous_addresses, previous_values, ranges, np.array([buffer.ctypes.data], np.int64),
-                      np.array([15], np.int64), NOT_IDLE, NO_VALUES, ranges, changed)
-    assert changed[0] == 1  # the agent watches another kind of word now
+    assert flagged(8, (-other.ctypes.data,)) == 1
+    assert flagged(15, (buffer.ctypes.data,)) == 1  # the agent watches another kind of word now
 
 
 def test_a_word_already_changed_since_the_snapshot_ends_the_wait_after_one_park():
@@ -187,10 +228,12 @@ def test_a_record_claimed_before_the_snapshot_and_committed_after_it_ends_the_wa
     """The tail moved before the snapshot (the agent's cycle found the record not yet committed); only the commit,
     the record header at head, changes afterwards: that word is watched too."""
     ring = ManyToOneRingBuffer(np.zeros(1024 + TRAILER_LENGTH, np.uint8))
-    addresses = words(ring.buffer, *ring.next_record_word_offsets())
+    tail_offset, head_offset = ring.next_record_word_offsets()
+    record_at_head, values_at_head = position_entry(ring.buffer, ring.buffer[head_offset:], ring.capacity)
+    addresses = np.concatenate([words(ring.buffer, tail_offset), record_at_head])
     index = ring.try_claim(7, 16)
     assert index > 0
-    values = np.zeros(2, np.int64)
+    values = np.concatenate([np.zeros(1, np.int64), values_at_head])
     iw.snapshot_words(addresses, values)
     assert ring.read_messages() == []  # claimed, not committed: nothing to read yet
     committer = threading.Thread(target=ring.commit, args=(index,))

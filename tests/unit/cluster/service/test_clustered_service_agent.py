@@ -25,6 +25,7 @@ from aeron_numba.cluster.service.clustered_service import MOCKED_OFFER, CloseRea
 from aeron_numba.cluster.service.clustered_service_agent import ClusterTerminationException
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.agent.idle_watch import IdleWatch
+from aeron_numba.kernels import idle_wait as iw
 from aeron_numba.client import FragmentAssembler
 from aeron_numba.layout.bits import NULL_VALUE
 from tests.unit.client_support import FakeDriver, connect
@@ -124,7 +125,7 @@ def test_an_idle_container_waits_on_the_logs_next_frame_only_below_the_commit_po
         return set(watch.addresses.tolist())
 
     assert cm.log.session_message_header(7, 5, 12, b"uncommitted")
-    next_frame = image.log_buffer.ctypes.data + image.position % (3 * image.term_buffer_length)
+    next_frame = image.log_buffer.ctypes.data + iw.SLOTS_TAG  # the log's slots, watched at the image's position
     assert next_frame not in named()  # written, not committed: the commit position is what it waits on
     cm.commit()
     assert next_frame in named()  # committed, not read yet: the frame is work
