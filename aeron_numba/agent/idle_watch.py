@@ -80,6 +80,10 @@ class WatchSegment:
 
 
 _EMPTY_SEGMENT = WatchSegment((), (), (), ())
+# A watch's arrays before its snapshot, shared (empty, so never written; kept writable so that kernels see the
+# types they were compiled for): a busy composite builds a watch every duty cycle.
+_NO_WORDS = np.zeros(0, np.int64)
+_NO_SOCKETS = np.zeros(0, np.int32)
 
 
 class WatchArrays:
@@ -89,10 +93,11 @@ class WatchArrays:
     def __init__(self):
         self.pieces: tuple = ()
         self.wake_fd = -1
-        self.addresses = np.zeros(0, np.int64)
-        self.initial_values = np.zeros(0, np.int64)  # what each entry's snapshot starts from: a value to reach, a span
-        self.pollfds = np.zeros(0, np.int32)
+        self.addresses = _NO_WORDS
+        self.initial_values = _NO_WORDS  # what each entry's snapshot starts from: a value to reach, a span
+        self.pollfds = _NO_SOCKETS
         self.wake_index = -1
+        self.result = np.zeros(iw.RESULT_LENGTH, np.int64)  # a park's, read as soon as it returns
 
 
 class IdleWatch:
@@ -110,10 +115,9 @@ class IdleWatch:
         self._values: list[int] = []
         self._fds: list[int] = []
         self._arrays = arrays if arrays is not None else WatchArrays()
-        self.addresses = np.zeros(0, np.int64)
-        self.values = np.zeros(0, np.int64)
-        self.pollfds = np.zeros(0, np.int32)
-        self._result = np.zeros(iw.RESULT_LENGTH, np.int64)
+        self.addresses = self.values = _NO_WORDS
+        self.pollfds = _NO_SOCKETS
+        self._result = self._arrays.result
         self.doorbell_address = 0  # the value of the driver's doorbell counter; 0: none (``use_doorbell``)
         self.doorbell_buffer: np.ndarray | None = None  # the counters values buffer it is in
         self.wake_fd = -1  # the driver's doorbell wake socket, parked on beside the watched sockets (-1: none)

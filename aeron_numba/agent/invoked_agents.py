@@ -227,7 +227,9 @@ class WatchedCompositeAgent(CompositeAgent):
 
     def add_idle_watch(self, watch) -> bool:
         deadline = watch.deadline_ns
-        segments = self._segments
+        segments, deadlines, ran, ranges, sockets_of = self._segments, self._deadlines, self._ran, self._ranges, \
+            self._sockets
+        names_pieces = self._names_pieces
         for i, agent in enumerate(self.agents):
             words, sockets = watch.word_count, watch.socket_count
             invocations = getattr(agent, "invocations", None)
@@ -236,7 +238,7 @@ class WatchedCompositeAgent(CompositeAgent):
                 # Not run since it named these (here or from a wait): its watch still holds, and its deadline is
                 # no later than one it would name now.
                 watch.add_segment(kept[1])
-                watch.deadline_ns = kept[2]
+                named = kept[2]
             else:
                 add = getattr(agent, "add_idle_watch", None)
                 watch.deadline_ns = None
@@ -246,20 +248,20 @@ class WatchedCompositeAgent(CompositeAgent):
                     self._watch = None
                     watch.deadline_ns = deadline
                     return False
-                if not self._names_pieces[i]:
+                named = watch.deadline_ns
+                if not names_pieces[i]:
                     # Named the same as before (its readers' next frames follow their positions): the same piece,
                     # so the watch's arrays need not be built again.
                     segment = watch.segment_since(mark, kept[1] if kept is not None else None)
-                    segments[i] = (invocations, segment, watch.deadline_ns)
-            named = watch.deadline_ns
-            known = self._deadlines[i]
-            if not self._ran[i] and known is not None and (named is None or known < named):
+                    segments[i] = (invocations, segment, named)
+            known = deadlines[i]
+            if not ran[i] and known is not None and (named is None or known < named):
                 named = known
-            self._deadlines[i] = named
+            deadlines[i] = named
             if named is not None and (deadline is None or named < deadline):
                 deadline = named
-            self._ranges[2 * i], self._ranges[2 * i + 1] = words, watch.word_count
-            self._sockets[i] = (sockets, watch.socket_count)
+            ranges[2 * i], ranges[2 * i + 1] = words, watch.word_count
+            sockets_of[i] = (sockets, watch.socket_count)
         worked, reruns = self._worked, self._reruns_after_work
         if any(worked[i] and reruns[i] for i in range(len(worked))):
             deadline = self._nano_time()  # one of its agents is to run again at once: so is this composite
