@@ -2,6 +2,10 @@
 ``codecs.cluster_messages.CONSENSUS`` on this member's consensus subscription; each message becomes the agent's
 ``on_<message>`` (which hands it to the election while there is one).
 
+The two messages a busy cluster sends at rate, a follower's AppendPosition and the leader's CommitPosition, are
+read in place by ``kernels/cluster_consensus.read_positions`` and handed to the agent's handlers as ints, without
+the codec's message objects; at any other frame the kernel stops and the codec takes that one message.
+
 Backup and standby queries (BackupQuery, HeartbeatRequest, StandbySnapshot) are ClusterBackup's and standby
 nodes' protocol, not built in aeron-numba: they are answered as unsupported (counted in the agent's error log),
 not silently dropped.
@@ -9,8 +13,13 @@ not silently dropped.
 
 from __future__ import annotations
 
+import numba
+import numpy as np
+
+from aeron_numba.client.subscription import Subscription
 from aeron_numba.codecs.cluster_messages import CLUSTER, CONSENSUS
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
+from aeron_numba.kernels import cluster_consensus as K
 
 #: Aeron's ConsensusAdapter fragment limit.
 FRAGMENT_LIMIT = 10
@@ -24,14 +33,59 @@ class ConsensusAdapter:
         self._on_error = on_error or (lambda text: None)
         self._sbe = SbeAdapter(CLUSTER, self, CONSENSUS, unsupported=UNSUPPORTED, on_unsupported=self._unsupported,
                                on_error=on_error, name="ConsensusAdapter")
+        self._rows = np.zeros((FRAGMENT_LIMIT, K.ROW_COLUMNS), np.int64)
+        self._result = np.zeros(K.RESULT_LENGTH, np.int64)
+        self._handles: dict[int, tuple] = {}  # id(image) -> (image, its compiled handle)
 
     def _unsupported(self, message) -> None:
         self._on_error(f"ConsensusAdapter: {message.SPEC.name} is not supported (no cluster backup or standby)")
 
     def poll(self) -> int:
-        if self.subscription is None:
+        """Up to ``FRAGMENT_LIMIT`` messages over the subscription's images: each image's positions through the
+        kernel, any other message through the codec (one, then the kernel goes on)."""
+        subscription = self.subscription
+        if subscription is None:
             return 0
-        return self.subscription.poll(self._sbe.on_fragment, FRAGMENT_LIMIT)
+        if numba.config.DISABLE_JIT or not isinstance(subscription, Subscription):
+            # Compiled handles need the JIT and a client's mapped images: the codec reads everything.
+            return subscription.poll(self._sbe.on_fragment, FRAGMENT_LIMIT)
+        rows, result = self._rows, self._result
+        budget = FRAGMENT_LIMIT
+        for image in subscription.images:
+            handle = self._handles.get(id(image))
+            if handle is None or handle[0] is not image:
+                if image.is_closed:
+                    continue
+                handle = self._handles[id(image)] = (image, image.compiled())
+            compiled = handle[1]
+            while budget > 0:
+                count = K.read_positions(compiled.log, compiled.position_buffer, compiled.position_offset,
+                                         compiled.state, budget, rows, result)
+                if count:
+                    budget -= count
+                    self._on_rows(count)
+                if not result[K.RESULT_STOPPED_AT_OTHER]:
+                    if count == 0:  # nothing more yet (a read that ends at a term's end goes on in the next)
+                        break
+                    continue
+                if budget <= 0:
+                    break
+                image.sync_position()  # the kernel moved the position under the image's Python peek
+                taken = image.poll(self._sbe.on_fragment, 1)
+                if taken == 0:
+                    break
+                budget -= taken
+        if any(image.is_closed for image, _ in self._handles.values()):  # let go of the logs of images gone
+            self._handles = {key: entry for key, entry in self._handles.items() if not entry[0].is_closed}
+        return FRAGMENT_LIMIT - budget
+
+    def _on_rows(self, count: int) -> None:
+        agent = self._agent
+        for template_id, leadership_term_id, log_position, member_id, flags in self._rows[:count].tolist():
+            if template_id == K.APPEND_POSITION_TEMPLATE_ID:
+                agent.on_append_position(leadership_term_id, log_position, member_id, flags)
+            else:
+                agent.on_commit_position(leadership_term_id, log_position, member_id)
 
     def close(self) -> None:
         if self.subscription is not None:
