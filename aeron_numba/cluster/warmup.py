@@ -1,7 +1,7 @@
 """Load (or, on a cold cache, compile) the kernels the consensus module calls beyond the client's, before its Aeron
 client talks to the driver: compiling holds the GIL long enough to stall the client conductor thread past the
-driver's client liveness timeout (see ``client/warmup.py``). The timer wheel and the distinct error log are the
-ones."""
+driver's client liveness timeout (see ``client/warmup.py``). The timer wheel, the distinct error log and the
+consensus stream's compiled read are the ones."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
 from aeron_numba.cluster.timer_service import TIMER_SERVICE_SUPPLIER_DEFAULT, new_timer_service
+from aeron_numba.kernels import cluster_consensus
 from aeron_numba.kernels.error_log import DistinctErrorLog
 
 _done = False
@@ -25,4 +26,8 @@ def warm_up_cluster_kernels() -> None:
     timers.poll(1_000)
     timers.snapshot(lambda correlation_id, deadline: None)
     DistinctErrorLog(np.zeros(64 * 1024, dtype=np.uint8)).record(RuntimeError("warm-up"))
+    closed = np.ones(8, np.uint8)  # an image closed: nothing is read, the types are the live calls'
+    cluster_consensus.read_positions(np.zeros(64, np.uint8), np.zeros(64, np.uint8), 0, closed, 1,
+                                     np.zeros((1, cluster_consensus.ROW_COLUMNS), np.int64),
+                                     np.zeros(cluster_consensus.RESULT_LENGTH, np.int64))
     _done = True
