@@ -7,13 +7,25 @@ Reading is bounded: a fragment ending past the bound (the commit position) is le
 later poll, before it reaches the fragment assembler, so a message is only acted on once the cluster committed
 it. The log is decoded by an ``SbeAdapter`` over ``codecs.cluster_messages.LOG``; a message another version
 wrote and this one does not read (MembershipChangeEvent) is counted and skipped.
+
+Application messages, all but a few of a log's, are read in place by the service container's compiled log read
+(``bounded_session_poll``) with ``kernels/cluster_log_activity.record_session_activity`` as its handler: the
+sessions' last activity reaches the agent once per poll, not a codec message per message. At any other message
+the compiled read stops and the codec path takes the rest of the poll.
 """
 
 from __future__ import annotations
 
+import numba
+import numpy as np
+
 from aeron_numba.client.fragment_assembler import ABORT, CONTINUE, ControlledFragmentAssembler
+from aeron_numba.client.image import Image
 from aeron_numba.codecs.cluster_messages import CLUSTER, LOG
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
+from aeron_numba.jit import compiled_entry, handler_address
+from aeron_numba.kernels import cluster_log_activity as activity
+from aeron_numba.kernels import cluster_service_log as K
 
 NULL_POSITION = -1
 
@@ -28,6 +40,12 @@ class LogAdapter:
         self._bound = 0
         self._sbe = SbeAdapter(CLUSTER, self, LOG, context=("header",), on_error=on_error, name="LogAdapter")
         self._assembler = ControlledFragmentAssembler(self._on_message)
+        self._activity = activity.new_activity_table(fragment_limit)
+        self._outbox = np.zeros(K.OUTBOX_HEADER_LENGTH, np.uint8)  # the compiled read's: nothing is replied
+        self._result = np.zeros(K.RESULT_LENGTH, np.int64)
+        self._handle = None  # the image's compiled handle, the compiled read for its types and its handler
+        self._poll = None
+        self._handler = None
 
     # ---------------------------------------------------------------------------------------- the image
     def set_image(self, image) -> None:
@@ -35,6 +53,13 @@ class LogAdapter:
             self.subscription = image.subscription
             self.log_position = image.join_position
         self.image = image
+        self._handle = self._poll = None
+        if isinstance(image, Image) and not image.is_closed and not numba.config.DISABLE_JIT:
+            self._handle = handle = image.compiled()
+            self._handler = handler_address(activity.record_session_activity, K.SessionMessageHandler)
+            self._poll = compiled_entry(K.bounded_session_poll, handle.log, handle.position_buffer,
+                                        handle.position_offset, handle.state, 0, 0, self._handler, self._activity,
+                                        self._outbox, self._result)
 
     @property
     def position(self) -> int:
@@ -57,6 +82,7 @@ class LogAdapter:
         if self.image is not None:
             self.log_position = self.image.position
             self.image = None
+            self._handle = self._poll = None  # lets go of the log's mapping
         if max_log_position is not None:
             self.log_position = min(self.log_position, max_log_position)
         if self.subscription is not None:
@@ -77,7 +103,19 @@ class LogAdapter:
         if image is None or image.is_closed:
             return 0
         self._bound = bound_position
-        return image.controlled_poll(self._on_fragment, self.fragment_limit)
+        if self._poll is None or self._handle is None:
+            return image.controlled_poll(self._on_fragment, self.fragment_limit)
+        handle, result = self._handle, self._result
+        count = self._poll(handle.log, handle.position_buffer, handle.position_offset, handle.state, bound_position,
+                           self.fragment_limit, self._handler, self._activity, self._outbox, result)
+        if count:
+            agent = self._agent
+            for cluster_session_id, timestamp in activity.take_rows(self._activity):
+                agent.on_replay_session_message(cluster_session_id, timestamp)
+        if result[K.RESULT_STOPPED_AT_OTHER] and count < self.fragment_limit:
+            image.sync_position()  # the compiled read moved the position under the image's Python peek
+            count += image.controlled_poll(self._on_fragment, self.fragment_limit - count)
+        return count
 
     def _on_fragment(self, buffer, offset: int, length: int, header) -> int:
         if header.position > self._bound:
