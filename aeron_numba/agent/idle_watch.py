@@ -114,6 +114,7 @@ class IdleWatch:
         self._addresses: list[int] = []
         self._values: list[int] = []
         self._fds: list[int] = []
+        self._doorbell: tuple | None = None  # set by ``use_doorbell``, for the piece being named
         self._arrays = arrays if arrays is not None else WatchArrays()
         self.addresses = self.values = _NO_WORDS
         self.pollfds = _NO_SOCKETS
@@ -186,50 +187,51 @@ class IdleWatch:
         if counter_id < 0 or offset + COUNTER_LENGTH > length:
             raise ValueError(f"counter_id={counter_id} is outside the counters values buffer (length={length})")
         self._buffers.append(values_buffer)
-        self._set_doorbell((base + offset, values_buffer, wake_fd))
+        self._doorbell = (base + offset, values_buffer, wake_fd)
+        self._set_doorbell(self._doorbell)
 
     def _set_doorbell(self, doorbell: tuple) -> None:
         self.doorbell_address, self.doorbell_buffer, self.wake_fd = doorbell
 
     def _close_piece(self) -> None:
-        """What was named since the last piece becomes one."""
-        if self._addresses or self._fds or self._buffers:
-            piece = WatchSegment(tuple(self._buffers), tuple(self._addresses), tuple(self._values), tuple(self._fds))
+        """What was named since the last piece becomes one (with the doorbell, when it was set meanwhile)."""
+        if self._buffers or self._fds:  # every word and doorbell named holds its buffer
+            piece = WatchSegment(tuple(self._buffers), tuple(self._addresses), tuple(self._values), tuple(self._fds),
+                                 self._doorbell)
             self._pieces.append(piece)
             self._piece_words += len(piece.addresses)
             self._piece_sockets += len(piece.fds)
             self._buffers, self._addresses, self._values, self._fds = [], [], [], []
+            self._doorbell = None
 
-    def mark(self) -> tuple:
+    def mark(self) -> int:
         """Where the watch stands, for ``segment_since``."""
         self._close_piece()
-        return len(self._pieces), self.doorbell_address, self.doorbell_buffer, self.wake_fd
+        return len(self._pieces)
 
-    def segment_since(self, mark: tuple, like: WatchSegment | None = None) -> WatchSegment:
+    def segment_since(self, mark: int, like: WatchSegment | None = None) -> WatchSegment:
         """What was named since ``mark`` (entries, sockets, a doorbell) as one piece, to name again in a later watch
         with ``add_segment`` while the agent that named it has not run (``WatchedCompositeAgent``); ``like`` (the
         piece it named before) when it names the same, so that the watch is made of the same pieces as before.
         Not the deadline, which the caller reads."""
         self._close_piece()
-        first, doorbell_address, doorbell_buffer, wake_fd = mark
-        doorbell = None
-        if (self.doorbell_address, self.wake_fd) != (doorbell_address, wake_fd) or \
-                self.doorbell_buffer is not doorbell_buffer:
-            doorbell = (self.doorbell_address, self.doorbell_buffer, self.wake_fd)
-        pieces = self._pieces[first:]
-        if len(pieces) == 1 and doorbell is None:
-            segment = pieces[0]
-        elif not pieces and doorbell is None:
-            segment = _EMPTY_SEGMENT
-        else:
-            segment = WatchSegment(tuple(b for p in pieces for b in p.buffers), tuple(a for p in pieces for a in p.addresses),
-                                   tuple(v for p in pieces for v in p.values), tuple(f for p in pieces for f in p.fds),
+        pieces = self._pieces
+        count = len(pieces) - mark
+        if count == 1:
+            segment = pieces[mark]
+        elif count == 0:
+            return _EMPTY_SEGMENT
+        else:  # several (an agent that names others' kept pieces too): one of them all
+            named = pieces[mark:]
+            doorbell = next((p.doorbell for p in reversed(named) if p.doorbell is not None), None)
+            segment = WatchSegment(tuple(b for p in named for b in p.buffers),
+                                   tuple(a for p in named for a in p.addresses),
+                                   tuple(v for p in named for v in p.values), tuple(f for p in named for f in p.fds),
                                    doorbell)
-        if like is not None and like.key == segment.key:
-            segment = like
-        del self._pieces[first:]
-        if segment is not _EMPTY_SEGMENT:
-            self._pieces.append(segment)
+            del pieces[mark:]
+            pieces.append(segment)
+        if like is not None and like is not segment and like.key == segment.key:
+            segment = pieces[-1] = like
         return segment
 
     @staticmethod
@@ -339,3 +341,22 @@ class KeptWordToReach:
         if kept is None or kept[0] != key or word_moved(-kept[2], kept[3]):
             kept = self._kept = (key, *pick())
         watch.watch_word_reaching(kept[1], kept[2], kept[3])
+
+
+class KeptPiece:
+    """What an agent names that follows from a few objects only (its subscriptions' images, a counter), named
+    again as the piece it was while ``key`` (those objects) is the same: the agent's watch is then built without
+    its naming, and a composite keeps the same piece (``IdleWatch.segment_since``)."""
+
+    def __init__(self):
+        self._kept = None  # (key, piece)
+
+    def add_to(self, watch: IdleWatch, key, name: Callable[[IdleWatch], None]) -> None:
+        """Name the kept piece in ``watch``, or ``name(watch)`` and keep what it named when ``key`` changed."""
+        kept = self._kept
+        if kept is not None and kept[0] == key:
+            watch.add_segment(kept[1])
+            return
+        mark = watch.mark()
+        name(watch)
+        self._kept = (key, watch.segment_since(mark))

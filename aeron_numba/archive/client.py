@@ -219,6 +219,11 @@ class AeronArchive:
         parks in compiled code (``agent/idle_watch.py``) between its polls of this client."""
         self._subscription.add_idle_watch(watch)
 
+    @property
+    def watch_key(self) -> tuple:
+        """``Subscription.watch_key`` of what ``add_idle_watch`` names."""
+        return self._subscription.watch_key
+
     def stop_recording_subscription(self, subscription_id: int) -> None:
         """Stop the recording subscription of ``subscription_id`` (what ``start_recording`` returned); ``ArchiveError``
         if there is none."""

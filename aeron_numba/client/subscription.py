@@ -111,6 +111,12 @@ class Subscription:
         for image in self._images:
             image.add_idle_watch(watch)
 
+    @property
+    def watch_key(self) -> tuple:
+        """Another object whenever what ``add_idle_watch`` names may differ (its images, replaced as a whole when one
+        comes or goes): an owner keeps what it named while this is the same (``idle_watch.KeptPiece``)."""
+        return self._images
+
     # -------------------------------------------------------------------------------------------- images
     @property
     def images(self) -> list[Image]:

@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from aeron_numba.agent.agent import AgentTerminationException
+from aeron_numba.agent.idle_watch import KeptPiece
 from aeron_numba.archive import recording_pos
 from aeron_numba.client.fragment_assembler import ABORT, CONTINUE
 from aeron_numba.cluster import cluster_member as cm
@@ -175,6 +176,7 @@ class ConsensusModuleAgent:
         self.aeron = aeron
         self._archive_connect = archive_connect
         self.archive = None
+        self._kept_watch = KeptPiece()  # what add_idle_watch names, kept while its subscriptions are the same
         self.archive_id = NULL_VALUE
         self.recording_log = recording_log
         self.node_state_file = node_state_file
@@ -442,16 +444,27 @@ class ConsensusModuleAgent:
         trackers = self.pending_service_message_trackers
         if self._slow_tick_again or any(tracker.has_more_to_append for tracker in trackers):
             watch.run_by(time.monotonic_ns())  # a cycle stopped short: the next one is due at once
+        subscriptions = tuple(adapter.subscription for adapter in self._watched_adapters
+                              if adapter is not None and adapter.subscription is not None)
+        # What it names follows from these alone: named again as is while they are the same.
+        key = (tuple(s.watch_key for s in subscriptions), subscriptions, self.archive,
+               self.archive.watch_key if self.archive is not None else None, self.append_position)
+        self._kept_watch.add_to(watch, key, lambda w: self._name_watch(w, subscriptions))
+        watch.run_by(time.monotonic_ns() + SLOW_TICK_INTERVAL_NS)
+        return True
+
+    def _name_watch(self, watch, subscriptions) -> None:
         self.aeron.add_idle_watch(watch)
-        for adapter in (self.ingress_adapter, self.consensus_adapter, self.consensus_module_adapter, self.log_adapter):
-            if adapter is not None and adapter.subscription is not None:
-                adapter.subscription.add_idle_watch(watch)
+        for subscription in subscriptions:
+            subscription.add_idle_watch(watch)
         if self.archive is not None:
             self.archive.add_idle_watch(watch)
         if self.append_position is not None:
             self.append_position.add_idle_watch(watch)
-        watch.run_by(time.monotonic_ns() + SLOW_TICK_INTERVAL_NS)
-        return True
+
+    @property
+    def _watched_adapters(self) -> tuple:
+        return self.ingress_adapter, self.consensus_adapter, self.consensus_module_adapter, self.log_adapter
 
     def idle(self, work_count: int = 0) -> None:
         """Wait inside a duty cycle (Aeron's agent as its own idle strategy); ends when the agent must close."""

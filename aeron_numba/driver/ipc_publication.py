@@ -74,6 +74,10 @@ class UpdateInputs:
     something else the update depends on changes (a subscriber comes or goes, a tether state, a connection). The
     same list serves the publication's idle watch (``IdleWatch.watch_words``)."""
 
+    #: Moved by every publication's ``invalidate``: one look tells a watch named from several publications' inputs
+    #: whether any of them may have changed (``NetworkCycles.add_idle_watch``).
+    invalidations = 0
+
     def __init__(self, build):
         self._build = build
         self.version = 0  # moved by every ``invalidate``: what was computed from the inputs may be stale
@@ -83,6 +87,7 @@ class UpdateInputs:
 
     def invalidate(self) -> None:
         self.version += 1
+        UpdateInputs.invalidations += 1
         self._words = None
         self._snapshot_taken = False
 

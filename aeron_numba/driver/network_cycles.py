@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from aeron_numba.agent.idle_watch import IdleWatch, WatchArrays
+from aeron_numba.driver.ipc_publication import UpdateInputs
 from aeron_numba.driver.loss_generator import LossGenerator
 from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, SHORT_TIMER_CHECK_NS
 from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
@@ -139,7 +140,7 @@ class NetworkCycles:
         # Its words and sockets follow from its tables, the publications' inputs and a few words of each row: while
         # none of those moved, what it named last is named again as is. Its deadline, the images' timers, is named
         # afresh each time: it follows the clock.
-        key = (self._tables_key, tuple(p.update_inputs.version for p in sender.publications) if sender else ())
+        key = (self._tables_key, UpdateInputs.invalidations)
         needed = ndc.kept_rows_length(len(publications), rows.count if rows is not None else 0)
         if self._kept_rows.shape[0] < needed:
             self._kept_rows = np.zeros(2 * needed, np.int64)

@@ -170,6 +170,27 @@ def test_a_runner_reuses_the_arrays_of_a_watch_made_of_the_same_pieces():
     assert third.changed()
 
 
+def test_a_piece_named_again_brings_the_doorbell_it_was_named_with():
+    """A composite names an agent's kept piece again while it has not run: the doorbell in it must still be slept on
+    and rung (the agent's Aeron client named it once)."""
+    values = np.zeros(COUNTER_LENGTH * 2, np.uint8)
+    word = np.zeros(1, np.int64)
+    first = IdleWatch()
+    mark = first.mark()
+    first.watch_int64(word, 0)
+    first.use_doorbell(values, 1, wake_fd=7)
+    piece = first.segment_since(mark)
+    again = IdleWatch()
+    again.watch_int64(word, 0)  # another agent's word before it
+    mark = again.mark()
+    again.add_segment(piece)
+    assert again.segment_since(mark) is piece
+    if iw.SYS_FUTEX is not None:  # a platform without the futex call names no doorbell
+        assert (again.doorbell_address, again.wake_fd) == (values.ctypes.data + COUNTER_LENGTH, 7)
+        assert again.doorbell_buffer is values
+    assert again.word_count == 2
+
+
 def test_composite_agent_watches_only_if_every_agent_can():
     a, b = WatchingAgent(), WatchingAgent()
     watch = IdleWatch()
