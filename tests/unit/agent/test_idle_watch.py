@@ -191,6 +191,28 @@ def test_a_piece_named_again_brings_the_doorbell_it_was_named_with():
     assert again.word_count == 2
 
 
+def test_a_kept_piece_is_named_again_while_its_key_is_the_same_and_afresh_once_it_changes():
+    from aeron_numba.agent.idle_watch import KeptPiece
+
+    words = np.zeros(2, np.int64)
+    kept, named = KeptPiece(), []
+
+    def name(offset):
+        return lambda watch: named.append(offset) or watch.watch_int64(words, offset)
+
+    def build(key, offset):
+        watch = IdleWatch()
+        mark = watch.mark()
+        kept.add_to(watch, key, name(offset))
+        return watch.segment_since(mark)
+
+    images = ("image",)
+    first = build(images, 0)
+    assert build(images, 8) is first and named == [0]  # the same key: not named again
+    moved = build(("image", "another"), 8)
+    assert named == [0, 8] and moved is not first and moved.addresses == (words.ctypes.data + 8,)
+
+
 def test_composite_agent_watches_only_if_every_agent_can():
     a, b = WatchingAgent(), WatchingAgent()
     watch = IdleWatch()
