@@ -132,6 +132,29 @@ def new_image_handle(log: np.ndarray, position_buffer: np.ndarray, position_offs
     return ImageHandle(log, position_buffer, int(position_offset), state, int(session_id), int(stream_id))
 
 
+class ImageHandles:
+    """The compiled handles of a subscription's images (``Image.compiled``), made once per image for a Python caller
+    that polls them through kernels (a cluster's ingress and consensus adapters), and let go of once their images
+    closed: a handle keeps its image's log mapped."""
+
+    def __init__(self):
+        self._handles: dict[int, tuple] = {}  # id(image) -> (image, its handle)
+
+    def of(self, image) -> ImageHandle | None:
+        """``image``'s handle; None once it is closed."""
+        entry = self._handles.get(id(image))
+        if entry is None or entry[0] is not image:
+            if image.is_closed:
+                return None
+            entry = self._handles[id(image)] = (image, image.compiled())
+        return entry[1]
+
+    def drop_closed(self) -> None:
+        """Let go of the handles of the images closed since."""
+        if any(image.is_closed for image, _ in self._handles.values()):
+            self._handles = {key: entry for key, entry in self._handles.items() if not entry[0].is_closed}
+
+
 def mark_image_closed(state: np.ndarray) -> None:
     """Set the closed word (release: a poll that sees it sees everything the closing thread did before)."""
     put_int64_release(state, 0, 1)

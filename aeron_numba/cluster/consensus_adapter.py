@@ -16,6 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from aeron_numba.client.handles import ImageHandles
 from aeron_numba.client.subscription import Subscription
 from aeron_numba.codecs.cluster_messages import CLUSTER, CONSENSUS
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
@@ -35,7 +36,7 @@ class ConsensusAdapter:
                                on_error=on_error, name="ConsensusAdapter")
         self._rows = np.zeros((FRAGMENT_LIMIT, K.ROW_COLUMNS), np.int64)
         self._result = np.zeros(K.RESULT_LENGTH, np.int64)
-        self._handles: dict[int, tuple] = {}  # id(image) -> (image, its compiled handle)
+        self._handles = ImageHandles()
 
     def _unsupported(self, message) -> None:
         self._on_error(f"ConsensusAdapter: {message.SPEC.name} is not supported (no cluster backup or standby)")
@@ -52,12 +53,9 @@ class ConsensusAdapter:
         rows, result = self._rows, self._result
         budget = FRAGMENT_LIMIT
         for image in subscription.images:
-            handle = self._handles.get(id(image))
-            if handle is None or handle[0] is not image:
-                if image.is_closed:
-                    continue
-                handle = self._handles[id(image)] = (image, image.compiled())
-            compiled = handle[1]
+            compiled = self._handles.of(image)
+            if compiled is None:
+                continue
             while budget > 0:
                 count = K.read_positions(compiled.log, compiled.position_buffer, compiled.position_offset,
                                          compiled.state, budget, rows, result)
@@ -75,8 +73,7 @@ class ConsensusAdapter:
                 if taken == 0:
                     break
                 budget -= taken
-        if any(image.is_closed for image, _ in self._handles.values()):  # let go of the logs of images gone
-            self._handles = {key: entry for key, entry in self._handles.items() if not entry[0].is_closed}
+        self._handles.drop_closed()
         return FRAGMENT_LIMIT - budget
 
     def _on_rows(self, count: int) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aeron_numba.client.handles import ImageHandles
 from aeron_numba.client.fragment_assembler import CONTINUE, ControlledFragmentAssembler
 from aeron_numba.codecs.cluster_messages import CLUSTER, INGRESS
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
@@ -32,7 +33,7 @@ class IngressAdapter:
         self.ipc_subscription = None
         self._sbe = SbeAdapter(CLUSTER, self, INGRESS, on_error=on_error, name="IngressAdapter")
         self._assembler = ControlledFragmentAssembler(self.on_fragment)
-        self._handles: dict[int, tuple] = {}  # id(image) -> (image, its compiled handle)
+        self._handles = ImageHandles()
         self._result = np.zeros(RESULT_LENGTH, np.int64)
         self._claim = np.zeros(CLAIM_LENGTH, np.int64)
 
@@ -62,12 +63,9 @@ class IngressAdapter:
         result, claim = self._result, self._claim
         work_count = 0
         for image in subscription.images:
-            handle = self._handles.get(id(image))
-            if handle is None or handle[0] is not image:
-                if image.is_closed:
-                    continue
-                handle = self._handles[id(image)] = (image, image.compiled())
-            compiled = handle[1]
+            compiled = self._handles.of(image)
+            if compiled is None:
+                continue
             budget = self.fragment_limit
             while budget > 0:
                 count = ingress_to_log(compiled.log, compiled.position_buffer, compiled.position_offset,
@@ -84,8 +82,7 @@ class IngressAdapter:
                     break
                 budget -= taken
                 work_count += taken
-        if any(image.is_closed for image, _ in self._handles.values()):  # let go of the logs of images gone
-            self._handles = {key: entry for key, entry in self._handles.items() if not entry[0].is_closed}
+        self._handles.drop_closed()
         return work_count
 
     def close(self) -> None:

@@ -20,7 +20,6 @@ from aeron_numba.kernels import cluster_consensus as K
 from aeron_numba.layout import frame as F
 from aeron_numba.layout.log_buffers import LogBuffers
 from harness.awaiting import await_condition
-from tests.unit.client_support import FakeDriver, connect
 from tests.unit.log_support import LimitCounter, new_pub_state, offer_until_done
 
 TERM_LENGTH = 64 * 1024
@@ -131,15 +130,6 @@ class RecordingAgent:
     def on_canvass_position(self, log_leadership_term_id, log_position, leadership_term_id, follower_member_id,
                             protocol_version):
         self.calls.append(("canvass", leadership_term_id, log_position, follower_member_id, 0))
-
-
-@pytest.fixture
-def aeron(tmp_path):
-    driver = FakeDriver(tmp_path / "aeron")
-    client, _ = connect(driver)
-    yield client
-    client.close()
-    driver.close()
 
 
 @pytest.mark.requires_jit  # polls through image.compiled(): Numba overloads, refused without the JIT

@@ -18,7 +18,6 @@ from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.kernels.cluster_ingress import OpenSessionTable
 from aeron_numba.layout.publication_status import PUB_STATE_CLOSED
 from harness.awaiting import await_condition
-from tests.unit.client_support import FakeDriver, connect
 
 TERM = 3
 
@@ -35,15 +34,6 @@ class Agent:
 
     def on_session_keep_alive(self, leadership_term_id, cluster_session_id):
         self.calls.append(("keep-alive", cluster_session_id))
-
-
-@pytest.fixture
-def aeron(tmp_path):
-    driver = FakeDriver(tmp_path / "aeron")
-    client, _ = connect(driver)
-    yield client
-    client.close()
-    driver.close()
 
 
 def _stream(aeron, stream_id):

@@ -12,7 +12,6 @@ from aeron_numba.cluster.log_adapter import LogAdapter
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.kernels import cluster_log_activity as activity
 from harness.awaiting import await_condition
-from tests.unit.client_support import FakeDriver, connect
 
 TERM = 4
 
@@ -38,15 +37,6 @@ class ModuleState:
 
     def seen(self):
         return self.last_activity, self.swept, self.events
-
-
-@pytest.fixture
-def aeron(tmp_path):
-    driver = FakeDriver(tmp_path / "aeron")
-    client, _ = connect(driver)
-    yield client
-    client.close()
-    driver.close()
 
 
 def _session_message(session_id, timestamp, payload=b"v" * 64):

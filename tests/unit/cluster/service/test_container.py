@@ -16,17 +16,7 @@ from aeron_numba.cluster.service.container import ClusteredServiceContainer
 from aeron_numba.kernels.error_log import ErrorLogReader
 from aeron_numba.layout import cluster as C
 from harness.awaiting import await_condition
-from tests.unit.client_support import FakeDriver, connect
 from tests.unit.cluster.service.support import ConsensusModuleStandIn, RecordingService
-
-
-@pytest.fixture
-def aeron(tmp_path):
-    driver = FakeDriver(tmp_path / "aeron")
-    client, _ = connect(driver)
-    yield client
-    client.close()
-    driver.close()
 
 
 def _ctx(tmp_path, **overrides):
