@@ -23,7 +23,7 @@ from aeron_numba.client.fragment_assembler import ABORT, CONTINUE, ControlledFra
 from aeron_numba.client.image import Image
 from aeron_numba.codecs.cluster_messages import CLUSTER, LOG
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
-from aeron_numba.jit import compiled_entry, handler_address
+from aeron_numba.jit import handler_address
 from aeron_numba.kernels import cluster_log_activity as activity
 from aeron_numba.kernels import cluster_service_log as K
 
@@ -43,9 +43,9 @@ class LogAdapter:
         self._activity = activity.new_activity_table(fragment_limit)
         self._outbox = np.zeros(K.OUTBOX_HEADER_LENGTH, np.uint8)  # the compiled read's: nothing is replied
         self._result = np.zeros(K.RESULT_LENGTH, np.int64)
-        self._handle = None  # the image's compiled handle, the compiled read for its types and its handler
-        self._poll = None
-        self._handler = None
+        self._poll = None  # kernels.cluster_service_log.BoundSessionPoll of the image, when it is read compiled
+        self._handler = (handler_address(activity.record_session_activity, K.SessionMessageHandler)
+                         if not numba.config.DISABLE_JIT else None)
 
     # ---------------------------------------------------------------------------------------- the image
     def set_image(self, image) -> None:
@@ -53,13 +53,9 @@ class LogAdapter:
             self.subscription = image.subscription
             self.log_position = image.join_position
         self.image = image
-        self._handle = self._poll = None
-        if isinstance(image, Image) and not image.is_closed and not numba.config.DISABLE_JIT:
-            self._handle = handle = image.compiled()
-            self._handler = handler_address(activity.record_session_activity, K.SessionMessageHandler)
-            self._poll = compiled_entry(K.bounded_session_poll, handle.log, handle.position_buffer,
-                                        handle.position_offset, handle.state, 0, 0, self._handler, self._activity,
-                                        self._outbox, self._result)
+        self._poll = None
+        if isinstance(image, Image) and not image.is_closed and self._handler is not None:
+            self._poll = K.BoundSessionPoll(image.compiled(), self._handler, self._activity, self._outbox, self._result)
 
     @property
     def position(self) -> int:
@@ -82,7 +78,7 @@ class LogAdapter:
         if self.image is not None:
             self.log_position = self.image.position
             self.image = None
-            self._handle = self._poll = None  # lets go of the log's mapping
+            self._poll = None  # lets go of the log's mapping
         if max_log_position is not None:
             self.log_position = min(self.log_position, max_log_position)
         if self.subscription is not None:
@@ -103,11 +99,10 @@ class LogAdapter:
         if image is None or image.is_closed:
             return 0
         self._bound = bound_position
-        if self._poll is None or self._handle is None:
+        if self._poll is None:
             return image.controlled_poll(self._on_fragment, self.fragment_limit)
-        handle, result = self._handle, self._result
-        count = self._poll(handle.log, handle.position_buffer, handle.position_offset, handle.state, bound_position,
-                           self.fragment_limit, self._handler, self._activity, self._outbox, result)
+        result = self._result
+        count = self._poll.poll(bound_position, self.fragment_limit)
         if count:
             agent = self._agent
             for cluster_session_id, timestamp in activity.take_rows(self._activity):

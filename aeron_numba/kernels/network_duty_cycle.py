@@ -59,8 +59,8 @@ QUIET_SOCKET_POLL_MASK = 7
 _IMAGE_WATCHED_COLUMNS = (ns.IMAGE_IS_ACTIVE, ns.IMAGE_COMPILED_WORK, ns.IMAGE_LAST_SM_POSITION,
                           ns.IMAGE_RECEIVER_WINDOW, ns.IMAGE_END_OF_STREAM_POSITION, ns.IMAGE_SUBSCRIBER_IDS_ADDRESS,
                           ns.IMAGE_SUBSCRIBER_COUNT)
-#: What ``scan_watched_rows`` keeps: the two counts, then per publication its row's address and sender position,
-#: per image its row's address and those words.
+#: What ``scan_watched_rows`` keeps: the two counts, then per publication its row's address, per image its row's
+#: address and those words.
 KEPT_HEADER = 2
 KEPT_PER_PUBLICATION = 1
 KEPT_PER_IMAGE = 1 + len(_IMAGE_WATCHED_COLUMNS)
@@ -116,9 +116,9 @@ def scan_watched_rows(publications, publication_count, image_rows, image_count, 
     (the publication rows, whose frame at the sender position it names by the position's word; an image's state,
     last status message, window, end of stream and subscribers, which point its slowest subscriber is watched for
     reaching) holds what it held at the last call, for the same rows, and no subscriber has reached that point (the
-    one watched would be named anew); ``kept`` (``kept_rows_length`` long) then holds them for the next. ``deadline[0]``: when the images
-    whose work the cycles do must run by (the next status message, now while there is a gap; not sooner than
-    ``now_ns + soonest_ns``), or -1 when none has a timer."""
+    one watched would be named anew); ``kept`` (``kept_rows_length`` long) then holds them for the next.
+    ``deadline[0]``: when the images whose work the cycles do must run by (the next status message, now while there
+    is a gap; not sooner than ``now_ns + soonest_ns``), or -1 when none has a timer."""
     deadline[0] = -1
     same = _keep(kept, 0, publication_count)
     if not _keep(kept, 1, image_count):
@@ -126,7 +126,6 @@ def scan_watched_rows(publications, publication_count, image_rows, image_count, 
     k = KEPT_HEADER
     for i in range(publication_count):
         address = publications[i, TABLE_ROW]
-        row = int64s_at(address, ns.PUBLICATION_ROW_LENGTH)
         if not _keep(kept, k, address):
             same = False
         k += KEPT_PER_PUBLICATION

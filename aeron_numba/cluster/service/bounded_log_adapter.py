@@ -33,7 +33,7 @@ from aeron_numba.client.fragment_assembler import ABORT, BREAK, CONTINUE, Contro
 from aeron_numba.cluster.cluster_error import ClusterError
 from aeron_numba.codecs.cluster_messages import CLUSTER
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
-from aeron_numba.jit import compiled_entry, handler_address
+from aeron_numba.jit import handler_address
 from aeron_numba.kernels import cluster_service_log as K
 from aeron_numba.layout.sbe import MESSAGE_HEADER_LENGTH
 
@@ -66,8 +66,7 @@ class BoundedLogAdapter:
         self._state = state
         self.outbox = outbox if outbox is not None or session_message_handler is None else K.new_outbox()
         self._result = np.zeros(K.RESULT_LENGTH, dtype=np.int64)
-        self._handle = None
-        self._poll = None  # kernels.cluster_service_log.bounded_session_poll for the handle's types
+        self._poll = None  # kernels.cluster_service_log.BoundSessionPoll of the image, compiled path only
         self._events = SbeAdapter(CLUSTER, self, LOG_EVENTS, context=("header_position",), on_error=on_error,
                                   name="BoundedLogAdapter")
         self._on_error = on_error or (lambda text: None)
@@ -84,13 +83,9 @@ class BoundedLogAdapter:
 
     def set_image(self, image) -> None:
         self.image = image
-        self._handle = handle = image.compiled() if image is not None and self._handler is not None else None
-        if handle is not None:
-            # Called without Numba's dispatch, which types the handler argument in Python at every call (its
-            # fallback for a first-class function: 5-6 % of a follower's busy samples, member_profile --py-spy).
-            self._poll = compiled_entry(K.bounded_session_poll, handle.log, handle.position_buffer,
-                                        handle.position_offset, handle.state, 0, 0, self._handler_arg, self._state,
-                                        self.outbox, self._result)
+        self._poll = None
+        if image is not None and self._handler is not None:
+            self._poll = K.BoundSessionPoll(image.compiled(), self._handler_arg, self._state, self.outbox, self._result)
         self._assembler.clear()
 
     def is_done(self) -> bool:
@@ -99,7 +94,7 @@ class BoundedLogAdapter:
         return image.position >= self.max_log_position or image.is_end_of_stream or image.is_closed
 
     def close(self) -> None:
-        image, self.image, self._handle = self.image, None, None
+        image, self.image, self._poll = self.image, None, None
         if image is not None:
             image.subscription.close()
 
@@ -109,9 +104,8 @@ class BoundedLogAdapter:
         self._limit = limit
         if self._handler is None:
             return self.image.controlled_poll(self._on_fragment, self.fragment_limit)
-        handle, result = self._handle, self._result
-        count = self._poll(handle.log, handle.position_buffer, handle.position_offset, handle.state, limit,
-                           self.fragment_limit, self._handler_arg, self._state, self.outbox, result)
+        result = self._result
+        count = self._poll.poll(limit, self.fragment_limit)
         if count > 0:
             self.agent.on_compiled_session_messages(int(result[K.RESULT_LAST_POSITION]),
                                                     int(result[K.RESULT_LAST_TIMESTAMP]), count)
