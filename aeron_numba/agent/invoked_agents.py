@@ -214,10 +214,6 @@ class WatchedCompositeAgent(CompositeAgent):
         self._worked = [False] * count  # which agents did work in the previous cycle
         self._changed = np.zeros(count, np.int64)
         self._ran_now = np.zeros(count, np.int64)  # which agents ran in the cycle under way
-        # In the cycle under way: the order each agent last ran in (-1: not yet), and the last run that did work.
-        self._run_seq = [-1] * count
-        self._seq = 0
-        self._last_work_seq = -1
         # Per agent: (invocations, watch segment, deadline) of the watch it named last, named again as is while it
         # has not run since when it counts its ``invocations`` (``IdleWatch.segment_since``), and the piece it
         # names again when it names the same.
@@ -272,10 +268,6 @@ class WatchedCompositeAgent(CompositeAgent):
     def do_work(self) -> int:
         watch, previous = self._watch, self._previous
         self._watch = self._previous = None
-        run_seq = self._run_seq
-        for i in range(len(run_seq)):
-            run_seq[i] = -1
-        self._seq, self._last_work_seq = 0, -1
         if watch is not None and not watch.snapshot_taken:
             # Named, then not snapshotted: an agent after this composite in its parent could not name its work,
             # so the runner idles without the watch. Its words were never read: run everyone, as without one.
@@ -304,9 +296,14 @@ class WatchedCompositeAgent(CompositeAgent):
             if work:
                 worked[i] = True
                 work_count += work
-                self._last_work_seq = self._run_seq[i]
+                work_count += self.after_work(i)
         self._next_index = 0
         return work_count
+
+    def after_work(self, i: int) -> int:
+        """Called as soon as agent ``i`` did work in a cycle, before any other agent runs: for a composite whose
+        first agent takes on at once what the others write (a member's network cycles sending it). The work done."""
+        return 0
 
     def _run_due(self, watch, previous) -> int:
         changed = self._changed
@@ -341,7 +338,7 @@ class WatchedCompositeAgent(CompositeAgent):
                 if work:
                     worked[i] = True
                     work_count += work
-                    self._last_work_seq = self._run_seq[i]
+                    work_count += self.after_work(i)
                     # Agents not run yet whose words that work moved run in this cycle too: those after it in this
                     # pass, those before it in the next.
                     changed_since_snapshot(watch.addresses, watch.values, ranges, ran_now, changed)
@@ -359,17 +356,9 @@ class WatchedCompositeAgent(CompositeAgent):
         work = self.agents[i].do_work()
         if work:
             self._worked[i] = True
-            self._last_work_seq = self._run_seq[i]
         return work
 
-    def worked_after(self, i: int) -> bool:
-        """Whether, in the cycle just run, an agent did work after agent ``i`` last ran in it (False when ``i`` did
-        not run)."""
-        return 0 <= self._run_seq[i] < self._last_work_seq
-
     def _count_cycle(self, i: int) -> None:
-        self._run_seq[i] = self._seq
-        self._seq += 1
         self.cycles[i] += 1
         counter = self.cycle_counters[i]
         if counter is not None:

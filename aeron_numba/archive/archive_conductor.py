@@ -163,6 +163,9 @@ class ArchiveConductor:
         self._next_mark_update_ns = 0
         self.counters = ArchiveCounters(aeron, self.archive_id,  # §4.4, read by aeron-stat and tests
                                         conductor_cycle_threshold_ns=ctx.conductor_cycle_threshold_ns)
+        # The stages of a driver whose network cycles run on this conductor's thread (a cluster member's:
+        # ``ClusteredMediaDriver``), which recordings made from then on also run in (``RecordingSession``); None: none.
+        self.recording_stages = None
 
     def role_name(self) -> str:
         return "archive-conductor"
@@ -447,7 +450,8 @@ class ArchiveConductor:
             catalog=self.catalog, recording_id=recording_id, image=image, writer=writer, position_counter=counter,
             file_io_max_length=self.ctx.file_io_max_length, epoch_clock=self.epoch_clock,
             subscription_id=subscription_id, on_write=self.counters.on_write, recording_events=self.recording_events,
-            stream_id=owner.stream_id, original_channel=owner.original_channel, on_error=self.record_error)
+            stream_id=owner.stream_id, original_channel=owner.original_channel, on_error=self.record_error,
+            write_counters=self.counters.write_counters, stages=self.recording_stages)
         self._recording_owner[recording_id] = owner
         if session is not None:
             session.signal(owner.correlation_id, recording_id, subscription_id, image.join_position, signal)

@@ -92,6 +92,12 @@ class ArchiveCounters:
         """A recorder wrote ``length`` bytes in ``ns``."""
         self._count_io("write", length, ns)
 
+    @property
+    def write_counters(self) -> tuple:
+        """The recorder's total bytes, total time and longest write counters, which compiled writes count into."""
+        io = self.io
+        return io["write_bytes"], io["write_ns"], io["max_write_ns"]
+
     def on_read(self, length: int, ns: int) -> None:
         """A replayer read ``length`` bytes in ``ns``."""
         self._count_io("read", length, ns)

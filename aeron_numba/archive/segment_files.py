@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from aeron_numba.errors import AeronError
+from aeron_numba.kernels import recorder
 from aeron_numba.kernels.replay_rewrite import record_checksums
 from aeron_numba.kernels.segment_scanner import recorded_frames_end
 from aeron_numba.kernels.term_scanner import scan_block
@@ -217,7 +218,11 @@ def _whole_frames_length(block: np.ndarray, written: int) -> int:
 
 
 class RecordingWriter:
-    """Appends a recording's frames to its segment files from ``position`` on."""
+    """Appends a recording's frames to its segment files from ``position`` on.
+
+    Its position, segment and open file are words of ``state`` (``kernels/recorder``'s state array), which a
+    recording session's compiled block write (``recorder.record_block``) moves too: a block written there or here
+    moves the same recording. ``write`` is the whole write in Python (opening and rolling segments, checksums)."""
 
     def __init__(self, archive_dir: str | os.PathLike, recording_id: int, start_position: int, position: int,
                  term_length: int, segment_length: int, checksum_algorithm: int = CHECKSUM_NONE):
@@ -227,18 +232,46 @@ class RecordingWriter:
         self.archive_dir = Path(archive_dir)
         self.recording_id = recording_id
         self.start_position = start_position
-        self.position = position
         self.term_length = term_length
         self.segment_length = segment_length
         self.checksum_algorithm = check_checksum_algorithm(checksum_algorithm)
-        self._segment_base = A.segment_file_base_position(start_position, position, term_length, segment_length)
-        self._fd: int | None = None
+        self.state = recorder.new_state()
+        self.state[recorder.STATE_POSITION] = position
+        self.state[recorder.STATE_SEGMENT_BASE] = A.segment_file_base_position(start_position, position, term_length,
+                                                                              segment_length)
+        self.state[recorder.STATE_SEGMENT_LENGTH] = segment_length
+        self.state[recorder.STATE_PAGE_SIZE] = PAGE_SIZE
         self._scratch = np.zeros(0, dtype=np.uint8)
         self._out = np.zeros(REWRITE_OUT_LENGTH, dtype=np.int64)
 
     @property
+    def position(self) -> int:
+        return int(self.state[recorder.STATE_POSITION])
+
+    @position.setter
+    def position(self, value: int) -> None:
+        self.state[recorder.STATE_POSITION] = value
+
+    @property
     def segment_base_position(self) -> int:
-        return self._segment_base
+        return int(self.state[recorder.STATE_SEGMENT_BASE])
+
+    @property
+    def _segment_base(self) -> int:
+        return int(self.state[recorder.STATE_SEGMENT_BASE])
+
+    @_segment_base.setter
+    def _segment_base(self, value: int) -> None:
+        self.state[recorder.STATE_SEGMENT_BASE] = value
+
+    @property
+    def _fd(self) -> int | None:
+        fd = int(self.state[recorder.STATE_FD])
+        return None if fd < 0 else fd
+
+    @_fd.setter
+    def _fd(self, fd: int | None) -> None:
+        self.state[recorder.STATE_FD] = -1 if fd is None else fd
 
     def _open_segment(self) -> int:
         path = self.archive_dir / A.segment_file_name(self.recording_id, self._segment_base)
@@ -286,13 +319,28 @@ class RecordingWriter:
             data = block[offset:offset + length]
         written = self._write_frames_first_header_last(data, segment_offset)
         if written != data.size:  # the file system took part of it: out of space, or at a file size limit
-            whole = _whole_frames_length(data, written) if frame_type != frame.HDR_TYPE_PAD else 0
-            if written > whole:  # no torn frame may stay behind the last whole one (recovery would count it)
-                os.pwrite(self._fd, bytes(written - whole), segment_offset + whole)
-            self.position += whole
-            raise OSError(errno.ENOSPC, f"short write: {written} of {data.size} bytes at {segment_offset} of segment "
-                                        f"{self._segment_base} (disk full?); recorded up to {self.position}")
+            self._short_write(data, written, segment_offset, frame_type == frame.HDR_TYPE_PAD)
         self.position += length
+
+    def compiled_write_failed(self, block: np.ndarray, offset: int, length: int, written: int) -> None:
+        """After ``recorder.record_block`` said ``WRITE_FAILED`` for ``block[offset:offset+length]``: keep its whole
+        frames that the file system took (``written`` bytes, or ``-errno`` when it took none) and raise the
+        ``OSError`` a write here would have raised."""
+        if written < 0:
+            raise OSError(-written, f"{os.strerror(-written)}: recording {self.recording_id} at position "
+                                    f"{self.position}")
+        is_pad = int(block[offset + frame.TYPE_FIELD_OFFSET:offset + frame.TYPE_FIELD_OFFSET + 2]
+                     .view(np.uint16)[0]) == frame.HDR_TYPE_PAD
+        data = block[offset:offset + (frame.HEADER_LENGTH if is_pad else length)]
+        self._short_write(data, written, self.position - self._segment_base, is_pad)
+
+    def _short_write(self, data: np.ndarray, written: int, segment_offset: int, is_pad: bool) -> None:
+        whole = _whole_frames_length(data, written) if not is_pad else 0
+        if written > whole:  # no torn frame may stay behind the last whole one (recovery would count it)
+            os.pwrite(self._fd, bytes(written - whole), segment_offset + whole)
+        self.position += whole
+        raise OSError(errno.ENOSPC, f"short write: {written} of {data.size} bytes at {segment_offset} of segment "
+                                    f"{self._segment_base} (disk full?); recorded up to {self.position}")
 
     def _write_frames_first_header_last(self, data: np.ndarray, segment_offset: int) -> int:
         """Write ``data`` at ``segment_offset``; returns the bytes written from its start.

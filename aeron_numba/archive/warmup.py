@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aeron_numba.kernels import recorder
+from aeron_numba.kernels.network_stages import run_stages, stage_address
 from aeron_numba.kernels.replay_rewrite import frame_checksum, record_checksums, replay_block, replay_rewrite
 from aeron_numba.kernels.segment_scanner import (
     commit_record_block,
@@ -44,3 +46,13 @@ def warm_up_archive_kernels() -> None:
     replay_block(log, 0, 0, 64, log, pub_state, values, CHECKSUM_NONE, out)
     record_block_extent(log, values, 0, 4096, out)
     commit_record_block(values, values, 0, 1, 0, 0)
+    # The compiled block write, called and as a stage (its C wrapper too): an image with nothing new writes nothing.
+    state = recorder.new_state()
+    state[recorder.STATE_LOG_ADDRESS], state[recorder.STATE_LOG_LENGTH] = log.ctypes.data, log.size
+    state[recorder.STATE_VALUES_ADDRESS], state[recorder.STATE_VALUES_LENGTH] = values.ctypes.data, values.size
+    state[recorder.STATE_METADATA_ADDRESS], state[recorder.STATE_METADATA_LENGTH] = values.ctypes.data, values.size
+    state[recorder.STATE_FILE_IO_MAX_LENGTH] = 4096
+    recorder.record_block(state)
+    state[recorder.STATE_STAGE_ON] = 1
+    stages = np.array([[stage_address(recorder.recording_stage), state.ctypes.data]], np.int64)
+    run_stages(stages, 1)

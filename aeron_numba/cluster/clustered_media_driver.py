@@ -26,7 +26,10 @@ driver's SHARED idle strategy (``member_idle_strategy``), parking in compiled co
 each cycle runs only the agents a change concerns (``WatchedCompositeAgent``): a status message from a peer runs
 the driver alone, a consensus message the driver and then the consensus module, not the archive and the clients.
 The driver's own parts are chosen the same way: a datagram or a stream the compiled data path serves runs its
-network cycles only, not the conductor's, sender's and receiver's Python cycles.
+network cycles only, not the conductor's, sender's and receiver's Python cycles. The archive records in the
+driver's compiled stretch (the network cycles' stages, ``archive/recording_session.py``): the log a follower
+receives, and the log its consensus module appends as a leader, is in its segment file before the archive's own
+cycle would have run, which then does not run.
 
 Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
 driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog
@@ -135,21 +138,20 @@ class _MemberAgent(WatchedCompositeAgent):
     """The member's composite duty cycle. Closing is ``ClusteredMediaDriver.close``'s, in its order.
 
     The driver runs first; what the agents after it write to the network (the log appended, an append or commit
-    position, a reply) would wait for the next cycle, after a watch is built and snapshotted for it. So a cycle in
-    which one of them worked after the driver ran ends with the driver's network cycles run once more
-    (``run_again``), which send it at once (nothing to send: they return at once). One in which the driver ran
-    after their work (for it, in another pass) needs none."""
+    position, a reply) would wait for the next cycle, after a watch is built and snapshotted for it. So as soon as
+    one of them did work, the driver's network cycles run once more (``run_again``), before any other agent: they
+    send it at once (nothing to send: they return at once), and their stages take it on (the archive records the
+    log the consensus module just appended, so the archive's own cycle has nothing left to do)."""
 
     def __init__(self, *agents, driver_parts: WatchedCompositeAgent, network_cycles_index: int):
         super().__init__(*agents)
         self._driver_parts = driver_parts
         self._network_cycles_index = network_cycles_index
 
-    def do_work(self) -> int:
-        work = super().do_work()
-        if self.worked_after(0):  # an agent worked after the driver ran: it may have written to the network
-            work += self._driver_parts.run_again(self._network_cycles_index)
-        return work
+    def after_work(self, i: int) -> int:
+        if i == 0:  # the driver's own work: sent already
+            return 0
+        return self._driver_parts.run_again(self._network_cycles_index)
 
     def on_close(self) -> None:
         pass
@@ -193,6 +195,8 @@ class ClusteredMediaDriver:
             archive_aeron = self._archive_aeron = self._connect(
                 driver, "archive" if archive_ctx.archive_id == NULL_VALUE else f"archive-{archive_ctx.archive_id}")
             self.archive = Archive(archive_ctx, aeron=archive_aeron)
+            # The archive records in the driver's compiled stretch: a log block received is recorded there and then.
+            self.archive.conductor.recording_stages = self.driver.shared_network_cycles.stages
             archive = self._invokers["archive"] = AgentInvoker(self.archive.conductor,
                                                                self.archive.conductor.record_error)
             archive.start()

@@ -20,6 +20,9 @@ spinning or yielding strategy, for up to ``idle_ns`` under a backing-off one; on
 In SHARED mode it also watches what gives the conductor work (``add_watch``: its command queue, its IPC
 publications' positions, its timer), so a client's command or an IPC stream does not wait for the budget to run
 out.
+
+Its ``stages`` (``network_stages.NetworkStages``) are other agents' compiled work on the same thread, run after each
+pass's receiving: a cluster member's archive records the log the pass received in the same stretch.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from aeron_numba.agent.idle_watch import IdleWatch, WatchArrays
 from aeron_numba.driver.ipc_publication import UpdateInputs
 from aeron_numba.driver.loss_generator import LossGenerator
 from aeron_numba.driver.receiver import RECEIVE_BATCH_LENGTH, SHORT_TIMER_CHECK_NS
+from aeron_numba.driver.network_stages import NetworkStages
 from aeron_numba.driver.send_channel_endpoint import SendChannelEndpoint
 from aeron_numba.kernels import image_receiver
 from aeron_numba.kernels import network_duty_cycle as ndc
@@ -112,6 +116,8 @@ class NetworkCycles:
         self._watch_deadline = np.zeros(1, np.int64)
         self._stretch_arrays = WatchArrays()  # the watch that ends a compiled stretch, kept while it names the same
         self._stretch_piece = None
+        # Other agents' compiled work on this thread, run after each pass (a member's archive recording its log).
+        self.stages = NetworkStages()
 
     def role_name(self) -> str:
         return "network-cycles"
@@ -254,7 +260,7 @@ class NetworkCycles:
                 transport.poll_loss_settings()
             if LossGenerator.settings_taken != taken:
                 control_sockets, control_endpoints, publications, receive_sockets, sources = self._tables()
-        if not (len(publications) or len(sources) or len(control_endpoints)):
+        if not (len(publications) or len(sources) or len(control_endpoints) or len(self.stages)):
             return 0
         now_ns = self.nano_clock()
         idle_ns = self.idle_ns if now_ns - self.time_of_last_work_ns < self.recent_ns else 0
@@ -291,7 +297,7 @@ class NetworkCycles:
             watch.addresses if watch is not None else self._no_words,
             watch.values if watch is not None else self._no_words,
             self.values_buffer, budget_ns, idle_ns, self.yield_mask,
-            slow, self._collect_result, self._scratch, self._work_result, result)
+            slow, self._collect_result, self._scratch, self._work_result, self.stages.table, len(self.stages), result)
         work, reason, index = int(result[ndc.RESULT_WORK]), int(result[ndc.RESULT_REASON]), int(result[ndc.RESULT_INDEX])
         now_ns = self.nano_clock()
         if reason in (ndc.RETURN_SLOW_DATAGRAMS, ndc.RETURN_CONTROL_FRAMES, ndc.RETURN_NAK_DUE):

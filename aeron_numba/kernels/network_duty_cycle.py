@@ -22,6 +22,9 @@ says why in ``result[RESULT_REASON]``:
   when ``idle_ns`` is 0;
 * ``RETURN_ERROR``: a socket failed; ``result[RESULT_INDEX]`` = ``-errno``.
 
+After each pass's receiving it runs the ``stages`` (``network_stages``): other agents' compiled work on what the
+pass received (a member's archive recording its log), whose offers the next pass sends.
+
 While it waits for work it calls ``sched_yield`` every ``yield_mask + 1`` empty passes: on a machine with fewer
 cores than busy threads, the peers it waits for need the core.
 """
@@ -33,6 +36,7 @@ from aeron_numba.kernels import counters as ck
 from aeron_numba.kernels.idle_wait import first_changed_word, monotonic_ns, yield_cpu
 from aeron_numba.kernels.image_receiver import NAK_DUE, SLOW_COUNT, WORK_DONE, WORK_FLAGS, dispatch_batch, receiver_work
 from aeron_numba.kernels.memory import bytes_at, int64s_at
+from aeron_numba.kernels.network_stages import run_stages
 from aeron_numba.kernels.publication_sender import (TABLE_CONTROL, TABLE_DESTINATIONS, TABLE_FD, TABLE_ROW,
                                                      TABLE_SOCKADDR, send_data, take_status_messages)
 from aeron_numba.kernels.udp_socket import receive_datagrams
@@ -168,9 +172,10 @@ def _read_socket(sockets, index, msgs, vlen, now, passes):
 def run_network_cycles(publications, publication_count, receive_sockets, receive_count, control_sockets, control_count,
                        image_rows, image_count, batch_msgs, batch_names, batch_buffer, slot_length, batch_vlen,
                        control_msgs, control_names, control_buffer, control_vlen, send_msgs, send_iovecs, send_vlen, watch_addresses, watch_values, values,
-                       budget_ns, idle_ns, yield_mask, slow, collect_result, scratch, work_result, result):
+                       budget_ns, idle_ns, yield_mask, slow, collect_result, scratch, work_result, stages, stage_count,
+                       result):
     """Run sender and receiver cycles until Python is needed (see the module docstring); ``result`` gets the work
-    done (datagrams sent and received), why it returned and where."""
+    done (datagrams sent and received, and the stages' work), why it returned and where."""
     start = monotonic_ns()
     last_work = start
     work = 0
@@ -238,6 +243,8 @@ def run_network_cycles(publications, publication_count, receive_sockets, receive
             if work_result[WORK_FLAGS] & NAK_DUE:
                 _finish(result, work + found, RETURN_NAK_DUE, i, 0)
                 return
+        if stage_count > 0:  # what this pass received is taken on before the next pass sends what they offered
+            found += run_stages(stages, stage_count)
         work += found
         if watch_addresses.shape[0] > 0 and first_changed_word(watch_addresses, watch_values) >= 0:
             _finish(result, work, RETURN_WATCH, 0, 0)

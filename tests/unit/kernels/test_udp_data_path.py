@@ -14,7 +14,10 @@ from aeron_numba.kernels import network_duty_cycle as NDC
 from aeron_numba.kernels import publication_sender as PS
 from aeron_numba.kernels import udp_frames as uf
 from aeron_numba.kernels import udp_socket as us
+from aeron_numba.jit import kernel
 from aeron_numba.kernels.counters import get_counter_value
+from aeron_numba.kernels.memory import int64s_at
+from aeron_numba.kernels.network_stages import stage_address
 from aeron_numba.driver.loss_generator import LossControl, LossGenerator, LossSettings
 from aeron_numba.layout import counters as cl
 from aeron_numba.layout import frame as F
@@ -275,14 +278,16 @@ class Cycles:
         self.result = np.zeros(NDC.RESULT_LENGTH, np.int64)
         self.no_words = np.zeros(0, np.int64)
 
-    def run(self, budget_ns: int = 50_000_000, idle_ns: int = 5_000_000) -> int:
+    def run(self, budget_ns: int = 50_000_000, idle_ns: int = 5_000_000, stages=None) -> int:
         link = self.link
+        stages = np.zeros((0, 2), np.int64) if stages is None else stages
         NDC.run_network_cycles(self.publications, 1, self.receive_sockets, 1, self.control_sockets, 1, link.rows, 1,
                                link.receive_batch.msgs, link.receive_batch.names, link.receive_batch.buffer,
                                link.receive_batch.slot_length, link.receive_batch.vlen, self.control_batch.msgs,
                                self.control_batch.names, self.control_batch.buffer, self.control_batch.vlen, link.send_batch.msgs, link.send_batch.iovecs,
                                link.send_batch.vlen, self.no_words, self.no_words, link.values, budget_ns, idle_ns, 0,
-                               self.slow, link.result, np.zeros(64, np.uint8), np.zeros(3, np.int64), self.result)
+                               self.slow, link.result, np.zeros(64, np.uint8), np.zeros(3, np.int64), stages,
+                               stages.shape[0], self.result)
         return int(self.result[NDC.RESULT_REASON])
 
 
@@ -325,6 +330,40 @@ def test_the_cycles_hand_python_the_datagrams_it_cannot_place(tmp_path, sockets)
     assert cycles.run() == NDC.RETURN_SLOW_DATAGRAMS
     assert cycles.result[NDC.RESULT_INDEX] == 0 and list(cycles.slow[:2]) == [1, 0]  # socket 0, datagram 0
     assert cycles.run(idle_ns=0) == NDC.RETURN_IDLE
+
+
+@kernel
+def _watching_stage(state_address):
+    """A stage that keeps what the image's rebuild position is at each call (its row at ``state[2]``) and says it
+    did work the first time it sees it past ``state[3]``."""
+    state = int64s_at(state_address, 4)
+    state[0] += 1
+    state[1] = int64s_at(state[2], ns.IMAGE_ROW_LENGTH)[ns.IMAGE_REBUILD_POSITION]
+    if state[1] >= state[3] > 0:
+        state[3] = 0
+        return 1
+    return 0
+
+
+def test_a_stage_runs_after_the_receiving_of_every_pass_and_its_work_keeps_the_call_going(tmp_path, sockets):
+    link = Link(tmp_path, sockets, sender_limit=1 << 40, window=1 << 40)
+    cycles = Cycles(link)
+    link.pub_row[ns.PUBLICATION_SM_RECEIVER_ID], link.pub_row[ns.PUBLICATION_SM_RECEIVED_NS] = 99, 1
+    link.image_row[ns.IMAGE_TIME_OF_LAST_SM_NS] = 1 << 62  # no status message due
+    messages = [bytes([i]) * 200 for i in range(20)]
+    for message in messages:
+        link.offer(message)
+    end = len(messages) * 256
+    state = np.array([0, 0, link.image_row.ctypes.data, end], np.int64)
+    stages = np.array([[stage_address(_watching_stage), state.ctypes.data]], np.int64)
+    while link.image_row[ns.IMAGE_REBUILD_POSITION] < end:
+        assert cycles.run(idle_ns=0, stages=stages) in (NDC.RETURN_IDLE, NDC.RETURN_BUDGET)
+    # It ran in the pass that took the last datagram: it saw the whole stream in the same call.
+    assert state[1] == end and state[3] == 0
+    assert state[0] >= 2  # and once more after its work: a pass with work is followed by another
+    calls = int(state[0])
+    assert cycles.run(idle_ns=0, stages=stages) == NDC.RETURN_IDLE
+    assert state[0] == calls + 1 and cycles.result[NDC.RESULT_WORK] == 0  # nothing new: one pass, no work
 
 
 def _loss(tmp_path, generator: LossGenerator, settings: LossSettings) -> None:

@@ -1,0 +1,44 @@
+"""The stages a driver's network cycles run after each pass (``kernels/network_stages``): another agent's compiled
+work on the driver's thread, added and removed by that agent (a cluster member's archive recording its log)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aeron_numba.kernels.network_stages import STAGE_COLUMNS, STAGE_FUNCTION, STAGE_STATE, stage_address
+
+
+class NetworkStages:
+    """The stage table of one ``NetworkCycles``: rows in the order they were added. Each entry holds its state
+    array and whatever its state points into (``holds``: a log, counters buffers), so nothing it reads is unmapped
+    while it is in the table. Only the thread that runs the network cycles may add or remove."""
+
+    def __init__(self):
+        self._entries: dict[int, tuple] = {}  # key -> (function address, state, holds)
+        self._next_key = 1
+        self.table = np.zeros((0, STAGE_COLUMNS), np.int64)
+
+    def add(self, stage, state: np.ndarray, holds: tuple = ()) -> int:
+        """Run ``stage`` (an ``@kernel`` ``int64(int64)`` function) over ``state`` from the next call on; the key
+        to ``remove`` it with."""
+        if state.dtype != np.int64 or not state.flags.c_contiguous:
+            raise ValueError("a stage's state must be a contiguous int64 array")
+        key = self._next_key
+        self._next_key += 1
+        self._entries[key] = (stage_address(stage), state, holds)
+        self._rebuild()
+        return key
+
+    def remove(self, key: int) -> None:
+        """Stop running the stage added as ``key`` (a key not in the table is ignored)."""
+        if self._entries.pop(key, None) is not None:
+            self._rebuild()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _rebuild(self) -> None:
+        table = np.zeros((len(self._entries), STAGE_COLUMNS), np.int64)
+        for row, (address, state, _) in enumerate(self._entries.values()):
+            table[row, STAGE_FUNCTION], table[row, STAGE_STATE] = address, state.ctypes.data
+        self.table = table
