@@ -197,7 +197,9 @@ class RecordingSession:
             if recorded >= 0:
                 return recorded
             if recorded == recorder.NOT_OWNED:  # the driver dropped the image while the write read its log
-                writer.undo(writer.position - int(state[recorder.STATE_BLOCK_LENGTH]))
+                start = writer.position
+                writer.position = start + int(state[recorder.STATE_BLOCK_LENGTH])  # what the write may have put there
+                writer.undo(start)
                 return 0
             if recorded == recorder.WRITE_FAILED:
                 try:

@@ -10,10 +10,10 @@ that header; of a padding frame only its header), then the subscriber position h
 What is rare it leaves to Python and says so by its result: no segment file open, or the open one full
 (``NEEDS_SEGMENT``: Python opens or rolls it, and writes that block itself); a write the file system took only
 part of (``WRITE_FAILED``: ``STATE_WRITTEN`` holds what it took, or ``-errno``; nothing is handed back yet); the
-image dropped by the driver while the write read its log (``NOT_OWNED``: the writer's position is past the block,
-which Python undoes). The state lives in one ``int64`` array (``STATE_*``) that ``RecordingWriter`` owns: its
-position, segment and file are the writer's own words, so a block written here or in Python moves the same
-recording.
+image dropped by the driver while the write read its log (``NOT_OWNED``: the writer's position stays before the
+block, which Python zeroes; asked again, it writes the block again and finds the same). The state lives in one
+``int64`` array (``STATE_*``) that ``RecordingWriter`` owns: its position, segment and file are the writer's own
+words, so a block written here or in Python moves the same recording.
 
 ``recording_stage(state_address)`` runs it as a stage (``kernels/network_stages``): inside the network cycles of a
 driver whose archive shares its thread, a block the receiver just put into a log is recorded in the same compiled
@@ -159,11 +159,11 @@ def record_block(state):
     state[STATE_WRITTEN] = written
     if written != data_length:
         return WRITE_FAILED
-    state[STATE_POSITION] = position + length
     metadata = bytes_at(state[STATE_METADATA_ADDRESS], state[STATE_METADATA_LENGTH])
     if not commit_record_block(metadata, values, state[STATE_COUNTER_ID], state[STATE_REGISTRATION_ID],
                                state[STATE_POSITION_OFFSET], extent[EXTENT_END_POSITION]):
-        return NOT_OWNED
+        return NOT_OWNED  # the writer's position stays before the block, which Python zeroes
+    state[STATE_POSITION] = position + length
     if state[STATE_REC_POS_ADDRESS] != 0:
         atomics.put_int64_release(bytes_at(state[STATE_REC_POS_ADDRESS], 8), 0, position + length)
     if state[STATE_WRITE_BYTES_ADDRESS] != 0:

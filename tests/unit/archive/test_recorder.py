@@ -108,12 +108,17 @@ def test_compiled_blocks_make_the_segments_the_python_writer_makes_and_move_ever
     assert recording.write_counters[2].get() <= recording.write_counters[1].get()
 
 
-def test_a_block_written_while_the_driver_dropped_the_image_is_undone(shm_dir, tmp_path):
-    recording = Recording(shm_dir, tmp_path, [500] * 40)  # 544-byte frames
+@pytest.mark.parametrize("in_stage", [False, True])
+def test_a_block_written_while_the_driver_dropped_the_image_is_undone(shm_dir, tmp_path, in_stage):
+    stages = NetworkStages()
+    recording = Recording(shm_dir, tmp_path, [500] * 40, stages=stages)  # 544-byte frames
     while recording.image.position < 544 * 15:
         recording.session.do_work()
     kept = recording.writer.position
     recording.image.drop()
+    if in_stage:  # the driver's stretch finds it first: it leaves the block to Python and turns itself off
+        assert run_stages(stages.table, len(stages)) == 0
+        assert recording.writer.state[recorder.STATE_STAGE_ON] == 0 and recording.writer.position == kept
     assert recording.session.do_work() == 0
     assert recording.writer.position == kept and recording.image.position == kept  # the block not handed back
     recording.writer.close()
