@@ -217,6 +217,13 @@ def _whole_frames_length(block: np.ndarray, written: int) -> int:
     return at
 
 
+def _holds_no_frame(path: Path) -> bool:
+    """The segment file's first frame length is 0 (or the file is shorter than a header): nothing recorded in it."""
+    with open(path, "rb") as file:
+        head = file.read(4)
+    return len(head) < 4 or int.from_bytes(head, "little", signed=True) == 0
+
+
 class RecordingWriter:
     """Appends a recording's frames to its segment files from ``position`` on.
 
@@ -281,7 +288,10 @@ class RecordingWriter:
         try:
             fd = os.open(path, flags, 0o644)
         except FileExistsError:
-            raise SegmentFileError(f"segment file {path} already exists: a new segment is never written over") from None
+            if not _holds_no_frame(path):
+                raise SegmentFileError(f"segment file {path} already exists: a new segment is never written over") \
+                    from None
+            fd = os.open(path, os.O_WRONLY)  # made by a writer killed before its first frame, and recovered
         try:
             if os.fstat(fd).st_size < self.segment_length:
                 os.ftruncate(fd, self.segment_length)  # full length, sparse
@@ -385,10 +395,13 @@ def recorded_stop_position(archive_dir: str | os.PathLike, recording_id: int, st
         return start_position, None, 0
     base, path = segments[-1]
     first_offset = max(0, start_position - base)
-    if path.stat().st_size < segment_length:
-        raise SegmentFileError(f"{path}: length {path.stat().st_size} < segment length {segment_length}")
+    # Shorter than a segment: its writer was killed between creating it and setting its length (``_open_segment``);
+    # its frames are what it holds.
+    length = min(path.stat().st_size, segment_length)
+    if length <= first_offset:
+        return base + first_offset, path, first_offset
     with MappedFile.open(path, read_only=True) as mapped:
-        end = int(recorded_frames_end(mapped.buffer[:segment_length], first_offset, base, term_length))
+        end = int(recorded_frames_end(mapped.buffer[:length], first_offset, base, term_length))
     return base + end, path, end
 
 
@@ -397,8 +410,9 @@ def recover_stop_position(archive_dir: str | os.PathLike, recording_id: int, sta
     """Where the whole frames of an interrupted recording end: walk its highest segment file (§3.2 fix-up).
 
     What lies after them in that file (a block cut short by the crash) is zeroed, so that frames written when
-    the recording is extended can never run into stale ones. No segment file yet means nothing was written:
-    the start position.
+    the recording is extended can never run into stale ones, and a file left short of the segment length grows
+    back to it (one with no frame at all is then the writer's to write from its start). No segment file yet means
+    nothing was written: the start position.
     """
     stop, path, end = recorded_stop_position(archive_dir, recording_id, start_position, term_length, segment_length)
     if path is not None and end < segment_length:

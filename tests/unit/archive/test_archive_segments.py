@@ -145,6 +145,25 @@ def test_recovery_stops_at_the_last_whole_frame_written(shm_dir, tmp_path):
     assert recover_stop_position(tmp_path, 99, 4096, TERM, TERM) == 4096  # nothing written yet
 
 
+@pytest.mark.parametrize("held", [0, 544 * 3 + 100])
+def test_recovery_takes_a_segment_its_writer_died_before_extending_and_grows_it_back(shm_dir, tmp_path, held):
+    # Killed between creating the next segment file and setting its length: the file holds nothing, or (a file
+    # system that wrote part of it) less than a segment. Its frames are what it holds; the recording goes on there.
+    log, end = publish(shm_dir, [500] * 150)  # 544-byte frames over two terms
+    writer = RecordingWriter(tmp_path, 1, 0, 0, TERM, TERM)
+    record(writer, log, 0, TERM)
+    writer.close()
+    (tmp_path / f"1-{TERM}.rec").write_bytes(bytes(log[TERM:TERM + held]))
+    stop = recover_stop_position(tmp_path, 1, 0, TERM, TERM)
+    assert stop == TERM + (held // 544) * 544
+    assert (tmp_path / f"1-{TERM}.rec").stat().st_size == TERM
+    writer = RecordingWriter(tmp_path, 1, 0, stop, TERM, TERM)
+    record(writer, log, stop, end)
+    writer.close()
+    assert recover_stop_position(tmp_path, 1, 0, TERM, TERM) == end
+    assert (tmp_path / f"1-{TERM}.rec").read_bytes()[:end - TERM] == bytes(log[TERM:end])
+
+
 def test_a_new_segment_is_never_written_over_and_misplaced_blocks_are_refused(shm_dir, tmp_path):
     log, end = publish(shm_dir, [100] * 5)
     (tmp_path / "2-0.rec").write_bytes(b"someone else's")
