@@ -28,8 +28,8 @@ import numpy as np
 from aeron_numba.agent.agent import AgentTerminationException, CompositeAgent
 from aeron_numba.agent.clock import SystemNanoClock
 from aeron_numba.kernels.counters import set_counter_value
-from aeron_numba.kernels.idle_wait import (POLLFD_INT32S, changed_agents, changed_since_snapshot, poll_sockets,
-                                           snapshot_range)
+from aeron_numba.kernels.idle_wait import (POLLFD_INT32S, changed_agents, changed_since_snapshot, first_changed_word,
+                                           poll_sockets, snapshot_range)
 
 
 class InvokerGroup:
@@ -205,6 +205,7 @@ class WatchedCompositeAgent(CompositeAgent):
         # Who runs again after a cycle with work: an agent whose watch may not show what it left.
         self._reruns_after_work = [not getattr(agent, "names_work_left", False) for agent in self.agents]
         self._watch = None  # the watch built for the coming cycle, and its per-agent layout
+        self._current = None  # the watch of the cycle under way, while it runs by it
         self._ranges = np.zeros(2 * count, np.int64)
         self._sockets: list[tuple[int, int]] = [(0, 0)] * count
         self._previous = None  # the watch of the cycle before, when there was one
@@ -273,24 +274,28 @@ class WatchedCompositeAgent(CompositeAgent):
             # so the runner idles without the watch. Its words were never read: run everyone, as without one.
             watch = None
         if watch is None or previous is None:
+            self._current = None
             work_count = self._run_all()
         else:
+            self._current = watch
             work_count = self._run_due(watch, previous)
+            self._current = None
         if watch is not None:
             self._previous = watch
             self._previous_ranges[:] = self._ranges
         return work_count
 
     def _run_all(self) -> int:
-        ran, worked = self._ran, self._worked
+        ran, worked, ran_now = self._ran, self._worked, self._ran_now
         for i in range(len(ran)):
             ran[i] = worked[i] = False
+        ran_now[:] = 0
         agents = self.agents
         work_count = 0
         while self._next_index < len(agents):  # as CompositeAgent's: after an exception, on past the culprit
             i = self._next_index
             self._next_index += 1
-            ran[i] = True
+            ran[i] = ran_now[i] = True
             self._count_cycle(i)
             work = agents[i].do_work()
             if work:
@@ -304,6 +309,23 @@ class WatchedCompositeAgent(CompositeAgent):
         """Called as soon as agent ``i`` did work in a cycle, before any other agent runs: for a composite whose
         first agent takes on at once what the others write (a member's network cycles sending it). The work done."""
         return 0
+
+    def ran_in_this_cycle(self, i: int) -> bool:
+        """Whether agent ``i`` ran in the cycle under way (in ``after_work``: before the agent that worked)."""
+        return self._ran_now[i] != 0
+
+    def moved_since_it_ran(self, i: int) -> bool:
+        """Whether a word agent ``i`` watches moved since it last ran in the cycle under way, and its words as they are
+        now are what the rest of the cycle compares against (for ``after_work`` before it runs agent ``i`` again).
+        True in a cycle without a watch."""
+        watch = self._current
+        if watch is None:
+            return True
+        start, end = self._ranges[2 * i], self._ranges[2 * i + 1]
+        if first_changed_word(watch.addresses[start:end], watch.values[start:end]) < 0:
+            return False
+        snapshot_range(watch.addresses, watch.values, start, end)
+        return True
 
     def _run_due(self, watch, previous) -> int:
         changed = self._changed

@@ -29,7 +29,9 @@ The driver's own parts are chosen the same way: a datagram or a stream the compi
 network cycles only, not the conductor's, sender's and receiver's Python cycles. The archive records in the
 driver's compiled stretch (the network cycles' stages, ``archive/recording_session.py``): the log a follower
 receives, and the log its consensus module appends as a leader, is in its segment file before the archive's own
-cycle would have run, which then does not run.
+cycle would have run, which then does not run. On a follower the AppendPosition for what was recorded goes out
+there too (``kernels/cluster_append_position``): a block of the log costs the member no Python cycle until its
+commit position comes.
 
 Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
 driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog
@@ -139,9 +141,10 @@ class _MemberAgent(WatchedCompositeAgent):
 
     The driver runs first; what the agents after it write to the network (the log appended, an append or commit
     position, a reply) would wait for the next cycle, after a watch is built and snapshotted for it. So as soon as
-    one of them did work, the driver's network cycles run once more (``run_again``), before any other agent: they
-    send it at once (nothing to send: they return at once), and their stages take it on (the archive records the
-    log the consensus module just appended, so the archive's own cycle has nothing left to do)."""
+    one of them did work after the driver ran that moved a word the driver watches, the driver's network cycles run
+    once more (``run_again``), before any other agent: they send it at once, and their stages take it on (the
+    archive records the log the consensus module just appended, so the archive's own cycle has nothing left to do).
+    A driver not run yet in the cycle runs in the next pass if that work moved its words, first of all."""
 
     def __init__(self, *agents, driver_parts: WatchedCompositeAgent, network_cycles_index: int):
         super().__init__(*agents)
@@ -149,7 +152,9 @@ class _MemberAgent(WatchedCompositeAgent):
         self._network_cycles_index = network_cycles_index
 
     def after_work(self, i: int) -> int:
-        if i == 0:  # the driver's own work: sent already
+        # Not for the driver's own work, a driver still to run, or work that moved nothing the driver watches (a
+        # publication's frame to send, an image's subscriber, the conductor's commands): nothing to send.
+        if i == 0 or not self.ran_in_this_cycle(0) or not self.moved_since_it_ran(0):
             return 0
         return self._driver_parts.run_again(self._network_cycles_index)
 
@@ -215,6 +220,8 @@ class ClusteredMediaDriver:
                     control_response_stream_id=ctx.archive_control_response_stream_id,
                     agent_invoker=archive_and_below),
                 co_agents=cm_waits)
+            # A follower's AppendPositions go from the driver's stretch, once the archive recorded the log there.
+            self.consensus_module.agent.use_network_stages(self.driver.shared_network_cycles.stages)
             cm = self._invokers["consensus module"] = AgentInvoker(self.consensus_module.agent,
                                                                    self.consensus_module.record_error)
             agents = [

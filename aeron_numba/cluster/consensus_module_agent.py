@@ -40,6 +40,7 @@ from aeron_numba.agent.idle_watch import KeptPiece
 from aeron_numba.archive import recording_pos
 from aeron_numba.client.fragment_assembler import ABORT, CONTINUE
 from aeron_numba.cluster import cluster_member as cm
+from aeron_numba.cluster.append_position_stage import AppendPositionStage
 from aeron_numba.cluster import pending_service_message_tracker as psmt
 from aeron_numba.cluster import recovery_state
 from aeron_numba.cluster.cluster_error import ClusterError, ClusterEvent
@@ -97,6 +98,10 @@ class ServiceAck:
     relevant_id: int
 
 
+#: Above any position: what a member that is a quorum alone can commit with its own.
+_UNBOUNDED_POSITION = (1 << 63) - 1
+
+
 def has_reached(log_position: int, ack_id: int, queues: list[deque]) -> bool:
     """Every service has acked ``log_position`` with ``ack_id`` (Aeron's ``ServiceAck.hasReached``); an ack for
     another position or out of sequence is a ``ClusterError``."""
@@ -129,6 +134,10 @@ class _ReadableCounter:
 
     def get(self) -> int:
         return self._counters.get_counter_value(self.counter_id)
+
+    @property
+    def values_buffer(self):
+        return self._counters.values_buffer
 
     def add_idle_watch(self, watch) -> None:
         watch.watch_counter(self._counters.values_buffer, self.counter_id)
@@ -176,7 +185,8 @@ class ConsensusModuleAgent:
         self.aeron = aeron
         self._archive_connect = archive_connect
         self.archive = None
-        self._kept_watch = KeptPiece()  # what add_idle_watch names, kept while its subscriptions are the same
+        # What add_idle_watch names, kept while its subscriptions are the same: one piece with the log, one without.
+        self._kept_watches = (KeptPiece(), KeptPiece())
         self.archive_id = NULL_VALUE
         self.recording_log = recording_log
         self.node_state_file = node_state_file
@@ -230,7 +240,9 @@ class ConsensusModuleAgent:
         self._log_recording_id = NULL_VALUE
         self.log_subscription_id = NULL_VALUE
         self.append_position: _ReadableCounter | None = None
-        self.last_append_position = 0
+        # Its last_append_position, and a follower's AppendPositions sent from the driver's stretch when the driver
+        # runs on this thread (``use_network_stages``).
+        self._append_stage = AppendPositionStage()
         self.notified_commit_position = 0
         self.time_of_last_log_update_ns = 0
         self.time_of_last_append_position_update_ns = 0
@@ -324,9 +336,12 @@ class ConsensusModuleAgent:
                 raise
             self.election.handle_error(now_ns, error)
             self._sync_election_counters()
+        finally:
+            self._sync_append_stage()
         return work_count
 
     def on_close(self) -> None:
+        self._append_stage.stop()
         for action in (self.log_publisher.disconnect, lambda: self.log_adapter.disconnect(),
                        self._try_stop_log_recording, self.ingress_adapter.close):
             self._quietly(action)
@@ -438,32 +453,47 @@ class ConsensusModuleAgent:
         services' stream, the log (a follower) or the archive's responses; the local archive's recording position
         (the append position a leader commits from); a driver event. Everything else it does on a clock (slow
         tick, heartbeats, timers, session timeouts, retries of a back-pressured offer, the control toggle) waits at
-        most one slow tick, 10 ms. An election runs on its own timers: no watch while one is in progress."""
+        most one slow tick, 10 ms. An election runs on its own timers: no watch while one is in progress. A follower
+        whose AppendPositions go from the driver's stretch (``use_network_stages``) names its log and recording
+        position only while it has read less than the commit position it was told."""
         if self.election is not None or self.state is not ConsensusModuleState.ACTIVE:
             return False
         trackers = self.pending_service_message_trackers
         if self._slow_tick_again or any(tracker.has_more_to_append for tracker in trackers):
             watch.run_by(time.monotonic_ns())  # a cycle stopped short: the next one is due at once
-        subscriptions = tuple(adapter.subscription for adapter in self._watched_adapters
+        # A follower whose AppendPositions go from the driver's stretch has nothing to do with the log it receives
+        # until a CommitPosition (on the consensus stream, watched) lets it read on: below that, the log's next
+        # frame and its recorded position are not its work.
+        log_quiet = self._append_stage.is_running and self.log_adapter.position >= self.notified_commit_position
+        adapters = self._watched_adapters[:-1] if log_quiet else self._watched_adapters
+        subscriptions = tuple(adapter.subscription for adapter in adapters
                               if adapter is not None and adapter.subscription is not None)
+        append_position = self.append_position
+        # A leader's own recorded position moves its commit position only while below what the followers reached: a
+        # leader that records its log as it sends it wakes for their AppendPositions, not for its recording.
+        if log_quiet or (append_position is not None and self.role == ClusterRole.LEADER
+                         and append_position.get() >= self._quorum_position_beyond_own()):
+            append_position = None
         # What it names follows from these alone: named again as is while they are the same.
         key = (tuple(s.watch_key for s in subscriptions), subscriptions, self.archive,
-               self.archive.watch_key if self.archive is not None else None, self.append_position)
-        self._kept_watch.add_to(watch, key, lambda w: self._name_watch(w, subscriptions))
+               self.archive.watch_key if self.archive is not None else None, append_position)
+        self._kept_watches[append_position is None].add_to(
+            watch, key, lambda w: self._name_watch(w, subscriptions, append_position))
         watch.run_by(time.monotonic_ns() + SLOW_TICK_INTERVAL_NS)
         return True
 
-    def _name_watch(self, watch, subscriptions) -> None:
+    def _name_watch(self, watch, subscriptions, append_position) -> None:
         self.aeron.add_idle_watch(watch)
         for subscription in subscriptions:
             subscription.add_idle_watch(watch)
         if self.archive is not None:
             self.archive.add_idle_watch(watch)
-        if self.append_position is not None:
-            self.append_position.add_idle_watch(watch)
+        if append_position is not None:
+            append_position.add_idle_watch(watch)
 
     @property
     def _watched_adapters(self) -> tuple:
+        """The adapters whose streams it watches, the log's last."""
         return self.ingress_adapter, self.consensus_adapter, self.consensus_module_adapter, self.log_adapter
 
     def idle(self, work_count: int = 0) -> None:
@@ -1488,6 +1518,35 @@ class ConsensusModuleAgent:
         return work_count
 
     # =========================================================================================== positions
+    @property
+    def last_append_position(self) -> int:
+        return self._append_stage.last_append_position
+
+    @last_append_position.setter
+    def last_append_position(self, position: int) -> None:
+        self._append_stage.last_append_position = position
+
+    def use_network_stages(self, stages) -> None:
+        """Send a follower's AppendPositions as a stage of the driver's network cycles (``stages``, a
+        ``NetworkStages`` run on this module's thread): once the archive recorded more of the log, in the same
+        compiled stretch (``append_position_stage``), not in this module's next cycle."""
+        self._append_stage.stages = stages
+
+    def _sync_append_stage(self) -> None:
+        """The compiled AppendPosition on for a follower between elections with its leader's publication and its log
+        recording's counter, off otherwise (checked after every cycle: only a cycle of this module changes them)."""
+        stage = self._append_stage
+        if stage.stages is None:
+            return
+        leader = self.leader_member
+        publication = self.publications.get(leader.id) if leader is not None else None
+        if (self.election is None and self.role == ClusterRole.FOLLOWER and publication is not None
+                and self.state in (ConsensusModuleState.ACTIVE, ConsensusModuleState.SUSPENDED)
+                and self.append_position is not None and not self.append_position.is_closed):
+            stage.run_for(self.append_position, publication, self.leadership_term_id, self.member_id)
+        else:
+            stage.stop()
+
     def _update_leader_position_now(self, now_ns: int) -> int:
         if self.append_position is not None:
             return self.update_leader_position(now_ns, self.append_position.get())
@@ -1496,7 +1555,17 @@ class ConsensusModuleAgent:
     def quorum_position(self) -> int:
         return cm.quorum_position(self.active_members)
 
+    def _quorum_position_beyond_own(self) -> int:
+        """The quorum position were this member's own position past everyone's: the most its own append position
+        can commit (unbounded for a member that is a quorum alone)."""
+        others = sorted((max(0, m.log_position) for m in self.active_members if m is not self.this_member),
+                        reverse=True)
+        needed = cm.quorum_threshold(len(self.active_members)) - 1  # the others besides this member
+        return others[needed - 1] if 0 < needed <= len(others) else _UNBOUNDED_POSITION
+
     def _update_follower_position_now(self, now_ns: int) -> int:
+        if self._append_stage.take_sends():  # sent from the driver's stretch since: as if sent now
+            self.time_of_last_append_position_update_ns = self.time_of_last_append_position_send_ns = now_ns
         recorded = self.append_position.get() if self.append_position is not None else self.log_recording_stop_position
         publisher = self.consensus_publishers.get(self.leader_member.id) if self.leader_member else None
         return self._update_follower_position(publisher, now_ns, self.leadership_term_id, recorded,

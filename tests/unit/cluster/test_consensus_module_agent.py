@@ -417,6 +417,23 @@ def test_commit_position_is_the_quorum_of_the_append_positions_and_followers_hea
     assert len(to_follower.of("CommitPosition")) == sent + 1
 
 
+def test_a_leaders_own_position_commits_only_up_to_what_the_followers_reached(tmp_path):
+    # Its watch leaves its recording's counter out once its position is at or past that (agent.add_idle_watch).
+    world = three_member_leader(tmp_path)
+    agent = world.agent
+    agent.on_append_position(3, 512, 1, 0)
+    agent.on_append_position(3, 256, 2, 0)
+    assert agent._quorum_position_beyond_own() == 512
+    for position in (256, 511, 512, 4096):  # below it, the commit follows the leader; at or past it, never
+        agent.update_leader_position(world.clock.now_ns, position)
+        assert world.counters.commit_position.value == min(position, 512)
+    (tmp_path / "single").mkdir()
+    single = make_agent(tmp_path / "single")
+    single.agent.on_start()
+    run(single)
+    assert single.agent._quorum_position_beyond_own() > 1 << 62  # a quorum alone: its own position commits
+
+
 def test_cluster_tools_members_query_is_answered_extended_or_plain_on_the_service_stream(tmp_path):
     from tests.unit.cluster.cm_fakes import member_endpoints
 

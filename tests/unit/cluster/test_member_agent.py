@@ -1,5 +1,5 @@
 """The member's composite duty cycle (``clustered_media_driver._MemberAgent``): what the agents after the driver
-write to the network goes out in the same cycle."""
+write to the network goes out in the same cycle, as soon as it is written."""
 
 from __future__ import annotations
 
@@ -9,18 +9,35 @@ from aeron_numba.cluster.clustered_media_driver import _MemberAgent
 from tests.unit.agent.test_invoked_agents import CompleteWordAgent, HandingAgent, ManualClock, _cycle
 
 
-def test_a_cycle_in_which_an_agent_after_the_driver_worked_ends_with_the_network_cycles_run_again():
+class _Later(CompleteWordAgent):
+    """An agent after the consensus module that notes how often the network cycles had run when it ran."""
+
+    def __init__(self, network):
+        super().__init__("clustered-service")
+        self.network, self.network_calls_seen = network, []
+
+    def do_work(self):
+        self.network_calls_seen.append(self.network.calls)
+        return super().do_work()
+
+
+def test_the_network_cycles_run_again_as_soon_as_an_agent_after_the_driver_worked():
     network, conductor = CompleteWordAgent("network-cycles"), CompleteWordAgent("driver-conductor")
     parts = WatchedCompositeAgent(conductor, network, nano_time=ManualClock())
     consensus = HandingAgent("consensus-module", network)  # its work is the network's to send
-    member = _MemberAgent(InvokedAgent(AgentInvoker(parts)), consensus, driver_parts=parts, network_cycles_index=1)
+    later = _Later(network)
+    member = _MemberAgent(InvokedAgent(AgentInvoker(parts)), consensus, later, driver_parts=parts,
+                          network_cycles_index=1)
     member.on_start()
     for _ in range(3):
         _cycle(member)
     calls, cycles = (network.calls, conductor.calls, consensus.calls), list(parts.cycles)
-    network.word[0], consensus.word[0] = 1, 1  # a datagram for the driver, which the consensus module's work follows
-    assert _cycle(member)[0] == 3  # the driver's work, the consensus module's, and the network cycles sending it
+    network.word[0], consensus.word[0], later.word[0] = 1, 1, 1  # a datagram, which the others' work follows
+    # The driver's work, the consensus module's, the network cycles sending it, the later agent's (whose work moved
+    # nothing of the driver's: no run of the network cycles after it).
+    assert _cycle(member)[0] == 4
     assert (network.calls, conductor.calls, consensus.calls) == (calls[0] + 2, calls[1], calls[2] + 1)
+    assert later.network_calls_seen[-1] == calls[0] + 2  # sent before the agents after the consensus module ran
     assert network.seen == 2 and parts.cycles == [cycles[0], cycles[1] + 2]
     network.word[0] = 3  # the driver alone worked (a peer's datagram): nothing more
     assert _cycle(member)[0] == 1
