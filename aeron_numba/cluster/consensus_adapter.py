@@ -38,6 +38,15 @@ class ConsensusAdapter:
         self._result = np.zeros(K.RESULT_LENGTH, np.int64)
         self._handles = ImageHandles()
 
+    def compiled_images(self) -> list | None:
+        """The compiled handles of the subscription's open images (for a stage reading them in the driver's stretch),
+        or None where they cannot be had (no JIT, no client subscription)."""
+        subscription = self.subscription
+        if subscription is None or numba.config.DISABLE_JIT or not isinstance(subscription, Subscription):
+            return None
+        handles = [self._handles.of(image) for image in subscription.images]
+        return [handle for handle in handles if handle is not None]
+
     def _unsupported(self, message) -> None:
         self._on_error(f"ConsensusAdapter: {message.SPEC.name} is not supported (no cluster backup or standby)")
 

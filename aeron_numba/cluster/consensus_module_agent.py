@@ -41,6 +41,7 @@ from aeron_numba.archive import recording_pos
 from aeron_numba.client.fragment_assembler import ABORT, CONTINUE
 from aeron_numba.cluster import cluster_member as cm
 from aeron_numba.cluster.append_position_stage import AppendPositionStage
+from aeron_numba.cluster.leader_commit_stage import LeaderCommitStage
 from aeron_numba.cluster import pending_service_message_tracker as psmt
 from aeron_numba.cluster import recovery_state
 from aeron_numba.cluster.cluster_error import ClusterError, ClusterEvent
@@ -243,6 +244,7 @@ class ConsensusModuleAgent:
         # Its last_append_position, and a follower's AppendPositions sent from the driver's stretch when the driver
         # runs on this thread (``use_network_stages``).
         self._append_stage = AppendPositionStage()
+        self._leader_stage = LeaderCommitStage()  # a leader's commit from the driver's stretch, likewise
         self.notified_commit_position = 0
         self.time_of_last_log_update_ns = 0
         self.time_of_last_append_position_update_ns = 0
@@ -318,6 +320,8 @@ class ConsensusModuleAgent:
         timestamp = self.cluster_clock.time()
         now_ns = self.cluster_clock.convert_to_nanos(timestamp)
         work_count = 0
+        if self._leader_stage.is_running:
+            self._take_leader_stage(now_ns)
         try:
             if now_ns >= self.slow_tick_deadline_ns:
                 slow = self._slow_tick_work(now_ns)
@@ -338,10 +342,12 @@ class ConsensusModuleAgent:
             self._sync_election_counters()
         finally:
             self._sync_append_stage()
+            self._sync_leader_stage()
         return work_count
 
     def on_close(self) -> None:
         self._append_stage.stop()
+        self._leader_stage.stop()
         for action in (self.log_publisher.disconnect, lambda: self.log_adapter.disconnect(),
                        self._try_stop_log_recording, self.ingress_adapter.close):
             self._quietly(action)
@@ -1117,6 +1123,7 @@ class ConsensusModuleAgent:
             if follower is not None:
                 follower.log_position = log_position
                 follower.time_of_last_append_position_ns = self.cluster_clock.time_nanos()
+                self._leader_stage.set_position(follower_member_id, log_position)
                 self.track_catchup_completion(follower, leadership_term_id, flags)
 
     def on_commit_position(self, leadership_term_id: int, log_position: int, leader_member_id: int) -> None:
@@ -1531,6 +1538,7 @@ class ConsensusModuleAgent:
         ``NetworkStages`` run on this module's thread): once the archive recorded more of the log, in the same
         compiled stretch (``append_position_stage``), not in this module's next cycle."""
         self._append_stage.stages = stages
+        self._leader_stage.stages = stages
 
     def _sync_append_stage(self) -> None:
         """The compiled AppendPosition on for a follower between elections with its leader's publication and its log
@@ -1546,6 +1554,43 @@ class ConsensusModuleAgent:
             stage.run_for(self.append_position, publication, self.leadership_term_id, self.member_id)
         else:
             stage.stop()
+
+    def _sync_leader_stage(self) -> None:
+        """The compiled commit on for a leader between elections (ACTIVE or SUSPENDED) with its log recording's
+        counter and its consensus images' compiled handles, off otherwise; its tables follow the images, the
+        members, their publications and which of them catch up (those stay with the Python path)."""
+        stage = self._leader_stage
+        if stage.stages is None:
+            return
+        images = self.consensus_adapter.compiled_images() if self.consensus_adapter is not None else None
+        if (images is None or self.election is not None or self.role != ClusterRole.LEADER
+                or self.state not in (ConsensusModuleState.ACTIVE, ConsensusModuleState.SUSPENDED)
+                or self.append_position is None or self.append_position.is_closed):
+            stage.stop()
+            return
+        followers = [(m, self.publications.get(m.id),
+                      getattr(m, "catchup_replay_session_id", NULL_VALUE) != NULL_VALUE)
+                     for m in self.active_members if m is not self.this_member]
+        key = (self.leadership_term_id, self.append_position, tuple(id(h.log) for h in images),
+               tuple((m.id, publication, for_python) for m, publication, for_python in followers))
+        stage.run_for(leadership_term_id=self.leadership_term_id, member_id=self.member_id,
+                      quorum_threshold=cm.quorum_threshold(len(self.active_members)),
+                      own_position=self.append_position, commit_counter=self.counters.commit_position,
+                      images=images, followers=followers, key=key)
+
+    def _take_leader_stage(self, now_ns: int) -> None:
+        """What the compiled commit did since this module's last cycle, as if this cycle had done it: the followers'
+        positions and the times of their AppendPositions, the time of the last commit sent, the uncommitted entries
+        swept."""
+        moved, committed = self._leader_stage.take()
+        for member_id, position in moved:
+            follower = self.member_by_id.get(member_id)
+            if follower is not None:
+                follower.log_position = position
+                follower.time_of_last_append_position_ns = now_ns
+        if committed:
+            self.time_of_last_log_update_ns = now_ns
+            self._sweep_uncommitted_entries_to(self.counters.commit_position.get())
 
     def _update_leader_position_now(self, now_ns: int) -> int:
         if self.append_position is not None:

@@ -35,12 +35,16 @@ _FLAGS_OFFSET = _APPEND_FIELDS["flags"]
 _FLAGS_SINCE = next(f.since for f in _APPEND.fields if f.name == "flags")
 assert (_COMMIT_FIELDS["leadership_term_id"], _COMMIT_FIELDS["log_position"], _COMMIT_FIELDS["leader_member_id"]) \
     == (_TERM_OFFSET, _LOG_POSITION_OFFSET, _MEMBER_OFFSET)
-#: AppendPosition's layout for a compiled writer (``cluster_append_position``): its fields' offsets from the start of
-#: its SBE header, and its whole length.
+#: AppendPosition's layout for compiled writers and readers (``cluster_append_position``, ``cluster_leader_commit``):
+#: its fields' offsets from the start of its SBE header, its whole length, the version its flags came in.
 APPEND_POSITION_BLOCK_LENGTH = _APPEND_BLOCK_LENGTH
 APPEND_POSITION_TERM_OFFSET, APPEND_POSITION_LOG_POSITION_OFFSET = _TERM_OFFSET, _LOG_POSITION_OFFSET
 APPEND_POSITION_MEMBER_OFFSET, APPEND_POSITION_FLAGS_OFFSET = _MEMBER_OFFSET, _FLAGS_OFFSET
 MESSAGE_LENGTH_APPEND_POSITION = MESSAGE_HEADER_LENGTH + _APPEND_BLOCK_LENGTH
+APPEND_POSITION_FLAGS_SINCE = _FLAGS_SINCE
+#: CommitPosition's: the same three fields at the same offsets (asserted above), and its length.
+COMMIT_POSITION_BLOCK_LENGTH = _COMMIT_BLOCK_LENGTH
+MESSAGE_LENGTH_COMMIT_POSITION = MESSAGE_HEADER_LENGTH + _COMMIT_BLOCK_LENGTH
 
 # SBE message header: blockLength u16 | templateId u16 | schemaId u16 | version u16
 _BLOCK_LENGTH_OFFSET = 0
