@@ -1534,9 +1534,10 @@ class ConsensusModuleAgent:
         self._append_stage.last_append_position = position
 
     def use_network_stages(self, stages) -> None:
-        """Send a follower's AppendPositions as a stage of the driver's network cycles (``stages``, a
-        ``NetworkStages`` run on this module's thread): once the archive recorded more of the log, in the same
-        compiled stretch (``append_position_stage``), not in this module's next cycle."""
+        """Run a follower's AppendPositions and a leader's commit as stages of the driver's network cycles
+        (``stages``, a ``NetworkStages`` run on this module's thread): once the archive recorded more of the log, or
+        a follower's AppendPosition came, in the same compiled stretch (``append_position_stage``,
+        ``leader_commit_stage``), not in this module's next cycle."""
         self._append_stage.stages = stages
         self._leader_stage.stages = stages
 
