@@ -24,7 +24,7 @@ frame then wakes it for.
 
 from __future__ import annotations
 
-import os
+import ctypes
 
 import numba
 import numpy as np
@@ -38,6 +38,7 @@ from aeron_numba.kernels.idle_wait import monotonic_ns
 from aeron_numba.kernels.memory import bytes_at, int64s_at
 from aeron_numba.kernels.segment_scanner import (EXTENT_END_POSITION, EXTENT_LOG_OFFSET, commit_record_block,
                                                  record_block_extent)
+from aeron_numba.kernels.udp_socket import last_errno
 from aeron_numba.layout.frame import HDR_TYPE_PAD, HEADER_LENGTH, TYPE_FIELD_OFFSET
 
 # The state array: the image (its log, and the counters buffers of its subscriber position), the writer (its file,
@@ -73,30 +74,13 @@ def _pwrite(typingctx, fd, address, length, offset):
     return types.int64(fd, address, length, offset), codegen
 
 
-@intrinsic
-def _errno(typingctx):
-    def codegen(context, builder, sig, args):
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32.as_pointer(), []),
-                                            "__errno_location")
-        return builder.sext(builder.load(builder.call(fn, [])), ir.IntType(64))
-
-    return types.int64(), codegen
-
-
-if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs
+if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs: the same call through ctypes
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.pwrite.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64]
+    _libc.pwrite.restype = ctypes.c_ssize_t
 
     def _pwrite(fd, address, length, offset):  # noqa: F811
-        try:
-            return os.pwrite(int(fd), bytes_at(address, length), int(offset))
-        except OSError as exc:
-            _last_errno[0] = exc.errno
-            return -1
-
-    _last_errno = [0]
-
-    def _errno():  # noqa: F811
-        return _last_errno[0]
+        return _libc.pwrite(int(fd), int(address), int(length), int(offset))
 
 
 @kernel
@@ -107,7 +91,7 @@ def write_fully(fd, address, length, offset):
     while done < length:
         wrote = _pwrite(fd, address + done, length - done, offset + done)
         if wrote < 0:
-            return -_errno() if done == 0 else done
+            return -last_errno() if done == 0 else done
         if wrote == 0:
             break
         done += wrote

@@ -103,8 +103,9 @@ def _sendto(typingctx, fd, data_address, length, flags, sockaddr_address):
 
 
 @intrinsic
-def _errno(typingctx):
-    """The calling thread's ``errno`` (glibc's ``__errno_location``)."""
+def last_errno(typingctx):
+    """The calling thread's ``errno`` (glibc's ``__errno_location``), after a libc call of compiled code that
+    failed (here and ``recorder``'s ``pwrite``)."""
 
     def codegen(context, builder, sig, args):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32.as_pointer(), []),
@@ -145,7 +146,7 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs: the same c
         return _libc.sendto(int(fd), int(data_address), int(length), int(flags), int(sockaddr_address),
                             ls.SOCKADDR_IN_LENGTH)
 
-    def _errno():  # noqa: F811
+    def last_errno():  # noqa: F811
         return ctypes.get_errno()
 
     def address_of(array):  # noqa: F811
@@ -163,7 +164,7 @@ def receive_datagrams(fd, msgs, vlen):
     count = _recvmmsg(fd, address_of(msgs), vlen, ls.MSG_DONTWAIT)
     if count >= 0:
         return count
-    error = _errno()
+    error = last_errno()
     if error == EAGAIN or error == EINTR:
         return 0
     return -error
@@ -192,7 +193,7 @@ def send_datagram_to(fd, data_address, length, sockaddr_address):
     sent = _sendto(fd, data_address, length, 0, sockaddr_address)
     if sent >= 0:
         return sent
-    return -_errno()
+    return -last_errno()
 
 
 @kernel
@@ -202,7 +203,7 @@ def send_datagrams(fd, msgs, vlen):
     sent = _sendmmsg(fd, address_of(msgs), vlen, 0)
     if sent >= 0:
         return sent
-    return -_errno()
+    return -last_errno()
 
 
 # ------------------------------------------------------------------------------------ Python-side set-up

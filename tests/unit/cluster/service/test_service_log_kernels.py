@@ -14,7 +14,6 @@ from aeron_numba.codecs.cluster_proxies import LogPublisher
 from aeron_numba.client import FragmentAssembler
 from aeron_numba.kernels import cluster_service_log as K
 from harness.awaiting import await_condition
-from tests.unit.client_support import FakeDriver, connect
 
 
 @numba.njit(K.SESSION_MESSAGE_HANDLER_SIG, cache=True)
@@ -26,15 +25,6 @@ def _echo(state, buffer, offset, length, cluster_session_id, timestamp, outbox):
     at = K.reply_claim(outbox, cluster_session_id, length)
     if at >= 0:
         outbox[at:at + length] = buffer[offset:offset + length]
-
-
-@pytest.fixture
-def ipc(tmp_path):
-    driver = FakeDriver(tmp_path / "aeron")
-    aeron, _ = connect(driver)
-    yield aeron
-    aeron.close()
-    driver.close()
 
 
 def _log(aeron):
@@ -51,8 +41,8 @@ def _poll(image, limit, fragment_limit, state, outbox, result):
 
 
 @pytest.mark.requires_jit  # polls through image.compiled(): Numba overloads, refused without the JIT
-def test_bounded_poll_stops_at_the_limit_and_before_other_messages(ipc):
-    publication, image = _log(ipc)
+def test_bounded_poll_stops_at_the_limit_and_before_other_messages(aeron):
+    publication, image = _log(aeron)
     log = LogPublisher(publication)
     ends = []
     for i in range(3):
@@ -70,7 +60,7 @@ def test_bounded_poll_stops_at_the_limit_and_before_other_messages(ipc):
 
 
 @pytest.mark.requires_jit  # polls through image.compiled(): Numba overloads, refused without the JIT
-def test_outbox_refuses_what_does_not_fit_and_offers_each_sessions_replies_in_order(ipc):
+def test_outbox_refuses_what_does_not_fit_and_offers_each_sessions_replies_in_order(aeron):
     outbox = K.new_outbox(256)
     outbox[K.OUTBOX_LEADERSHIP_TERM_ID_OFFSET:K.OUTBOX_LEADERSHIP_TERM_ID_OFFSET + 8].view(np.int64)[0] = 7
     outbox[K.OUTBOX_TIMESTAMP_OFFSET:K.OUTBOX_TIMESTAMP_OFFSET + 8].view(np.int64)[0] = 55  # the poll sets it
@@ -88,8 +78,8 @@ def test_outbox_refuses_what_does_not_fit_and_offers_each_sessions_replies_in_or
     assert bytes(outbox[first:first + K.SESSION_HEADER_LENGTH + 2]) == CLUSTER.encode(
         CLUSTER.SessionMessageHeader(leadership_term_id=7, cluster_session_id=1, timestamp=55, payload=b"a1"))
 
-    publication = ipc.add_publication("aeron:ipc?term-length=64k", 102)
-    egress = ipc.add_subscription("aeron:ipc?term-length=64k", 102)
+    publication = aeron.add_publication("aeron:ipc?term-length=64k", 102)
+    egress = aeron.add_subscription("aeron:ipc?term-length=64k", 102)
     await_condition(lambda: publication.is_connected, 10, "egress connected")
     handle = publication.compiled()
     assert K.offer_replies(outbox, 1, handle.log, handle.pub_state, handle.limit_buffer) == 2
