@@ -36,6 +36,7 @@ import numpy as np
 from aeron_numba.archive.catalog import Catalog
 from aeron_numba.archive.segment_files import RecordingWriter, SegmentFileError
 from aeron_numba.kernels import recorder
+from aeron_numba.kernels.counters import counter_value_address
 from aeron_numba.kernels.segment_scanner import (EXTENT_END_POSITION, EXTENT_LOG_OFFSET, commit_record_block,
                                                  record_block_extent)
 from aeron_numba.layout import archive as A
@@ -97,10 +98,12 @@ class RecordingSession:
         state[recorder.STATE_COUNTER_ID] = image.subscriber_position_id
         state[recorder.STATE_REGISTRATION_ID] = image.subscription_registration_id
         state[recorder.STATE_FILE_IO_MAX_LENGTH] = self.file_io_max_length
-        state[recorder.STATE_REC_POS_ADDRESS] = _counter_address(self.position_counter)
+        state[recorder.STATE_REC_POS_ADDRESS] = counter_value_address(self.position_counter.values_buffer,
+                                                                      self.position_counter.id)
         if write_counters is not None:
             (state[recorder.STATE_WRITE_BYTES_ADDRESS], state[recorder.STATE_WRITE_NS_ADDRESS],
-             state[recorder.STATE_MAX_WRITE_NS_ADDRESS]) = (_counter_address(c) for c in write_counters)
+             state[recorder.STATE_MAX_WRITE_NS_ADDRESS]) = (counter_value_address(c.values_buffer, c.id)
+                                                            for c in write_counters)
         # What the addresses point into, held while the state is in use (a stage's table holds them too).
         self._state_holds = (log, values, metadata, self.position_counter.values_buffer,
                              *(c.values_buffer for c in write_counters or ()))
@@ -249,7 +252,3 @@ class RecordingSession:
             self._stop()
         self.position_counter.close()
 
-
-def _counter_address(counter) -> int:
-    """The address of a client ``Counter``'s value word."""
-    return counter.values_buffer.ctypes.data + counter.value_offset

@@ -5,7 +5,7 @@ module stamps with its own clock."""
 from __future__ import annotations
 
 from aeron_numba.kernels import cluster_append_position as cap
-from aeron_numba.layout.counters import COUNTER_REGISTRATION_ID_OFFSET, COUNTER_VALUE_OFFSET, counter_offset
+from aeron_numba.kernels.counters import counter_registration_id_address, counter_value_address
 
 
 class AppendPositionStage:
@@ -49,10 +49,10 @@ class AppendPositionStage:
         if log is None or limit is None:  # closed
             return
         values = append_position.values_buffer
-        base = values.ctypes.data + counter_offset(append_position.counter_id)
         state = self.state
-        state[cap.STATE_REC_POS_ADDRESS] = base + COUNTER_VALUE_OFFSET
-        state[cap.STATE_REC_POS_REGISTRATION_ADDRESS] = base + COUNTER_REGISTRATION_ID_OFFSET
+        state[cap.STATE_REC_POS_ADDRESS] = counter_value_address(values, append_position.counter_id)
+        state[cap.STATE_REC_POS_REGISTRATION_ADDRESS] = counter_registration_id_address(values,
+                                                                                        append_position.counter_id)
         state[cap.STATE_REC_POS_REGISTRATION_ID] = append_position.registration_id
         state[cap.STATE_LEADERSHIP_TERM_ID], state[cap.STATE_MEMBER_ID] = leadership_term_id, member_id
         state[cap.STATE_PUB_LOG_ADDRESS], state[cap.STATE_PUB_LOG_LENGTH] = log.ctypes.data, log.size

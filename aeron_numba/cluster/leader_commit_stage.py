@@ -6,11 +6,7 @@ commits it published)."""
 from __future__ import annotations
 
 from aeron_numba.kernels import cluster_leader_commit as lc
-from aeron_numba.layout.counters import COUNTER_REGISTRATION_ID_OFFSET, COUNTER_VALUE_OFFSET, counter_offset
-
-
-def _counter_word(values_buffer, counter_id: int, field: int) -> int:
-    return values_buffer.ctypes.data + counter_offset(counter_id) + field
+from aeron_numba.kernels.counters import counter_registration_id_address, counter_value_address
 
 
 class LeaderCommitStage:
@@ -47,12 +43,11 @@ class LeaderCommitStage:
         state[lc.STATE_LEADERSHIP_TERM_ID], state[lc.STATE_MEMBER_ID] = leadership_term_id, member_id
         state[lc.STATE_QUORUM_THRESHOLD] = quorum_threshold
         own_values = own_position.values_buffer
-        state[lc.STATE_OWN_POSITION_ADDRESS] = _counter_word(own_values, own_position.counter_id,
-                                                             COUNTER_VALUE_OFFSET)
-        state[lc.STATE_OWN_REGISTRATION_ADDRESS] = _counter_word(own_values, own_position.counter_id,
-                                                                 COUNTER_REGISTRATION_ID_OFFSET)
+        state[lc.STATE_OWN_POSITION_ADDRESS] = counter_value_address(own_values, own_position.counter_id)
+        state[lc.STATE_OWN_REGISTRATION_ADDRESS] = counter_registration_id_address(own_values,
+                                                                                   own_position.counter_id)
         state[lc.STATE_OWN_REGISTRATION_ID] = own_position.registration_id
-        state[lc.STATE_COMMIT_ADDRESS] = commit_counter.values_buffer.ctypes.data + commit_counter.value_offset
+        state[lc.STATE_COMMIT_ADDRESS] = counter_value_address(commit_counter.values_buffer, commit_counter.id)
         holds = [own_values, commit_counter.values_buffer]
         for k, handle in enumerate(images):
             row = lc.STATE_IMAGES + k * lc.IMAGE_WORDS

@@ -224,10 +224,21 @@ def free(metadata, values, counter_id, now_ms, free_to_reuse_timeout_ms):
 
 def counter_value_address(values: np.ndarray, counter_id: int) -> int:
     """The raw address of counter ``counter_id``'s value in the values buffer ``values``, for compiled code that
-    reads or waits on it by address (idle watches, the doorbell); valid while ``values`` is mapped."""
+    reads or waits on it by address (idle watches, the doorbell, the network cycles' stages); valid while
+    ``values`` is mapped."""
+    return _field_address(values, counter_id, COUNTER_VALUE_OFFSET)
+
+
+def counter_registration_id_address(values: np.ndarray, counter_id: int) -> int:
+    """The raw address of counter ``counter_id``'s registration id, for compiled code that checks by address that the
+    counter is still the one it was given (a stage's)."""
+    return _field_address(values, counter_id, COUNTER_REGISTRATION_ID_OFFSET)
+
+
+def _field_address(values: np.ndarray, counter_id: int, field_offset: int) -> int:
     if not 0 <= counter_id < values.nbytes // COUNTER_LENGTH:
         raise ValueError(f"counter_id={counter_id} is outside the values buffer of {values.nbytes // COUNTER_LENGTH}")
-    return values.ctypes.data + counter_id * COUNTER_LENGTH + COUNTER_VALUE_OFFSET
+    return values.ctypes.data + counter_id * COUNTER_LENGTH + field_offset
 
 
 @kernel(inline="always")

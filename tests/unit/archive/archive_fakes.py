@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aeron_numba.codecs.archive_messages import ARCHIVE
+from aeron_numba.layout.counters import COUNTER_LENGTH, COUNTER_VALUE_OFFSET
 
 
 class Watched:
@@ -22,23 +23,23 @@ class Watched:
 
 
 class Counter:
-    """A counter whose value is a word of memory of its own, as a client's is of cnc.dat (compiled code counts into
-    it by address: ``values_buffer`` and ``value_offset``)."""
+    """A counter whose value is a record of memory of its own, as a client's is of cnc.dat (compiled code counts into
+    it by address: ``values_buffer`` and its ``id``, 0)."""
 
     def __init__(self, type_id=0, key=b"", label=""):
         self.type_id, self.key, self.label = type_id, key, label
-        self.values_buffer = np.zeros(8, np.uint8)
-        self.value_offset = 0
+        self.values_buffer = np.zeros(COUNTER_LENGTH, np.uint8)
+        self.id = 0
         self.stores = 0  # set() calls
         self.is_closed = False
 
     @property
     def value(self):
-        return int(self.values_buffer.view(np.int64)[0])
+        return int(self.values_buffer[COUNTER_VALUE_OFFSET:COUNTER_VALUE_OFFSET + 8].view(np.int64)[0])
 
     @value.setter
     def value(self, value):
-        self.values_buffer.view(np.int64)[0] = value
+        self.values_buffer[COUNTER_VALUE_OFFSET:COUNTER_VALUE_OFFSET + 8].view(np.int64)[0] = value
 
     def get(self):
         return self.value
