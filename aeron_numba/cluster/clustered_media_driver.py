@@ -31,7 +31,10 @@ driver's compiled stretch (the network cycles' stages, ``archive/recording_sessi
 receives, and the log its consensus module appends as a leader, is in its segment file before the archive's own
 cycle would have run, which then does not run. On a follower the AppendPosition for what was recorded goes out
 there too (``kernels/cluster_append_position``): a block of the log costs the member no Python cycle until its
-commit position comes.
+commit position comes. A leader's commit is taken there from its followers' AppendPositions
+(``kernels/cluster_leader_commit``), and a compiled service on this thread reads what was committed, and sends its
+replies, there as well (``kernels/cluster_service_stage``); a commit the consensus module sets in Python is taken
+on by running the stretch once more in the same cycle (``NetworkStages.any_due``).
 
 Start-up: the archive's and the consensus module's kernels are compiled or loaded first, since nothing runs the
 driver (its heartbeat, its clients' liveness) while the GIL compiles; then the driver, the archive (its catalog
@@ -146,15 +149,17 @@ class _MemberAgent(WatchedCompositeAgent):
     archive records the log the consensus module just appended, so the archive's own cycle has nothing left to do).
     A driver not run yet in the cycle runs in the next pass if that work moved its words, first of all."""
 
-    def __init__(self, *agents, driver_parts: WatchedCompositeAgent, network_cycles_index: int):
+    def __init__(self, *agents, driver_parts: WatchedCompositeAgent, network_cycles_index: int, stages):
         super().__init__(*agents)
         self._driver_parts = driver_parts
         self._network_cycles_index = network_cycles_index
+        self._stages = stages
 
     def after_work(self, i: int) -> int:
         # Not for the driver's own work, a driver still to run, or work that moved nothing the driver watches (a
-        # publication's frame to send, an image's subscriber, the conductor's commands): nothing to send.
-        if i == 0 or not self.ran_in_this_cycle(0) or not self.moved_since_it_ran(0):
+        # publication's frame to send, an image's subscriber, the conductor's commands) and left its stages
+        # nothing (a commit position the consensus module set, which the service's log stage reads): no need.
+        if i == 0 or not self.ran_in_this_cycle(0) or not (self.moved_since_it_ran(0) or self._stages.any_due()):
             return 0
         return self._driver_parts.run_again(self._network_cycles_index)
 
@@ -240,6 +245,8 @@ class ClusteredMediaDriver:
                         service_aeron.conductor_agent_invoker, cm_aeron.conductor_agent_invoker, cm,
                         archive_and_below))
                 container = self.service_container
+                # The service's committed log is read, and its replies sent, in the driver's stretch.
+                container.agent.use_network_stages(self.driver.shared_network_cycles.stages)
                 service_starter.target = self._invokers["service container"] = AgentInvoker(
                     container.agent, container.record_error)
                 agents += [InvokedAgent(service_aeron.conductor_agent_invoker),
@@ -256,7 +263,8 @@ class ClusteredMediaDriver:
                     counters_layout.AGENT_CYCLES_LABEL.format(role=f"{part.role_name()} of the media driver"),
                     counters_layout.AGENT_CYCLES_COUNTER_TYPE_ID))
             member = _MemberAgent(*self.agents, driver_parts=driver_parts,
-                                  network_cycles_index=driver_parts.agents.index(self.driver.shared_network_cycles))
+                                  network_cycles_index=driver_parts.agents.index(self.driver.shared_network_cycles),
+                                  stages=self.driver.shared_network_cycles.stages)
             self.runner = AgentRunner(member, member_idle_strategy(driver_ctx),
                                       self.driver.record_error)
         except BaseException:

@@ -15,22 +15,33 @@ class NetworkStages:
 
     def __init__(self):
         self._entries: dict[int, tuple] = {}  # key -> (function address, state, holds)
+        self._dues: dict[int, object] = {}  # key -> its due() check, for the stages that have one
         self._next_key = 1
         self.table = np.zeros((0, STAGE_COLUMNS), np.int64)
 
-    def add(self, stage, state: np.ndarray, holds: tuple = ()) -> int:
+    def add(self, stage, state: np.ndarray, holds: tuple = (), due=None) -> int:
         """Run ``stage`` (an ``@kernel`` ``int64(int64)`` function) over ``state`` from the next call on; the key
-        to ``remove`` it with."""
+        to ``remove`` it with. ``due``, when given, says (``due() -> bool``) whether work for the stage was made
+        outside the network cycles (``any_due``)."""
         if state.dtype != np.int64 or not state.flags.c_contiguous:
             raise ValueError("a stage's state must be a contiguous int64 array")
         key = self._next_key
         self._next_key += 1
         self._entries[key] = (stage_address(stage), state, holds)
+        if due is not None:
+            self._dues[key] = due
         self._rebuild()
         return key
 
+    def any_due(self) -> bool:
+        """Whether a stage has work that Python code on the thread made since the network cycles last ran (a commit
+        position the consensus module set, which the service's log stage reads): the thread's duty cycle then runs
+        them once more rather than leaving that work to the stage owner's next Python cycle."""
+        return any(due() for due in self._dues.values())
+
     def remove(self, key: int) -> None:
         """Stop running the stage added as ``key`` (a key not in the table is ignored)."""
+        self._dues.pop(key, None)
         if self._entries.pop(key, None) is not None:
             self._rebuild()
 

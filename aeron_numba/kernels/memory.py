@@ -147,6 +147,45 @@ bytes_at = _make_view_at(types.uint8)
 int64s_at = _make_view_at(types.int64)
 
 
+def function_at(function_type: types.FunctionType):
+    """An intrinsic ``function(address)``: a first-class function of ``function_type`` whose C wrapper is at
+    ``address`` (``function_address``), to call from a kernel that found the address in a state array, as the
+    network cycles find a stage's. The caller keeps the function's dispatcher alive while the address is in use."""
+
+    @intrinsic
+    def function(typingctx, address):
+        if not isinstance(address, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            value = cgutils.create_struct_proxy(function_type)(context, builder)
+            pointer = context.get_value_type(types.voidptr)
+            value.c_addr = builder.inttoptr(context.cast(builder, args[0], sig.args[0], types.int64), pointer)
+            value.py_addr = pointer(None)  # no Python object: the C wrapper is called directly
+            value.jit_addr = pointer(None)
+            return value._getvalue()
+
+        return function_type(address), codegen
+
+    return function
+
+
+_PYTHON_FUNCTIONS: dict[int, object] = {}  # under NUMBA_DISABLE_JIT: a function's key -> the plain function
+
+
+def function_address(dispatcher, function_type: types.FunctionType) -> int:
+    """The address ``function_at(function_type)`` calls ``dispatcher`` (an ``@njit`` function of that type's
+    signature) at: numba's C wrapper of it, compiled or loaded from the cache on first use. Under
+    ``NUMBA_DISABLE_JIT`` a key that finds the plain function."""
+    if numba.config.DISABLE_JIT:
+        key = next((k for k, f in _PYTHON_FUNCTIONS.items() if f is dispatcher), len(_PYTHON_FUNCTIONS) + 1)
+        _PYTHON_FUNCTIONS[key] = dispatcher
+        return key
+    from numba.experimental.function_type import _get_wrapper_address
+
+    return _get_wrapper_address(dispatcher, function_type.signature)
+
+
 if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomics.py)
 
     def copy_bytes(dst, dst_offset, src, src_offset, length):  # noqa: F811
@@ -168,3 +207,6 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
         return view_at
 
     bytes_at, int64s_at = _view_at(np.uint8), _view_at(np.int64)  # noqa: F811
+
+    def function_at(function_type):  # noqa: F811
+        return lambda address: _PYTHON_FUNCTIONS[int(address)]

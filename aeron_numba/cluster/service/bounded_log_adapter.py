@@ -78,6 +78,21 @@ class BoundedLogAdapter:
         return self._handler is not None
 
     @property
+    def handler(self):
+        """The service's compiled session message handler (an ``@njit`` dispatcher), or None."""
+        return self._handler
+
+    @property
+    def state(self):
+        """The array the compiled handler is given (the service's ``state``)."""
+        return self._state
+
+    @property
+    def compiled_handle(self):
+        """The image's compiled handle the compiled path reads, or None."""
+        return self._poll.handle if self._poll is not None else None
+
+    @property
     def malformed_count(self) -> int:
         return self._events.malformed_count
 

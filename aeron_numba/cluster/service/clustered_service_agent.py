@@ -11,7 +11,9 @@ image)`` reads the service's own state from the rest); else ``service.on_start(c
 Duty cycle (``do_work``): every millisecond, poll the service adapter (JoinLog, ServiceTerminationPosition,
 requestServiceAck), join a pending log once the previous one is done, act on a reached termination or ack
 position, touch the mark file every second; poll the log up to the commit position (``BoundedLogAdapter``); run
-the service's background work; flush the compiled path's replies.
+the service's background work; flush the compiled path's replies. A compiled service on a driver's thread (a
+``ClusteredMediaDriver``) has its session messages read, and their replies sent, in the driver's stretch between
+these cycles (``use_network_stages``); a cycle then runs for the rest of the log and for its clocks.
 
 Each log event is handled as Aeron handles it: sessions are opened (connected to their response channel only on the
 leader) and closed by the log; ClusterActionRequest SNAPSHOT takes the snapshot (an exclusive IPC publication on the
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +48,7 @@ from aeron_numba.cluster.service.client_session import ContainerClientSession
 from aeron_numba.cluster.service.clustered_service import (MOCKED_OFFER, ClusteredServiceBase, CloseReason, Role,
                                                             check_service)
 from aeron_numba.cluster.service.service_adapter import ServiceAdapter
+from aeron_numba.cluster.service.service_log_stage import ServiceLogStage
 from aeron_numba.cluster.service.service_snapshot import ServiceSnapshotLoader, ServiceSnapshotTaker
 from aeron_numba.codecs.cluster_proxies import ConsensusModuleProxy
 from aeron_numba.kernels import cluster_service_log as K
@@ -75,6 +79,14 @@ LIFECYCLE_CALLBACK_DO_BACKGROUND_WORK = 4
 _LIFECYCLE_NAMES = {LIFECYCLE_CALLBACK_NONE: "none", LIFECYCLE_CALLBACK_ON_START: "onStart",
                     LIFECYCLE_CALLBACK_ON_TERMINATE: "onTerminate", LIFECYCLE_CALLBACK_ON_ROLE_CHANGE: "onRoleChange",
                     LIFECYCLE_CALLBACK_DO_BACKGROUND_WORK: "doBackgroundWork"}
+
+
+class _CounterRef(NamedTuple):
+    """A counter as the log stage finds it: its values buffer, id and registration id."""
+
+    values_buffer: np.ndarray
+    counter_id: int
+    registration_id: int
 
 
 class ClusterTerminationException(AgentTerminationException):
@@ -182,6 +194,7 @@ class ClusteredServiceAgent:
         self.log_adapter = BoundedLogAdapter(self, ctx.log_fragment_limit, session_message_handler=handler,
                                              state=getattr(service, "state", None), on_error=self._on_error_text)
         self._session_ids_scratch = np.zeros(64, dtype=np.int64)
+        self._log_stage = ServiceLogStage()  # the compiled log read in a driver's stretch: use_network_stages
         self.consensus_module_proxy = ConsensusModuleProxy(
             aeron.add_publication(ctx.control_channel, ctx.consensus_module_stream_id), retry_attempts=1)
         self.service_adapter = ServiceAdapter(aeron.add_subscription(ctx.control_channel, ctx.service_stream_id), self,
@@ -192,6 +205,19 @@ class ClusteredServiceAgent:
     def role_name(self) -> str:
         return self.ctx.service_name
 
+    def use_network_stages(self, stages) -> None:
+        """Read the committed log with the compiled handler, and flush its replies, in the network cycles of the
+        driver on this thread (``stages``, their ``NetworkStages``: a ``ClusteredMediaDriver``'s) between this
+        agent's cycles, so a commit reaches the service, and its replies the egress, without a Python cycle of the
+        container (``service_log_stage.py``). Only a compiled service; only while nothing is left for the Python
+        path (the stage stops before any other log event, and at a reply its publication cannot take now)."""
+        self._log_stage.stop()
+        self._log_stage = ServiceLogStage(stages)
+
+    @property
+    def log_stage(self) -> ServiceLogStage:
+        return self._log_stage
+
     def on_start(self) -> None:
         self._commit_position_counter_id = self._await_counter(C.COMMIT_POSITION_TYPE_ID, "commit-pos")
         self._commit_position_registration_id = self.counters.get_counter_registration_id(
@@ -201,6 +227,7 @@ class ClusteredServiceAgent:
         self.is_started = True
 
     def on_close(self) -> None:
+        self._log_stage.stop()
         if self._is_service_active:
             self._is_service_active = False
             try:
@@ -223,8 +250,9 @@ class ClusteredServiceAgent:
 
     def add_idle_watch(self, watch) -> bool:
         """What an idle cycle waits on (``agent/idle_watch.py``), so a backed-off container parks in compiled code
-        rather than running a Python cycle a millisecond: the log's next frame and the commit position bounding it,
-        the consensus module's stream, a driver event; its clocks (mark file, commit-pos check, back-pressured
+        rather than running a Python cycle a millisecond: the log's next frame and the commit position bounding it
+        (or, while the log stage reads the log in the driver's stretch, the stage turning itself off), the
+        consensus module's stream, a driver event; its clocks (mark file, commit-pos check, back-pressured
         replies) wait at most 10 ms. Not while a join, an ack or the termination is pending, and not for a service
         with its own ``do_background_work``, which Aeron calls every duty cycle."""
         if (self._nano_clock not in (time.monotonic_ns, SystemNanoClock.nano_time) or not self._is_service_active
@@ -236,7 +264,10 @@ class ClusteredServiceAgent:
         self.aeron.add_idle_watch(watch)
         self.service_adapter.subscription.add_idle_watch(watch)
         image = self.log_adapter.image
-        if image is not None:
+        if self._log_stage.is_running:
+            # The stage reads the log as it is committed: this agent's work there is what the stage stops before.
+            self._log_stage.add_idle_watch(watch)
+        elif image is not None:
             values, commit_id = self.counters.values_buffer, self._commit_position_counter_id
             # The log's next frame is work only below the commit position: a frame that arrives before it is
             # committed (the log reaches a member before its commit does) is read once the commit moves.
@@ -247,19 +278,57 @@ class ClusteredServiceAgent:
         return True
 
     def do_work(self) -> int:
-        work_count = 0
-        now_ns = self._nano_clock()
-        if self._check_for_clock_tick(now_ns):
-            work_count += self._poll_service_adapter()
-        if self.log_adapter.image is not None:
-            polled = self.log_adapter.poll(self.counters.get_counter_value(self._commit_position_counter_id))
-            work_count += polled
-            if polled == 0 and self.log_adapter.is_done():
-                self._close_log()
-        work_count += self._invoke_background_work(now_ns)
-        if self.log_adapter.is_compiled:
-            work_count += self._flush_replies()
-        return work_count
+        # The log stage is off while this cycle runs: the service's Python callbacks and every wait inside them
+        # (which run the driver's stretch) see no message handed over under them.
+        self._log_stage.pause()
+        self._take_log_stage()
+        try:
+            work_count = 0
+            now_ns = self._nano_clock()
+            if self._check_for_clock_tick(now_ns):
+                work_count += self._poll_service_adapter()
+            if self.log_adapter.image is not None:
+                polled = self.log_adapter.poll(self.counters.get_counter_value(self._commit_position_counter_id))
+                work_count += polled
+                if polled == 0 and self.log_adapter.is_done():
+                    self._close_log()
+            work_count += self._invoke_background_work(now_ns)
+            if self.log_adapter.is_compiled:
+                work_count += self._flush_replies()
+            return work_count
+        finally:
+            self._sync_log_stage()
+
+    def _take_log_stage(self) -> None:
+        """What the log stage handed the service since this agent last looked: its log position and cluster time."""
+        taken, log_position, timestamp = self._log_stage.take()
+        if taken:
+            self.on_compiled_session_messages(log_position, timestamp, taken)
+
+    def _sync_log_stage(self) -> None:
+        """Turn the log stage on for what this cycle leaves (the log image, the role, the sessions), or keep it
+        off while the Python path has work: a join, an ack or the termination pending, replies back-pressured."""
+        stage, adapter = self._log_stage, self.log_adapter
+        if stage.stages is None or not adapter.is_compiled:
+            return
+        image, handle = adapter.image, adapter.compiled_handle
+        if not self._is_service_active or image is None or handle is None or image.is_closed or adapter.is_done():
+            stage.stop()
+            return
+        outbox = adapter.outbox
+        if (self._active_log_event is not None or self._requested_ack_position != NULL_POSITION
+                or self._termination_position != NULL_POSITION or not isinstance(adapter.state, np.ndarray)
+                or outbox[K.OUTBOX_COUNT_OFFSET:K.OUTBOX_COUNT_OFFSET + 8].view(np.int64)[0] != 0):
+            return
+        sessions = [(session.id, session.compiled_publication()) for session in self._sessions]
+        key = (id(handle), self._role, adapter.max_log_position, self._commit_position_counter_id,
+               self._commit_position_registration_id, tuple((i, id(p)) for i, p in sessions))
+        commit = _CounterRef(self.counters.values_buffer, self._commit_position_counter_id,
+                             self._commit_position_registration_id)
+        stage.run_for(handle=handle, commit=commit, max_log_position=adapter.max_log_position,
+                      handler=adapter.handler, service_state=adapter.state, outbox=outbox,
+                      is_leader=self._role == Role.LEADER, sessions=sessions, fragment_limit=adapter.fragment_limit,
+                      key=key)
 
     def request_termination(self) -> None:
         """Make the agent's waits end (a signal to the container): only sets a flag."""
@@ -277,9 +346,11 @@ class ClusteredServiceAgent:
         return self._role
 
     def log_position(self) -> int:
+        self._take_log_stage()
         return self._log_position
 
     def time(self) -> int:
+        self._take_log_stage()
         return self._cluster_time
 
     def time_unit(self) -> ClusterTimeUnit | None:

@@ -24,6 +24,9 @@ from aeron_numba.cluster.examples.key_value_service import (
 from aeron_numba.cluster.service.clustered_service import MOCKED_OFFER, CloseReason, Role
 from aeron_numba.cluster.service.clustered_service_agent import ClusterTerminationException
 from aeron_numba.codecs.cluster_messages import CLUSTER
+from aeron_numba.driver.network_stages import NetworkStages
+from aeron_numba.kernels.network_stages import run_stages
+from harness.awaiting import await_condition
 from aeron_numba.agent.idle_watch import IdleWatch
 from aeron_numba.kernels import idle_wait as iw
 from aeron_numba.client import FragmentAssembler
@@ -303,6 +306,58 @@ def test_key_value_service_applies_the_log_and_the_leader_answers(node, service_
     for request in requests:
         reference.apply(request)
     assert service.state_hash == reference.state_hash and dict(service.entries()) == {b"k2": big}
+
+
+@pytest.mark.requires_jit  # the stage reads through image.compiled()
+def test_a_compiled_services_log_is_read_in_the_drivers_stretch_between_container_cycles(node, monkeypatch):
+    """With the driver on its thread (``use_network_stages``), a commit reaches the handler and its replies the
+    egress from the network cycles' stages alone; the container runs again only for what the stage stops
+    before (a log event other than a session message), woken by the stage's on word."""
+    _, aeron = node
+    egress = aeron.add_subscription(EGRESS_CHANNEL, EGRESS_STREAM_ID)
+    responses = []
+    assembler = FragmentAssembler(lambda b, o, n, h: responses.append(CLUSTER.decode(b, o, n)))
+    service = CompiledKeyValueService(capacity=64)
+    stages = NetworkStages()
+    cm, agent = started(aeron, service)
+    agent.use_network_stages(stages)
+    cm.join_log()
+    run_until(agent, lambda: len(cm.messages("ServiceAck")) == 2, "the join's ServiceAck")
+    assert cm.log.session_open_event(0, 1, 8, 0, EGRESS_STREAM_ID, EGRESS_CHANNEL, b"")
+    cm.commit()
+    run_until(agent, lambda: agent.get_client_session(8) is not None
+              and agent.get_client_session(8).response_publication.is_connected, "egress connected")
+    agent.do_work()
+    assert agent.log_stage.is_running
+    monkeypatch.setattr(agent, "_nano_clock", time.monotonic_ns)  # a watch needs the clock a compiled wait reads
+    watch = IdleWatch()
+    assert agent.add_idle_watch(watch)
+    watch.snapshot()
+    requests = [encode_put(1, b"k1", b"v" * 64), encode_get(2, b"k1")]
+    for request in requests:
+        assert cm.log.session_message_header(0, 8, 100, request)
+    cm.commit()
+
+    def stretch_answers(count: int):
+        def answered() -> bool:
+            run_stages(stages.table, len(stages))  # the driver's stretch only: no container cycle
+            egress.poll(assembler.on_fragment, 10)
+            return len(responses) >= count
+        return answered
+
+    await_condition(stretch_answers(2), 10, "the answers")
+    assert [decode_response(r.payload)[:3] for r in responses] == [(1, 0, 1), (2, 0, 2)]
+    assert not watch.changed(), "the container's watch did not fire: nothing was left for it"
+    assert agent.log_position() == cm.log_publication.position and agent.time() == 100
+    assert cm.log.timer_event(0, 42, 120)
+    assert cm.log.session_message_header(0, 8, 130, encode_get(3, b"k1"))
+    cm.commit()
+    run_stages(stages.table, len(stages))
+    assert not agent.log_stage.is_running and watch.changed()  # stopped before the timer: the container's
+    agent.do_work()  # the timer event, then the stage on again for the message after it
+    assert agent.log_stage.is_running and agent.time() == 120
+    await_condition(stretch_answers(3), 10, "the third answer")
+    assert decode_response(responses[2].payload)[:3] == (2, 0, 3) and agent.time() == 130
 
 
 def test_try_claim_to_the_cluster_puts_the_session_header_first(node):
