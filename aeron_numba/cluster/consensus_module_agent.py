@@ -41,6 +41,7 @@ from aeron_numba.archive import recording_pos
 from aeron_numba.client.fragment_assembler import ABORT, CONTINUE
 from aeron_numba.cluster import cluster_member as cm
 from aeron_numba.cluster.append_position_stage import AppendPositionStage
+from aeron_numba.cluster.follower_commit_stage import FollowerCommitStage
 from aeron_numba.cluster.leader_commit_stage import LeaderCommitStage
 from aeron_numba.cluster import pending_service_message_tracker as psmt
 from aeron_numba.cluster import recovery_state
@@ -245,7 +246,8 @@ class ConsensusModuleAgent:
         # runs on this thread (``use_network_stages``).
         self._append_stage = AppendPositionStage()
         self._leader_stage = LeaderCommitStage()  # a leader's commit from the driver's stretch, likewise
-        self.notified_commit_position = 0
+        # Its notified_commit_position, and a follower's commit (and reading of the log) from the driver's stretch.
+        self._follower_stage = FollowerCommitStage()
         self.time_of_last_log_update_ns = 0
         self.time_of_last_append_position_update_ns = 0
         self.log_stalled_at_position = NULL_POSITION  # _is_log_stalled: where the recording was first seen behind
@@ -322,6 +324,10 @@ class ConsensusModuleAgent:
         work_count = 0
         if self._leader_stage.is_running:
             self._take_leader_stage(now_ns)
+        # A follower's stage is off while this cycle runs: it reads the log and the consensus images itself, and an
+        # election it starts (and every wait of one, which runs the driver's stretch) sees nothing move under it.
+        self._follower_stage.pause()
+        self._take_follower_stage(now_ns)
         try:
             if now_ns >= self.slow_tick_deadline_ns:
                 slow = self._slow_tick_work(now_ns)
@@ -343,11 +349,13 @@ class ConsensusModuleAgent:
         finally:
             self._sync_append_stage()
             self._sync_leader_stage()
+            self._sync_follower_stage()
         return work_count
 
     def on_close(self) -> None:
         self._append_stage.stop()
         self._leader_stage.stop()
+        self._follower_stage.stop()
         for action in (self.log_publisher.disconnect, lambda: self.log_adapter.disconnect(),
                        self._try_stop_log_recording, self.ingress_adapter.close):
             self._quietly(action)
@@ -470,7 +478,8 @@ class ConsensusModuleAgent:
         # A follower whose AppendPositions go from the driver's stretch has nothing to do with the log it receives
         # until a CommitPosition (on the consensus stream, watched) lets it read on: below that, the log's next
         # frame and its recorded position are not its work.
-        log_quiet = self._append_stage.is_running and self.log_adapter.position >= self.notified_commit_position
+        log_quiet = self._follower_stage.is_running or (self._append_stage.is_running
+                                                        and self.log_adapter.position >= self.notified_commit_position)
         adapters = self._watched_adapters[:-1] if log_quiet else self._watched_adapters
         subscriptions = tuple(adapter.subscription for adapter in adapters
                               if adapter is not None and adapter.subscription is not None)
@@ -485,6 +494,8 @@ class ConsensusModuleAgent:
                self.archive.watch_key if self.archive is not None else None, append_position)
         self._kept_watches[append_position is None].add_to(
             watch, key, lambda w: self._name_watch(w, subscriptions, append_position))
+        if self._follower_stage.is_running:
+            self._follower_stage.add_idle_watch(watch)
         watch.run_by(time.monotonic_ns() + SLOW_TICK_INTERVAL_NS)
         return True
 
@@ -1526,6 +1537,14 @@ class ConsensusModuleAgent:
 
     # =========================================================================================== positions
     @property
+    def notified_commit_position(self) -> int:
+        return self._follower_stage.notified_commit_position
+
+    @notified_commit_position.setter
+    def notified_commit_position(self, position: int) -> None:
+        self._follower_stage.notified_commit_position = position
+
+    @property
     def last_append_position(self) -> int:
         return self._append_stage.last_append_position
 
@@ -1534,12 +1553,14 @@ class ConsensusModuleAgent:
         self._append_stage.last_append_position = position
 
     def use_network_stages(self, stages) -> None:
-        """Run a follower's AppendPositions and a leader's commit as stages of the driver's network cycles
-        (``stages``, a ``NetworkStages`` run on this module's thread): once the archive recorded more of the log, or
-        a follower's AppendPosition came, in the same compiled stretch (``append_position_stage``,
-        ``leader_commit_stage``), not in this module's next cycle."""
+        """Run a follower's AppendPositions and commit and a leader's commit as stages of the driver's network
+        cycles (``stages``, a ``NetworkStages`` run on this module's thread): once the archive recorded more of the
+        log, or a follower's AppendPosition or the leader's CommitPosition came, in the same compiled stretch
+        (``append_position_stage``, ``follower_commit_stage``, ``leader_commit_stage``), not in this module's next
+        cycle."""
         self._append_stage.stages = stages
         self._leader_stage.stages = stages
+        self._follower_stage.stages = stages
 
     def _sync_append_stage(self) -> None:
         """The compiled AppendPosition on for a follower between elections with its leader's publication and its log
@@ -1578,6 +1599,38 @@ class ConsensusModuleAgent:
                       quorum_threshold=cm.quorum_threshold(len(self.active_members)),
                       own_position=self.append_position, commit_counter=self.counters.commit_position,
                       images=images, followers=followers, key=key)
+
+    def _sync_follower_stage(self) -> None:
+        """The compiled commit on for a follower between elections (ACTIVE or SUSPENDED, no termination position
+        given) with its leader, its log image and recording counter and its consensus images' compiled handles,
+        off otherwise; its tables follow the term, the leader and the images."""
+        stage = self._follower_stage
+        if stage.stages is None:
+            return
+        leader = self.leader_member
+        images = self.consensus_adapter.compiled_images() if self.consensus_adapter is not None else None
+        log = self.log_adapter.compiled_handle
+        if (images is None or log is None or leader is None or self.election is not None
+                or self.role != ClusterRole.FOLLOWER
+                or self.state not in (ConsensusModuleState.ACTIVE, ConsensusModuleState.SUSPENDED)
+                or self.termination_position != NULL_POSITION or self.log_adapter.is_image_closed
+                or self.append_position is None or self.append_position.is_closed):
+            stage.stop()
+            return
+        key = (self.leadership_term_id, leader.id, self.append_position, id(log.log),
+               tuple(id(h.log) for h in images))
+        stage.run_for(leadership_term_id=self.leadership_term_id, leader_member_id=leader.id,
+                      append_position=self.append_position, commit_counter=self.counters.commit_position, log=log,
+                      images=images, key=key)
+
+    def _take_follower_stage(self, now_ns: int) -> None:
+        """What the follower's compiled commit did since this module's last cycle, as if this cycle had done it: the
+        sessions' activity it read from the log, the times of the leader's CommitPositions it took."""
+        took, rows = self._follower_stage.take()
+        for cluster_session_id, timestamp in rows:
+            self.on_replay_session_message(cluster_session_id, timestamp)
+        if took:
+            self._time_of_last_leader_update_ns = self.time_of_last_log_update_ns = now_ns
 
     def _take_leader_stage(self, now_ns: int) -> None:
         """What the compiled commit did since this module's last cycle, as if this cycle had done it: the followers'

@@ -58,6 +58,11 @@ class LogAdapter:
             self._poll = K.BoundSessionPoll(image.compiled(), self._handler, self._activity, self._outbox, self._result)
 
     @property
+    def compiled_handle(self):
+        """The image's compiled handle the compiled read uses, or None (no JIT, no image)."""
+        return self._poll.handle if self._poll is not None else None
+
+    @property
     def position(self) -> int:
         image = self.image
         if image is None:

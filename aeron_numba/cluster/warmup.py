@@ -1,8 +1,8 @@
 """Load (or, on a cold cache, compile) the kernels the consensus module calls beyond the client's, before its Aeron
 client talks to the driver: compiling holds the GIL long enough to stall the client conductor thread past the
 driver's client liveness timeout (see ``client/warmup.py``). The timer wheel, the distinct error log, the
-consensus stream's compiled read and the stages (the follower's, the leader's, a compiled service's log; with their
-C wrappers) are the ones."""
+consensus stream's compiled read and the stages (the follower's append and commit, the leader's commit, a compiled
+service's log; with their C wrappers) are the ones."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 
 from aeron_numba.cluster.cluster_time import ClusterTimeUnit
 from aeron_numba.cluster.timer_service import TIMER_SERVICE_SUPPLIER_DEFAULT, new_timer_service
-from aeron_numba.kernels import cluster_append_position, cluster_consensus, cluster_leader_commit, cluster_service_stage
+from aeron_numba.kernels import (cluster_append_position, cluster_consensus, cluster_follower_commit,
+                                  cluster_leader_commit, cluster_service_stage)
 from aeron_numba.kernels.network_stages import run_stages, stage_address
 from aeron_numba.kernels.error_log import DistinctErrorLog
 
@@ -35,6 +36,7 @@ def warm_up_cluster_kernels() -> None:
     # The stages, off (they read and send nothing), with their C wrappers.
     for stage, state in ((cluster_append_position.append_position_stage, cluster_append_position.new_state()),
                          (cluster_leader_commit.leader_commit_stage, cluster_leader_commit.new_state()),
+                         (cluster_follower_commit.follower_commit_stage, cluster_follower_commit.new_state()),
                          (cluster_service_stage.service_log_stage, cluster_service_stage.new_state())):
         run_stages(np.array([[stage_address(stage), state.ctypes.data]], np.int64), 1)
     message = np.zeros(64, np.uint8)

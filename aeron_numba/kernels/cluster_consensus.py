@@ -60,6 +60,31 @@ RESULT_STOPPED_AT_OTHER = 0
 RESULT_LENGTH = 2
 
 
+@kernel(inline="always")
+def position_message_template(log, frame_offset):
+    """The template id of the (whole, not padding) frame at ``frame_offset`` when it is an AppendPosition or a
+    CommitPosition the compiled readers decode: unfragmented, this schema, its block length, all of it there, an
+    AppendPosition of a version with flags. -1 for any other frame (the Python path's)."""
+    message = frame_offset + HEADER_LENGTH
+    length = atomics.get_int32(log, frame_offset) - HEADER_LENGTH
+    flags = atomics.get_int8(log, frame_offset + FLAGS_FIELD_OFFSET) & 0xFF
+    if (flags & UNFRAGMENTED) != UNFRAGMENTED or length < MESSAGE_HEADER_LENGTH \
+            or (atomics.get_int16(log, message + _SCHEMA_ID_OFFSET) & 0xFFFF) != SCHEMA_ID:
+        return -1
+    template_id = atomics.get_int16(log, message + _TEMPLATE_ID_OFFSET) & 0xFFFF
+    block_length = atomics.get_int16(log, message + _BLOCK_LENGTH_OFFSET) & 0xFFFF
+    if template_id == APPEND_POSITION_TEMPLATE_ID:
+        if block_length != _APPEND_BLOCK_LENGTH or length < MESSAGE_HEADER_LENGTH + block_length \
+                or (atomics.get_int16(log, message + _VERSION_OFFSET) & 0xFFFF) < _FLAGS_SINCE:
+            return -1
+        return template_id
+    if template_id == COMMIT_POSITION_TEMPLATE_ID:
+        if block_length != _COMMIT_BLOCK_LENGTH or length < MESSAGE_HEADER_LENGTH + block_length:
+            return -1
+        return template_id
+    return -1
+
+
 @kernel
 def read_positions(log, position_buf, position_offset, closed_word, fragment_limit, rows, result):
     """Up to ``fragment_limit`` AppendPosition and CommitPosition messages (and no more than ``rows`` holds) from the
@@ -82,22 +107,7 @@ def read_positions(log, position_buf, position_offset, closed_word, fragment_lim
             offset += aligned
             continue
         message = frame_offset + HEADER_LENGTH
-        length = atomics.get_int32(log, frame_offset) - HEADER_LENGTH
-        flags = atomics.get_int8(log, frame_offset + FLAGS_FIELD_OFFSET) & 0xFF
-        template_id = -1
-        if (flags & UNFRAGMENTED) == UNFRAGMENTED and length >= MESSAGE_HEADER_LENGTH \
-                and (atomics.get_int16(log, message + _SCHEMA_ID_OFFSET) & 0xFFFF) == SCHEMA_ID:
-            template_id = atomics.get_int16(log, message + _TEMPLATE_ID_OFFSET) & 0xFFFF
-            block_length = atomics.get_int16(log, message + _BLOCK_LENGTH_OFFSET) & 0xFFFF
-            if template_id == APPEND_POSITION_TEMPLATE_ID:
-                if block_length != _APPEND_BLOCK_LENGTH or length < MESSAGE_HEADER_LENGTH + block_length \
-                        or (atomics.get_int16(log, message + _VERSION_OFFSET) & 0xFFFF) < _FLAGS_SINCE:
-                    template_id = -1
-            elif template_id == COMMIT_POSITION_TEMPLATE_ID:
-                if block_length != _COMMIT_BLOCK_LENGTH or length < MESSAGE_HEADER_LENGTH + block_length:
-                    template_id = -1
-            else:
-                template_id = -1
+        template_id = position_message_template(log, frame_offset)
         if template_id < 0:
             result[RESULT_STOPPED_AT_OTHER] = 1
             break

@@ -23,16 +23,15 @@ import numpy as np
 
 from aeron_numba.jit import kernel
 from aeron_numba.kernels import atomics
-from aeron_numba.kernels.cluster_consensus import (APPEND_POSITION_BLOCK_LENGTH, APPEND_POSITION_FLAGS_OFFSET,
-                                                   APPEND_POSITION_FLAGS_SINCE, APPEND_POSITION_LOG_POSITION_OFFSET,
+from aeron_numba.kernels.cluster_consensus import (APPEND_POSITION_FLAGS_OFFSET, APPEND_POSITION_LOG_POSITION_OFFSET,
                                                    APPEND_POSITION_MEMBER_OFFSET, APPEND_POSITION_TEMPLATE_ID,
                                                    APPEND_POSITION_TERM_OFFSET, COMMIT_POSITION_BLOCK_LENGTH,
-                                                   COMMIT_POSITION_TEMPLATE_ID, MESSAGE_LENGTH_APPEND_POSITION,
-                                                   MESSAGE_LENGTH_COMMIT_POSITION)
+                                                   COMMIT_POSITION_TEMPLATE_ID, MESSAGE_LENGTH_COMMIT_POSITION,
+                                                   position_message_template)
 from aeron_numba.kernels.cluster_service_log import SCHEMA_ID, SCHEMA_VERSION, term_cursor, whole_frame_length
 from aeron_numba.kernels.memory import bytes_at, int64s_at
 from aeron_numba.kernels.term_appender import exclusive_offer
-from aeron_numba.layout.frame import FLAGS_FIELD_OFFSET, HDR_TYPE_PAD, HEADER_LENGTH, TYPE_FIELD_OFFSET, UNFRAGMENTED
+from aeron_numba.layout.frame import HDR_TYPE_PAD, HEADER_LENGTH, TYPE_FIELD_OFFSET
 from aeron_numba.layout.publication_status import ADMIN_ACTION, PUB_STATE_LENGTH
 
 MAX_IMAGES = 16
@@ -94,13 +93,7 @@ def _take_append_positions(state, image):
             offset += aligned
             continue
         message = frame_offset + HEADER_LENGTH
-        length = atomics.get_int32(log, frame_offset) - HEADER_LENGTH
-        if ((atomics.get_int8(log, frame_offset + FLAGS_FIELD_OFFSET) & 0xFF) & UNFRAGMENTED) != UNFRAGMENTED \
-                or length < MESSAGE_LENGTH_APPEND_POSITION \
-                or (atomics.get_int16(log, message + _SCHEMA_ID_OFFSET) & 0xFFFF) != SCHEMA_ID \
-                or (atomics.get_int16(log, message + _TEMPLATE_ID_OFFSET) & 0xFFFF) != APPEND_POSITION_TEMPLATE_ID \
-                or (atomics.get_int16(log, message) & 0xFFFF) != APPEND_POSITION_BLOCK_LENGTH \
-                or (atomics.get_int16(log, message + _VERSION_OFFSET) & 0xFFFF) < APPEND_POSITION_FLAGS_SINCE \
+        if position_message_template(log, frame_offset) != APPEND_POSITION_TEMPLATE_ID \
                 or (atomics.get_int8(log, message + APPEND_POSITION_FLAGS_OFFSET) & 0xFF) != 0 \
                 or atomics.get_int64(log, message + APPEND_POSITION_TERM_OFFSET) > state[STATE_LEADERSHIP_TERM_ID]:
             break
