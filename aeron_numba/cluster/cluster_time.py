@@ -120,5 +120,10 @@ class ClusterClock:
     def time_nanos(self) -> int:
         return self._epoch_ns()
 
+    @property
+    def is_system_clock(self) -> bool:
+        """Whether it reads the system's epoch clock (``time.time_ns``), as compiled code reading it does."""
+        return self._epoch_ns is time.time_ns
+
     def convert_to_nanos(self, time_value: int) -> int:
         return to_nanos(self.time_unit, time_value)

@@ -42,6 +42,7 @@ from aeron_numba.client.fragment_assembler import ABORT, CONTINUE
 from aeron_numba.cluster import cluster_member as cm
 from aeron_numba.cluster.append_position_stage import AppendPositionStage
 from aeron_numba.cluster.follower_commit_stage import FollowerCommitStage
+from aeron_numba.cluster.ingress_stage import IngressStage
 from aeron_numba.cluster.leader_commit_stage import LeaderCommitStage
 from aeron_numba.cluster import pending_service_message_tracker as psmt
 from aeron_numba.cluster import recovery_state
@@ -248,6 +249,7 @@ class ConsensusModuleAgent:
         self._leader_stage = LeaderCommitStage()  # a leader's commit from the driver's stretch, likewise
         # Its notified_commit_position, and a follower's commit (and reading of the log) from the driver's stretch.
         self._follower_stage = FollowerCommitStage()
+        self._ingress_stage = IngressStage()  # a leader's ingress to the log from the driver's stretch
         self.time_of_last_log_update_ns = 0
         self.time_of_last_append_position_update_ns = 0
         self.log_stalled_at_position = NULL_POSITION  # _is_log_stalled: where the recording was first seen behind
@@ -328,6 +330,7 @@ class ConsensusModuleAgent:
         # election it starts (and every wait of one, which runs the driver's stretch) sees nothing move under it.
         self._follower_stage.pause()
         self._take_follower_stage(now_ns)
+        self._ingress_stage.pause()  # likewise for a leader's ingress: this cycle polls it
         try:
             if now_ns >= self.slow_tick_deadline_ns:
                 slow = self._slow_tick_work(now_ns)
@@ -350,12 +353,14 @@ class ConsensusModuleAgent:
             self._sync_append_stage()
             self._sync_leader_stage()
             self._sync_follower_stage()
+            self._sync_ingress_stage()
         return work_count
 
     def on_close(self) -> None:
         self._append_stage.stop()
         self._leader_stage.stop()
         self._follower_stage.stop()
+        self._ingress_stage.stop()
         for action in (self.log_publisher.disconnect, lambda: self.log_adapter.disconnect(),
                        self._try_stop_log_recording, self.ingress_adapter.close):
             self._quietly(action)
@@ -847,11 +852,18 @@ class ConsensusModuleAgent:
         """What the compiled ingress path appends with (``IngressAdapter.poll``): the term, the cluster time and
         the activity time it stands for, the log publication and the open sessions; None (the codec path) while
         there is no mapped log publication to append to: none yet, closed, or one with no log of its own."""
-        publication = self.log_publisher.publication
-        if getattr(publication, "log_buffer", None) is None or getattr(publication, "limit_buffer", None) is None:
+        publication = self._mapped_log_publication()
+        if publication is None:
             return None
         return (self.leadership_term_id, timestamp, self.cluster_clock.convert_to_nanos(timestamp), publication,
                 self.open_sessions)
+
+    def _mapped_log_publication(self):
+        """The log publication when compiled code can append to it (mapped, with a limit of its own), else None."""
+        publication = self.log_publisher.publication
+        if getattr(publication, "log_buffer", None) is None or getattr(publication, "limit_buffer", None) is None:
+            return None
+        return publication
 
     def _add_session(self, session: ClusterSession) -> None:
         self.session_by_id[session.id] = session
@@ -1561,6 +1573,7 @@ class ConsensusModuleAgent:
         self._append_stage.stages = stages
         self._leader_stage.stages = stages
         self._follower_stage.stages = stages
+        self._ingress_stage.stages = stages
 
     def _sync_append_stage(self) -> None:
         """The compiled AppendPosition on for a follower between elections with its leader's publication and its log
@@ -1622,6 +1635,26 @@ class ConsensusModuleAgent:
         stage.run_for(leadership_term_id=self.leadership_term_id, leader_member_id=leader.id,
                       append_position=self.append_position, commit_counter=self.counters.commit_position, log=log,
                       images=images, key=key)
+
+    def _sync_ingress_stage(self) -> None:
+        """The compiled ingress on for an ACTIVE leader between elections with a mapped log publication, the system
+        clock and its ingress images' compiled handles, off otherwise; its tables follow the term, the
+        publication, the open session table and the images."""
+        stage = self._ingress_stage
+        if stage.stages is None:
+            return
+        publication = self._mapped_log_publication()
+        images = self.ingress_adapter.compiled_images() if publication is not None else None
+        if (images is None or self.election is not None or self.role != ClusterRole.LEADER
+                or self.state != ConsensusModuleState.ACTIVE or not self.cluster_clock.is_system_clock):
+            stage.stop()
+            return
+        sessions = self.open_sessions
+        ns_per_unit = self.cluster_clock.time_unit.nanos_per_unit
+        key = (self.leadership_term_id, ns_per_unit, id(publication.log_buffer), id(sessions.table),
+               tuple(id(h.log) for h in images))
+        stage.run_for(leadership_term_id=self.leadership_term_id, ns_per_unit=ns_per_unit, publication=publication,
+                      sessions=sessions, images=images, key=key)
 
     def _take_follower_stage(self, now_ns: int) -> None:
         """What the follower's compiled commit did since this module's last cycle, as if this cycle had done it: the

@@ -13,9 +13,11 @@ reported to the agent's error handler, never passed on.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from aeron_numba.client.handles import ImageHandles
+from aeron_numba.client.subscription import Subscription
 from aeron_numba.client.fragment_assembler import CONTINUE, ControlledFragmentAssembler
 from aeron_numba.codecs.cluster_messages import CLUSTER, INGRESS
 from aeron_numba.codecs.sbe_adapter import SbeAdapter
@@ -84,6 +86,21 @@ class IngressAdapter:
                 work_count += taken
         self._handles.drop_closed()
         return work_count
+
+    def compiled_images(self) -> list | None:
+        """The compiled handles of both subscriptions' open images (for the leader's ingress stage in the driver's
+        stretch), or None where they cannot be had (no JIT, a subscription not a client's)."""
+        if numba.config.DISABLE_JIT:
+            return None
+        handles = []
+        for subscription in (self.subscription, self.ipc_subscription):
+            if subscription is None:
+                continue
+            if not isinstance(subscription, Subscription):
+                return None
+            handles += [self._handles.of(image) for image in subscription.images]
+        self._handles.drop_closed()
+        return [handle for handle in handles if handle is not None]
 
     def close(self) -> None:
         for subscription in (self.subscription, self.ipc_subscription):

@@ -19,6 +19,14 @@ OPEN state are in it, so a message the table does not know goes to Python, which
 sessions: 0 count | 1 + 2i cluster session id | 2 + 2i time of last activity (ns)
 result:   0 why it stopped (STOPPED_*) | 1 log position after the last append (0: none)
 ```
+
+``ingress_stage`` runs it as a network cycles stage (``kernels/network_stages``): the leader's ingress images read
+in the same compiled stretch that received their datagrams, with the cluster time read there (the epoch clock in
+the cluster's time unit), so a client's message reaches the log, and the followers, without a Python cycle of the
+consensus module. Its state (``STAGE_*``, an ``int64`` array the module owns) holds the term, the time unit, the
+log publication, the open session table, the claim and result, then ``MAX_IMAGES`` image rows. It turns itself off
+at the first frame the Python path must decide on (left in the image, where the module's watch sees it); back
+pressure leaves the message for the next pass, as the Python path's ABORT does.
 """
 
 from __future__ import annotations
@@ -40,7 +48,8 @@ from aeron_numba.kernels.cluster_service_log import (
     term_cursor,
     whole_frame_length,
 )
-from aeron_numba.kernels.memory import copy_bytes
+from aeron_numba.kernels.idle_wait import epoch_ns
+from aeron_numba.kernels.memory import bytes_at, copy_bytes, int64s_at
 from aeron_numba.kernels.term_appender import commit_claim, exclusive_try_claim
 from aeron_numba.layout.frame import (
     FLAGS_FIELD_OFFSET,
@@ -49,7 +58,7 @@ from aeron_numba.layout.frame import (
     TYPE_FIELD_OFFSET,
     UNFRAGMENTED,
 )
-from aeron_numba.layout.publication_status import ADMIN_ACTION, CLAIM_FRAME_OFFSET
+from aeron_numba.layout.publication_status import ADMIN_ACTION, CLAIM_FRAME_OFFSET, CLAIM_LENGTH, PUB_STATE_LENGTH
 
 # Why the poll stopped (result[RESULT_STOPPED]).
 STOPPED_NOTHING_LEFT = 0  # no more frames, or the fragment limit
@@ -139,6 +148,56 @@ def ingress_to_log(log, position_buf, position_offset, closed_word, fragment_lim
     if offset > term_offset:
         atomics.put_int64_release(position_buf, position_offset, position + (offset - term_offset))
     return fragments
+
+
+MAX_IMAGES = 64
+#: Ingress fragments one call takes from an image at most (the module's ingress fragment limit by default).
+FRAGMENT_LIMIT = 50
+
+(STAGE_ON, STAGE_LEADERSHIP_TERM_ID, STAGE_NS_PER_UNIT, STAGE_PUB_LOG_ADDRESS, STAGE_PUB_LOG_LENGTH,
+ STAGE_PUB_STATE_ADDRESS, STAGE_LIMIT_ADDRESS, STAGE_LIMIT_LENGTH, STAGE_SESSIONS_ADDRESS, STAGE_SESSIONS_LENGTH,
+ STAGE_APPENDED, STAGE_IMAGE_COUNT) = range(12)
+STAGE_CLAIM = 12
+STAGE_RESULT = STAGE_CLAIM + CLAIM_LENGTH
+STAGE_IMAGES = STAGE_RESULT + RESULT_LENGTH
+(IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH, IMAGE_POSITION_ADDRESS, IMAGE_CLOSED_ADDRESS) = range(4)
+IMAGE_WORDS = 4
+STAGE_LENGTH = STAGE_IMAGES + MAX_IMAGES * IMAGE_WORDS
+
+
+def new_stage_state() -> np.ndarray:
+    """A stage state with the stage off."""
+    return np.zeros(STAGE_LENGTH, np.int64)
+
+
+@kernel
+def ingress_stage(state_address):
+    """Append the ingress images' session messages to the log (see the module docstring); the fragments taken."""
+    state = int64s_at(state_address, STAGE_LENGTH)
+    if state[STAGE_ON] == 0:
+        return 0
+    ns_per_unit = state[STAGE_NS_PER_UNIT]
+    timestamp = epoch_ns() // ns_per_unit
+    pub_log = bytes_at(state[STAGE_PUB_LOG_ADDRESS], state[STAGE_PUB_LOG_LENGTH])
+    pub_state = int64s_at(state[STAGE_PUB_STATE_ADDRESS], PUB_STATE_LENGTH)
+    limit = bytes_at(state[STAGE_LIMIT_ADDRESS], state[STAGE_LIMIT_LENGTH])
+    sessions = int64s_at(state[STAGE_SESSIONS_ADDRESS], state[STAGE_SESSIONS_LENGTH])
+    claim = int64s_at(state_address + 8 * STAGE_CLAIM, CLAIM_LENGTH)
+    result = int64s_at(state_address + 8 * STAGE_RESULT, RESULT_LENGTH)
+    work = 0
+    for k in range(state[STAGE_IMAGE_COUNT]):
+        row = STAGE_IMAGES + k * IMAGE_WORDS
+        taken = ingress_to_log(bytes_at(state[row + IMAGE_LOG_ADDRESS], state[row + IMAGE_LOG_LENGTH]),
+                               bytes_at(state[row + IMAGE_POSITION_ADDRESS], 8), 0,
+                               bytes_at(state[row + IMAGE_CLOSED_ADDRESS], 8), FRAGMENT_LIMIT, pub_log, pub_state,
+                               limit, claim, sessions, state[STAGE_LEADERSHIP_TERM_ID], timestamp,
+                               timestamp * ns_per_unit, result)
+        work += taken
+        state[STAGE_APPENDED] += taken
+        if result[RESULT_STOPPED] == STOPPED_AT_PYTHON:
+            state[STAGE_ON] = 0  # the module's watch sees the frame left in the image
+            break
+    return work
 
 
 class OpenSessionTable:

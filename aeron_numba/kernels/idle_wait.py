@@ -53,6 +53,7 @@ from aeron_numba.layout import counters as cl
 from aeron_numba.layout.linux_socket import SOCKADDR_IN_LENGTH
 
 CLOCK_MONOTONIC = 1  # Linux's clockid_t; time.monotonic_ns reads the same clock
+CLOCK_REALTIME = 0  # time.time_ns's
 
 #: Why ``park_until_changed`` returned (its second result).
 WOKEN_BY_CHANGE, WOKEN_BY_DEADLINE, WOKEN_BY_SIGNAL, WOKEN_BY_SOCKET = 1, 2, 3, 4
@@ -125,17 +126,26 @@ def _nanosleep(typingctx, duration_ns):
     return types.int64(duration_ns), codegen
 
 
-@intrinsic
-def _monotonic_ns(typingctx):
-    """``clock_gettime(CLOCK_MONOTONIC)`` in nanoseconds: the clock of ``time.monotonic_ns``."""
+def _clock_ns(clock_id: int):
+    """An intrinsic ``clock()``: ``clock_gettime(clock_id)`` in nanoseconds."""
 
-    def codegen(context, builder, sig, args):
-        ts, _ = _timespec_call(builder, "clock_gettime", CLOCK_MONOTONIC, None, with_clock=True)
-        seconds = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
-        nanos = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
-        return builder.add(builder.mul(seconds, ir.IntType(64)(1_000_000_000)), nanos)
+    @intrinsic
+    def clock(typingctx):
+        def codegen(context, builder, sig, args):
+            ts, _ = _timespec_call(builder, "clock_gettime", clock_id, None, with_clock=True)
+            seconds = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
+            nanos = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
+            return builder.add(builder.mul(seconds, ir.IntType(64)(1_000_000_000)), nanos)
 
-    return types.int64(), codegen
+        return types.int64(), codegen
+
+    return clock
+
+
+#: ``clock_gettime(CLOCK_MONOTONIC)``: the clock of ``time.monotonic_ns``.
+_monotonic_ns = _clock_ns(CLOCK_MONOTONIC)
+#: ``clock_gettime(CLOCK_REALTIME)``: the clock of ``time.time_ns`` (a cluster's epoch clock), for compiled callers.
+epoch_ns = _clock_ns(CLOCK_REALTIME)
 
 
 @intrinsic
@@ -271,6 +281,9 @@ if numba.config.DISABLE_JIT:  # plain Python for coverage/debug runs (see atomic
 
     def _monotonic_ns():  # noqa: F811
         return time.monotonic_ns()
+
+    def epoch_ns():  # noqa: F811
+        return time.time_ns()
 
     def _sched_yield():  # noqa: F811
         os.sched_yield()

@@ -1,0 +1,69 @@
+"""The consensus module's side of a leader's compiled ingress in the driver's stretch (``kernels/cluster_ingress``'s
+``ingress_stage``): the stage's state filled for one leadership term (its ingress images, the log publication, the
+open session table, the cluster's time unit)."""
+
+from __future__ import annotations
+
+from aeron_numba.kernels import cluster_ingress as ci
+
+
+class IngressStage:
+    """``stages``: the ``NetworkStages`` of the driver on the module's thread, or None (nothing runs compiled)."""
+
+    def __init__(self, stages=None):
+        self.state = ci.new_stage_state()
+        self.stages = stages
+        self._key = None
+        self._table_key = None
+
+    @property
+    def is_running(self) -> bool:
+        return bool(self.state[ci.STAGE_ON])
+
+    def run_for(self, *, leadership_term_id: int, ns_per_unit: int, publication, sessions, images: list,
+                key) -> bool:
+        """Append the session messages of ``images`` (the ingress images' compiled handles) to ``publication`` (the
+        log's exclusive publication) for the sessions of ``sessions`` (the module's ``OpenSessionTable``) in
+        ``leadership_term_id``, stamped with the epoch clock in units of ``ns_per_unit``. ``key`` names all of
+        that: the same key again only turns the stage back on. False when it cannot run."""
+        if self.stages is None or len(images) > ci.MAX_IMAGES:
+            self.stop()
+            return False
+        state = self.state
+        if key == self._key and self._table_key is not None:
+            state[ci.STAGE_ON] = 1
+            return True
+        self.stop()
+        state[:] = 0
+        log, pub_state, limit, table = (publication.log_buffer, publication.pub_state, publication.limit_buffer,
+                                        sessions.table)
+        state[ci.STAGE_LEADERSHIP_TERM_ID], state[ci.STAGE_NS_PER_UNIT] = leadership_term_id, ns_per_unit
+        state[ci.STAGE_PUB_LOG_ADDRESS], state[ci.STAGE_PUB_LOG_LENGTH] = log.ctypes.data, log.size
+        state[ci.STAGE_PUB_STATE_ADDRESS] = pub_state.ctypes.data
+        state[ci.STAGE_LIMIT_ADDRESS], state[ci.STAGE_LIMIT_LENGTH] = limit.ctypes.data, limit.size
+        state[ci.STAGE_SESSIONS_ADDRESS], state[ci.STAGE_SESSIONS_LENGTH] = table.ctypes.data, table.size
+        holds = [log, pub_state, limit, table]
+        for k, handle in enumerate(images):
+            row = ci.STAGE_IMAGES + k * ci.IMAGE_WORDS
+            state[row + ci.IMAGE_LOG_ADDRESS], state[row + ci.IMAGE_LOG_LENGTH] = (handle.log.ctypes.data,
+                                                                                   handle.log.size)
+            state[row + ci.IMAGE_POSITION_ADDRESS] = handle.position_buffer.ctypes.data + handle.position_offset
+            state[row + ci.IMAGE_CLOSED_ADDRESS] = handle.state.ctypes.data
+            holds += [handle.log, handle.position_buffer, handle.state]
+        state[ci.STAGE_IMAGE_COUNT] = len(images)
+        self._table_key = self.stages.add(ci.ingress_stage, state, tuple(holds))
+        state[ci.STAGE_ON] = 1
+        self._key = key
+        return True
+
+    def pause(self) -> None:
+        """Off until ``run_for`` again (the module's own cycle polls ingress meanwhile); the table keeps it."""
+        self.state[ci.STAGE_ON] = 0
+
+    def stop(self) -> None:
+        """Out of the table (an election, a follower's role, another term, publication or images, closing)."""
+        self.state[ci.STAGE_ON] = 0
+        if self._table_key is not None:
+            self.stages.remove(self._table_key)
+            self._table_key = None
+        self._key = None
