@@ -1565,11 +1565,11 @@ class ConsensusModuleAgent:
         self._append_stage.last_append_position = position
 
     def use_network_stages(self, stages) -> None:
-        """Run a follower's AppendPositions and commit and a leader's commit as stages of the driver's network
-        cycles (``stages``, a ``NetworkStages`` run on this module's thread): once the archive recorded more of the
-        log, or a follower's AppendPosition or the leader's CommitPosition came, in the same compiled stretch
-        (``append_position_stage``, ``follower_commit_stage``, ``leader_commit_stage``), not in this module's next
-        cycle."""
+        """Run a follower's AppendPositions and commit and a leader's ingress and commit as stages of the driver's
+        network cycles (``stages``, a ``NetworkStages`` run on this module's thread): once the archive recorded more
+        of the log, or a follower's AppendPosition, the leader's CommitPosition or a client's message came, in the
+        same compiled stretch (``append_position_stage``, ``follower_commit_stage``, ``ingress_stage``,
+        ``leader_commit_stage``), not in this module's next cycle."""
         self._append_stage.stages = stages
         self._leader_stage.stages = stages
         self._follower_stage.stages = stages

@@ -5,6 +5,7 @@ CommitPositions it took, the sessions' activity it read from the log)."""
 
 from __future__ import annotations
 
+from aeron_numba.driver.network_stages import OwnedStage
 from aeron_numba.kernels import cluster_follower_commit as fc
 from aeron_numba.kernels import cluster_log_activity as activity
 from aeron_numba.kernels.cluster_service_log import SessionMessageHandler
@@ -12,16 +13,13 @@ from aeron_numba.kernels.counters import counter_registration_id_address, counte
 from aeron_numba.kernels.memory import function_address
 
 
-class FollowerCommitStage:
+class FollowerCommitStage(OwnedStage):
     """``stages``: the ``NetworkStages`` of the driver on the module's thread, or None: then the state only keeps
     ``notified_commit_position`` and nothing runs compiled."""
 
     def __init__(self, stages=None):
-        self.state = fc.new_state()
-        self.stages = stages
+        super().__init__(fc.follower_commit_stage, fc.new_state(), fc.STATE_STAGE_ON, stages)
         self.activity = fc.new_activity_table()
-        self._key = None
-        self._table_key = None
         self._commits_seen = 0
 
     @property
@@ -31,10 +29,6 @@ class FollowerCommitStage:
     @notified_commit_position.setter
     def notified_commit_position(self, position: int) -> None:
         self.state[fc.STATE_NOTIFIED_COMMIT_POSITION] = position
-
-    @property
-    def is_running(self) -> bool:
-        return bool(self.state[fc.STATE_STAGE_ON])
 
     @property
     def stopped(self) -> int:
@@ -52,9 +46,8 @@ class FollowerCommitStage:
             self.stop()
             return False
         state = self.state
-        if key == self._key and self._table_key is not None:
+        if self.resume(key):
             state[fc.STATE_STOPPED] = fc.STOPPED_NOT
-            state[fc.STATE_STAGE_ON] = 1
             return True
         self.stop()
         notified = state[fc.STATE_NOTIFIED_COMMIT_POSITION]
@@ -83,18 +76,8 @@ class FollowerCommitStage:
             holds += [handle.log, handle.position_buffer, handle.state]
         state[fc.STATE_IMAGE_COUNT] = len(images)
         self._commits_seen = 0
-        self._table_key = self.stages.add(fc.follower_commit_stage, state, tuple(holds))
-        state[fc.STATE_STAGE_ON] = 1
-        self._key = key
+        self.start(key, tuple(holds))
         return True
-
-    def add_idle_watch(self, watch) -> None:
-        """Wake when the stage turns itself off: what it stopped before is the module's."""
-        watch.watch_int64(self.state, 8 * fc.STATE_STAGE_ON)
-
-    def pause(self) -> None:
-        """Off until ``run_for`` again (the module's own cycle reads meanwhile); the table keeps it."""
-        self.state[fc.STATE_STAGE_ON] = 0
 
     def take(self) -> tuple[bool, list[list[int]]]:
         """What the stage did since the last call: whether it took a CommitPosition, and ``[cluster session id,
@@ -102,13 +85,4 @@ class FollowerCommitStage:
         read (the table emptied)."""
         commits = int(self.state[fc.STATE_COMMITS])
         took, self._commits_seen = commits != self._commits_seen, commits
-        rows = activity.take_rows(self.activity)
-        return took, rows
-
-    def stop(self) -> None:
-        """Out of the table (an election, a leader's role, another term, image or recording, the module closing)."""
-        self.state[fc.STATE_STAGE_ON] = 0
-        if self._table_key is not None:
-            self.stages.remove(self._table_key)
-            self._table_key = None
-        self._key = None
+        return took, activity.take_rows(self.activity)

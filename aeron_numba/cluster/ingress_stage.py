@@ -4,21 +4,15 @@ open session table, the cluster's time unit)."""
 
 from __future__ import annotations
 
+from aeron_numba.driver.network_stages import OwnedStage
 from aeron_numba.kernels import cluster_ingress as ci
 
 
-class IngressStage:
+class IngressStage(OwnedStage):
     """``stages``: the ``NetworkStages`` of the driver on the module's thread, or None (nothing runs compiled)."""
 
     def __init__(self, stages=None):
-        self.state = ci.new_stage_state()
-        self.stages = stages
-        self._key = None
-        self._table_key = None
-
-    @property
-    def is_running(self) -> bool:
-        return bool(self.state[ci.STAGE_ON])
+        super().__init__(ci.ingress_stage, ci.new_stage_state(), ci.STAGE_ON, stages)
 
     def run_for(self, *, leadership_term_id: int, ns_per_unit: int, publication, sessions, images: list,
                 key) -> bool:
@@ -29,11 +23,10 @@ class IngressStage:
         if self.stages is None or len(images) > ci.MAX_IMAGES:
             self.stop()
             return False
-        state = self.state
-        if key == self._key and self._table_key is not None:
-            state[ci.STAGE_ON] = 1
+        if self.resume(key):
             return True
         self.stop()
+        state = self.state
         state[:] = 0
         log, pub_state, limit, table = (publication.log_buffer, publication.pub_state, publication.limit_buffer,
                                         sessions.table)
@@ -51,19 +44,5 @@ class IngressStage:
             state[row + ci.IMAGE_CLOSED_ADDRESS] = handle.state.ctypes.data
             holds += [handle.log, handle.position_buffer, handle.state]
         state[ci.STAGE_IMAGE_COUNT] = len(images)
-        self._table_key = self.stages.add(ci.ingress_stage, state, tuple(holds))
-        state[ci.STAGE_ON] = 1
-        self._key = key
+        self.start(key, tuple(holds))
         return True
-
-    def pause(self) -> None:
-        """Off until ``run_for`` again (the module's own cycle polls ingress meanwhile); the table keeps it."""
-        self.state[ci.STAGE_ON] = 0
-
-    def stop(self) -> None:
-        """Out of the table (an election, a follower's role, another term, publication or images, closing)."""
-        self.state[ci.STAGE_ON] = 0
-        if self._table_key is not None:
-            self.stages.remove(self._table_key)
-            self._table_key = None
-        self._key = None

@@ -53,3 +53,48 @@ class NetworkStages:
         for row, (address, state, _) in enumerate(self._entries.values()):
             table[row, STAGE_FUNCTION], table[row, STAGE_STATE] = address, state.ctypes.data
         self.table = table
+
+
+class OwnedStage:
+    """An agent's stage in a ``NetworkStages`` table: its state (word ``on_index`` says whether it runs), the key of
+    what the state was filled for, and its row. A subclass fills the state in its ``run_for`` and calls ``resume``
+    first (the same key again: only turned back on) and ``start`` last."""
+
+    def __init__(self, function, state: np.ndarray, on_index: int, stages: NetworkStages | None = None):
+        self.function, self.state, self.stages = function, state, stages
+        self._on = on_index
+        self._key = None
+        self._table_key = None
+
+    @property
+    def is_running(self) -> bool:
+        return bool(self.state[self._on])
+
+    def resume(self, key) -> bool:
+        """Turn the stage back on when its state was filled for ``key`` and it is still in the table."""
+        if key == self._key and self._table_key is not None:
+            self.state[self._on] = 1
+            return True
+        return False
+
+    def start(self, key, holds: tuple, due=None) -> None:
+        """Into the table, on, for ``key`` (``holds``: what the state points into; ``due``: ``NetworkStages.add``'s)."""
+        self._table_key = self.stages.add(self.function, self.state, holds, due=due)
+        self.state[self._on] = 1
+        self._key = key
+
+    def add_idle_watch(self, watch) -> None:
+        """Wake when the stage turns itself off: what it stopped before is its owner's."""
+        watch.watch_int64(self.state, 8 * self._on)
+
+    def pause(self) -> None:
+        """Off until ``run_for`` again (the owner's own cycle does the work meanwhile); the table keeps it."""
+        self.state[self._on] = 0
+
+    def stop(self) -> None:
+        """Out of the table (what it ran for changed or went, or its owner is closing)."""
+        self.state[self._on] = 0
+        if self._table_key is not None:
+            self.stages.remove(self._table_key)
+            self._table_key = None
+        self._key = None

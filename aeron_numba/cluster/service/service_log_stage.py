@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aeron_numba.driver.network_stages import OwnedStage
 from aeron_numba.kernels import cluster_service_log as K
 from aeron_numba.kernels import cluster_service_stage as ss
 from aeron_numba.kernels.counters import counter_registration_id_address, counter_value_address
@@ -14,20 +15,13 @@ from aeron_numba.kernels.memory import function_address
 from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, counter_offset
 
 
-class ServiceLogStage:
+class ServiceLogStage(OwnedStage):
     """``stages``: the ``NetworkStages`` of the driver on the container's thread, or None (nothing runs compiled)."""
 
     def __init__(self, stages=None):
-        self.state = ss.new_state()
-        self.stages = stages
-        self._key = None
-        self._table_key = None
+        super().__init__(ss.service_log_stage, ss.new_state(), ss.STATE_STAGE_ON, stages)
         self._messages_seen = 0
         self._commit_word = self._position_word = None  # int64 views of the two words ``is_due`` compares
-
-    @property
-    def is_running(self) -> bool:
-        return bool(self.state[ss.STATE_STAGE_ON])
 
     @property
     def stopped(self) -> int:
@@ -45,9 +39,8 @@ class ServiceLogStage:
             self.stop()
             return False
         state = self.state
-        if key == self._key and self._table_key is not None:
+        if self.resume(key):
             state[ss.STATE_STOPPED] = ss.STOPPED_NOT
-            state[ss.STATE_STAGE_ON] = 1
             return True
         self.stop()
         state[:] = 0
@@ -81,18 +74,8 @@ class ServiceLogStage:
         self._commit_word = values[commit_offset:commit_offset + 8].view(np.int64)
         self._position_word = handle.position_buffer[handle.position_offset:handle.position_offset + 8].view(np.int64)
         self._messages_seen = 0
-        self._table_key = self.stages.add(ss.service_log_stage, state, tuple(holds), due=self.is_due)
-        state[ss.STATE_STAGE_ON] = 1
-        self._key = key
+        self.start(key, tuple(holds), due=self.is_due)
         return True
-
-    def add_idle_watch(self, watch) -> None:
-        """Wake when the stage turns itself off: what it stopped before is the container's."""
-        watch.watch_int64(self.state, 8 * ss.STATE_STAGE_ON)
-
-    def pause(self) -> None:
-        """Off until ``run_for`` again (the container's own cycle reads the log meanwhile); the table keeps it."""
-        self.state[ss.STATE_STAGE_ON] = 0
 
     def take(self) -> tuple[int, int, int]:
         """``(messages, position after the last, its timestamp)`` the stage handed over since the last call
@@ -112,10 +95,5 @@ class ServiceLogStage:
                 and self._commit_word[0] > self._position_word[0])
 
     def stop(self) -> None:
-        """Out of the table (a new image, the log closed, the container closing)."""
-        self.state[ss.STATE_STAGE_ON] = 0
-        if self._table_key is not None:
-            self.stages.remove(self._table_key)
-            self._table_key = None
-        self._key = None
+        super().stop()
         self._commit_word = self._position_word = None
