@@ -388,6 +388,10 @@ class NetworkPublication:
         position = pos.compute_position(term_id, term_offset, self.bits, self.initial_term_id)
         if length <= 0 or not self.sender_position - self.term_length <= position < self.sender_position:
             return  # already cleaned, or never sent: nothing to resend
+        if self.retransmits:
+            # Lingers end here too: the compiled network cycles send the data, so the Python send that also ends
+            # them may not run before the receiver NAKs again a gap whose retransmit was lost.
+            self._process_retransmits(now_ns)
         key = (term_id, term_offset)
         if key in self.retransmits or len(self.retransmits) >= self.max_resend:
             return

@@ -244,6 +244,26 @@ def test_a_fixed_gap_is_naked_and_retransmitted(harness):
     stream.close()
 
 
+def test_a_nak_after_the_last_retransmit_lingered_is_answered_again_without_a_python_send_between(harness):
+    """The compiled network cycles send the data, so the sender's Python ``send`` (which expires retransmits'
+    lingers) may not run between two NAKs of a gap the first retransmit did not fill (its datagrams lost too): a
+    NAK after the linger is answered, as Aeron's retransmit handler answers it, or the receiver is lapped."""
+    stream = Stream(harness)
+    payloads = [bytes([i]) * 200 for i in range(10)]
+    stream.offer_all(payloads)
+    assert stream.settle(100) == payloads
+    (publication,) = harness.conductor.network.sender.publications
+    term_id, now = stream.log.initial_term_id, harness.nano.nano_time()
+    sent = harness.system_counter(cl.RETRANSMITS_SENT)
+    publication.on_nak(term_id, 0, 256, now)
+    assert harness.system_counter(cl.RETRANSMITS_SENT) == sent + 1
+    publication.on_nak(term_id, 0, 256, now + publication.retransmit_linger_ns // 2)  # lingering: not again yet
+    assert harness.system_counter(cl.RETRANSMITS_SENT) == sent + 1
+    publication.on_nak(term_id, 0, 256, now + publication.retransmit_linger_ns + 1)
+    assert harness.system_counter(cl.RETRANSMITS_SENT) == sent + 2
+    stream.close()
+
+
 def test_an_unreliable_stream_fills_a_gap_at_once_and_never_naks(harness):
     stream = Stream(harness, "|reliable=false")
     control = LossControl.open(harness.conductor.ctx.aeron_dir)
