@@ -14,7 +14,11 @@ nodes' twelve processes, a driver and this one.
 
 Settings over the harness's test settings (``NODE_ENV``): every agent of a node and the client's driver idle with
 ``backoff`` (spin, yield, then park up to 1 ms; the harness's 1 ms ``sleeping`` would add up to a millisecond per
-hop) and the driver's loss generator off. The leader is the harness's (node-role counter LEADER, election
+hop) and the driver's loss generator off; the log's term is 256 KiB (``LOG_TERM_LENGTH``, its archive segments
+the same), not the harness's 64 KiB: a follower's receive window is half a term up to 128 KiB, and with 64 KiB
+terms a follower 32 KiB behind the fastest at 10 k/s (20 ms on this machine) dropped the log's frames past its
+window, NAKed a gap the leader had run a term past and stalled into an election (Aeron's own default log term
+is 64 MiB). The leader is the harness's (node-role counter LEADER, election
 closed); killing it is the harness's ``kill`` (SIGSTOP then SIGKILL of the node process and its three children).
 """
 
@@ -34,8 +38,11 @@ from benchmarks.cluster.systems import START_TIMEOUT_S, LocalClientSystem, Syste
 SERVICE = "aeron_numba.cluster.examples.key_value_service:KeyValueService"
 COMPILED_SERVICE = "aeron_numba.cluster.examples.key_value_service:CompiledKeyValueService"
 IDLE_STRATEGY = "backoff"
+LOG_TERM_LENGTH = "256k"
 NODE_ENV = {**idle_strategy_environment(IDLE_STRATEGY), "AERON_ARCHIVE_IDLE_STRATEGY": IDLE_STRATEGY,
-            "AERON_CLUSTER_IDLE_STRATEGY": IDLE_STRATEGY, "AERON_DEBUG_LOSS_CONTROL": "false"}
+            "AERON_CLUSTER_IDLE_STRATEGY": IDLE_STRATEGY, "AERON_DEBUG_LOSS_CONTROL": "false",
+            "AERON_CLUSTER_LOG_CHANNEL": f"aeron:udp?term-length={LOG_TERM_LENGTH}",
+            "AERON_ARCHIVE_SEGMENT_FILE_LENGTH": LOG_TERM_LENGTH}
 CONNECT_TIMEOUT_S = 30.0
 
 
@@ -147,6 +154,7 @@ class AeronClusterSystem(LocalClientSystem):
         from aeron_numba.cluster.loopback_cluster import GOLDEN_TIMEOUTS
 
         return {"service": self.service.rsplit(":", 1)[1], "layout": self.process_layout, "idle": IDLE_STRATEGY,
+                "log_term_length": self.env.get("AERON_CLUSTER_LOG_CHANNEL", "").rpartition("term-length=")[2],
                 **{k.removeprefix("AERON_CLUSTER_").lower(): v for k, v in GOLDEN_TIMEOUTS.items()
                    if "HEARTBEAT" in k or k.endswith("ELECTION_TIMEOUT")},
                 "client": f"this process, AeronCluster over its own driver ({IDLE_STRATEGY}), egress polled, "
