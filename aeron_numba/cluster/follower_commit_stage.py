@@ -5,7 +5,7 @@ CommitPositions it took, the sessions' activity it read from the log)."""
 
 from __future__ import annotations
 
-from aeron_numba.driver.network_stages import OwnedStage
+from aeron_numba.driver.network_stages import OwnedStage, fill_image_rows
 from aeron_numba.kernels import cluster_follower_commit as fc
 from aeron_numba.kernels import cluster_log_activity as activity
 from aeron_numba.kernels.cluster_service_log import SessionMessageHandler
@@ -67,13 +67,7 @@ class FollowerCommitStage(OwnedStage):
         state[fc.STATE_ACTIVITY_ADDRESS], state[fc.STATE_ACTIVITY_LENGTH] = (self.activity.ctypes.data,
                                                                              self.activity.size)
         holds = [own_values, commit_counter.values_buffer, log.log, log.position_buffer, log.state, self.activity]
-        for k, handle in enumerate(images):
-            row = fc.STATE_IMAGES + k * fc.IMAGE_WORDS
-            state[row + fc.IMAGE_LOG_ADDRESS], state[row + fc.IMAGE_LOG_LENGTH] = (handle.log.ctypes.data,
-                                                                                   handle.log.size)
-            state[row + fc.IMAGE_POSITION_ADDRESS] = handle.position_buffer.ctypes.data + handle.position_offset
-            state[row + fc.IMAGE_CLOSED_ADDRESS] = handle.state.ctypes.data
-            holds += [handle.log, handle.position_buffer, handle.state]
+        holds += fill_image_rows(state, fc.STATE_IMAGES, images)
         state[fc.STATE_IMAGE_COUNT] = len(images)
         self._commits_seen = 0
         self.start(key, tuple(holds))

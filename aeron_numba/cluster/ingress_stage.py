@@ -4,7 +4,7 @@ open session table, the cluster's time unit)."""
 
 from __future__ import annotations
 
-from aeron_numba.driver.network_stages import OwnedStage
+from aeron_numba.driver.network_stages import OwnedStage, fill_image_rows
 from aeron_numba.kernels import cluster_ingress as ci
 
 
@@ -36,13 +36,7 @@ class IngressStage(OwnedStage):
         state[ci.STAGE_LIMIT_ADDRESS], state[ci.STAGE_LIMIT_LENGTH] = limit.ctypes.data, limit.size
         state[ci.STAGE_SESSIONS_ADDRESS], state[ci.STAGE_SESSIONS_LENGTH] = table.ctypes.data, table.size
         holds = [log, pub_state, limit, table]
-        for k, handle in enumerate(images):
-            row = ci.STAGE_IMAGES + k * ci.IMAGE_WORDS
-            state[row + ci.IMAGE_LOG_ADDRESS], state[row + ci.IMAGE_LOG_LENGTH] = (handle.log.ctypes.data,
-                                                                                   handle.log.size)
-            state[row + ci.IMAGE_POSITION_ADDRESS] = handle.position_buffer.ctypes.data + handle.position_offset
-            state[row + ci.IMAGE_CLOSED_ADDRESS] = handle.state.ctypes.data
-            holds += [handle.log, handle.position_buffer, handle.state]
+        holds += fill_image_rows(state, ci.STAGE_IMAGES, images)
         state[ci.STAGE_IMAGE_COUNT] = len(images)
         self.start(key, tuple(holds))
         return True

@@ -5,6 +5,7 @@ commits it published)."""
 
 from __future__ import annotations
 
+from aeron_numba.driver.network_stages import fill_image_rows
 from aeron_numba.kernels import cluster_leader_commit as lc
 from aeron_numba.kernels.counters import counter_registration_id_address, counter_value_address
 
@@ -49,13 +50,7 @@ class LeaderCommitStage:
         state[lc.STATE_OWN_REGISTRATION_ID] = own_position.registration_id
         state[lc.STATE_COMMIT_ADDRESS] = counter_value_address(commit_counter.values_buffer, commit_counter.id)
         holds = [own_values, commit_counter.values_buffer]
-        for k, handle in enumerate(images):
-            row = lc.STATE_IMAGES + k * lc.IMAGE_WORDS
-            state[row + lc.IMAGE_LOG_ADDRESS], state[row + lc.IMAGE_LOG_LENGTH] = (handle.log.ctypes.data,
-                                                                                   handle.log.size)
-            state[row + lc.IMAGE_POSITION_ADDRESS] = handle.position_buffer.ctypes.data + handle.position_offset
-            state[row + lc.IMAGE_CLOSED_ADDRESS] = handle.state.ctypes.data
-            holds += [handle.log, handle.position_buffer, handle.state]
+        holds += fill_image_rows(state, lc.STATE_IMAGES, images)
         state[lc.STATE_IMAGE_COUNT] = len(images)
         for k, (member, publication, for_python) in enumerate(followers):
             row = lc.STATE_MEMBERS + k * lc.MEMBER_WORDS

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from aeron_numba.kernels.network_stages import STAGE_COLUMNS, STAGE_FUNCTION, STAGE_STATE, stage_address
+from aeron_numba.kernels.network_stages import (IMAGE_CLOSED_ADDRESS, IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH,
+                                                IMAGE_POSITION_ADDRESS, IMAGE_WORDS, STAGE_COLUMNS, STAGE_FUNCTION,
+                                                STAGE_STATE, stage_address)
 
 
 class NetworkStages:
@@ -53,6 +55,19 @@ class NetworkStages:
         for row, (address, state, _) in enumerate(self._entries.values()):
             table[row, STAGE_FUNCTION], table[row, STAGE_STATE] = address, state.ctypes.data
         self.table = table
+
+
+def fill_image_rows(state: np.ndarray, first: int, images: list) -> list:
+    """Write ``images`` (compiled image handles) as rows of ``IMAGE_WORDS`` words of ``state`` from index ``first``;
+    the arrays those words point into, for the stage's table row to hold."""
+    holds = []
+    for k, handle in enumerate(images):
+        row = first + k * IMAGE_WORDS
+        state[row + IMAGE_LOG_ADDRESS], state[row + IMAGE_LOG_LENGTH] = handle.log.ctypes.data, handle.log.size
+        state[row + IMAGE_POSITION_ADDRESS] = handle.position_buffer.ctypes.data + handle.position_offset
+        state[row + IMAGE_CLOSED_ADDRESS] = handle.state.ctypes.data
+        holds += [handle.log, handle.position_buffer, handle.state]
+    return holds
 
 
 class OwnedStage:

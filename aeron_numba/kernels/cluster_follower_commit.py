@@ -36,6 +36,8 @@ from aeron_numba.kernels.cluster_service_log import (OUTBOX_HEADER_LENGTH, RESUL
                                                      SessionMessageHandler, bounded_session_poll, term_cursor,
                                                      whole_frame_length)
 from aeron_numba.kernels.memory import bytes_at, function_at, int64s_at
+from aeron_numba.kernels.network_stages import (IMAGE_CLOSED_ADDRESS, IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH,
+                                                IMAGE_POSITION_ADDRESS, IMAGE_WORDS)
 from aeron_numba.layout.frame import HDR_TYPE_PAD, HEADER_LENGTH, TYPE_FIELD_OFFSET
 
 MAX_IMAGES = 16
@@ -52,8 +54,6 @@ LOG_FRAGMENT_LIMIT = 50
 STATE_RESULT = 18  # bounded_session_poll's result slots
 STATE_OUTBOX = STATE_RESULT + RESULT_LENGTH  # the poll's outbox: its header only, nothing is replied
 STATE_IMAGES = STATE_OUTBOX + OUTBOX_HEADER_LENGTH // 8
-(IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH, IMAGE_POSITION_ADDRESS, IMAGE_CLOSED_ADDRESS) = range(4)
-IMAGE_WORDS = 4
 STATE_LENGTH = STATE_IMAGES + MAX_IMAGES * IMAGE_WORDS
 
 # Why the stage turned itself off (STATE_STOPPED).

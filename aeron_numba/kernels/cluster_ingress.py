@@ -50,6 +50,8 @@ from aeron_numba.kernels.cluster_service_log import (
 )
 from aeron_numba.kernels.idle_wait import epoch_ns
 from aeron_numba.kernels.memory import bytes_at, copy_bytes, int64s_at
+from aeron_numba.kernels.network_stages import (IMAGE_CLOSED_ADDRESS, IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH,
+                                                IMAGE_POSITION_ADDRESS, IMAGE_WORDS)
 from aeron_numba.kernels.term_appender import commit_claim, exclusive_try_claim
 from aeron_numba.layout.frame import (
     FLAGS_FIELD_OFFSET,
@@ -160,8 +162,6 @@ FRAGMENT_LIMIT = 50
 STAGE_CLAIM = 12
 STAGE_RESULT = STAGE_CLAIM + CLAIM_LENGTH
 STAGE_IMAGES = STAGE_RESULT + RESULT_LENGTH
-(IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH, IMAGE_POSITION_ADDRESS, IMAGE_CLOSED_ADDRESS) = range(4)
-IMAGE_WORDS = 4
 STAGE_LENGTH = STAGE_IMAGES + MAX_IMAGES * IMAGE_WORDS
 
 

@@ -30,6 +30,8 @@ from aeron_numba.kernels.cluster_consensus import (APPEND_POSITION_FLAGS_OFFSET,
                                                    position_message_template)
 from aeron_numba.kernels.cluster_service_log import SCHEMA_ID, SCHEMA_VERSION, term_cursor, whole_frame_length
 from aeron_numba.kernels.memory import bytes_at, int64s_at
+from aeron_numba.kernels.network_stages import (IMAGE_CLOSED_ADDRESS, IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH,
+                                                IMAGE_POSITION_ADDRESS, IMAGE_WORDS)
 from aeron_numba.kernels.term_appender import exclusive_offer
 from aeron_numba.layout.frame import HDR_TYPE_PAD, HEADER_LENGTH, TYPE_FIELD_OFFSET
 from aeron_numba.layout.publication_status import ADMIN_ACTION, PUB_STATE_LENGTH
@@ -44,8 +46,6 @@ STATE_MESSAGE = 11  # the CommitPosition being encoded
 _MESSAGE_WORDS = (MESSAGE_LENGTH_COMMIT_POSITION + 7) // 8
 STATE_SCRATCH = STATE_MESSAGE + _MESSAGE_WORDS  # the positions the quorum is taken over
 STATE_IMAGES = STATE_SCRATCH + MAX_MEMBERS + 1
-(IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH, IMAGE_POSITION_ADDRESS, IMAGE_CLOSED_ADDRESS) = range(4)
-IMAGE_WORDS = 4
 STATE_MEMBERS = STATE_IMAGES + MAX_IMAGES * IMAGE_WORDS
 (MEMBER_ID, MEMBER_LOG_POSITION, MEMBER_APPENDS, MEMBER_FOR_PYTHON, MEMBER_PUB_LOG_ADDRESS, MEMBER_PUB_LOG_LENGTH,
  MEMBER_PUB_STATE_ADDRESS, MEMBER_LIMIT_ADDRESS, MEMBER_LIMIT_LENGTH) = range(9)

@@ -24,6 +24,10 @@ STAGE_SIG = types.int64(types.int64)
 #: Columns of a stage table: the function's address and its state's address.
 STAGE_FUNCTION, STAGE_STATE = 0, 1
 STAGE_COLUMNS = 2
+#: An image as a stage's state names it (one row of words; ``driver/network_stages.fill_image_rows`` writes them):
+#: its log's address and length, its subscriber position word's address, its handle's closed word's address.
+(IMAGE_LOG_ADDRESS, IMAGE_LOG_LENGTH, IMAGE_POSITION_ADDRESS, IMAGE_CLOSED_ADDRESS) = range(4)
+IMAGE_WORDS = 4
 
 
 @intrinsic
