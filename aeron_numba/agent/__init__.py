@@ -5,7 +5,7 @@ Agrona's ``org.agrona.concurrent`` contracts in snake_case (STYLE.md "Agrona"): 
 """
 
 from aeron_numba.agent.agent import Agent, AgentTerminationException, CompositeAgent
-from aeron_numba.agent.agent_runner import AgentInvoker, AgentRunner, close_on_signals
+from aeron_numba.agent.agent_runner import AgentInvoker, AgentRunner, StopOnSignals, close_on_signals
 from aeron_numba.agent.clock import (
     CachedEpochClock,
     CachedNanoClock,
@@ -51,6 +51,7 @@ __all__ = [
     "SystemEpochNanoClock",
     "SystemNanoClock",
     "YieldingIdleStrategy",
+    "StopOnSignals",
     "close_on_signals",
     "idle_strategy_from_name",
     "park_ns",

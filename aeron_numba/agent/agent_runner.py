@@ -7,7 +7,8 @@ stops the loop cleanly. ``on_close`` always runs exactly once, even if the runne
 Stopping: ``request_close()`` only stores flags, so it is safe from a signal handler (Python runs handlers
 in the main thread between bytecodes; taking a lock there could deadlock against the interrupted code).
 ``close()`` requests and then waits for the loop to finish. ``close_on_signals`` wires SIGINT/SIGTERM to
-``request_close`` for a process's main loop.
+``request_close`` for a process's main loop; ``StopOnSignals`` does it from before the runner exists (a signal
+while the process starts is kept and passed on), so no moment of a start-up dies of the default disposition.
 """
 
 from __future__ import annotations
@@ -391,3 +392,26 @@ def close_on_signals(
         request()
 
     return {signum: signal.signal(signum, on_signal) for signum in signals}
+
+
+class StopOnSignals:
+    """SIGINT/SIGTERM from construction on (main thread only): a signal that comes before ``forward_to`` is kept and
+    the stop request is made as soon as there is something to stop, so a process told to stop while it starts
+    (warming up, or between announcing itself ready and running its loop) still stops cleanly and removes what
+    it made."""
+
+    def __init__(self, signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)):
+        self.signalled = False
+        self._request: Callable[[], None] | None = None
+        self.previous = close_on_signals(self._on_signal, signals)
+
+    def _on_signal(self) -> None:
+        self.signalled = True
+        if self._request is not None:
+            self._request()
+
+    def forward_to(self, request: Callable[[], None]) -> None:
+        """From now on a signal calls ``request``; a signal that already came calls it now."""
+        self._request = request
+        if self.signalled:
+            request()

@@ -40,10 +40,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = parser.parse_args(argv)
     cli.configure_logging(parser, args.verbose)
     cli.warn_ignored_variables(log)
+    from aeron_numba.agent import StopOnSignals
     from aeron_numba.driver.media_driver import DRIVER_VERSION, MediaDriver
     from aeron_numba.errors import AeronError
 
     overrides = {"aeron_dir": args.dir} if args.dir else {}
+    # A launcher may stop the driver as soon as cnc.dat says ready, before run() takes the signals over.
+    stop = StopOnSignals()
     try:
         driver = MediaDriver(DriverContext.from_env(**overrides))
     except (AeronError, ValueError) as exc:
@@ -51,6 +54,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except OSError as exc:  # the user's dir: missing parent, a file in the way, read-only, no room
         return fail(parser.prog, user_error_line(exc, "aeron dir"))
     print(f"aeron-numba media driver {DRIVER_VERSION} in {driver.ctx.aeron_dir}, pid {os.getpid()}", flush=True)
+    stop.forward_to(driver.runner.request_close)
     try:
         driver.run()
     except AeronError as exc:  # a network agent's thread failed and stopped the driver (recorded in its error log)

@@ -26,6 +26,29 @@ def test_verbose_driver_logs_its_start_and_names_variables_it_does_not_read(proc
     assert f"media driver in {aeron_dir} stopped" in driver.stderr()
 
 
+# Run as the driver's command, with MediaDriver's constructor sending this process SIGTERM just after cnc.dat is
+# ready: the moment a launcher that awaited readiness may stop it, before run() has started.
+_SIGTERM_JUST_AFTER_READY = """\
+import os, signal, sys
+from aeron_numba.commands import driver as command
+from aeron_numba.driver import media_driver
+real_init = media_driver.MediaDriver.__init__
+def init_then_sigterm(self, *args, **kwargs):
+    real_init(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)
+media_driver.MediaDriver.__init__ = init_then_sigterm
+sys.exit(command.main([]))
+"""
+
+
+def test_a_driver_stopped_as_soon_as_it_is_ready_stops_cleanly_and_removes_its_dir(aeron_dir):
+    env = {**os.environ, **driver_env_for_tests(AERON_DIR=str(aeron_dir), AERON_DIR_DELETE_ON_SHUTDOWN="true")}
+    result = subprocess.run([sys.executable, "-c", _SIGTERM_JUST_AFTER_READY], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert not aeron_dir.exists()
+
+
 def test_a_bad_log_level_is_a_usage_error(aeron_dir):
     env = {**os.environ, **driver_env_for_tests(AERON_DIR=str(aeron_dir)), "AERON_LOG_LEVEL": "LOUD"}
     result = subprocess.run([sys.executable, "-m", "aeron_numba", "driver"], env=env, capture_output=True, text=True,
