@@ -4,20 +4,22 @@ module stamps with its own clock."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from aeron_numba.driver.network_stages import OwnedStage
 from aeron_numba.kernels import cluster_append_position as cap
 from aeron_numba.kernels.counters import counter_registration_id_address, counter_value_address
+from aeron_numba.layout.counters import COUNTER_VALUE_OFFSET, counter_offset
 
 
-class AppendPositionStage:
+class AppendPositionStage(OwnedStage):
     """``stages``: the ``NetworkStages`` of the driver on the module's thread (a ``ClusteredMediaDriver``), or None:
     then the state only keeps ``last_append_position`` and nothing is sent from compiled code."""
 
     def __init__(self, stages=None):
-        self.state = cap.new_state()
-        self.stages = stages
-        self._key = None  # what the stage runs for now (None: off)
-        self._table_key = None  # its row in the stage table
+        super().__init__(cap.append_position_stage, cap.new_state(), cap.STATE_STAGE_ON, stages)
         self._sends_seen = 0
+        self._recorded_word = None  # an int64 view of the recorded position, which ``is_due`` compares
 
     @property
     def last_append_position(self) -> int:
@@ -42,7 +44,7 @@ class AppendPositionStage:
         if self.stages is None:
             return
         key = (append_position, publication, leadership_term_id, member_id)
-        if key == self._key and self.state[cap.STATE_STAGE_ON]:
+        if self.resume(key):
             return
         self.stop()
         log, pub_state, limit = publication.log_buffer, publication.pub_state, publication.limit_buffer
@@ -58,18 +60,17 @@ class AppendPositionStage:
         state[cap.STATE_PUB_LOG_ADDRESS], state[cap.STATE_PUB_LOG_LENGTH] = log.ctypes.data, log.size
         state[cap.STATE_PUB_STATE_ADDRESS] = pub_state.ctypes.data
         state[cap.STATE_LIMIT_ADDRESS], state[cap.STATE_LIMIT_LENGTH] = limit.ctypes.data, limit.size
-        self._table_key = self.stages.add(cap.append_position_stage, state, (log, pub_state, limit, values))
-        state[cap.STATE_STAGE_ON] = 1
-        self._key = key
+        offset = counter_offset(append_position.counter_id) + COUNTER_VALUE_OFFSET
+        self._recorded_word = values[offset:offset + 8].view(np.int64)
+        self.start(key, (log, pub_state, limit, values), due=self.is_due)
 
-    @property
-    def is_running(self) -> bool:
-        return bool(self.state[cap.STATE_STAGE_ON])
+    def is_due(self) -> bool:
+        """Whether the archive recorded past the last AppendPosition while the stage was paused (a wait in the
+        module's own cycle ran the recording): the stage sends it once the stretch runs again."""
+        return (self._table_key is not None and self.state[cap.STATE_STAGE_ON] != 0
+                and self._recorded_word[0] > self.state[cap.STATE_LAST_APPEND_POSITION])
 
     def stop(self) -> None:
         """Nothing more sent from compiled code (an election, another leader or term, the module closing)."""
-        self.state[cap.STATE_STAGE_ON] = 0
-        if self._table_key is not None:
-            self.stages.remove(self._table_key)
-            self._table_key = None
-        self._key = None
+        super().stop()
+        self._recorded_word = None

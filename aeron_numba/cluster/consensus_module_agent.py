@@ -324,13 +324,15 @@ class ConsensusModuleAgent:
         timestamp = self.cluster_clock.time()
         now_ns = self.cluster_clock.convert_to_nanos(timestamp)
         work_count = 0
-        if self._leader_stage.is_running:
-            self._take_leader_stage(now_ns)
-        # A follower's stage is off while this cycle runs: it reads the log and the consensus images itself, and an
-        # election it starts (and every wait of one, which runs the driver's stretch) sees nothing move under it.
+        # Every stage is off while this cycle runs: it reads the log, the consensus images and the ingress itself,
+        # and sends and commits itself, and an election it starts (and every wait of one, which runs the driver's
+        # stretch) sees nothing move under it. What they did since the last cycle is taken first.
+        self._leader_stage.pause()
+        self._take_leader_stage(now_ns)
         self._follower_stage.pause()
         self._take_follower_stage(now_ns)
-        self._ingress_stage.pause()  # likewise for a leader's ingress: this cycle polls it
+        self._ingress_stage.pause()
+        self._append_stage.pause()
         try:
             if now_ns >= self.slow_tick_deadline_ns:
                 slow = self._slow_tick_work(now_ns)

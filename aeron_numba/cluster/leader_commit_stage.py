@@ -5,25 +5,18 @@ commits it published)."""
 
 from __future__ import annotations
 
-from aeron_numba.driver.network_stages import fill_image_rows
+from aeron_numba.driver.network_stages import OwnedStage, fill_image_rows
 from aeron_numba.kernels import cluster_leader_commit as lc
 from aeron_numba.kernels.counters import counter_registration_id_address, counter_value_address
 
 
-class LeaderCommitStage:
+class LeaderCommitStage(OwnedStage):
     """``stages``: the ``NetworkStages`` of the driver on the module's thread, or None (nothing runs compiled)."""
 
     def __init__(self, stages=None):
-        self.state = lc.new_state()
-        self.stages = stages
-        self._key = None
-        self._table_key = None
+        super().__init__(lc.leader_commit_stage, lc.new_state(), lc.STATE_STAGE_ON, stages)
         self._commits_seen = 0
         self._appends_seen: dict[int, int] = {}  # follower member id -> its row's MEMBER_APPENDS last seen
-
-    @property
-    def is_running(self) -> bool:
-        return bool(self.state[lc.STATE_STAGE_ON])
 
     def run_for(self, *, leadership_term_id: int, member_id: int, quorum_threshold: int, own_position,
                 commit_counter, images: list, followers: list, key) -> None:
@@ -31,10 +24,11 @@ class LeaderCommitStage:
         recording's counter (``values_buffer``, ``counter_id``, ``registration_id``), ``commit_counter`` the
         module's ``commit-pos`` (a client ``Counter``), ``images`` the consensus images' compiled handles,
         ``followers`` ``(member, publication or None, kept for Python)`` for every other member. ``key`` names
-        all of that: the same key again changes nothing."""
+        all of that: the same key again only turns the stage back on (the followers' positions the module took
+        meanwhile are in its rows: ``set_position``)."""
         if self.stages is None:
             return
-        if key == self._key and self.is_running:
+        if self.resume(key):
             return
         self.stop()
         if len(images) > lc.MAX_IMAGES or len(followers) > lc.MAX_MEMBERS:
@@ -67,9 +61,7 @@ class LeaderCommitStage:
         state[lc.STATE_MEMBER_COUNT] = len(followers)
         self._appends_seen = {member.id: 0 for member, _, _ in followers}
         self._commits_seen = 0
-        self._table_key = self.stages.add(lc.leader_commit_stage, state, tuple(holds))
-        state[lc.STATE_STAGE_ON] = 1
-        self._key = key
+        self.start(key, tuple(holds))
 
     def take(self) -> tuple[list[tuple[int, int]], bool]:
         """What the stage did since the last call: ``(member id, position)`` of each follower whose AppendPositions
@@ -93,11 +85,3 @@ class LeaderCommitStage:
             row = lc.STATE_MEMBERS + k * lc.MEMBER_WORDS
             if self.state[row + lc.MEMBER_ID] == member_id:
                 self.state[row + lc.MEMBER_LOG_POSITION] = position
-
-    def stop(self) -> None:
-        """Nothing more from compiled code (an election, a follower's role, a change of images or members)."""
-        self.state[lc.STATE_STAGE_ON] = 0
-        if self._table_key is not None:
-            self.stages.remove(self._table_key)
-            self._table_key = None
-        self._key = None

@@ -92,6 +92,9 @@ class _RecordedStage(AppendPositionStage):
     def stop(self):
         self.calls.append(("stop",))
 
+    def pause(self):
+        self.calls.append(("pause",))
+
 
 def test_the_module_runs_the_stage_for_a_follower_between_elections_and_stops_it_for_an_election(tmp_path):
     world, _ = follower(tmp_path)
@@ -104,3 +107,29 @@ def test_the_module_runs_the_stage_for_a_follower_between_elections_and_stops_it
     world.clock.advance_ms(20)
     agent.do_work()
     assert agent.election is not None and stage.calls[-1] == ("stop",)
+
+
+def test_the_stage_is_off_while_the_modules_own_cycle_sends(tmp_path, monkeypatch):
+    world, _ = follower(tmp_path)
+    agent = world.agent
+    stage = agent._append_stage = _RecordedStage()
+    poll = agent.consensus_adapter.poll
+    monkeypatch.setattr(agent.consensus_adapter, "poll", lambda *a: stage.calls.append(("poll",)) or poll(*a))
+    world.clock.advance_ms(20)
+    agent.do_work()
+    assert stage.calls == [("pause",), ("poll",), ("run", agent.append_position, agent.publications[0], 3, 1)]
+
+
+def test_a_paused_stage_comes_back_as_it_was_and_is_due_for_what_was_recorded_meanwhile(consensus):
+    publication, subscription, counter, rec_pos = consensus
+    stages = NetworkStages()
+    stage = AppendPositionStage(stages)
+    stage.run_for(rec_pos, publication, 3, 1)
+    counter.set(1024)
+    assert run_stages(stages.table, 1) == 1 and not stage.is_due()
+    stage.pause()
+    counter.set(2048)
+    assert run_stages(stages.table, 1) == 0 and not stage.is_due()  # paused: neither sent nor due
+    stage.run_for(rec_pos, publication, 3, 1)  # the same key: only back on
+    assert len(stages) == 1 and stage.is_running and stage.is_due() and stages.any_due()
+    assert run_stages(stages.table, 1) == 1 and stage.last_append_position == 2048 and not stage.is_due()

@@ -143,6 +143,9 @@ class _RecordedStage(LeaderCommitStage):
     def stop(self):
         self.calls.append(("stop",))
 
+    def pause(self):
+        self.calls.append(("pause",))
+
 
 def test_the_module_runs_it_for_a_leader_between_elections_and_stops_it_as_a_follower(tmp_path, monkeypatch):
     world = three_member_leader(tmp_path)
@@ -156,3 +159,17 @@ def test_the_module_runs_it_for_a_leader_between_elections_and_stops_it_as_a_fol
     world.clock.advance_ms(20)
     agent.do_work()
     assert stage.calls[-1] == ("stop",)
+
+
+def test_the_stage_is_off_while_the_modules_own_cycle_reads_the_consensus_stream(tmp_path, monkeypatch):
+    # A wait inside the cycle (an election's archive request) runs the driver's stretch: the stage must not take
+    # AppendPositions or move the commit under the module's Python path meanwhile.
+    world = three_member_leader(tmp_path)
+    agent = world.agent
+    stage = agent._leader_stage = _RecordedStage()
+    poll = agent.consensus_adapter.poll
+    monkeypatch.setattr(agent.consensus_adapter, "compiled_images", lambda: [])
+    monkeypatch.setattr(agent.consensus_adapter, "poll", lambda *a: stage.calls.append(("poll",)) or poll(*a))
+    world.clock.advance_ms(20)
+    agent.do_work()
+    assert stage.calls == [("pause",), ("poll",), ("run", agent.leadership_term_id, [1, 2])]
